@@ -1,0 +1,1 @@
+//! Attribute macros for simba (see the `simba` crate).

@@ -1,0 +1,253 @@
+//! Locks: a term held by code rather than by an election, released with its token.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::OwnedMutexGuard;
+use tokio::time::{Instant, sleep_until};
+
+use crate::backend::Acquire;
+use crate::client::Shared;
+use crate::election::{abandon, spawn_attempt};
+use crate::events::Event;
+use crate::term::SessionCell;
+use crate::{Error, RevokeReason, Term};
+
+/// A distributed lock on one lease name.
+///
+/// Tasks of one process that lock the same name queue locally first, so at most one of them
+/// contends at a time. A name held by an election on this client cannot be locked
+/// ([`Error::AlreadyStarted`]).
+pub struct Lock {
+    shared: Arc<Shared>,
+    name: String,
+}
+
+impl Lock {
+    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+        Lock { shared, name }
+    }
+
+    /// The lease name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Waits until this node holds the lock.
+    pub async fn acquire(&self) -> Result<LockGuard, Error> {
+        match self.acquire_until(None).await? {
+            Some(g) => Ok(g),
+            None => Err(Error::Closed),
+        }
+    }
+
+    /// Tries to take the lock for at most `timeout`; `Ok(None)` when it could not.
+    pub async fn try_acquire(&self, timeout: Duration) -> Result<Option<LockGuard>, Error> {
+        self.acquire_until(Some(Instant::now() + timeout)).await
+    }
+
+    async fn acquire_until(&self, until: Option<Instant>) -> Result<Option<LockGuard>, Error> {
+        crate::validate_name(&self.name)?;
+        self.shared.ensure_open()?;
+        let name: Arc<str> = self.name.as_str().into();
+        let queue = {
+            let mut st = self.shared.lock_state();
+            Arc::clone(st.lock_queues.entry(Arc::clone(&name)).or_default())
+        };
+        let local = match until {
+            None => queue.lock_owned().await,
+            Some(u) => match tokio::time::timeout_at(u, queue.lock_owned()).await {
+                Ok(g) => g,
+                Err(_) => return Ok(None),
+            },
+        };
+        {
+            let mut st = self.shared.lock_state();
+            if st.closed {
+                return Err(Error::Closed);
+            }
+            if !st.claims.insert(Arc::clone(&name)) {
+                return Err(Error::AlreadyStarted { name: self.name.clone() });
+            }
+        }
+        let claim = Claim { shared: Arc::clone(&self.shared), name: Arc::clone(&name) };
+        let mut releases = self.shared.releases.subscribe();
+        loop {
+            let cell = match self.wait_session(until).await? {
+                Some(c) => c,
+                None => return Ok(None),
+            };
+            let mut attempt = spawn_attempt(&self.shared, &cell, &name);
+            let outcome = tokio::select! {
+                r = &mut attempt => r.ok(),
+                _ = deadline_or_pending(until) => {
+                    abandon(&self.shared, &cell, &name, attempt);
+                    return Ok(None);
+                }
+                _ = self.shared.shutdown.cancelled() => {
+                    abandon(&self.shared, &cell, &name, attempt);
+                    return Err(Error::Closed);
+                }
+            };
+            self.shared.lock_state().inflight.remove(&name);
+            if let Some(Ok(Acquire::Won(token))) = outcome {
+                let now = Instant::now();
+                let term = {
+                    let mut st = self.shared.lock_state();
+                    if cell.is_live_at(now) && token > cell.max_released(&name) && !st.closed {
+                        let term = Term::new(Arc::clone(&name), token, Arc::clone(&cell), now);
+                        st.held.insert(Arc::clone(&name), term.clone());
+                        Some(term)
+                    } else {
+                        None
+                    }
+                };
+                match term {
+                    Some(term) => {
+                        tracing::info!(lease = %name, token, session = %cell.id, "lock acquired");
+                        self.shared.emit(Event::Elected { name: name.to_string(), token });
+                        return Ok(Some(LockGuard { term, claim: Some(claim), _local: local }));
+                    }
+                    None => self.shared.release_in_background(Arc::clone(&cell), Arc::clone(&name), token),
+                }
+            }
+            let retry_at = Instant::now() + self.shared.timing.candidate_delay(self.shared.unit_random());
+            let retry_at = until.map_or(retry_at, |u| retry_at.min(u));
+            loop {
+                tokio::select! {
+                    _ = sleep_until(retry_at) => break,
+                    r = releases.recv() => match r {
+                        Ok(n) if *n == *name => break,
+                        Ok(_) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
+                    },
+                    _ = self.shared.shutdown.cancelled() => return Err(Error::Closed),
+                }
+            }
+            if until.is_some_and(|u| Instant::now() >= u) {
+                return Ok(None);
+            }
+        }
+    }
+
+    async fn wait_session(&self, until: Option<Instant>) -> Result<Option<Arc<SessionCell>>, Error> {
+        let mut rx = self.shared.session.subscribe();
+        loop {
+            if let Some(c) = rx.borrow_and_update().clone().filter(|c| c.is_live_at(Instant::now())) {
+                return Ok(Some(c));
+            }
+            tokio::select! {
+                r = rx.changed() => if r.is_err() { return Err(Error::Closed) },
+                _ = deadline_or_pending(until) => return Ok(None),
+                _ = self.shared.shutdown.cancelled() => return Err(Error::Closed),
+            }
+        }
+    }
+}
+
+async fn deadline_or_pending(until: Option<Instant>) {
+    match until {
+        Some(u) => sleep_until(u).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The local claim on a name; dropping it lets an election or another lock use the name.
+struct Claim {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.shared.lock_state().claims.remove(&self.name);
+    }
+}
+
+/// A held lock: its term, released with its token on [`release`](LockGuard::release) or,
+/// in the background, on drop.
+pub struct LockGuard {
+    term: Term,
+    claim: Option<Claim>,
+    _local: OwnedMutexGuard<()>,
+}
+
+impl LockGuard {
+    /// The lock's term: check [`Term::is_valid`] before each step and send
+    /// [`Term::token`] with every write.
+    pub fn term(&self) -> &Term {
+        &self.term
+    }
+
+    /// Revokes the term, then releases the lease with its token (T7).
+    pub async fn release(mut self) -> Result<(), Error> {
+        let Some(claim) = self.claim.take() else { return Ok(()) };
+        let shared = Arc::clone(&claim.shared);
+        let term = self.term.clone();
+        let revoked_now = term.revoke(RevokeReason::Stopped);
+        let cell = Arc::clone(term.session());
+        cell.note_released(term.name(), term.token());
+        let mut result = Ok(());
+        if revoked_now && cell.is_live_at(Instant::now()) {
+            let to = shared.timing.call_timeout(
+                shared.timing.config.renew_interval(),
+                Instant::now(),
+                Some(cell.deadline()),
+            );
+            match tokio::time::timeout(to, shared.backend.release(&cell.id, term.name(), term.token())).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(source)) => {
+                    result = Err(Error::Backend { op: "release", name: Some(term.name().to_owned()), source })
+                }
+                Err(_) => tracing::warn!(
+                    lease = term.name(),
+                    token = term.token(),
+                    "release timed out; the lease frees with the session"
+                ),
+            }
+        }
+        forget(&shared, &term);
+        if revoked_now {
+            shared.emit(Event::Revoked {
+                name: term.name().to_owned(),
+                token: term.token(),
+                reason: RevokeReason::Stopped,
+            });
+        }
+        drop(claim);
+        result
+    }
+}
+
+fn forget(shared: &Shared, term: &Term) {
+    let mut st = shared.lock_state();
+    if st.held.get(term.name()).is_some_and(|t| t == term) {
+        st.held.remove(term.name());
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let Some(claim) = self.claim.take() else { return };
+        let shared = Arc::clone(&claim.shared);
+        let term = self.term.clone();
+        if term.revoke(RevokeReason::Stopped) {
+            shared.emit(Event::Revoked {
+                name: term.name().to_owned(),
+                token: term.token(),
+                reason: RevokeReason::Stopped,
+            });
+            if tokio::runtime::Handle::try_current().is_ok() {
+                shared.release_in_background(Arc::clone(term.session()), term.name().into(), term.token());
+            }
+        }
+        forget(&shared, &term);
+    }
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard").field("term", &self.term).finish()
+    }
+}

@@ -1,0 +1,389 @@
+//! The conformance suite (rule B4): one function per behaviour of the [`Backend`] contract,
+//! plus engine behaviours that must hold on every store. Every backend runs all of them
+//! against a real server through [`conformance_suite!`](crate::conformance_suite).
+//!
+//! The functions run on real time with short session lifetimes; each uses fresh lease and
+//! group names, so suites may share one server.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep};
+
+use crate::backend::{Acquire, Backend, HeldDigest, KeepAlive};
+use crate::{RevokeReason, Simba, SimbaConfig};
+
+/// The session lifetime the suite asks for. ZooKeeper test servers must allow it
+/// (`minSessionTimeout` at most this).
+pub const TTL: Duration = Duration::from_millis(1500);
+
+/// A unique lease or group name with `prefix`.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{:016x}", rand::random::<u64>())
+}
+
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("{what} failed: {e}"),
+    }
+}
+
+async fn open<B: Backend>(b: &B) -> crate::backend::SessionId {
+    ok(b.open_session(TTL).await, "open_session").id
+}
+
+async fn won<B: Backend>(b: &B, s: &crate::backend::SessionId, name: &str) -> u64 {
+    match ok(b.acquire(s, name).await, "acquire") {
+        Acquire::Won(t) => t,
+        other => panic!("expected to win `{name}`, got {other:?}"),
+    }
+}
+
+/// S1/B2: a new session is granted a positive lifetime no longer than asked, measured by the
+/// store; a keep-alive renews it and the digest of nothing held matches.
+pub async fn session_open_and_keep_alive<B: Backend>(b: B) {
+    let g = ok(b.open_session(TTL).await, "open_session");
+    assert!(!g.remaining.is_zero() && g.remaining <= TTL + Duration::from_millis(50), "granted {:?}", g.remaining);
+    sleep(Duration::from_millis(300)).await;
+    match ok(b.keep_alive(&g.id, HeldDigest::default()).await, "keep_alive") {
+        KeepAlive::Alive { remaining, digest_matches } => {
+            assert!(remaining > TTL / 2 && remaining <= TTL + Duration::from_millis(50), "remaining {remaining:?}");
+            assert!(digest_matches);
+        }
+        KeepAlive::Expired => panic!("a fresh session must be alive"),
+    }
+    ok(b.close_session(&g.id).await, "close_session");
+}
+
+/// S2: session ids are never reused.
+pub async fn session_ids_are_unique<B: Backend>(b: B) {
+    let mut seen = HashSet::new();
+    for _ in 0..20 {
+        let id = open(&b).await;
+        assert!(seen.insert(id.clone()), "session id {id} handed out twice");
+        ok(b.close_session(&id).await, "close_session");
+    }
+}
+
+/// S3: an expired session never comes back: keep-alive and acquire answer Expired, and its
+/// lease goes to another session with a higher token.
+pub async fn expired_session_never_comes_back<B: Backend>(b: B) {
+    let name = unique("s3");
+    let a = open(&b).await;
+    let t1 = won(&b, &a, &name).await;
+    sleep(TTL + Duration::from_millis(700)).await;
+    assert_eq!(ok(b.keep_alive(&a, HeldDigest::default()).await, "keep_alive"), KeepAlive::Expired);
+    assert_eq!(ok(b.acquire(&a, &unique("s3-other")).await, "acquire"), Acquire::Expired);
+    let c = open(&b).await;
+    let t2 = won(&b, &c, &name).await;
+    assert!(t2 > t1, "token went from {t1} to {t2}");
+    assert_eq!(ok(b.keep_alive(&a, HeldDigest::default()).await, "keep_alive"), KeepAlive::Expired);
+    ok(b.close_session(&c).await, "close_session");
+}
+
+/// S4: closing a session frees its leases at once; it is expired afterwards.
+pub async fn close_frees_everything<B: Backend>(b: B) {
+    let (n1, n2) = (unique("s4a"), unique("s4b"));
+    let a = open(&b).await;
+    let t1 = won(&b, &a, &n1).await;
+    won(&b, &a, &n2).await;
+    ok(b.close_session(&a).await, "close_session");
+    assert_eq!(ok(b.keep_alive(&a, HeldDigest::default()).await, "keep_alive"), KeepAlive::Expired);
+    let c = open(&b).await;
+    assert!(won(&b, &c, &n1).await > t1);
+    won(&b, &c, &n2).await;
+    ok(b.close_session(&c).await, "close_session");
+    ok(b.close_session(&c).await, "closing twice");
+}
+
+/// T3: tokens are positive and strictly increase from term to term, across sessions.
+pub async fn tokens_strictly_increase<B: Backend>(b: B) {
+    let name = unique("t3");
+    let mut last = 0;
+    for _ in 0..5 {
+        let s = open(&b).await;
+        let t = won(&b, &s, &name).await;
+        assert!(t > last, "token {t} after {last}");
+        assert!(ok(b.release(&s, &name, t).await, "release"));
+        let t2 = won(&b, &s, &name).await;
+        assert!(t2 > t, "winning again after a release must give a new token: {t2} after {t}");
+        last = t2;
+        ok(b.close_session(&s).await, "close_session");
+    }
+}
+
+/// A lease held by a live session is refused to others; re-acquiring one's own lease answers
+/// the same token.
+pub async fn held_lease_is_exclusive<B: Backend>(b: B) {
+    let name = unique("excl");
+    let a = open(&b).await;
+    let c = open(&b).await;
+    let t = won(&b, &a, &name).await;
+    assert_eq!(ok(b.acquire(&c, &name).await, "acquire"), Acquire::Held);
+    assert_eq!(ok(b.acquire(&a, &name).await, "re-acquire"), Acquire::Won(t));
+    ok(b.close_session(&a).await, "close");
+    ok(b.close_session(&c).await, "close");
+}
+
+/// T7: a release carries the token; a wrong token or another session releases nothing.
+pub async fn release_checks_session_and_token<B: Backend>(b: B) {
+    let name = unique("t7");
+    let a = open(&b).await;
+    let c = open(&b).await;
+    let t = won(&b, &a, &name).await;
+    assert!(!ok(b.release(&a, &name, t + 1).await, "release"), "wrong token released the lease");
+    assert!(!ok(b.release(&a, &name, t - 1).await, "release"), "stale token released the lease");
+    assert!(!ok(b.release(&c, &name, t).await, "release"), "another session released the lease");
+    assert_eq!(ok(b.acquire(&c, &name).await, "acquire"), Acquire::Held);
+    assert!(ok(b.release(&a, &name, t).await, "release"));
+    assert!(!ok(b.release(&a, &name, t).await, "release"), "a second release must do nothing");
+    assert!(won(&b, &c, &name).await > t);
+    ok(b.close_session(&a).await, "close");
+    ok(b.close_session(&c).await, "close");
+}
+
+/// A crashed holder (no close, no renewal) loses its lease when its session expires on the
+/// store.
+pub async fn crashed_holder_lease_frees_on_expiry<B: Backend>(b: B) {
+    let name = unique("crash");
+    let a = open(&b).await;
+    let t = won(&b, &a, &name).await;
+    let c = open(&b).await;
+    let start = Instant::now();
+    let t2 = loop {
+        match ok(b.acquire(&c, &name).await, "acquire") {
+            Acquire::Won(t2) => break t2,
+            Acquire::Held => {}
+            Acquire::Expired => panic!("the live session was expired"),
+        }
+        assert!(start.elapsed() < TTL * 4, "lease not freed {:?} after its holder stopped renewing", start.elapsed());
+        let _ = b.keep_alive(&c, HeldDigest::default()).await;
+        sleep(Duration::from_millis(100)).await;
+    };
+    assert!(t2 > t);
+    assert!(start.elapsed() >= TTL - Duration::from_millis(200), "freed after only {:?}", start.elapsed());
+    ok(b.close_session(&c).await, "close");
+}
+
+/// S1/T6: the keep-alive digest matches what the session holds and stops matching when a
+/// lease is no longer the session's; `owned` lists the leases.
+pub async fn keep_alive_digest_and_owned<B: Backend>(b: B) {
+    let (n1, n2) = (unique("dg1"), unique("dg2"));
+    let a = open(&b).await;
+    let t1 = won(&b, &a, &n1).await;
+    let t2 = won(&b, &a, &n2).await;
+    let mut d = HeldDigest::default();
+    d.add(t1);
+    d.add(t2);
+    assert!(matches!(ok(b.keep_alive(&a, d).await, "keep_alive"), KeepAlive::Alive { digest_matches: true, .. }));
+    let mut wrong = HeldDigest::default();
+    wrong.add(t1);
+    assert!(matches!(ok(b.keep_alive(&a, wrong).await, "keep_alive"), KeepAlive::Alive { digest_matches: false, .. }));
+    let mut owned = ok(b.owned(&a).await, "owned");
+    owned.sort();
+    let mut expected = vec![(n1.clone(), t1), (n2.clone(), t2)];
+    expected.sort();
+    assert_eq!(owned, expected);
+    ok(b.close_session(&a).await, "close");
+}
+
+/// J5 support: a slot is claimed at most once, only with the holder's token, only forward.
+pub async fn claim_slot_is_fenced_and_monotonic<B: Backend>(b: B) {
+    let name = unique("slot");
+    let a = open(&b).await;
+    let t = won(&b, &a, &name).await;
+    assert!(ok(b.claim_slot(&a, &name, t, 100).await, "claim_slot"));
+    assert!(!ok(b.claim_slot(&a, &name, t, 100).await, "claim_slot"), "slot 100 claimed twice");
+    assert!(!ok(b.claim_slot(&a, &name, t, 99).await, "claim_slot"), "an earlier slot was claimed");
+    assert!(!ok(b.claim_slot(&a, &name, t + 1, 101).await, "claim_slot"), "a wrong token claimed a slot");
+    assert!(ok(b.claim_slot(&a, &name, t, 101).await, "claim_slot"));
+    assert!(ok(b.release(&a, &name, t).await, "release"));
+    let c = open(&b).await;
+    let t2 = won(&b, &c, &name).await;
+    assert!(!ok(b.claim_slot(&a, &name, t, 102).await, "claim_slot"), "a released term claimed a slot");
+    assert!(!ok(b.claim_slot(&c, &name, t2, 101).await, "claim_slot"), "a slot ran twice across a failover");
+    assert!(ok(b.claim_slot(&c, &name, t2, 102).await, "claim_slot"));
+    ok(b.close_session(&a).await, "close");
+    ok(b.close_session(&c).await, "close");
+}
+
+/// J6 support: membership lists live sessions and ends with the session.
+pub async fn group_membership_follows_sessions<B: Backend>(b: B) {
+    let g = unique("grp");
+    let a = open(&b).await;
+    let c = open(&b).await;
+    ok(b.join_group(&a, &g).await, "join_group");
+    ok(b.join_group(&c, &g).await, "join_group");
+    ok(b.join_group(&c, &g).await, "joining twice");
+    let mut expected = vec![a.clone(), c.clone()];
+    expected.sort();
+    assert_eq!(ok(b.members(&g).await, "members"), expected);
+    ok(b.leave_group(&c, &g).await, "leave_group");
+    assert_eq!(ok(b.members(&g).await, "members"), vec![a.clone()]);
+    ok(b.join_group(&c, &g).await, "join_group");
+    ok(b.close_session(&c).await, "close");
+    assert_eq!(ok(b.members(&g).await, "members"), vec![a.clone()]);
+    sleep(TTL + Duration::from_millis(700)).await;
+    assert!(ok(b.members(&g).await, "members").is_empty(), "an expired session is still a member");
+    assert!(ok(b.members(&unique("empty")).await, "members").is_empty());
+}
+
+/// K2: where the store broadcasts releases, a release is heard.
+pub async fn releases_are_broadcast_where_supported<B: Backend>(b: B) {
+    let Some(mut rx) = b.subscribe_releases() else { return };
+    let name = unique("k2");
+    let a = open(&b).await;
+    let t = won(&b, &a, &name).await;
+    // Let a subscription that connects asynchronously settle.
+    sleep(Duration::from_millis(200)).await;
+    assert!(ok(b.release(&a, &name, t).await, "release"));
+    let heard = tokio::time::timeout(Duration::from_secs(3), async {
+        loop {
+            match rx.recv().await {
+                Ok(n) if n == name => return true,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(_) => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(heard, Ok(true), "the release of `{name}` was not broadcast");
+    ok(b.close_session(&a).await, "close");
+}
+
+/// Many sessions racing for one free lease: exactly one wins.
+pub async fn concurrent_acquire_has_one_winner<B: Backend + Clone>(b: B) {
+    let name = unique("race");
+    let mut sessions = Vec::new();
+    for _ in 0..8 {
+        sessions.push(open(&b).await);
+    }
+    let tasks: Vec<_> = sessions
+        .iter()
+        .map(|s| {
+            let (b, s, n) = (b.clone(), s.clone(), name.clone());
+            tokio::spawn(async move { b.acquire(&s, &n).await })
+        })
+        .collect();
+    let mut winners = 0;
+    for t in tasks {
+        match t.await {
+            Ok(Ok(Acquire::Won(_))) => winners += 1,
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => panic!("acquire failed: {e}"),
+            Err(e) => panic!("task failed: {e}"),
+        }
+    }
+    assert_eq!(winners, 1);
+    for s in sessions {
+        ok(b.close_session(&s).await, "close");
+    }
+}
+
+/// T1: the longest valid name, with every allowed character, works as any other.
+pub async fn every_valid_name_works<B: Backend>(b: B) {
+    let tail = format!("{:016x}", rand::random::<u64>());
+    let name = format!("Az09._:-{}{}", "x".repeat(128 - 8 - tail.len()), tail);
+    assert_eq!(name.len(), 128);
+    let a = open(&b).await;
+    let t = won(&b, &a, &name).await;
+    assert_eq!(ok(b.owned(&a).await, "owned"), vec![(name.clone(), t)]);
+    assert!(ok(b.release(&a, &name, t).await, "release"));
+    ok(b.close_session(&a).await, "close");
+}
+
+fn engine_config() -> SimbaConfig {
+    SimbaConfig::builder()
+        .lease_duration(TTL)
+        .renew_interval(Duration::from_millis(400))
+        .retry_jitter(Duration::from_millis(100))
+        .build()
+        .unwrap_or_default()
+}
+
+/// Engine on this store: two clients, one leader; `stop()` hands over (H1) and the other
+/// takes over with a higher token; a crashed leader is replaced after its session expires on
+/// the store (section 9, first row).
+pub async fn engine_handover_and_failover<B: Backend>(b1: B, b2: B) {
+    let name = unique("engine");
+    let c1 = ok(Simba::new(b1, engine_config()), "client 1");
+    let c2 = ok(Simba::new(b2, engine_config()), "client 2");
+    let e1 = c1.election(name.clone());
+    let e2 = c2.election(name.clone());
+    ok(e1.start(()), "start 1");
+    let t1 = wait_leader(&e1, Duration::from_secs(5)).await;
+    ok(e2.start(()), "start 2");
+    sleep(Duration::from_millis(500)).await;
+    assert!(e2.term().is_none(), "two leaders");
+    ok(e1.stop().await, "stop");
+    assert_eq!(t1.revoke_reason(), Some(RevokeReason::Stopped));
+    let t2 = wait_leader(&e2, Duration::from_secs(3)).await;
+    assert!(t2.token() > t1.token());
+    // Crash client 2: no renewal, no close, no release.
+    c2.crash_for_tests();
+    let e3 = c1.election(name.clone());
+    ok(e3.start(()), "start 3");
+    let start = Instant::now();
+    let t3 = wait_leader(&e3, TTL * 4).await;
+    assert!(t3.token() > t2.token());
+    assert!(!t2.is_valid(), "the crashed leader's term is still valid when another took over");
+    assert!(
+        start.elapsed() <= engine_config().failover_bound() + Duration::from_secs(1),
+        "failover took {:?}",
+        start.elapsed()
+    );
+    c1.close().await;
+}
+
+async fn wait_leader(e: &crate::Election, within: Duration) -> crate::Term {
+    let start = Instant::now();
+    loop {
+        if let Some(t) = e.term() {
+            return t;
+        }
+        assert!(start.elapsed() < within, "`{}` had no leader within {within:?}", e.name());
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Expands to one `#[tokio::test]` per behaviour of the conformance suite, for the backend
+/// that `$make` (an async fn or closure returning a future of a backend) builds.
+///
+/// ```ignore
+/// async fn make() -> MyBackend { MyBackend::connect(&url()).await.unwrap() }
+/// simba::conformance_suite!(make);
+/// ```
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:expr) => {
+        $crate::conformance_suite!(@tests $make;
+            session_open_and_keep_alive,
+            session_ids_are_unique,
+            expired_session_never_comes_back,
+            close_frees_everything,
+            tokens_strictly_increase,
+            held_lease_is_exclusive,
+            release_checks_session_and_token,
+            crashed_holder_lease_frees_on_expiry,
+            keep_alive_digest_and_owned,
+            claim_slot_is_fenced_and_monotonic,
+            group_membership_follows_sessions,
+            releases_are_broadcast_where_supported,
+            concurrent_acquire_has_one_winner,
+            every_valid_name_works
+        );
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn engine_handover_and_failover() {
+            $crate::tck::conformance::engine_handover_and_failover(($make)().await, ($make)().await).await;
+        }
+    };
+    (@tests $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $crate::tck::conformance::$name(($make)().await).await;
+            }
+        )*
+    };
+}

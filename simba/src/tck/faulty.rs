@@ -1,0 +1,187 @@
+//! A backend wrapper that injects faults and counts calls, for engine tests.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+
+use crate::backend::{Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+
+/// A backend operation, to aim a fault at or to count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// [`Backend::open_session`].
+    OpenSession,
+    /// [`Backend::keep_alive`].
+    KeepAlive,
+    /// [`Backend::acquire`].
+    Acquire,
+    /// [`Backend::release`].
+    Release,
+    /// [`Backend::close_session`].
+    CloseSession,
+    /// [`Backend::owned`].
+    Owned,
+    /// [`Backend::claim_slot`].
+    ClaimSlot,
+    /// Group calls: join, leave and members.
+    Group,
+}
+
+const OPS: [Op; 8] =
+    [Op::OpenSession, Op::KeepAlive, Op::Acquire, Op::Release, Op::CloseSession, Op::Owned, Op::ClaimSlot, Op::Group];
+
+/// What to do to the calls of one operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fault {
+    /// Forward the call.
+    #[default]
+    None,
+    /// Fail at once without forwarding, as an unreachable store does.
+    Fail,
+    /// Never answer (the engine's timeout must end the call).
+    Hang,
+    /// Wait this long, then forward (a slow request).
+    DelayRequest(Duration),
+    /// Forward at once, then hold the reply this long (a slow reply; with a long enough delay
+    /// the reply arrives after the local deadline).
+    DelayReply(Duration),
+    /// Answer "expired" without forwarding (keep-alive and acquire only; other operations
+    /// forward).
+    Expired,
+}
+
+/// Controls the faults of a [`FaultyBackend`] and reads its call counts.
+#[derive(Clone, Default)]
+pub struct FaultHandle {
+    inner: Arc<Ctl>,
+}
+
+#[derive(Default)]
+struct Ctl {
+    faults: Mutex<HashMap<Op, Fault>>,
+    counts: [AtomicU64; 8],
+}
+
+impl FaultHandle {
+    /// Sets the fault for `op`.
+    pub fn set(&self, op: Op, fault: Fault) {
+        self.inner.faults.lock().unwrap_or_else(PoisonError::into_inner).insert(op, fault);
+    }
+
+    /// Sets the same fault for every operation (a store that went away).
+    pub fn set_all(&self, fault: Fault) {
+        for op in OPS {
+            self.set(op, fault);
+        }
+    }
+
+    /// Removes every fault.
+    pub fn clear(&self) {
+        self.inner.faults.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+
+    /// How many calls of `op` were made (faulty or not).
+    pub fn calls(&self, op: Op) -> u64 {
+        self.inner.counts[index(op)].load(Ordering::SeqCst)
+    }
+
+    /// Zeroes the counts.
+    pub fn reset_counts(&self) {
+        for c in &self.inner.counts {
+            c.store(0, Ordering::SeqCst);
+        }
+    }
+
+    fn fault(&self, op: Op) -> Fault {
+        self.inner.counts[index(op)].fetch_add(1, Ordering::SeqCst);
+        self.inner.faults.lock().unwrap_or_else(PoisonError::into_inner).get(&op).copied().unwrap_or_default()
+    }
+}
+
+fn index(op: Op) -> usize {
+    OPS.iter().position(|o| *o == op).unwrap_or(0)
+}
+
+/// Wraps a backend and injects the faults its [`FaultHandle`] sets.
+pub struct FaultyBackend<B> {
+    inner: B,
+    handle: FaultHandle,
+}
+
+impl<B: Backend> FaultyBackend<B> {
+    /// Wraps `inner`; returns the backend and the handle that controls it.
+    pub fn new(inner: B) -> (Self, FaultHandle) {
+        let handle = FaultHandle::default();
+        (FaultyBackend { inner, handle: handle.clone() }, handle)
+    }
+
+    async fn call<T>(
+        &self,
+        op: Op,
+        expired: Option<T>,
+        fut: impl std::future::Future<Output = BackendResult<T>>,
+    ) -> BackendResult<T> {
+        match self.handle.fault(op) {
+            Fault::None => fut.await,
+            Fault::Fail => {
+                Err(BackendError::Unavailable { message: format!("injected failure of {op:?}"), source: None })
+            }
+            Fault::Hang => std::future::pending().await,
+            Fault::DelayRequest(d) => {
+                tokio::time::sleep(d).await;
+                fut.await
+            }
+            Fault::DelayReply(d) => {
+                let r = fut.await;
+                tokio::time::sleep(d).await;
+                r
+            }
+            Fault::Expired => match expired {
+                Some(v) => Ok(v),
+                None => fut.await,
+            },
+        }
+    }
+}
+
+impl<B: Backend> Backend for FaultyBackend<B> {
+    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
+        self.call(Op::OpenSession, None, self.inner.open_session(ttl)).await
+    }
+    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+        self.call(Op::KeepAlive, Some(KeepAlive::Expired), self.inner.keep_alive(session, held)).await
+    }
+    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        self.call(Op::Acquire, Some(Acquire::Expired), self.inner.acquire(session, name)).await
+    }
+    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
+        self.call(Op::Release, None, self.inner.release(session, name, token)).await
+    }
+    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
+        self.call(Op::CloseSession, None, self.inner.close_session(session)).await
+    }
+    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
+        self.call(Op::Owned, None, self.inner.owned(session)).await
+    }
+    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
+        self.call(Op::ClaimSlot, None, self.inner.claim_slot(session, name, token, slot)).await
+    }
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        self.call(Op::Group, None, self.inner.join_group(session, group)).await
+    }
+    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        self.call(Op::Group, None, self.inner.leave_group(session, group)).await
+    }
+    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
+        self.call(Op::Group, None, self.inner.members(group)).await
+    }
+    fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
+        self.inner.subscribe_releases()
+    }
+    fn describe(&self) -> String {
+        format!("faulty({})", self.inner.describe())
+    }
+}

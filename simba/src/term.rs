@@ -1,0 +1,264 @@
+//! Terms: one period during which this node owns a lease (rules T2 to T7).
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::Error;
+use crate::backend::SessionId;
+
+/// Why a term ended (rule T6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RevokeReason {
+    /// The election was stopped, the lock released or the client closed.
+    Stopped,
+    /// The election stepped down (`step_down`), or its leader task returned.
+    SteppedDown,
+    /// The session's local deadline passed with no successful renewal.
+    DeadlinePassed,
+    /// The backend said the session expired.
+    SessionExpired,
+    /// A keep-alive reply no longer listed the lease as this session's.
+    TakenOver,
+}
+
+impl fmt::Display for RevokeReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RevokeReason::Stopped => "stopped",
+            RevokeReason::SteppedDown => "stepped down",
+            RevokeReason::DeadlinePassed => "deadline passed",
+            RevokeReason::SessionExpired => "session expired",
+            RevokeReason::TakenOver => "taken over",
+        })
+    }
+}
+
+/// One session instance as the engine tracks it: its id and its local deadline.
+///
+/// The deadline only moves forward, and never once it has passed (rule D3); after the
+/// session ended it is frozen, so every term of this session stays ended (rule T4).
+pub(crate) struct SessionCell {
+    pub(crate) id: SessionId,
+    deadline: Mutex<Instant>,
+    ended: AtomicBool,
+    /// Highest token this session released, per lease name (rule K4).
+    released: Mutex<std::collections::HashMap<String, u64>>,
+}
+
+impl SessionCell {
+    pub(crate) fn new(id: SessionId, deadline: Instant) -> Self {
+        SessionCell { id, deadline: Mutex::new(deadline), ended: AtomicBool::new(false), released: Mutex::default() }
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the session is still live at `now` on the local clock.
+    pub(crate) fn is_live_at(&self, now: Instant) -> bool {
+        !self.ended.load(Ordering::Acquire) && now < self.deadline()
+    }
+
+    /// Moves the deadline to `new` if the session is still live at `now` (rule D3: a late
+    /// reply never revives a passed deadline). Returns whether the session is still live.
+    pub(crate) fn extend(&self, new: Instant, now: Instant) -> bool {
+        let mut d = self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.ended.load(Ordering::Acquire) || now >= *d {
+            return false;
+        }
+        if new > *d {
+            *d = new;
+        }
+        true
+    }
+
+    /// Ends the session at `now`: its deadline is frozen at or before `now`.
+    pub(crate) fn end(&self, now: Instant) {
+        let mut d = self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
+        self.ended.store(true, Ordering::Release);
+        if *d > now {
+            *d = now;
+        }
+    }
+
+    pub(crate) fn note_released(&self, name: &str, token: u64) {
+        let mut r = self.released.lock().unwrap_or_else(PoisonError::into_inner);
+        let e = r.entry(name.to_owned()).or_insert(0);
+        *e = (*e).max(token);
+    }
+
+    /// The highest token this session released for `name` (0 when none).
+    pub(crate) fn max_released(&self, name: &str) -> u64 {
+        self.released.lock().unwrap_or_else(PoisonError::into_inner).get(name).copied().unwrap_or(0)
+    }
+}
+
+static NEXT_TERM_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One period during which this node owns a lease (rule T2).
+///
+/// A `Term` is cheap to clone; clones are the same term. Winning the same name twice gives two
+/// different terms, which compare unequal.
+///
+/// Validity is a pure function of the monotonic clock and the session's local deadline
+/// (rule T4): no watchdog has to run first, so a process waking from a long pause reads
+/// `is_valid() == false` at once, and an ended term never becomes valid again.
+///
+/// Validity only hints when to start a step. It never proves that nobody else owns the
+/// lease: send [`token()`](Term::token) with every write, and let the resource refuse stale
+/// tokens (rule F1).
+#[derive(Clone)]
+pub struct Term {
+    inner: Arc<TermInner>,
+}
+
+struct TermInner {
+    id: u64,
+    name: Arc<str>,
+    token: u64,
+    session: Arc<SessionCell>,
+    started_at: Instant,
+    revoked: watch::Sender<Option<RevokeReason>>,
+}
+
+impl Term {
+    pub(crate) fn new(name: Arc<str>, token: u64, session: Arc<SessionCell>, now: Instant) -> Self {
+        let (revoked, _) = watch::channel(None);
+        Term {
+            inner: Arc::new(TermInner {
+                id: NEXT_TERM_ID.fetch_add(1, Ordering::Relaxed),
+                name,
+                token,
+                session,
+                started_at: now,
+                revoked,
+            }),
+        }
+    }
+
+    /// The lease name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The fencing token (rule T3): greater than zero, constant during the term, strictly
+    /// increasing between terms of the same name and never reset. Send it with every write
+    /// to the resource this term protects.
+    pub fn token(&self) -> u64 {
+        self.inner.token
+    }
+
+    /// The session that holds this term.
+    pub fn session_id(&self) -> &SessionId {
+        &self.inner.session.id
+    }
+
+    /// When the term started, on the local monotonic clock.
+    pub fn started_at(&self) -> Instant {
+        self.inner.started_at
+    }
+
+    /// Whether the term is still valid: not revoked and the session's local deadline has not
+    /// passed (rule T4).
+    pub fn is_valid(&self) -> bool {
+        self.is_valid_at(Instant::now())
+    }
+
+    pub(crate) fn is_valid_at(&self, now: Instant) -> bool {
+        self.inner.revoked.borrow().is_none() && self.inner.session.is_live_at(now)
+    }
+
+    /// Time until the session's local deadline; `Duration::ZERO` once the term ended (T4).
+    pub fn remaining(&self) -> Duration {
+        let now = Instant::now();
+        if !self.is_valid_at(now) {
+            return Duration::ZERO;
+        }
+        self.inner.session.deadline().saturating_duration_since(now)
+    }
+
+    /// Fails with [`Error::TermExpired`] unless the term stays valid for more than
+    /// `min_remaining` (rule T5). Call it before a step that must not start when the term is
+    /// about to end, with the step's expected duration.
+    ///
+    /// This narrows the window in which a stale holder starts new work; it cannot close it.
+    /// A pause can still happen after the check, which is why the resource must check the
+    /// token.
+    pub fn ensure_valid(&self, min_remaining: Duration) -> Result<(), Error> {
+        if self.remaining() > min_remaining {
+            Ok(())
+        } else {
+            Err(Error::TermExpired { name: self.name().to_owned(), token: self.token(), min_remaining })
+        }
+    }
+
+    /// The reason the term ended, if it has.
+    pub fn revoke_reason(&self) -> Option<RevokeReason> {
+        *self.inner.revoked.borrow()
+    }
+
+    /// Completes exactly once, when the term ends, with its reason (rule T6). Every call
+    /// returns the same reason.
+    pub async fn revoked(&self) -> RevokeReason {
+        let mut rx = self.inner.revoked.subscribe();
+        loop {
+            if let Some(r) = *rx.borrow_and_update() {
+                return r;
+            }
+            // The sender lives in `self`, so the channel cannot close while we wait.
+            if rx.changed().await.is_err() {
+                return RevokeReason::Stopped;
+            }
+        }
+    }
+
+    /// Completes when the term ends: the task's cancellation signal (rule H5). A leader task
+    /// should stop its work when this completes; one that ignores it is aborted when the
+    /// session's local deadline passes.
+    pub async fn cancelled(&self) {
+        self.revoked().await;
+    }
+
+    /// Ends the term with `reason` unless it already ended. Returns whether this call ended
+    /// it.
+    pub(crate) fn revoke(&self, reason: RevokeReason) -> bool {
+        self.inner.revoked.send_if_modified(|r| {
+            if r.is_none() {
+                *r = Some(reason);
+                true
+            } else {
+                false
+            }
+        })
+    }
+
+    pub(crate) fn session(&self) -> &Arc<SessionCell> {
+        &self.inner.session
+    }
+}
+
+impl PartialEq for Term {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.id == other.inner.id
+    }
+}
+
+impl Eq for Term {}
+
+impl fmt::Debug for Term {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Term")
+            .field("name", &self.name())
+            .field("token", &self.token())
+            .field("session", &self.inner.session.id)
+            .field("valid", &self.is_valid())
+            .field("revoked", &self.revoke_reason())
+            .finish()
+    }
+}

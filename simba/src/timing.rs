@@ -1,0 +1,151 @@
+//! The pure timing core: deadlines, renewal periods, timeouts and backoffs as functions of the
+//! configuration and monotonic instants. No I/O and no clock reads happen here, so every rule
+//! of section D is tested by arithmetic alone.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::SimbaConfig;
+
+/// The timing rules of one client.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    pub(crate) config: SimbaConfig,
+}
+
+/// When to renew next, derived from what the backend granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RenewPlan {
+    /// The keep-alive period.
+    pub(crate) period: Duration,
+    /// Whether the grant was too short for `renew_interval` (rule D4).
+    pub(crate) shortened: bool,
+}
+
+impl Timing {
+    pub(crate) fn new(config: SimbaConfig) -> Self {
+        Timing { config }
+    }
+
+    /// How long a grant of `remaining` stays valid on the local clock:
+    /// `remaining * (1 - drift) - margin` (rule D1), never negative.
+    pub(crate) fn local_validity(&self, remaining: Duration) -> Duration {
+        remaining.mul_f64(1.0 - self.config.drift()).saturating_sub(self.config.margin())
+    }
+
+    /// D1: `deadline = sent_at + remaining * (1 - drift) - margin`, where `sent_at` is when the
+    /// request was sent, so a slow reply only shortens the deadline.
+    pub(crate) fn deadline(&self, sent_at: Instant, remaining: Duration) -> Instant {
+        sent_at + self.local_validity(remaining)
+    }
+
+    /// D4: renew every `renew_interval`, unless the backend granted less than
+    /// `lease_duration` and the local validity cannot fit two renewals at `renew_interval`;
+    /// then renew every third of the local validity.
+    pub(crate) fn renew_plan(&self, remaining: Duration) -> RenewPlan {
+        let validity = self.local_validity(remaining);
+        let interval = self.config.renew_interval();
+        if remaining < self.config.lease_duration() && validity < interval * 2 {
+            RenewPlan { period: (validity / 3).max(Duration::from_millis(1)), shortened: true }
+        } else {
+            RenewPlan { period: interval, shortened: false }
+        }
+    }
+
+    /// D2: a backend call times out after the current renewal period, and never later than
+    /// the session's deadline (a reply after it could not be used anyway).
+    pub(crate) fn call_timeout(&self, period: Duration, now: Instant, deadline: Option<Instant>) -> Duration {
+        match deadline {
+            Some(d) => period.min(d.saturating_duration_since(now)),
+            None => period,
+        }
+    }
+
+    /// D5: after a failed renewal, retry after `clamp(remaining / 2, min_backoff, renew_interval)`
+    /// where `remaining` is the time left before the local deadline.
+    pub(crate) fn backoff(&self, now: Instant, deadline: Instant) -> Duration {
+        let remaining = deadline.saturating_duration_since(now);
+        (remaining / 2).clamp(self.config.min_backoff(), self.config.renew_interval())
+    }
+
+    /// K1: a candidate retries after `renew_interval / 2 + uniform[0, retry_jitter)`;
+    /// `unit` is a uniform sample from `[0, 1)`.
+    pub(crate) fn candidate_delay(&self, unit: f64) -> Duration {
+        self.config.renew_interval() / 2 + self.config.retry_jitter().mul_f64(unit.clamp(0.0, 1.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing() -> Timing {
+        Timing::new(SimbaConfig::default())
+    }
+
+    /// D1: the formula, exactly.
+    #[test]
+    fn d1_deadline_formula() {
+        let t = timing();
+        let sent = Instant::now();
+        let d = t.deadline(sent, Duration::from_secs(15));
+        // 15 s * 0.99 - 50 ms = 14.8 s
+        assert_eq!(d - sent, Duration::from_millis(14_800));
+    }
+
+    /// D1: a grant shorter than the margin yields a deadline at `sent_at`, never before.
+    #[test]
+    fn d1_deadline_never_before_sent_at() {
+        let t = timing();
+        let sent = Instant::now();
+        assert_eq!(t.deadline(sent, Duration::from_millis(10)), sent);
+    }
+
+    /// D4: a full grant renews every `renew_interval`; a capped one every third of the
+    /// local validity.
+    #[test]
+    fn d4_renew_plan() {
+        let t = timing();
+        assert_eq!(
+            t.renew_plan(Duration::from_secs(15)),
+            RenewPlan { period: Duration::from_secs(5), shortened: false }
+        );
+        // 6 s granted: validity 5.89 s < 2 * 5 s, renew every 5.89 / 3 s.
+        let p = t.renew_plan(Duration::from_secs(6));
+        assert!(p.shortened);
+        assert_eq!(p.period, Duration::from_millis(5_890) / 3);
+        // 12 s granted: validity 11.83 s fits two renewals at 5 s.
+        assert!(!t.renew_plan(Duration::from_secs(12)).shortened);
+    }
+
+    /// D2: the call timeout is the renewal period, cut at the deadline.
+    #[test]
+    fn d2_call_timeout() {
+        let t = timing();
+        let now = Instant::now();
+        let p = Duration::from_secs(5);
+        assert_eq!(t.call_timeout(p, now, None), p);
+        assert_eq!(t.call_timeout(p, now, Some(now + Duration::from_secs(2))), Duration::from_secs(2));
+        assert_eq!(t.call_timeout(p, now, Some(now + Duration::from_secs(9))), p);
+    }
+
+    /// D5: the backoff is half the remaining time, clamped.
+    #[test]
+    fn d5_backoff() {
+        let t = timing();
+        let now = Instant::now();
+        assert_eq!(t.backoff(now, now + Duration::from_secs(14)), Duration::from_secs(5));
+        assert_eq!(t.backoff(now, now + Duration::from_secs(6)), Duration::from_secs(3));
+        assert_eq!(t.backoff(now, now + Duration::from_millis(120)), Duration::from_millis(100));
+        assert_eq!(t.backoff(now, now), Duration::from_millis(100));
+    }
+
+    /// K1: the candidate delay spans `[renew_interval / 2, renew_interval / 2 + retry_jitter)`.
+    #[test]
+    fn k1_candidate_delay() {
+        let t = timing();
+        assert_eq!(t.candidate_delay(0.0), Duration::from_millis(2500));
+        assert_eq!(t.candidate_delay(0.5), Duration::from_millis(3750));
+    }
+}
