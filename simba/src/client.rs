@@ -258,10 +258,8 @@ impl Simba {
         let mut rx = self.shared.session.subscribe();
         loop {
             self.shared.ensure_open()?;
-            if let Some(c) = rx.borrow_and_update().clone() {
-                if c.is_live_at(Instant::now()) {
-                    return Ok(c.id.clone());
-                }
+            if let Some(c) = rx.borrow_and_update().clone().filter(|c| c.is_live_at(Instant::now())) {
+                return Ok(c.id.clone());
             }
             tokio::select! {
                 r = rx.changed() => if r.is_err() { return Err(Error::Closed) },
@@ -304,15 +302,23 @@ impl Simba {
     ///
     /// Called from inside a leader task or a callback, it does not wait for that task (L5).
     pub async fn close(&self) {
-        let elections: Vec<Election> = {
+        let elections: Option<Vec<Election>> = {
             let mut st = self.shared.lock_state();
             if st.closed {
-                drop(st);
-                self.wait_actor().await;
-                return;
+                None
+            } else {
+                st.closed = true;
+                Some(
+                    st.elections
+                        .values()
+                        .map(|c| Election::from_ctl(Arc::clone(&self.shared), Arc::clone(c)))
+                        .collect(),
+                )
             }
-            st.closed = true;
-            st.elections.values().map(|c| Election::from_ctl(Arc::clone(&self.shared), Arc::clone(c))).collect()
+        };
+        let Some(elections) = elections else {
+            self.wait_actor().await;
+            return;
         };
         let stops = elections.iter().map(|e| e.stop());
         for r in futures_util::future::join_all(stops).await {

@@ -140,7 +140,7 @@ impl ElectionCtl {
 /// election.run_while_leader(|term: Term| async move {
 ///     // Work while leader; stop when the term ends.
 ///     term.cancelled().await;
-///     Ok(())
+///     Ok::<(), simba::BoxError>(())
 /// })?;
 /// # simba.live().await?;
 /// # tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -153,20 +153,34 @@ pub struct Election {
     shared: Arc<Shared>,
     name: String,
     ctl: Mutex<Option<Arc<ElectionCtl>>>,
+    callback_capacity: usize,
 }
 
 impl Election {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
-        Election { shared, name, ctl: Mutex::new(None) }
+        Election { shared, name, ctl: Mutex::new(None), callback_capacity: CALLBACK_CAPACITY }
     }
 
     pub(crate) fn from_ctl(shared: Arc<Shared>, ctl: Arc<ElectionCtl>) -> Self {
-        Election { shared, name: ctl.name.to_string(), ctl: Mutex::new(Some(ctl)) }
+        Election {
+            shared,
+            name: ctl.name.to_string(),
+            ctl: Mutex::new(Some(ctl)),
+            callback_capacity: CALLBACK_CAPACITY,
+        }
     }
 
     /// The lease name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// How many callbacks may wait for the listener (default 1024). When that many are
+    /// queued or running, a new term's `on_elected` cannot be dispatched: the election gives
+    /// the lease up for one lease period instead of running a term nobody knows about (L6).
+    pub fn callback_capacity(mut self, capacity: usize) -> Self {
+        self.callback_capacity = capacity;
+        self
     }
 
     /// Starts contending; `listener` hears of every term. Without a task, a term is released
@@ -225,7 +239,7 @@ impl Election {
             st.elections.insert(Arc::clone(&name), Arc::clone(&ctl));
         }
         *self.ctl.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&ctl));
-        let dispatcher = Dispatcher::spawn(listener, ctl.id);
+        let dispatcher = Dispatcher::spawn(listener, ctl.id, self.callback_capacity);
         let actor = Actor { shared: Arc::clone(&self.shared), ctl, cmds: rx, dispatcher, task: task.map(Mutex::new) };
         tokio::spawn(actor.run());
         Ok(())
@@ -306,10 +320,11 @@ enum Callback {
 struct Dispatcher {
     tx: mpsc::UnboundedSender<Callback>,
     pending: Arc<AtomicUsize>,
+    capacity: usize,
 }
 
 impl Dispatcher {
-    fn spawn(listener: Arc<dyn ElectionListener>, election: u64) -> Self {
+    fn spawn(listener: Arc<dyn ElectionListener>, election: u64, capacity: usize) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<Callback>();
         let pending = Arc::new(AtomicUsize::new(0));
         let p = Arc::clone(&pending);
@@ -329,12 +344,12 @@ impl Dispatcher {
                 p.fetch_sub(1, Ordering::AcqRel);
             }
         }));
-        Dispatcher { tx, pending }
+        Dispatcher { tx, pending, capacity }
     }
 
     /// Queues `on_elected`, unless the runner is gone or full (rule L6).
     fn elected(&self, term: &Term) -> bool {
-        if self.pending.load(Ordering::Acquire) >= CALLBACK_CAPACITY {
+        if self.pending.load(Ordering::Acquire) >= self.capacity {
             return false;
         }
         self.pending.fetch_add(1, Ordering::AcqRel);

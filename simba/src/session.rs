@@ -197,7 +197,11 @@ fn end_session(shared: &Shared, cell: &Arc<SessionCell>, reason: RevokeReason) {
     for term in &lost {
         term.revoke(reason);
     }
-    tracing::warn!(session = %cell.id, %reason, terms = lost.len(), "session ended");
+    if reason == RevokeReason::Stopped {
+        tracing::info!(session = %cell.id, terms = lost.len(), "session ended");
+    } else {
+        tracing::warn!(session = %cell.id, %reason, terms = lost.len(), "session ended");
+    }
     shared.emit(Event::SessionEnded { session: cell.id.clone(), reason });
 }
 

@@ -239,6 +239,8 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Object-safe mirror of [`Backend`], implemented for every backend; type erasure happens
 /// here once.
+// The group and slot calls are used by the jobs runtime.
+#[allow(dead_code)]
 pub(crate) trait DynBackend: Send + Sync + 'static {
     fn open_session(&self, ttl: Duration) -> BoxFuture<'_, BackendResult<SessionGrant>>;
     fn keep_alive<'a>(&'a self, s: &'a SessionId, held: HeldDigest) -> BoxFuture<'a, BackendResult<KeepAlive>>;

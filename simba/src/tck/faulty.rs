@@ -59,10 +59,14 @@ pub struct FaultHandle {
     inner: Arc<Ctl>,
 }
 
+type Hook = Box<dyn Fn(Op) + Send + Sync>;
+
 #[derive(Default)]
 struct Ctl {
     faults: Mutex<HashMap<Op, Fault>>,
     counts: [AtomicU64; 8],
+    times: Mutex<Vec<(Op, tokio::time::Instant)>>,
+    hook: Mutex<Option<Hook>>,
 }
 
 impl FaultHandle {
@@ -93,10 +97,27 @@ impl FaultHandle {
         for c in &self.inner.counts {
             c.store(0, Ordering::SeqCst);
         }
+        self.inner.times.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+
+    /// When each call of `op` was made, on Tokio's clock.
+    pub fn call_times(&self, op: Op) -> Vec<tokio::time::Instant> {
+        let times = self.inner.times.lock().unwrap_or_else(PoisonError::into_inner);
+        times.iter().filter(|(o, _)| *o == op).map(|(_, t)| *t).collect()
+    }
+
+    /// Calls `hook` at the start of every call, before any fault applies (to record the
+    /// order of calls against other events).
+    pub fn on_call(&self, hook: impl Fn(Op) + Send + Sync + 'static) {
+        *self.inner.hook.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(hook));
     }
 
     fn fault(&self, op: Op) -> Fault {
         self.inner.counts[index(op)].fetch_add(1, Ordering::SeqCst);
+        self.inner.times.lock().unwrap_or_else(PoisonError::into_inner).push((op, tokio::time::Instant::now()));
+        if let Some(h) = &*self.inner.hook.lock().unwrap_or_else(PoisonError::into_inner) {
+            h(op);
+        }
         self.inner.faults.lock().unwrap_or_else(PoisonError::into_inner).get(&op).copied().unwrap_or_default()
     }
 }

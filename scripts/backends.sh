@@ -1,0 +1,525 @@
+#!/usr/bin/env bash
+# Private PostgreSQL, MariaDB, Redis and ZooKeeper instances for simba's tests.
+#
+#   scripts/backends.sh start            install what is missing, start every server, print exports
+#   scripts/backends.sh stop [--clean]   stop every server (--clean also deletes the base dir)
+#   scripts/backends.sh status           one line per server: name, port, pid, ready
+#   scripts/backends.sh env              print the exports: eval "$(scripts/backends.sh env)"
+#   scripts/backends.sh restart NAME     (re)start one server, reusing its data dir
+#   scripts/backends.sh pid NAME         print the PID of one server (exit 1 if not running)
+#
+# Servers (NAME): postgres, mysql (MariaDB), redis, redis-evicting, zk, zk-capped.
+# Everything listens on 127.0.0.1 only, on non-default ports, so the machine's own services
+# (5432, 3306, 6379, 2181) are never touched. See scripts/README.md.
+set -euo pipefail
+
+SCRIPT=$(readlink -f "${BASH_SOURCE[0]}")
+REPO=$(cd "$(dirname "$SCRIPT")/.." && pwd -P)
+BASE=${SIMBA_BACKENDS_DIR:-$REPO/.backends}
+case $BASE in /*) ;; *) BASE=$PWD/$BASE ;; esac
+BASE=${BASE%/}
+
+NAMES=(postgres mysql redis redis-evicting zk zk-capped)
+
+# Ports: env var > ports remembered by the last `start` in this base dir > default.
+if [[ -f $BASE/ports.env ]]; then
+  # shellcheck disable=SC1091
+  . "$BASE/ports.env"
+fi
+POSTGRES_PORT=${SIMBA_BACKENDS_POSTGRES_PORT:-55432}
+MYSQL_PORT=${SIMBA_BACKENDS_MYSQL_PORT:-53306}
+REDIS_PORT=${SIMBA_BACKENDS_REDIS_PORT:-56379}
+REDIS_EVICTING_PORT=${SIMBA_BACKENDS_REDIS_EVICTING_PORT:-56380}
+ZK_PORT=${SIMBA_BACKENDS_ZK_PORT:-52181}
+ZK_CAPPED_PORT=${SIMBA_BACKENDS_ZK_CAPPED_PORT:-52182}
+ZK_MAX_SESSION_MS=30000
+ZK_CAPPED_MAX_SESSION_MS=${SIMBA_BACKENDS_ZK_CAPPED_MAX_SESSION_MS:-3000}
+START_TIMEOUT=${SIMBA_BACKENDS_START_TIMEOUT:-60}   # seconds, per server
+STOP_TIMEOUT=${SIMBA_BACKENDS_STOP_TIMEOUT:-10}     # seconds before SIGKILL
+
+log() { printf 'backends: %s\n' "$*" >&2; }
+die() { printf 'backends: error: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# per-server facts
+
+canon() {
+  case $1 in
+    postgres | postgresql | pg) echo postgres ;;
+    mysql | mariadb) echo mysql ;;
+    redis) echo redis ;;
+    redis-evicting | redis_evicting) echo redis-evicting ;;
+    zk | zookeeper) echo zk ;;
+    zk-capped | zk_capped | zookeeper-capped) echo zk-capped ;;
+    *) die "unknown server '$1' (one of: ${NAMES[*]})" ;;
+  esac
+}
+var_of() { local v=${1^^}; echo "${v//-/_}"; } # redis-evicting -> REDIS_EVICTING
+port_of() { local v; v="$(var_of "$1")_PORT"; echo "${!v}"; }
+dir_of() { echo "$BASE/$1"; }
+pidfile_of() { echo "$BASE/$1.pid"; }
+log_of() { echo "$BASE/$1.log"; }
+
+url_of() {
+  local p; p=$(port_of "$1")
+  case $1 in
+    postgres) echo "postgres://postgres@127.0.0.1:$p/simba" ;;
+    mysql) echo "mysql://root@127.0.0.1:$p/simba" ;;
+    redis | redis-evicting) echo "redis://127.0.0.1:$p" ;;
+    zk | zk-capped) echo "zk://127.0.0.1:$p" ;;
+  esac
+}
+
+short_hash() { printf '%s' "$1" | md5sum | cut -c1-10; }
+
+# Unix socket paths are limited to 107 bytes: use a short /tmp path when the base dir is deep.
+pg_sockdir() {
+  local d; d=$(dir_of postgres)
+  if (( ${#d} + ${#POSTGRES_PORT} + 16 > 100 )); then d=/tmp/simba-pg-$(short_hash "$BASE"); fi
+  echo "$d"
+}
+mysql_socket() {
+  local s; s=$(dir_of mysql)/mysqld.sock
+  if (( ${#s} > 100 )); then s=/tmp/simba-mysql-$(short_hash "$BASE").sock; fi
+  echo "$s"
+}
+
+pg_bin() {
+  local d
+  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
+  [[ -n $d && -x $d/postgres ]] || die "postgres: no server binaries under /usr/lib/postgresql/*/bin"
+  echo "$d"
+}
+
+as_pg() { setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"; }
+
+# ZooKeeper's class path. Debian's zookeeper.jar names its dependencies (zookeeper-jute, netty,
+# jackson, slf4j-api, ...) in its manifest Class-Path, so the server runs from it alone; but then
+# it logs nothing: the slf4j binding and log4j 1.2 (both pulled by the package) must be added.
+zk_classpath() {
+  local j cp=/usr/share/java/zookeeper.jar
+  [[ -f $cp ]] || return 0
+  for j in slf4j-log4j12 log4j-1.2; do
+    [[ -f /usr/share/java/$j.jar ]] && cp+=":/usr/share/java/$j.jar"
+  done
+  echo "$cp"
+}
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+# Alive = exists and is not a zombie (a killed orphan stays a zombie until PID 1 reaps it).
+alive() {
+  local pid=${1:-} st
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  st=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
+  [[ -n $st && $st != Z* ]]
+}
+
+# Is PID really this server (and not an unrelated process that reused a stale PID)?
+owns() {
+  local name=$1 pid=$2 cmd marker
+  cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  case $name in
+    postgres) marker="-D $(dir_of postgres)" ;;
+    mysql) marker="--datadir=$(dir_of mysql)" ;;
+    redis | redis-evicting) marker=":$(port_of "$name")" ;;
+    zk | zk-capped) marker="$(dir_of "$name")/zoo.cfg" ;;
+  esac
+  [[ $cmd == *"$marker"* ]]
+}
+
+read_pid() {
+  local f; f=$(pidfile_of "$1")
+  [[ -f $f ]] && tr -dc '0-9' <"$f" || true
+}
+
+# PID of the running server, or nothing.
+running_pid() {
+  local pid; pid=$(read_pid "$1")
+  if alive "$pid" && owns "$1" "$pid"; then echo "$pid"; fi
+}
+
+port_open() { timeout 1 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null; }
+
+zk_cmd() { # zk_cmd PORT WORD -> the 4-letter-word answer
+  timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf %s "$2" >&3 && cat <&3' _ "$1" "$2" 2>/dev/null
+}
+
+ready() {
+  local name=$1 p; p=$(port_of "$1")
+  case $name in
+    postgres)
+      timeout 4 "$(pg_bin)/pg_isready" -q -t 3 -h 127.0.0.1 -p "$p" -U postgres -d postgres >/dev/null 2>&1 ;;
+    mysql)
+      timeout 4 mariadb-admin --no-defaults --protocol=tcp -h 127.0.0.1 -P "$p" -u root \
+        --connect-timeout=3 ping >/dev/null 2>&1 ;;
+    redis | redis-evicting)
+      [[ $(timeout 3 redis-cli -h 127.0.0.1 -p "$p" ping 2>/dev/null) == PONG ]] ;;
+    zk | zk-capped)
+      [[ $(zk_cmd "$p" srvr) == *"Mode: standalone"* ]] ;;
+  esac
+}
+
+# Processes whose working directory is the PG data dir: the postmaster's children that may
+# outlive a kill -9 of the postmaster for a moment, and would block a new postmaster.
+pg_leftovers() {
+  local d p; d=$(dir_of postgres)
+  for p in $(pgrep -u postgres -x postgres || true); do
+    [[ $(readlink "/proc/$p/cwd" 2>/dev/null) == "$d" ]] || continue
+    alive "$p" && echo "$p"
+  done
+  return 0
+}
+
+wait_gone() { # wait_gone SECONDS PID...
+  local end=$((SECONDS + $1)) p left; shift
+  while :; do
+    left=0
+    for p in "$@"; do alive "$p" && left=1; done
+    ((left == 0)) && return 0
+    ((SECONDS >= end)) && return 1
+    sleep 0.05
+  done
+}
+
+stop_one() {
+  local name=$1 pid sig=TERM others=()
+  pid=$(running_pid "$name")
+  [[ $name == postgres ]] && sig=INT  # fast shutdown; SIGTERM waits for clients
+  if [[ -n $pid ]]; then
+    kill -s "$sig" "$pid" 2>/dev/null || true
+    kill -s CONT "$pid" 2>/dev/null || true  # a SIGSTOPped server must wake up to exit
+    if ! wait_gone "$STOP_TIMEOUT" "$pid"; then
+      log "$name (pid $pid) ignored SIG$sig for ${STOP_TIMEOUT}s: SIGKILL"
+      kill -s KILL "$pid" 2>/dev/null || true
+      wait_gone 5 "$pid" || log "$name (pid $pid) still there after SIGKILL"
+    fi
+    wait "$pid" 2>/dev/null || true  # reaps it if it happens to be our child
+  fi
+  if [[ $name == postgres ]]; then
+    mapfile -t others < <(pg_leftovers)
+    if ((${#others[@]})); then
+      wait_gone 5 "${others[@]}" || { kill -s KILL "${others[@]}" 2>/dev/null || true; wait_gone 5 "${others[@]}" || true; }
+    fi
+  fi
+  rm -f "$(pidfile_of "$name")"
+}
+
+# ---------------------------------------------------------------------------------------------
+# starting
+
+# Detach: new session, immune to SIGHUP, no inherited lock fd; `setsid` and `setpriv` exec, so
+# $! is the server's own PID (the background child is never a process-group leader here).
+spawn() { # spawn NAME CMD...
+  local name=$1; shift
+  local logf; logf=$(log_of "$name")
+  printf '\n=== %s start %s\n' "$(date '+%F %T')" "$name" >>"$logf"
+  (cd / && exec setsid nohup "$@" >>"$logf" 2>&1 </dev/null 9>&-) &
+  echo $! >"$(pidfile_of "$name")"
+}
+
+spawn_postgres() {
+  local bin dir sock port=$POSTGRES_PORT logf old
+  bin=$(pg_bin); dir=$(dir_of postgres); sock=$(pg_sockdir); logf=$(log_of postgres)
+  if [[ ! -s $dir/PG_VERSION ]]; then
+    rm -rf "$dir"; mkdir -p "$dir"; chown postgres:postgres "$dir"; chmod 700 "$dir"
+    log "postgres: initdb $dir"
+    (cd / && as_pg "$bin/initdb" -D "$dir" -U postgres -A trust -E UTF8 --locale=C.UTF-8 --no-sync) \
+      >>"$logf" 2>&1 || return 1
+  fi
+  chown -R postgres:postgres "$dir"
+  as_pg test -w "$dir/PG_VERSION" ||
+    die "postgres: user postgres cannot reach $dir (a parent dir is not traversable); set SIMBA_BACKENDS_DIR"
+  if [[ $sock != "$dir" ]]; then mkdir -p "$sock"; chown postgres:postgres "$sock"; chmod 700 "$sock"; fi
+  # After a kill -9: stale lock files whose PID is dead (or a zombie, which fools postgres).
+  old=$(head -n1 "$dir/postmaster.pid" 2>/dev/null | tr -dc '0-9' || true)
+  if [[ -f $dir/postmaster.pid ]] && ! alive "$old"; then
+    rm -f "$dir/postmaster.pid" "$sock/.s.PGSQL.$port" "$sock/.s.PGSQL.$port.lock"
+  fi
+  spawn postgres setpriv --reuid=postgres --regid=postgres --init-groups -- \
+    "$bin/postgres" -D "$dir" -p "$port" -c listen_addresses=127.0.0.1 \
+    -c unix_socket_directories="$sock" -c fsync=off -c synchronous_commit=off \
+    -c full_page_writes=off -c max_connections=200
+}
+
+spawn_mysql() {
+  local dir sock logf
+  dir=$(dir_of mysql); sock=$(mysql_socket); logf=$(log_of mysql)
+  if [[ ! -d $dir/mysql ]]; then
+    rm -rf "$dir"; mkdir -p "$dir"
+    log "mysql: mariadb-install-db $dir"
+    (cd / && mariadb-install-db --no-defaults --datadir="$dir" --user=root \
+      --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve \
+      --innodb-log-file-size=16M) >>"$logf" 2>&1 || return 1
+  fi
+  rm -f "$sock" "$sock.lock"  # stale after a kill -9 (we checked the port is free)
+  spawn mysql mariadbd --no-defaults --datadir="$dir" --port="$MYSQL_PORT" \
+    --bind-address=127.0.0.1 --socket="$sock" --pid-file="$dir/mariadbd.pid" --user=root \
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
+    --skip-name-resolve --innodb-log-file-size=16M --innodb-buffer-pool-size=64M \
+    --innodb-flush-log-at-trx-commit=2 --innodb-doublewrite=0 --max-connections=300
+}
+
+spawn_redis() { # spawn_redis NAME EXTRA...
+  local name=$1 dir; shift
+  dir=$(dir_of "$name"); mkdir -p "$dir"
+  spawn "$name" redis-server --port "$(port_of "$name")" --bind 127.0.0.1 --save '' \
+    --appendonly no --dir "$dir" --logfile '' --daemonize no "$@"
+}
+
+spawn_zk() { # spawn_zk NAME MAX_SESSION_MS
+  local name=$1 max=$2 dir cp
+  dir=$(dir_of "$name"); mkdir -p "$dir/data"
+  cp=$(zk_classpath)
+  [[ -n $cp ]] || die "$name: /usr/share/java/zookeeper.jar not found"
+  cat >"$dir/zoo.cfg" <<EOF
+tickTime=200
+initLimit=10
+syncLimit=5
+dataDir=$dir/data
+clientPort=$(port_of "$name")
+clientPortAddress=127.0.0.1
+minSessionTimeout=400
+maxSessionTimeout=$max
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=*
+forceSync=no
+EOF
+  cat >"$dir/log4j.properties" <<'EOF'
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
+EOF
+  spawn "$name" java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Djava.net.preferIPv4Stack=true -Dlog4j.configuration="file:$dir/log4j.properties" \
+    -Dzookeeper.admin.enableServer=false -cp "$cp" \
+    org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg"
+}
+
+spawn_one() {
+  local name=$1 port; port=$(port_of "$name")
+  if port_open "$port"; then
+    die "$name: port $port is already in use by another process: $(ss -ltnpH "sport = :$port" 2>/dev/null | tr -s ' ')"
+  fi
+  if [[ $name == postgres ]]; then
+    local others=(); mapfile -t others < <(pg_leftovers)
+    if ((${#others[@]})); then
+      wait_gone 5 "${others[@]}" || { kill -s KILL "${others[@]}" 2>/dev/null || true; wait_gone 5 "${others[@]}" || true; }
+    fi
+  fi
+  case $name in
+    postgres) spawn_postgres ;;
+    mysql) spawn_mysql ;;
+    redis) spawn_redis redis --maxmemory-policy noeviction ;;
+    redis-evicting) spawn_redis redis-evicting --maxmemory 64mb --maxmemory-policy allkeys-lru ;;
+    zk) spawn_zk zk "$ZK_MAX_SESSION_MS" ;;
+    zk-capped) spawn_zk zk-capped "$ZK_CAPPED_MAX_SESSION_MS" ;;
+  esac
+}
+
+fail_server() { # fail_server NAME MESSAGE
+  local logf; logf=$(log_of "$1")
+  {
+    printf 'backends: error: %s: %s\n' "$1" "$2"
+    if [[ -f $logf ]]; then
+      printf -- '--- last 30 lines of %s ---\n' "$logf"
+      tail -n 30 "$logf"
+      printf -- '---\n'
+    fi
+  } >&2
+  exit 1
+}
+
+wait_ready() {
+  local name=$1 pid end=$((SECONDS + START_TIMEOUT))
+  while :; do
+    ready "$name" && return 0
+    pid=$(read_pid "$name")
+    alive "$pid" || fail_server "$name" "exited before it was ready (port $(port_of "$name"))"
+    ((SECONDS >= end)) && fail_server "$name" "not ready after ${START_TIMEOUT}s (pid $pid, port $(port_of "$name"))"
+    sleep 0.05
+  done
+}
+
+post_start() {
+  local p; p=$(port_of "$1")
+  case $1 in
+    postgres)
+      if [[ $("$(pg_bin)/psql" -h 127.0.0.1 -p "$p" -U postgres -d postgres -XtAc \
+        "select 1 from pg_database where datname = 'simba'" 2>>"$(log_of postgres)") != 1 ]]; then
+        "$(pg_bin)/psql" -h 127.0.0.1 -p "$p" -U postgres -d postgres -Xq -v ON_ERROR_STOP=1 \
+          -c 'create database simba' >>"$(log_of postgres)" 2>&1 ||
+          fail_server postgres "could not create database simba"
+      fi ;;
+    mysql)
+      mariadb --no-defaults --protocol=tcp -h 127.0.0.1 -P "$p" -u root \
+        -e 'CREATE DATABASE IF NOT EXISTS simba CHARACTER SET utf8mb4' >>"$(log_of mysql)" 2>&1 ||
+        fail_server mysql "could not create database simba" ;;
+  esac
+}
+
+install_missing() {
+  local pkgs=()
+  compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null &&
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || pkgs+=(postgresql)
+  command -v mariadbd >/dev/null && command -v mariadb-install-db >/dev/null || pkgs+=(mariadb-server)
+  command -v mariadb >/dev/null && command -v mariadb-admin >/dev/null || pkgs+=(mariadb-client)
+  command -v redis-server >/dev/null || pkgs+=(redis-server)
+  command -v redis-cli >/dev/null || pkgs+=(redis-tools)
+  dpkg -s zookeeper >/dev/null 2>&1 && [[ -f /usr/share/java/zookeeper.jar ]] || pkgs+=(zookeeper)
+  command -v java >/dev/null || pkgs+=(default-jre-headless)
+  command -v setpriv >/dev/null || pkgs+=(util-linux)
+  command -v ps >/dev/null || pkgs+=(procps)
+  ((${#pkgs[@]})) || return 0
+  ((EUID == 0)) || die "missing packages (${pkgs[*]}) and not root: install them first"
+  log "installing: ${pkgs[*]}"
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}" >&2
+}
+
+lock() {
+  mkdir -p "$BASE"
+  exec 9>"$BASE/.lock"
+  flock -w 300 9 || die "another backends.sh holds $BASE/.lock"
+}
+
+write_ports() {
+  local n v
+  {
+    for n in "${NAMES[@]}"; do
+      v=SIMBA_BACKENDS_$(var_of "$n")_PORT
+      printf '%s=${%s:-%s}\n' "$v" "$v" "$(port_of "$n")"
+    done
+  } >"$BASE/ports.env"
+}
+
+env_text() {
+  local n v
+  printf 'export SIMBA_BACKENDS_DIR=%q\n' "$BASE"
+  printf 'export SIMBA_BACKENDS_SCRIPT=%q\n' "$SCRIPT"
+  for n in "${NAMES[@]}"; do
+    v=SIMBA_TEST_$(var_of "$n")
+    printf 'export %s_URL=%q\n' "$v" "$(url_of "$n")"
+    printf 'export %s_PORT=%q\n' "$v" "$(port_of "$n")"
+    printf 'export %s_PIDFILE=%q\n' "$v" "$(pidfile_of "$n")"
+    printf 'export %s_DATADIR=%q\n' "$v" "$(dir_of "$n")"
+    printf 'export %s_LOG=%q\n' "$v" "$(log_of "$n")"
+  done
+  printf 'export SIMBA_TEST_ZK_MAX_SESSION_MS=%q\n' "$ZK_MAX_SESSION_MS"
+  printf 'export SIMBA_TEST_ZK_CAPPED_MAX_SESSION_MS=%q\n' "$ZK_CAPPED_MAX_SESSION_MS"
+}
+
+# ---------------------------------------------------------------------------------------------
+# commands
+
+cmd_start() {
+  local n pid t0=${EPOCHREALTIME/[.,]/} to_spawn=() jobs=() i
+  install_missing
+  lock
+  touch "$BASE/.simba-backends"
+  for n in "${NAMES[@]}"; do
+    pid=$(running_pid "$n")
+    if [[ -n $pid ]]; then
+      kill -s CONT "$pid" 2>/dev/null || true  # left SIGSTOPped by a test?
+      if ready "$n"; then log "$n: already running (pid $pid)"; continue; fi
+      log "$n: pid $pid is not answering: restarting it"
+      stop_one "$n"
+    fi
+    to_spawn+=("$n")
+  done
+  # Spawn in parallel (initdb and mariadb-install-db take seconds), then wait for each.
+  for n in "${to_spawn[@]}"; do
+    (spawn_one "$n") &
+    jobs+=($!)
+  done
+  local failed=""
+  for i in "${!to_spawn[@]}"; do
+    wait "${jobs[$i]}" || failed=${failed:-${to_spawn[$i]}}
+  done
+  [[ -z $failed ]] || fail_server "$failed" "could not be started"
+  for n in "${to_spawn[@]}"; do
+    wait_ready "$n"
+    log "$n: ready on 127.0.0.1:$(port_of "$n") (pid $(read_pid "$n"))"
+  done
+  post_start postgres
+  post_start mysql
+  write_ports  # only now: a failed start with a bad port override is not remembered
+  env_text >"$BASE/env.sh"
+  t0=$(( (${EPOCHREALTIME/[.,]/} - t0) / 1000 ))
+  log "all servers ready in $((t0 / 1000)).$(printf %03d $((t0 % 1000)))s; exports in $BASE/env.sh"
+  env_text
+}
+
+cmd_restart() {
+  local n; n=$(canon "${1:?usage: backends.sh restart NAME}")
+  lock
+  stop_one "$n"
+  (spawn_one "$n") || fail_server "$n" "could not be started"
+  wait_ready "$n"
+  post_start "$n"
+  log "$n: restarted, ready on 127.0.0.1:$(port_of "$n") (pid $(read_pid "$n"))"
+}
+
+cmd_stop() {
+  local n clean=0
+  [[ ${1:-} == --clean ]] && clean=1
+  [[ -d $BASE ]] || { log "nothing to stop: $BASE does not exist"; return 0; }
+  lock
+  for n in "${NAMES[@]}"; do
+    if [[ -n $(running_pid "$n") ]]; then
+      (stop_one "$n"; log "$n: stopped") &
+    else
+      rm -f "$(pidfile_of "$n")"
+    fi
+  done
+  wait
+  if ((clean)); then
+    [[ -f $BASE/.simba-backends && $BASE != "$REPO" && $BASE != / ]] ||
+      die "refusing to delete $BASE (no .simba-backends marker)"
+    case $(pg_sockdir) in "$BASE"/*) ;; *) rm -rf "$(pg_sockdir)" ;; esac
+    case $(mysql_socket) in "$BASE"/*) ;; *) rm -f "$(mysql_socket)" "$(mysql_socket).lock" ;; esac
+    rm -rf "$BASE"
+    log "removed $BASE"
+  fi
+}
+
+cmd_status() {
+  local n pid r st
+  printf '%-15s %-6s %-8s %s\n' NAME PORT PID READY
+  for n in "${NAMES[@]}"; do
+    pid=$(running_pid "$n")
+    r=no
+    if [[ -n $pid ]]; then
+      st=$(ps -o stat= -p "$pid" 2>/dev/null || true)
+      if [[ $st == T* ]]; then r="no (stopped: SIGSTOP)"; elif ready "$n"; then r=yes; fi
+    fi
+    printf '%-15s %-6s %-8s %s\n' "$n" "$(port_of "$n")" "${pid:--}" "$r"
+  done
+}
+
+cmd_pid() {
+  local n pid; n=$(canon "${1:?usage: backends.sh pid NAME}")
+  pid=$(running_pid "$n")
+  [[ -n $pid ]] || { log "$n is not running"; return 1; }
+  echo "$pid"
+}
+
+cmd_env() {
+  if [[ -f $BASE/env.sh ]]; then cat "$BASE/env.sh"; else env_text; fi
+}
+
+case ${1:-} in
+  start) cmd_start ;;
+  stop) cmd_stop "${2:-}" ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  restart) cmd_restart "${2:-}" ;;
+  pid) cmd_pid "${2:-}" ;;
+  *)
+    sed -n '2,13p' "$SCRIPT" | sed 's/^# \{0,1\}//' >&2
+    exit 2 ;;
+esac
