@@ -8,6 +8,7 @@ mod election;
 mod error;
 mod events;
 pub mod fencing;
+pub mod job;
 mod lock;
 mod name;
 mod session;
@@ -26,3 +27,23 @@ pub use fencing::{FencedCell, StaleToken};
 pub use lock::{Lock, LockGuard};
 pub use name::{MAX_NAME_LEN, name_problem, validate_name};
 pub use term::{RevokeReason, Term};
+
+#[doc(inline)]
+pub use simba_macros::{simba_partitioned, simba_scheduled};
+
+/// Support for the code the macros generate. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use linkme;
+
+    use crate::job::{JobFuture, JobOutcome};
+
+    /// Boxes a job run's future, converting its outcome.
+    pub fn job_future<F, O>(f: F) -> JobFuture
+    where
+        F: std::future::Future<Output = O> + Send + 'static,
+        O: JobOutcome,
+    {
+        Box::pin(async move { f.await.into_job_result() })
+    }
+}

@@ -350,9 +350,14 @@ async fn wait_leader(e: &crate::Election, within: Duration) -> crate::Term {
 /// Expands to one `#[tokio::test]` per behaviour of the conformance suite, for the backend
 /// that `$make` (an async fn or closure returning a future of a backend) builds.
 ///
-/// ```ignore
-/// async fn make() -> MyBackend { MyBackend::connect(&url()).await.unwrap() }
+/// ```no_run
+/// use simba::backend::memory::MemoryBackend;
+///
+/// async fn make() -> MemoryBackend {
+///     MemoryBackend::new()
+/// }
 /// simba::conformance_suite!(make);
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! conformance_suite {

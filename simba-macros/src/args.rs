@@ -1,0 +1,687 @@
+//! Parsing and validation: the attribute's options into a [`Configuration`] (one setter per
+//! option, each refusing a repeat through [`set_once`]), checked together in
+//! [`Configuration::build`] into an immutable [`JobConfig`]; and the checks of the function's
+//! signature. Every user error is a `syn::Error` spanned at the offending token.
+
+use std::time::Duration;
+
+use proc_macro2::Span;
+use syn::ext::IdentExt;
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, ItemFn, Lit, Meta, Token};
+
+use crate::signature;
+
+/// The longest lease name, in characters (rule T1; the same constant as `simba::MAX_NAME_LEN`,
+/// which this crate cannot depend on).
+const MAX_NAME_LEN: usize = 128;
+
+/// The most partitions a group may have.
+const MAX_PARTITIONS: u32 = 100_000;
+
+/// Which macro is being expanded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Scheduled,
+    Partitioned,
+}
+
+impl Kind {
+    fn attr(self) -> &'static str {
+        match self {
+            Kind::Scheduled => "#[simba_scheduled]",
+            Kind::Partitioned => "#[simba_partitioned]",
+        }
+    }
+
+    fn options(self) -> &'static [&'static str] {
+        match self {
+            Kind::Scheduled => &["cron", "fixed_rate", "time_zone", "lease", "misfire"],
+            Kind::Partitioned => &["group", "partitions", "cron", "fixed_rate", "time_zone", "misfire"],
+        }
+    }
+
+    /// A hint for an option that belongs to the other macro.
+    fn hint(self, option: &str) -> &'static str {
+        match (self, option) {
+            (Kind::Scheduled, "group" | "partitions") => "; `group` and `partitions` belong to `#[simba_partitioned]`",
+            (Kind::Partitioned, "lease") => {
+                "; a partitioned job has no `lease`: partition `i` is guarded by the lease `{group}.{i}`"
+            }
+            _ => "",
+        }
+    }
+}
+
+/// When a job runs.
+#[derive(Debug, Clone)]
+pub(crate) enum Schedule {
+    Cron { expr: String, time_zone: Option<String> },
+    FixedRate(Duration),
+}
+
+/// What to do with missed cron slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Misfire {
+    Skip,
+    RunOnce,
+}
+
+/// The validated, final configuration the expansion works from.
+#[derive(Debug, Clone)]
+pub(crate) struct JobConfig {
+    /// The job's name: the function's name, without `r#`.
+    pub(crate) name: String,
+    pub(crate) misfire: Misfire,
+    pub(crate) job: JobKind,
+}
+
+/// What differs between the two macros.
+#[derive(Debug, Clone)]
+pub(crate) enum JobKind {
+    Scheduled { lease: String, schedule: Schedule },
+    Partitioned { group: String, partitions: u32, schedule: Option<Schedule> },
+}
+
+/// A value together with the span of the option that set it.
+#[derive(Debug, Clone)]
+struct Set<T> {
+    value: T,
+    /// The option's name (for errors about combinations).
+    key: Span,
+    /// The option's position in the attribute.
+    position: usize,
+}
+
+/// The options as written, each set at most once.
+#[derive(Debug)]
+struct Configuration {
+    kind: Kind,
+    /// How many options were applied so far.
+    seen: usize,
+    cron: Option<Set<String>>,
+    fixed_rate: Option<Set<Duration>>,
+    time_zone: Option<Set<String>>,
+    lease: Option<Set<String>>,
+    misfire: Option<Set<Misfire>>,
+    group: Option<Set<(String, Span)>>,
+    partitions: Option<Set<u32>>,
+}
+
+/// The one helper that refuses a repeated option.
+fn set_once<T>(slot: &mut Option<Set<T>>, value: T, key: &syn::Ident, position: usize) -> syn::Result<()> {
+    if slot.is_some() {
+        return Err(syn::Error::new(key.span(), format!("`{key}` is set more than once; keep one")));
+    }
+    *slot = Some(Set { value, key: key.span(), position });
+    Ok(())
+}
+
+impl Configuration {
+    fn new(kind: Kind) -> Self {
+        Configuration {
+            kind,
+            seen: 0,
+            cron: None,
+            fixed_rate: None,
+            time_zone: None,
+            lease: None,
+            misfire: None,
+            group: None,
+            partitions: None,
+        }
+    }
+
+    /// Applies one `name = value` option.
+    fn set(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        self.seen += 1;
+        match key.to_string().as_str() {
+            "cron" => self.set_cron(key, value),
+            "fixed_rate" => self.set_fixed_rate(key, value),
+            "time_zone" => self.set_time_zone(key, value),
+            "misfire" => self.set_misfire(key, value),
+            "lease" if self.kind == Kind::Scheduled => self.set_lease(key, value),
+            "group" if self.kind == Kind::Partitioned => self.set_group(key, value),
+            "partitions" if self.kind == Kind::Partitioned => self.set_partitions(key, value),
+            other => Err(unknown_option(self.kind, key.span(), other)),
+        }
+    }
+
+    fn set_cron(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        let lit = string_lit(key, value, "\"0 */5 * * * *\"")?;
+        let expr = lit.value();
+        check_cron(&expr).map_err(|msg| syn::Error::new(lit.span(), msg))?;
+        set_once(&mut self.cron, expr, key, self.seen)
+    }
+
+    fn set_fixed_rate(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        let lit = string_lit(key, value, "\"30s\"")?;
+        let text = lit.value();
+        let period = match humantime::parse_duration(&text) {
+            Ok(period) => period,
+            Err(e) => {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "invalid duration `{text}`: {e}; write a duration such as \"30s\", \"5m\", \"1h 30m\" or \"250ms\""
+                    ),
+                ));
+            }
+        };
+        if period.is_zero() {
+            return Err(syn::Error::new(lit.span(), "`fixed_rate` must be longer than zero, e.g. \"30s\""));
+        }
+        set_once(&mut self.fixed_rate, period, key, self.seen)
+    }
+
+    fn set_time_zone(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        let lit = string_lit(key, value, "\"Europe/Berlin\"")?;
+        let zone = lit.value();
+        if zone.parse::<chrono_tz::Tz>().is_err() {
+            return Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "unknown time zone `{zone}`; use an IANA name such as \"Europe/Berlin\", \"America/New_York\" or \"UTC\""
+                ),
+            ));
+        }
+        set_once(&mut self.time_zone, zone, key, self.seen)
+    }
+
+    fn set_lease(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        let lit = string_lit(key, value, "\"reports\"")?;
+        let lease = lit.value();
+        if let Some(reason) = name_problem(&lease) {
+            return Err(syn::Error::new(lit.span(), format!("invalid lease name `{lease}`: {reason}")));
+        }
+        set_once(&mut self.lease, lease, key, self.seen)
+    }
+
+    fn set_misfire(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        let lit = string_lit(key, value, "\"skip\"")?;
+        let misfire = match lit.value().as_str() {
+            "skip" => Misfire::Skip,
+            "run_once" => Misfire::RunOnce,
+            other => {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!("unknown misfire policy `{other}`; valid policies: \"skip\" (the default), \"run_once\""),
+                ));
+            }
+        };
+        set_once(&mut self.misfire, misfire, key, self.seen)
+    }
+
+    fn set_group(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        let lit = string_lit(key, value, "\"billing\"")?;
+        let group = lit.value();
+        if let Some(reason) = name_problem(&group) {
+            let reason = reason.replace("a lease name", "a group name");
+            return Err(syn::Error::new(lit.span(), format!("invalid group name `{group}`: {reason}")));
+        }
+        set_once(&mut self.group, (group, lit.span()), key, self.seen)
+    }
+
+    fn set_partitions(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        let Expr::Lit(syn::ExprLit { lit: Lit::Int(lit), .. }) = value else {
+            return Err(syn::Error::new(
+                value.span(),
+                format!("`{key}` expects an integer literal from 1 to {MAX_PARTITIONS}, e.g. `partitions = 16`"),
+            ));
+        };
+        let out_of_range = || {
+            syn::Error::new(
+                lit.span(),
+                format!("`partitions` must be from 1 to {MAX_PARTITIONS}, found {}", lit.base10_digits()),
+            )
+        };
+        let partitions = lit.base10_parse::<u32>().map_err(|_| out_of_range())?;
+        if partitions == 0 || partitions > MAX_PARTITIONS {
+            return Err(out_of_range());
+        }
+        set_once(&mut self.partitions, partitions, key, self.seen)
+    }
+
+    /// Checks the options together and produces the final configuration. `func` is the
+    /// annotated function (its name is the job's name and the default lease).
+    fn build(self, func: &ItemFn) -> syn::Result<JobConfig> {
+        let ident = &func.sig.ident;
+        let name = ident.unraw().to_string();
+        let schedule = match (self.cron, self.fixed_rate) {
+            (Some(cron), Some(rate)) => {
+                let later = if cron.position < rate.position { rate.key } else { cron.key };
+                return Err(syn::Error::new(later, "set either `cron` or `fixed_rate`, not both"));
+            }
+            (Some(cron), None) => {
+                Some(Schedule::Cron { expr: cron.value, time_zone: self.time_zone.map(|zone| zone.value) })
+            }
+            (None, Some(rate)) => {
+                if let Some(zone) = self.time_zone {
+                    return Err(syn::Error::new(
+                        zone.key,
+                        "`time_zone` only applies to `cron` schedules; a `fixed_rate` runs on the monotonic clock",
+                    ));
+                }
+                Some(Schedule::FixedRate(rate.value))
+            }
+            (None, None) => {
+                if let Some(zone) = self.time_zone {
+                    return Err(syn::Error::new(zone.key, "`time_zone` needs a `cron` schedule beside it"));
+                }
+                None
+            }
+        };
+        let misfire = self.misfire.as_ref().map_or(Misfire::Skip, |m| m.value);
+        let job = match self.kind {
+            Kind::Scheduled => {
+                let Some(schedule) = schedule else {
+                    return Err(syn::Error::new(
+                        Span::call_site(),
+                        "a scheduled job needs a schedule: add `cron = \"0 */5 * * * *\"` (6 fields, seconds first) \
+                         or `fixed_rate = \"30s\"`",
+                    ));
+                };
+                let lease = match self.lease {
+                    Some(lease) => lease.value,
+                    None => {
+                        if let Some(reason) = name_problem(&name) {
+                            return Err(syn::Error::new(
+                                ident.span(),
+                                format!(
+                                    "the function name `{name}` is the default lease name, but it is not a valid \
+                                     lease name ({reason}); set one with `lease = \"...\"`"
+                                ),
+                            ));
+                        }
+                        name.clone()
+                    }
+                };
+                JobKind::Scheduled { lease, schedule }
+            }
+            Kind::Partitioned => {
+                let Some(group) = self.group else {
+                    return Err(syn::Error::new(
+                        Span::call_site(),
+                        "a partitioned job needs a group: add `group = \"billing\"` (partition `i` is the lease `billing.i`)",
+                    ));
+                };
+                let Some(partitions) = self.partitions else {
+                    return Err(syn::Error::new(
+                        Span::call_site(),
+                        format!("a partitioned job needs `partitions = N`, with N from 1 to {MAX_PARTITIONS}"),
+                    ));
+                };
+                let (group, group_span) = group.value;
+                let partitions = partitions.value;
+                let last = format!("{group}.{}", partitions - 1);
+                let len = last.chars().count();
+                if len > MAX_NAME_LEN {
+                    return Err(syn::Error::new(
+                        group_span,
+                        format!(
+                            "group name too long for {partitions} partitions: the last partition's lease `{last}` \
+                             has {len} characters, more than {MAX_NAME_LEN}; use a shorter group name"
+                        ),
+                    ));
+                }
+                if schedule.is_none()
+                    && let Some(misfire) = &self.misfire
+                {
+                    return Err(syn::Error::new(
+                        misfire.key,
+                        "`misfire` only applies to a scheduled worker: add `cron` or `fixed_rate`, or remove `misfire`",
+                    ));
+                }
+                JobKind::Partitioned { group, partitions, schedule }
+            }
+        };
+        Ok(JobConfig { name, misfire, job })
+    }
+}
+
+/// Parses the attribute's arguments and checks them against the function: the final
+/// configuration, or every error found (option errors, then signature errors).
+pub(crate) fn parse(kind: Kind, args: proc_macro2::TokenStream, func: &ItemFn) -> syn::Result<JobConfig> {
+    let mut errors: Option<syn::Error> = None;
+    let mut push = |e: syn::Error| match &mut errors {
+        Some(all) => all.combine(e),
+        None => errors = Some(e),
+    };
+
+    let mut config = Configuration::new(kind);
+    let mut options_ok = true;
+    match Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args) {
+        Ok(metas) => {
+            for meta in metas {
+                if let Err(e) = apply(&mut config, &meta) {
+                    options_ok = false;
+                    push(e);
+                }
+            }
+        }
+        Err(e) => {
+            options_ok = false;
+            push(syn::Error::new(
+                e.span(),
+                format!("{e}; options are written `name = value`, separated by commas, e.g. {}", example(kind)),
+            ));
+        }
+    }
+    if let Err(e) = signature::check(kind, func) {
+        push(e);
+    }
+    // A missing-schedule error after a refused `cron` would only repeat it: check the options
+    // together only when each one was accepted.
+    let built = if options_ok { config.build(func).map_err(&mut push).ok() } else { None };
+    match (errors, built) {
+        (None, Some(config)) => Ok(config),
+        (Some(e), _) => Err(e),
+        (None, None) => Err(syn::Error::new(Span::call_site(), "invalid job")),
+    }
+}
+
+fn example(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Scheduled => "`#[simba_scheduled(cron = \"0 */5 * * * *\", lease = \"reports\")]`",
+        Kind::Partitioned => "`#[simba_partitioned(group = \"billing\", partitions = 16)]`",
+    }
+}
+
+fn apply(config: &mut Configuration, meta: &Meta) -> syn::Result<()> {
+    let kind = config.kind;
+    let path = meta.path();
+    let Some(key) = path.get_ident() else {
+        let shown = quote::quote!(#path).to_string().replace(' ', "");
+        return Err(unknown_option(kind, path.span(), &shown));
+    };
+    match meta {
+        Meta::NameValue(nv) => config.set(key, &nv.value),
+        Meta::Path(_) | Meta::List(_) => {
+            let name = key.to_string();
+            if kind.options().contains(&name.as_str()) {
+                Err(syn::Error::new(meta.span(), format!("`{name}` needs a value: write `{name} = ...`")))
+            } else {
+                Err(unknown_option(kind, key.span(), &name))
+            }
+        }
+    }
+}
+
+fn unknown_option(kind: Kind, span: Span, name: &str) -> syn::Error {
+    let valid: Vec<String> = kind.options().iter().map(|o| format!("`{o}`")).collect();
+    syn::Error::new(
+        span,
+        format!(
+            "unknown option `{name}` for `{}`; valid options: {}{}",
+            kind.attr(),
+            valid.join(", "),
+            kind.hint(name)
+        ),
+    )
+}
+
+/// The value as a string literal, or an error naming the option and an example.
+fn string_lit<'a>(key: &syn::Ident, value: &'a Expr, example: &str) -> syn::Result<&'a syn::LitStr> {
+    match value {
+        Expr::Lit(syn::ExprLit { lit: Lit::Str(lit), .. }) => Ok(lit),
+        _ => Err(syn::Error::new(
+            value.span(),
+            format!("`{key}` expects a string literal, e.g. `{key} = {example}` (the macro checks it at compile time)"),
+        )),
+    }
+}
+
+/// Checks a cron expression the way the runtime parses it: croner with seconds required and
+/// no year field, so exactly 6 fields (or a nickname such as `@hourly`).
+fn check_cron(expr: &str) -> Result<(), String> {
+    use croner::parser::{CronParser, Seconds, Year};
+
+    let parser = CronParser::builder().seconds(Seconds::Required).year(Year::Disallowed).build();
+    match parser.parse(expr) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let fields = expr.split_whitespace().count();
+            let trimmed = expr.trim_start();
+            if !trimmed.starts_with('@') && fields != 6 {
+                let fix =
+                    if fields == 5 { format!("; for second 0 write \"0 {}\"", expr.trim()) } else { String::new() };
+                Err(format!(
+                    "a cron expression needs 6 fields with seconds first (`sec min hour day month weekday`, \
+                     e.g. \"0 */5 * * * *\"), found {fields}{fix}"
+                ))
+            } else {
+                Err(format!("invalid cron expression `{expr}`: {e}"))
+            }
+        }
+    }
+}
+
+/// Why `name` is not a valid lease name (rule T1), or `None` when it is. A copy of
+/// `simba::name_problem`, which this crate cannot depend on; keep the two in step.
+fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        return Some("a lease name needs 1 to 128 characters");
+    }
+    if name.chars().count() > MAX_NAME_LEN {
+        return Some("a lease name has at most 128 characters");
+    }
+    if name == "." || name == ".." {
+        return Some("`.` and `..` are not lease names (they are ZooKeeper path components)");
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')) {
+        return Some("a lease name may only contain A-Z, a-z, 0-9, `.`, `_`, `:` and `-`");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::*;
+
+    fn scheduled_fn() -> ItemFn {
+        syn::parse_quote!(
+            async fn report(term: &Term) {}
+        )
+    }
+
+    fn partitioned_fn() -> ItemFn {
+        syn::parse_quote!(
+            async fn bill(term: &Term, partition: u32) {}
+        )
+    }
+
+    fn error(kind: Kind, args: proc_macro2::TokenStream, func: &ItemFn) -> String {
+        parse(kind, args, func).expect_err("should be refused").to_string()
+    }
+
+    /// The croner configuration the runtime must share: seconds required, no year field.
+    #[test]
+    fn cron_needs_six_fields_with_seconds() {
+        for ok in ["0 */5 * * * *", "*/10 * * * * *", "0 0 2 * * MON-FRI", "0 0 0 L * *", "@hourly", "@daily"] {
+            assert_eq!(check_cron(ok), Ok(()), "{ok}");
+        }
+        let five = check_cron("*/5 * * * *").expect_err("5 fields");
+        assert!(five.contains("6 fields with seconds first") && five.contains("\"0 */5 * * * *\""), "{five}");
+        let seven = check_cron("0 0 0 1 1 * 2030").expect_err("7 fields");
+        assert!(seven.contains("found 7"), "{seven}");
+        let bad = check_cron("0 */5 25 * * *").expect_err("hour 25");
+        assert!(bad.starts_with("invalid cron expression"), "{bad}");
+        assert!(check_cron("").is_err());
+    }
+
+    /// T1, the same cases as `simba::name`'s tests.
+    #[test]
+    fn lease_names_follow_t1() {
+        for ok in ["a", "report", "billing.3", "A-b_c:d.e", &"x".repeat(128), "..."] {
+            assert_eq!(name_problem(ok), None, "{ok:?}");
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "é", "{x}", &"x".repeat(129), "a*"] {
+            assert!(name_problem(bad).is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn scheduled_defaults() {
+        let config = parse(Kind::Scheduled, quote!(cron = "0 */5 * * * *"), &scheduled_fn()).expect("valid");
+        assert_eq!(config.name, "report");
+        assert_eq!(config.misfire, Misfire::Skip);
+        let JobKind::Scheduled { lease, schedule: Schedule::Cron { expr, time_zone } } = config.job else {
+            panic!("a cron scheduled job: {:?}", config.job);
+        };
+        assert_eq!((lease.as_str(), expr.as_str(), time_zone), ("report", "0 */5 * * * *", None));
+    }
+
+    #[test]
+    fn fixed_rate_keeps_sub_seconds() {
+        let config = parse(Kind::Scheduled, quote!(fixed_rate = "1s 250ms", misfire = "run_once"), &scheduled_fn())
+            .expect("valid");
+        assert_eq!(config.misfire, Misfire::RunOnce);
+        let JobKind::Scheduled { schedule: Schedule::FixedRate(period), .. } = config.job else {
+            panic!("a fixed-rate job: {:?}", config.job);
+        };
+        assert_eq!(period, Duration::from_millis(1250));
+    }
+
+    #[test]
+    fn partitioned_options() {
+        let config =
+            parse(Kind::Partitioned, quote!(group = "billing", partitions = 16), &partitioned_fn()).expect("valid");
+        let JobKind::Partitioned { group, partitions, schedule: None } = config.job else {
+            panic!("an unscheduled partitioned job: {:?}", config.job);
+        };
+        assert_eq!((group.as_str(), partitions), ("billing", 16));
+    }
+
+    /// The longest partition lease `{group}.{partitions - 1}` must fit in 128 characters.
+    #[test]
+    fn group_length_depends_on_partitions() {
+        let group = "g".repeat(126);
+        let fits = parse(Kind::Partitioned, quote!(group = #group, partitions = 10), &partitioned_fn());
+        assert!(fits.is_ok(), "`{group}.9` has 128 characters");
+        let err = error(Kind::Partitioned, quote!(group = #group, partitions = 11), &partitioned_fn());
+        assert!(err.contains("129 characters"), "{err}");
+    }
+
+    #[test]
+    fn repeats_are_refused_by_the_one_helper() {
+        for args in [
+            quote!(cron = "0 * * * * *", cron = "0 * * * * *"),
+            quote!(fixed_rate = "1s", fixed_rate = "2s"),
+            quote!(cron = "0 * * * * *", time_zone = "UTC", time_zone = "UTC"),
+            quote!(cron = "0 * * * * *", lease = "a", lease = "b"),
+            quote!(cron = "0 * * * * *", misfire = "skip", misfire = "skip"),
+        ] {
+            let err = error(Kind::Scheduled, args, &scheduled_fn());
+            assert!(err.contains("is set more than once"), "{err}");
+        }
+        for args in
+            [quote!(group = "a", group = "b", partitions = 1), quote!(group = "a", partitions = 1, partitions = 2)]
+        {
+            let err = error(Kind::Partitioned, args, &partitioned_fn());
+            assert!(err.contains("is set more than once"), "{err}");
+        }
+    }
+
+    #[test]
+    fn combinations_are_checked_together() {
+        let f = scheduled_fn();
+        let both = error(Kind::Scheduled, quote!(fixed_rate = "1s", cron = "0 * * * * *"), &f);
+        assert!(both.contains("not both"), "{both}");
+        let neither = error(Kind::Scheduled, quote!(lease = "a"), &f);
+        assert!(neither.contains("needs a schedule"), "{neither}");
+        let zone = error(Kind::Scheduled, quote!(fixed_rate = "1s", time_zone = "UTC"), &f);
+        assert!(zone.contains("only applies to `cron`"), "{zone}");
+        let p = partitioned_fn();
+        let no_group = error(Kind::Partitioned, quote!(partitions = 2), &p);
+        assert!(no_group.contains("needs a group"), "{no_group}");
+        let no_partitions = error(Kind::Partitioned, quote!(group = "g"), &p);
+        assert!(no_partitions.contains("needs `partitions = N`"), "{no_partitions}");
+    }
+
+    /// A refused option does not also produce a "missing" error for the same option.
+    #[test]
+    fn a_refused_option_is_reported_once() {
+        let err = parse(Kind::Scheduled, quote!(cron = "nope"), &scheduled_fn()).expect_err("refused");
+        assert_eq!(err.into_iter().count(), 1);
+    }
+
+    #[test]
+    fn signature_errors_come_with_option_errors() {
+        let f: ItemFn = syn::parse_quote!(
+            fn report(term: &Term) {}
+        );
+        let err = parse(Kind::Scheduled, quote!(misfire = "never", cron = "0 * * * * *"), &f).expect_err("refused");
+        let messages: Vec<String> = err.into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(messages[0].contains("unknown misfire policy"), "{messages:?}");
+        assert!(messages[1].contains("`async` keyword is missing"), "{messages:?}");
+    }
+
+    #[test]
+    fn signatures() {
+        let ok: [ItemFn; 3] = [
+            syn::parse_quote!(
+                async fn f(term: &simba::Term, partition: u32) {}
+            ),
+            syn::parse_quote!(
+                async fn f(_: &Term, p: core::primitive::u32) -> anyhow::Result<()> {}
+            ),
+            syn::parse_quote!(
+                pub(crate) async fn f(t: &'static Term, p: (u32)) {}
+            ),
+        ];
+        for f in &ok {
+            assert!(signature::check(Kind::Partitioned, f).is_ok(), "{}", quote!(#f));
+        }
+        let bad: [(ItemFn, &str); 6] = [
+            (
+                syn::parse_quote!(
+                    fn f(t: &Term, p: u32) {}
+                ),
+                "async",
+            ),
+            (
+                syn::parse_quote!(
+                    async fn f<T>(t: &Term, p: u32) {}
+                ),
+                "generic",
+            ),
+            (
+                syn::parse_quote!(
+                    async fn f(t: &Term, p: u32)
+                    where
+                        Self: Sized,
+                    {
+                    }
+                ),
+                "generic",
+            ),
+            (
+                syn::parse_quote!(
+                    async fn f(&self, p: u32) {}
+                ),
+                "self",
+            ),
+            (
+                syn::parse_quote!(
+                    async fn f(t: Term, p: u32) {}
+                ),
+                "by reference",
+            ),
+            (
+                syn::parse_quote!(
+                    async fn f(t: &Term, p: i64) {}
+                ),
+                "u32",
+            ),
+        ];
+        for (f, wanted) in &bad {
+            let err = signature::check(Kind::Partitioned, f).expect_err("refused").to_string();
+            assert!(err.contains(wanted), "{}: {err}", quote!(#f));
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The job registry: what `#[simba_scheduled]` and `#[simba_partitioned]` generate, and what a
+//! user can write by hand (the macros are sugar).
+//!
+//! Registration happens at link time ([`linkme`]): every [`ScheduledJob`] and
+//! [`PartitionedJob`] placed in [`SCHEDULED_JOBS`] / [`PARTITIONED_JOBS`] by any crate linked
+//! into the binary is found by [`crate::run`]. A crate the binary never references is not
+//! linked: write `use my_jobs as _;` in the binary to make sure it is.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::{BoxError, Term};
+
+/// The future a job run returns.
+pub type JobFuture = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send + 'static>>;
+
+/// Runs one scheduled job once, with the term it runs under.
+pub type ScheduledFn = fn(Term) -> JobFuture;
+
+/// Runs one partition's worker, with the partition's term and index.
+pub type PartitionFn = fn(Term, u32) -> JobFuture;
+
+/// When a job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// A 6-field cron expression with seconds (`"0 */5 * * * *"`), in `time_zone` (an IANA
+    /// name such as `"Europe/Berlin"`; UTC when `None`).
+    Cron {
+        /// The expression.
+        expr: &'static str,
+        /// The time zone.
+        time_zone: Option<&'static str>,
+    },
+    /// Every `period`, measured on the monotonic clock.
+    FixedRate(Duration),
+}
+
+/// What to do with cron slots that passed while no node held the job's term.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Misfire {
+    /// Skip them; run the next slot on time (the default).
+    #[default]
+    Skip,
+    /// Run once, at once, for the missed slots together, then continue on time.
+    RunOnce,
+}
+
+/// A job that runs on a schedule on whichever node holds its lease (rule J5).
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduledJob {
+    /// The job's name, unique in the binary (the function's name for the macro); config
+    /// overrides refer to it (J7).
+    pub name: &'static str,
+    /// The lease guarding it (default: the name).
+    pub lease: &'static str,
+    /// When it runs.
+    pub schedule: Schedule,
+    /// Missed slots.
+    pub misfire: Misfire,
+    /// One run.
+    pub run: ScheduledFn,
+}
+
+/// A group of `partitions` partitions spread over the live nodes (rules J2, J6). Partition
+/// `i` is guarded by lease `{group}.{i}`.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionedJob {
+    /// The job's name, unique in the binary (the function's name for the macro).
+    pub name: &'static str,
+    /// The group name; partition leases are `{group}.{i}`.
+    pub group: &'static str,
+    /// How many partitions (at least 1).
+    pub partitions: u32,
+    /// `None`: the worker runs once per term and should loop until its term is cancelled.
+    /// `Some`: the worker runs on this schedule while the node holds the partition.
+    pub schedule: Option<Schedule>,
+    /// Missed slots, when scheduled.
+    pub misfire: Misfire,
+    /// The worker.
+    pub run: PartitionFn,
+}
+
+/// Every scheduled job linked into the binary.
+#[linkme::distributed_slice]
+pub static SCHEDULED_JOBS: [ScheduledJob];
+
+/// Every partitioned job linked into the binary.
+#[linkme::distributed_slice]
+pub static PARTITIONED_JOBS: [PartitionedJob];
+
+/// What a job function may return: `()` or `Result<T, E>` with `E` convertible into
+/// [`BoxError`] (`anyhow::Error`, `std::io::Error`, `simba::Error`, ...).
+pub trait JobOutcome {
+    /// The outcome as a result.
+    fn into_job_result(self) -> Result<(), BoxError>;
+}
+
+impl JobOutcome for () {
+    fn into_job_result(self) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+impl<T, E: Into<BoxError>> JobOutcome for Result<T, E> {
+    fn into_job_result(self) -> Result<(), BoxError> {
+        self.map(|_| ()).map_err(Into::into)
+    }
+}

@@ -1,0 +1,6 @@
+use simba::{Term, simba_partitioned};
+
+#[simba_partitioned(group = "billing eu", partitions = 16)]
+async fn bill(_term: &Term, _partition: u32) {}
+
+fn main() {}

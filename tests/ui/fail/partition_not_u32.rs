@@ -1,0 +1,6 @@
+use simba::{Term, simba_partitioned};
+
+#[simba_partitioned(group = "billing", partitions = 16)]
+async fn bill(_term: &Term, _partition: usize) {}
+
+fn main() {}
