@@ -206,8 +206,10 @@ impl Simba {
         Simba::builder().backend(backend).config(config).build()
     }
 
-    /// A client on the backend named by `url`: `memory://`, or `sqlite://path/to/file.db`
-    /// (feature `sqlite`).
+    /// A client on the backend named by `url`: `memory://`, `sqlite://path/to/file.db`
+    /// (feature `sqlite`), `postgres://...` (feature `postgres`), `mysql://...` (feature
+    /// `mysql`), `redis://...` (feature `redis`) or `zk://host:port/chroot` (feature
+    /// `zookeeper`).
     pub async fn connect(url: &str, config: SimbaConfig) -> Result<Simba, Error> {
         if url.starts_with("memory:") {
             return Simba::new(crate::backend::memory::MemoryBackend::new(), config);

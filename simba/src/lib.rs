@@ -11,6 +11,7 @@ pub mod fencing;
 pub mod job;
 mod lock;
 mod name;
+pub mod runtime;
 mod session;
 mod term;
 mod timing;
@@ -26,6 +27,7 @@ pub use events::{ElectionSnapshot, ElectionState, Event, SessionStatus, Snapshot
 pub use fencing::{FencedCell, StaleToken};
 pub use lock::{Lock, LockGuard};
 pub use name::{MAX_NAME_LEN, name_problem, validate_name};
+pub use runtime::{Runtime, RuntimeBuilder, RuntimeConfig, run};
 pub use term::{RevokeReason, Term};
 
 #[doc(inline)]

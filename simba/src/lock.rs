@@ -46,7 +46,17 @@ impl Lock {
         self.acquire_until(Some(Instant::now() + timeout)).await
     }
 
+    /// One attempt: the lock if the lease is free now, `None` otherwise (also when no session
+    /// is live). Used by partition groups, which decide themselves when to try again.
+    pub(crate) async fn acquire_once(&self) -> Result<Option<LockGuard>, Error> {
+        self.acquire_inner(None, true).await
+    }
+
     async fn acquire_until(&self, until: Option<Instant>) -> Result<Option<LockGuard>, Error> {
+        self.acquire_inner(until, false).await
+    }
+
+    async fn acquire_inner(&self, until: Option<Instant>, once: bool) -> Result<Option<LockGuard>, Error> {
         crate::validate_name(&self.name)?;
         self.shared.ensure_open()?;
         let name: Arc<str> = self.name.as_str().into();
@@ -73,9 +83,16 @@ impl Lock {
         let claim = Claim { shared: Arc::clone(&self.shared), name: Arc::clone(&name) };
         let mut releases = self.shared.releases.subscribe();
         loop {
-            let cell = match self.wait_session(until).await? {
-                Some(c) => c,
-                None => return Ok(None),
+            let cell = if once {
+                match self.shared.current_session().filter(|c| c.is_live_at(Instant::now())) {
+                    Some(c) => c,
+                    None => return Ok(None),
+                }
+            } else {
+                match self.wait_session(until).await? {
+                    Some(c) => c,
+                    None => return Ok(None),
+                }
             };
             let mut attempt = spawn_attempt(&self.shared, &cell, &name);
             let outcome = tokio::select! {
@@ -110,6 +127,9 @@ impl Lock {
                     }
                     None => self.shared.release_in_background(Arc::clone(&cell), Arc::clone(&name), token),
                 }
+            }
+            if once {
+                return Ok(None);
             }
             let retry_at = Instant::now() + self.shared.timing.candidate_delay(self.shared.unit_random());
             let retry_at = until.map_or(retry_at, |u| retry_at.min(u));
@@ -181,15 +201,24 @@ impl LockGuard {
     }
 
     /// Revokes the term, then releases the lease with its token (T7).
-    pub async fn release(mut self) -> Result<(), Error> {
+    pub async fn release(self) -> Result<(), Error> {
+        self.release_as(RevokeReason::Stopped).await
+    }
+
+    /// Revokes the term with `reason` (unless it already ended), then releases the lease with
+    /// its token (T7).
+    pub(crate) async fn release_as(mut self, reason: RevokeReason) -> Result<(), Error> {
         let Some(claim) = self.claim.take() else { return Ok(()) };
         let shared = Arc::clone(&claim.shared);
         let term = self.term.clone();
-        let revoked_now = term.revoke(RevokeReason::Stopped);
+        term.revoke(reason);
+        let reason = term.revoke_reason().unwrap_or(reason);
         let cell = Arc::clone(term.session());
         cell.note_released(term.name(), term.token());
         let mut result = Ok(());
-        if revoked_now && cell.is_live_at(Instant::now()) {
+        // A term lost to the session (deadline, expiry, takeover) is not ours to release.
+        let handed_over = matches!(reason, RevokeReason::Stopped | RevokeReason::SteppedDown);
+        if handed_over && cell.is_live_at(Instant::now()) {
             let to = shared.timing.call_timeout(
                 shared.timing.config.renew_interval(),
                 Instant::now(),
@@ -208,13 +237,7 @@ impl LockGuard {
             }
         }
         forget(&shared, &term);
-        if revoked_now {
-            shared.emit(Event::Revoked {
-                name: term.name().to_owned(),
-                token: term.token(),
-                reason: RevokeReason::Stopped,
-            });
-        }
+        shared.emit(Event::Revoked { name: term.name().to_owned(), token: term.token(), reason });
         drop(claim);
         result
     }

@@ -174,6 +174,12 @@ impl Term {
         self.inner.revoked.borrow().is_none() && self.inner.session.is_live_at(now)
     }
 
+    /// The session's local deadline as it stands now: the latest instant at which the term
+    /// can still be valid unless a renewal moves it. Frozen once the session ended.
+    pub fn deadline(&self) -> Instant {
+        self.inner.session.deadline()
+    }
+
     /// Time until the session's local deadline; `Duration::ZERO` once the term ended (T4).
     pub fn remaining(&self) -> Duration {
         let now = Instant::now();

@@ -73,3 +73,26 @@ pub async fn eventually<T>(within: Duration, what: &str, mut f: impl FnMut() -> 
 pub fn ms_since(t0: Instant, t: Instant) -> u128 {
     t.duration_since(t0).as_millis()
 }
+
+/// The URL of a test server from environment variable `var` (set by
+/// `scripts/backends.sh start`, which the test command runs).
+///
+/// Under `CI=true` a missing variable FAILS the test: CI must run every backend test. Outside
+/// CI it returns `None` after saying which variable is missing, and the caller returns early.
+pub fn server_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => {
+            let msg = format!(
+                "{var} is not set: start the test servers with `eval \"$(bash scripts/backends.sh start)\"` (or run `bash scripts/test.sh`)"
+            );
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{msg}");
+            }
+            tracing::warn!("{msg}; skipping");
+            // Visible in `cargo test` output, which captures logs but not this.
+            std::io::Write::write_all(&mut std::io::stderr(), format!("SKIPPED: {msg}\n").as_bytes()).ok();
+            None
+        }
+    }
+}

@@ -20,8 +20,16 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 pub mod memory;
+#[cfg(feature = "mysql")]
+pub mod mysql;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "redis")]
+pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper;
 
 /// The identity of one session instance (rule S2). Never reused: random 128-bit on SQL, Redis
 /// and memory; the server's session id on ZooKeeper.

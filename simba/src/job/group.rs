@@ -1,0 +1,277 @@
+//! Partition groups (rule J6): every node joins the group with its session; with `m` live
+//! members and `n` partitions each node converges to `floor(n/m)` or `ceil(n/m)` partitions.
+//! A node over its share steps surplus partitions down in the H1 order (keeping the others:
+//! sticky); a node under its share acquires free ones. Leases keep two nodes from ever
+//! holding one partition.
+//!
+//! Which members get the `ceil` share is decided by rank in the sorted member list, so every
+//! node computes the same targets from the same list.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+use super::{Misfire, PartitionFn, Timer, run_scheduled};
+use crate::backend::SessionId;
+use crate::client::Shared;
+use crate::lock::{Lock, LockGuard};
+use crate::{RevokeReason, Term};
+
+/// One partitioned job as the runtime runs it.
+#[derive(Clone)]
+pub(crate) struct GroupSpec {
+    pub(crate) job: Arc<str>,
+    pub(crate) group: Arc<str>,
+    pub(crate) partitions: u32,
+    pub(crate) timer: Option<Timer>,
+    pub(crate) misfire: Misfire,
+    pub(crate) run: PartitionFn,
+}
+
+impl GroupSpec {
+    pub(crate) fn lease(&self, partition: u32) -> String {
+        format!("{}.{partition}", self.group)
+    }
+}
+
+/// How many partitions member `rank` of `members` should hold.
+pub(crate) fn target(partitions: u32, members: usize, rank: usize) -> u32 {
+    let m = members.max(1) as u32;
+    partitions / m + u32::from((rank as u32) < partitions % m)
+}
+
+struct Worker {
+    stop: Option<oneshot::Sender<RevokeReason>>,
+    handle: JoinHandle<()>,
+}
+
+/// Runs the group until `stop` is cancelled, then hands every partition over (H1) and leaves
+/// the group.
+pub(crate) async fn run_group(shared: Arc<Shared>, spec: GroupSpec, stop: CancellationToken) {
+    let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<u32>();
+    let mut held: BTreeMap<u32, Worker> = BTreeMap::new();
+    let mut leaving: BTreeMap<u32, Worker> = BTreeMap::new();
+    let mut joined: Option<SessionId> = None;
+    let mut releases = shared.releases.subscribe();
+    let mut session_rx = shared.session.subscribe();
+    let prefix = format!("{}.", spec.group);
+    loop {
+        round(&shared, &spec, &mut held, &mut leaving, &mut joined, &ended_tx).await;
+        let next = Instant::now() + shared.timing.candidate_delay(shared.unit_random());
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => {
+                    shut_down(&shared, &spec, held, leaving, joined).await;
+                    return;
+                }
+                Some(i) = ended_rx.recv() => {
+                    if held.get(&i).is_some_and(|w| w.handle.is_finished()) {
+                        held.remove(&i);
+                    }
+                    leaving.retain(|_, w| !w.handle.is_finished());
+                    held.retain(|_, w| !w.handle.is_finished());
+                    break;
+                }
+                r = releases.recv() => match r {
+                    Ok(n) if n.starts_with(&prefix) => break,
+                    Ok(_) => {}
+                    Err(_) => break,
+                },
+                _ = session_rx.changed() => break,
+                _ = sleep_until(next) => break,
+            }
+        }
+    }
+}
+
+async fn round(
+    shared: &Arc<Shared>,
+    spec: &GroupSpec,
+    held: &mut BTreeMap<u32, Worker>,
+    leaving: &mut BTreeMap<u32, Worker>,
+    joined: &mut Option<SessionId>,
+    ended_tx: &mpsc::UnboundedSender<u32>,
+) {
+    held.retain(|_, w| !w.handle.is_finished());
+    leaving.retain(|_, w| !w.handle.is_finished());
+    let Some(cell) = shared.current_session().filter(|c| c.is_live_at(Instant::now())) else { return };
+    let to = shared.timing.call_timeout(shared.timing.config.renew_interval(), Instant::now(), Some(cell.deadline()));
+    if joined.as_ref() != Some(&cell.id) {
+        match tokio::time::timeout(to, shared.backend.join_group(&cell.id, &spec.group)).await {
+            Ok(Ok(())) => {
+                tracing::info!(group = %spec.group, session = %cell.id, "joined the group");
+                *joined = Some(cell.id.clone());
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(group = %spec.group, error = %e, "cannot join the group; retrying");
+                return;
+            }
+            Err(_) => return,
+        }
+    }
+    let mut members = match tokio::time::timeout(to, shared.backend.members(&spec.group)).await {
+        Ok(Ok(m)) => m,
+        Ok(Err(e)) => {
+            tracing::warn!(group = %spec.group, error = %e, "cannot list the group's members; retrying");
+            return;
+        }
+        Err(_) => return,
+    };
+    if !members.contains(&cell.id) {
+        members.push(cell.id.clone());
+        members.sort();
+    }
+    let rank = members.iter().position(|m| *m == cell.id).unwrap_or(0);
+    let want = target(spec.partitions, members.len(), rank) as usize;
+    if held.len() > want {
+        // Surplus: hand the highest-numbered partitions over (H1), keep the rest (sticky).
+        let surplus: Vec<u32> = held.keys().rev().take(held.len() - want).copied().collect();
+        for i in surplus {
+            if let Some(mut w) = held.remove(&i) {
+                tracing::info!(group = %spec.group, partition = i, members = members.len(), share = want, "stepping a surplus partition down");
+                if let Some(s) = w.stop.take() {
+                    let _ = s.send(RevokeReason::SteppedDown);
+                }
+                leaving.insert(i, w);
+            }
+        }
+        return;
+    }
+    let mut need = want - held.len();
+    if need == 0 {
+        return;
+    }
+    // Start from this node's natural segment so that nodes mostly try different partitions.
+    let n = spec.partitions;
+    let start = (rank as u64 * u64::from(n) / members.len().max(1) as u64) as u32;
+    for k in 0..n {
+        let i = (start + k) % n;
+        if held.contains_key(&i) || leaving.contains_key(&i) {
+            continue;
+        }
+        if !cell.is_live_at(Instant::now()) {
+            return;
+        }
+        let lock = Lock::new(Arc::clone(shared), spec.lease(i));
+        match lock.acquire_once().await {
+            Ok(Some(guard)) => {
+                held.insert(i, start_worker(shared, spec, i, guard, ended_tx.clone()));
+                need -= 1;
+                if need == 0 {
+                    return;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(group = %spec.group, partition = i, error = %e, "cannot contend for a partition");
+            }
+        }
+    }
+}
+
+fn start_worker(shared: &Arc<Shared>, spec: &GroupSpec, i: u32, guard: LockGuard, ended: mpsc::UnboundedSender<u32>) -> Worker {
+    let (stop_tx, stop_rx) = oneshot::channel();
+    let (shared, spec) = (Arc::clone(shared), spec.clone());
+    let handle = tokio::spawn(async move {
+        let term = guard.term().clone();
+        tracing::info!(group = %spec.group, partition = i, token = term.token(), "partition acquired");
+        let run = spec.run;
+        let mut task: JoinHandle<Result<(), crate::BoxError>> = match spec.timer.clone() {
+            Some(timer) => tokio::spawn(run_scheduled(
+                Arc::clone(&shared),
+                Arc::clone(&spec.job),
+                timer,
+                spec.misfire,
+                term.clone(),
+                move |t: Term| run(t, i),
+            )),
+            None => tokio::spawn(run(term.clone(), i)),
+        };
+        tokio::select! {
+            reason = term.revoked() => {
+                // H3: lost; do not wait for the worker.
+                task.abort();
+                tracing::warn!(group = %spec.group, partition = i, token = term.token(), %reason, "partition lost");
+                drop(guard);
+            }
+            reason = stop_rx => {
+                let reason = reason.unwrap_or(RevokeReason::Stopped);
+                hand_over(&term, task, reason).await;
+                if let Err(e) = guard.release_as(reason).await {
+                    tracing::warn!(group = %spec.group, partition = i, error = %e, "release failed; the lease frees with the session");
+                }
+            }
+            res = &mut task => {
+                match res {
+                    Ok(Ok(())) => tracing::info!(group = %spec.group, partition = i, "partition worker returned; releasing the partition"),
+                    Ok(Err(e)) => tracing::error!(group = %spec.group, partition = i, error = %e, "partition worker failed; releasing the partition"),
+                    Err(e) => tracing::error!(group = %spec.group, partition = i, error = %e, "partition worker panicked; releasing the partition"),
+                }
+                if let Err(e) = guard.release_as(RevokeReason::SteppedDown).await {
+                    tracing::warn!(group = %spec.group, partition = i, error = %e, "release failed; the lease frees with the session");
+                }
+            }
+        }
+        let _ = ended.send(i);
+    });
+    Worker { stop: Some(stop_tx), handle }
+}
+
+/// H1 for one partition: revoke and signal; wait until the worker returns or the local
+/// deadline passes; the caller then releases with the token.
+async fn hand_over(term: &Term, mut task: JoinHandle<Result<(), crate::BoxError>>, reason: RevokeReason) {
+    term.revoke(reason);
+    tokio::select! {
+        _ = &mut task => {}
+        _ = sleep_until(term.session().deadline()) => {
+            tracing::warn!(lease = term.name(), token = term.token(), "partition worker ignored cancellation until the local deadline; aborting it");
+            task.abort();
+        }
+    }
+}
+
+async fn shut_down(
+    shared: &Arc<Shared>,
+    spec: &GroupSpec,
+    held: BTreeMap<u32, Worker>,
+    leaving: BTreeMap<u32, Worker>,
+    joined: Option<SessionId>,
+) {
+    let mut handles = Vec::new();
+    for (_, mut w) in held.into_iter().chain(leaving) {
+        if let Some(s) = w.stop.take() {
+            let _ = s.send(RevokeReason::Stopped);
+        }
+        handles.push(w.handle);
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+    if let (Some(id), Some(cell)) = (joined, shared.current_session()) {
+        if cell.id == id {
+            let _ = tokio::time::timeout(Duration::from_secs(2), shared.backend.leave_group(&id, &spec.group)).await;
+        }
+    }
+    tracing::info!(group = %spec.group, "left the group");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::target;
+
+    /// J6: shares are floor(n/m) or ceil(n/m) and add up to n.
+    #[test]
+    fn j6_targets() {
+        for (n, m) in [(16u32, 3usize), (16, 2), (64, 4), (64, 3), (5, 7), (1, 1), (100_000, 7)] {
+            let t: Vec<u32> = (0..m).map(|r| target(n, m, r)).collect();
+            assert_eq!(t.iter().sum::<u32>(), n, "{n}/{m}");
+            assert!(t.iter().all(|x| *x == n / m as u32 || *x == n.div_ceil(m as u32)), "{n}/{m}: {t:?}");
+        }
+        assert_eq!((0..3).map(|r| target(16, 3, r)).collect::<Vec<_>>(), vec![6, 5, 5]);
+    }
+}

@@ -1,0 +1,457 @@
+//! `simba.toml`: loading, `SIMBA_*` environment overrides, and validation (rules C2, J4, J7).
+//!
+//! ```toml
+//! [backend]
+//! url = "sqlite://simba.db"
+//!
+//! [session]
+//! lease_duration = "15s"
+//!
+//! [jobs.report]              # a #[simba_scheduled] job, by name
+//! cron = "0 */10 * * * *"
+//!
+//! [jobs.billing]             # a #[simba_partitioned] job, by name
+//! partitions = 32
+//! enabled = false
+//! ```
+//!
+//! Every key can be overridden by an environment variable `SIMBA_<TABLE>__<KEY>` (double
+//! underscores between levels): `SIMBA_SESSION__LEASE_DURATION=10s`,
+//! `SIMBA_JOBS__REPORT__ENABLED=false`, `SIMBA_BACKEND__URL=postgres://...`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::job::{Misfire, ScheduleSpec, parse_cron, parse_time_zone};
+use crate::{Error, SimbaConfig};
+
+/// The backend used when no configuration file exists: SQLite in `./simba.db`.
+pub const DEFAULT_BACKEND_URL: &str = "sqlite://simba.db";
+
+/// Overrides for one job, by name (rule J7).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct JobOverride {
+    /// `enabled = false` keeps the job from running on this node.
+    pub enabled: Option<bool>,
+    /// A schedule replacing the one in the code.
+    pub schedule: Option<ScheduleSpec>,
+    /// A misfire policy replacing the one in the code.
+    pub misfire: Option<Misfire>,
+    /// For partitioned jobs: the number of partitions.
+    pub partitions: Option<u32>,
+}
+
+/// The runtime's configuration, resolved from a file (or the embedded default) and the
+/// environment.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RuntimeConfig {
+    /// Where it came from (a path, or "the embedded default").
+    pub source: String,
+    /// The backend URL.
+    pub backend_url: String,
+    /// Session timing.
+    pub session: SimbaConfig,
+    /// Per-job overrides, by job name.
+    pub jobs: BTreeMap<String, JobOverride>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            source: "the embedded default".into(),
+            backend_url: DEFAULT_BACKEND_URL.into(),
+            session: SimbaConfig::default(),
+            jobs: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    backend: BackendTable,
+    #[serde(default)]
+    session: SessionTable,
+    #[serde(default)]
+    jobs: BTreeMap<String, JobTable>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BackendTable {
+    url: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionTable {
+    lease_duration: Option<String>,
+    renew_interval: Option<String>,
+    drift: Option<f64>,
+    margin: Option<String>,
+    retry_jitter: Option<String>,
+    min_backoff: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobTable {
+    enabled: Option<bool>,
+    cron: Option<String>,
+    time_zone: Option<String>,
+    fixed_rate: Option<String>,
+    misfire: Option<String>,
+    partitions: Option<u32>,
+}
+
+const SECTIONS: [&str; 3] = ["backend", "session", "jobs"];
+
+impl RuntimeConfig {
+    /// Loads the configuration as [`crate::run`] does: the file named by `SIMBA_CONFIG`, else
+    /// `./simba.toml` if it exists, else the embedded default; then `SIMBA_*` overrides.
+    pub fn load() -> Result<RuntimeConfig, Error> {
+        match std::env::var_os("SIMBA_CONFIG") {
+            Some(p) => Self::load_file(Path::new(&p)),
+            None if Path::new("simba.toml").exists() => Self::load_file(Path::new("simba.toml")),
+            None => Self::from_toml_str("", "the embedded default", env_overrides()),
+        }
+    }
+
+    /// Loads `path`, then applies `SIMBA_*` overrides.
+    pub fn load_file(path: &Path) -> Result<RuntimeConfig, Error> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::InvalidConfig(format!(
+                "cannot read {}: {e} (set SIMBA_CONFIG to the right file, or remove it to use the embedded default)",
+                path.display()
+            ))
+        })?;
+        Self::from_toml_str(&text, &path.display().to_string(), env_overrides())
+    }
+
+    /// Parses `text` (named `source` in errors), then applies `overrides` (variable name and
+    /// value, as `SIMBA_SESSION__LEASE_DURATION=10s`).
+    pub fn from_toml_str(text: &str, source: &str, overrides: Vec<(String, String)>) -> Result<RuntimeConfig, Error> {
+        let err = |msg: String| Error::InvalidConfig(format!("{source}: {msg}"));
+        // First the file alone, so that errors carry its line and column.
+        if let Err(e) = toml::from_str::<FileConfig>(text) {
+            return Err(err(with_hint(&e.to_string())));
+        }
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let mut applied = Vec::new();
+        for (var, value) in &overrides {
+            apply_override(&mut table, var, value).map_err(|m| err(m))?;
+            applied.push(var.as_str());
+        }
+        let file: FileConfig = table.try_into().map_err(|e: toml::de::Error| {
+            err(format!("after the environment overrides {}: {}", applied.join(", "), with_hint(&e.to_string())))
+        })?;
+        let at = |section: &str, key: &str| match locate(text, section, key) {
+            Some(line) => format!("line {line}, [{section}] {key}"),
+            None => format!("[{section}] {key}"),
+        };
+        let dur = |section: &str, key: &str, v: &Option<String>| -> Result<Option<Duration>, Error> {
+            v.as_deref()
+                .map(|s| {
+                    humantime::parse_duration(s).map_err(|e| {
+                        err(format!("{}: invalid duration {s:?}: {e} (write e.g. \"15s\" or \"500ms\")", at(section, key)))
+                    })
+                })
+                .transpose()
+        };
+        let s = &file.session;
+        let mut b = SimbaConfig::builder();
+        if let Some(d) = dur("session", "lease_duration", &s.lease_duration)? {
+            b = b.lease_duration(d);
+        }
+        if let Some(d) = dur("session", "renew_interval", &s.renew_interval)? {
+            b = b.renew_interval(d);
+        }
+        if let Some(d) = s.drift {
+            b = b.drift(d);
+        }
+        if let Some(d) = dur("session", "margin", &s.margin)? {
+            b = b.margin(d);
+        }
+        if let Some(d) = dur("session", "retry_jitter", &s.retry_jitter)? {
+            b = b.retry_jitter(d);
+        }
+        if let Some(d) = dur("session", "min_backoff", &s.min_backoff)? {
+            b = b.min_backoff(d);
+        }
+        let session = b.build().map_err(|e| err(format!("[session]: {e}")))?;
+
+        let mut jobs = BTreeMap::new();
+        for (name, j) in file.jobs {
+            let section = format!("jobs.{name}");
+            let schedule = match (&j.cron, &j.fixed_rate) {
+                (Some(_), Some(_)) => {
+                    return Err(err(format!("{}: set either cron or fixed_rate, not both", at(&section, "cron"))));
+                }
+                (Some(c), None) => {
+                    parse_cron(c).map_err(|m| err(format!("{}: {m}", at(&section, "cron"))))?;
+                    if let Some(z) = &j.time_zone {
+                        parse_time_zone(z).map_err(|m| err(format!("{}: {m}", at(&section, "time_zone"))))?;
+                    }
+                    Some(ScheduleSpec::Cron { expr: c.clone(), time_zone: j.time_zone.clone() })
+                }
+                (None, Some(_)) => {
+                    if j.time_zone.is_some() {
+                        return Err(err(format!("{}: time_zone only applies to cron", at(&section, "time_zone"))));
+                    }
+                    let d = dur(&section, "fixed_rate", &j.fixed_rate)?.unwrap_or_default();
+                    if d.is_zero() {
+                        return Err(err(format!("{}: fixed_rate must be greater than zero", at(&section, "fixed_rate"))));
+                    }
+                    Some(ScheduleSpec::FixedRate(d))
+                }
+                (None, None) => {
+                    if j.time_zone.is_some() {
+                        return Err(err(format!("{}: time_zone only applies to cron", at(&section, "time_zone"))));
+                    }
+                    None
+                }
+            };
+            let misfire = match j.misfire.as_deref() {
+                None => None,
+                Some("skip") => Some(Misfire::Skip),
+                Some("run_once") => Some(Misfire::RunOnce),
+                Some(other) => {
+                    return Err(err(format!(
+                        "{}: unknown misfire policy {other:?}: use \"skip\" or \"run_once\"",
+                        at(&section, "misfire")
+                    )));
+                }
+            };
+            if j.partitions == Some(0) {
+                return Err(err(format!("{}: partitions must be at least 1", at(&section, "partitions"))));
+            }
+            jobs.insert(name, JobOverride { enabled: j.enabled, schedule, misfire, partitions: j.partitions });
+        }
+        let backend_url = file.backend.url.unwrap_or_else(|| DEFAULT_BACKEND_URL.to_owned());
+        Ok(RuntimeConfig { source: source.to_owned(), backend_url, session, jobs })
+    }
+
+    /// The path `load()` reads, if any.
+    pub fn default_path() -> Option<PathBuf> {
+        match std::env::var_os("SIMBA_CONFIG") {
+            Some(p) => Some(PathBuf::from(p)),
+            None => Some(PathBuf::from("simba.toml")).filter(|p| p.exists()),
+        }
+    }
+}
+
+/// `SIMBA_<TABLE>__<KEY>` variables (those with a double underscore); others such as
+/// `SIMBA_CONFIG` are not overrides.
+pub(crate) fn env_overrides() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("SIMBA_") && k.contains("__") && !k.starts_with("SIMBA_TEST_"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn apply_override(table: &mut toml::Table, var: &str, value: &str) -> Result<(), String> {
+    let path: Vec<String> = var["SIMBA_".len()..].split("__").map(|s| s.to_ascii_lowercase()).collect();
+    if path.len() < 2 || path.iter().any(String::is_empty) {
+        return Err(format!("environment variable {var}: write SIMBA_<TABLE>__<KEY>, e.g. SIMBA_SESSION__LEASE_DURATION"));
+    }
+    if !SECTIONS.contains(&path[0].as_str()) {
+        let hint = nearest(&path[0], &SECTIONS).map(|s| format!(" (did you mean SIMBA_{}__...?)", s.to_uppercase()));
+        return Err(format!(
+            "environment variable {var}: unknown table `{}`; tables are backend, session and jobs{}",
+            path[0],
+            hint.unwrap_or_default()
+        ));
+    }
+    // Numbers and booleans as TOML reads them; anything else is a string ("10s").
+    let parsed = toml::from_str::<toml::Table>(&format!("v = {value}")).ok().and_then(|mut t| t.remove("v"));
+    let v = match parsed {
+        Some(v @ (toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_))) => v,
+        _ => toml::Value::String(value.to_owned()),
+    };
+    let mut t = table;
+    for key in &path[..path.len() - 1] {
+        let entry = t.entry(key.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = match entry {
+            toml::Value::Table(inner) => inner,
+            _ => return Err(format!("environment variable {var}: `{key}` is not a table")),
+        };
+    }
+    if let Some(last) = path.last() {
+        t.insert(last.clone(), v);
+    }
+    Ok(())
+}
+
+/// Adds "did you mean" to serde's unknown-field errors.
+fn with_hint(msg: &str) -> String {
+    let Some(rest) = msg.split("unknown field `").nth(1) else { return msg.to_owned() };
+    let Some(field) = rest.split('`').next() else { return msg.to_owned() };
+    let expected: Vec<&str> = msg.split("expected one of ").nth(1).map_or_else(Vec::new, |s| {
+        s.split(',').map(|p| p.trim().trim_matches(|c| c == '`' || c == '\n' || c == ' ')).collect()
+    });
+    match nearest(field, &expected) {
+        Some(n) => format!("{}\nhint: did you mean `{n}`?", msg.trim_end()),
+        None => msg.to_owned(),
+    }
+}
+
+/// The candidate closest to `word` by edit distance, if close enough to be a typo.
+fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (levenshtein(word, c), *c))
+        .filter(|(d, c)| *d <= 3.max(c.len() / 3))
+        .min()
+        .map(|(_, c)| c)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The 1-based line of `key = ...` inside `[section]` in `text`.
+fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if let Some(h) = l.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            current = h.trim().replace(['"', ' '], "");
+        } else if current == section && l.split('=').next().is_some_and(|k| k.trim() == key) {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<RuntimeConfig, Error> {
+        RuntimeConfig::from_toml_str(text, "simba.toml", Vec::new())
+    }
+
+    /// J4: without a file, the embedded default: SQLite in ./simba.db.
+    #[test]
+    fn j4_default_is_sqlite() {
+        let c = parse("").expect("empty");
+        assert_eq!(c.backend_url, "sqlite://simba.db");
+        assert_eq!(c.session, SimbaConfig::default());
+    }
+
+    /// C2/J7: every table and key.
+    #[test]
+    fn c2_j7_full_file() {
+        let c = parse(
+            r#"
+[backend]
+url = "postgres://db/simba"
+
+[session]
+lease_duration = "9s"
+renew_interval = "3s"
+drift = 0.02
+margin = "100ms"
+retry_jitter = "1s"
+min_backoff = "200ms"
+
+[jobs.report]
+cron = "0 */10 * * * *"
+time_zone = "Europe/Berlin"
+misfire = "run_once"
+
+[jobs.billing]
+partitions = 32
+enabled = false
+
+[jobs.tick]
+fixed_rate = "250ms"
+"#,
+        )
+        .expect("valid");
+        assert_eq!(c.backend_url, "postgres://db/simba");
+        assert_eq!(c.session.lease_duration(), Duration::from_secs(9));
+        assert_eq!(c.session.drift(), 0.02);
+        assert_eq!(c.session.min_backoff(), Duration::from_millis(200));
+        let r = &c.jobs["report"];
+        assert_eq!(
+            r.schedule,
+            Some(ScheduleSpec::Cron { expr: "0 */10 * * * *".into(), time_zone: Some("Europe/Berlin".into()) })
+        );
+        assert_eq!(r.misfire, Some(Misfire::RunOnce));
+        assert_eq!(c.jobs["billing"].partitions, Some(32));
+        assert_eq!(c.jobs["billing"].enabled, Some(false));
+        assert_eq!(c.jobs["tick"].schedule, Some(ScheduleSpec::FixedRate(Duration::from_millis(250))));
+    }
+
+    /// C2: environment overrides, typed as TOML reads them.
+    #[test]
+    fn c2_env_overrides() {
+        let c = RuntimeConfig::from_toml_str(
+            "[session]\nlease_duration = \"15s\"\n",
+            "simba.toml",
+            vec![
+                ("SIMBA_SESSION__LEASE_DURATION".into(), "10s".into()),
+                ("SIMBA_SESSION__DRIFT".into(), "0.05".into()),
+                ("SIMBA_JOBS__REPORT__ENABLED".into(), "false".into()),
+                ("SIMBA_BACKEND__URL".into(), "memory://".into()),
+            ],
+        )
+        .expect("valid");
+        assert_eq!(c.session.lease_duration(), Duration::from_secs(10));
+        assert_eq!(c.session.drift(), 0.05);
+        assert_eq!(c.jobs["report"].enabled, Some(false));
+        assert_eq!(c.backend_url, "memory://");
+        let e = RuntimeConfig::from_toml_str("", "simba.toml", vec![("SIMBA_SESION__X".into(), "1".into())])
+            .expect_err("bad table");
+        assert!(e.to_string().contains("did you mean SIMBA_SESSION__"), "{e}");
+    }
+
+    /// Bad input: unknown keys name the nearest valid key, with the line.
+    #[test]
+    fn unknown_key_suggests() {
+        let e = parse("[session]\nleese_duration = \"10s\"\n").expect_err("unknown key").to_string();
+        assert!(e.contains("simba.toml"), "{e}");
+        assert!(e.contains("leese_duration"), "{e}");
+        assert!(e.contains("line 2"), "{e}");
+        assert!(e.contains("did you mean `lease_duration`"), "{e}");
+    }
+
+    /// Bad input: wrong types and invalid values name the file, line and key.
+    #[test]
+    fn bad_values_name_file_line_key() {
+        let e = parse("[session]\ndrift = \"high\"\n").expect_err("type").to_string();
+        assert!(e.contains("simba.toml") && e.contains("line 2") && e.contains("drift"), "{e}");
+        let e = parse("[session]\nlease_duration = \"soon\"\n").expect_err("duration").to_string();
+        assert!(e.contains("line 2, [session] lease_duration"), "{e}");
+        let e = parse("\n[jobs.report]\ncron = \"*/5 * * * *\"\n").expect_err("cron").to_string();
+        assert!(e.contains("line 3, [jobs.report] cron") && e.contains("6 fields"), "{e}");
+        let e = parse("[jobs.x]\ncron = \"* * * * * *\"\ntime_zone = \"Moon/Base\"\n").expect_err("tz").to_string();
+        assert!(e.contains("[jobs.x] time_zone") && e.contains("IANA"), "{e}");
+        let e = parse("[jobs.x]\npartitions = 0\n").expect_err("zero").to_string();
+        assert!(e.contains("partitions must be at least 1"), "{e}");
+        let e = parse("[session]\nlease_duration = \"10s\"\nrenew_interval = \"6s\"\n").expect_err("C1").to_string();
+        assert!(e.contains("renew_interval * 2 <= lease_duration"), "{e}");
+        let e = parse("[jobs.x]\ncron = \"* * * * * *\"\nfixed_rate = \"1s\"\n").expect_err("both").to_string();
+        assert!(e.contains("not both"), "{e}");
+        let e = parse("[jobs.x]\nmisfire = \"later\"\n").expect_err("misfire").to_string();
+        assert!(e.contains("\"skip\" or \"run_once\""), "{e}");
+    }
+}

@@ -1,0 +1,354 @@
+//! The runtime behind [`run`](crate::run): reads `simba.toml`, opens ONE session, starts an
+//! election per scheduled job and joins every partition group, runs until SIGINT or SIGTERM,
+//! then hands everything over (H1) and closes the session (rule J4).
+
+mod config;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use config::{DEFAULT_BACKEND_URL, JobOverride, RuntimeConfig};
+
+use crate::job::{
+    GroupSpec, Misfire, PARTITIONED_JOBS, PartitionedJob, SCHEDULED_JOBS, ScheduleSpec, ScheduledJob, Timer, run_group,
+    run_scheduled,
+};
+use crate::{Election, Error, Simba, Term};
+
+/// Reads `simba.toml` (`SIMBA_CONFIG`, else `./simba.toml`, else the embedded default: SQLite
+/// in `./simba.db`), applies `SIMBA_*` environment overrides, opens the session, runs every
+/// job registered with `#[simba_scheduled]` / `#[simba_partitioned]` while this node holds its
+/// term, and returns after SIGINT or SIGTERM once everything was handed over and the session
+/// closed. A bad configuration is an error and nothing starts.
+pub async fn run() -> Result<(), Error> {
+    Runtime::builder().run().await
+}
+
+/// Programmatic control of the runtime: [`run`] is `Runtime::builder().run()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Runtime;
+
+impl Runtime {
+    /// A builder that reads the configuration as [`run`] does and uses the link-time
+    /// registry.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder {
+            config: ConfigSource::Load,
+            scheduled: Vec::new(),
+            partitioned: Vec::new(),
+            registry: true,
+            shutdown: None,
+            backend: None,
+            seed: None,
+        }
+    }
+}
+
+enum ConfigSource {
+    Load,
+    File(PathBuf),
+    Given(RuntimeConfig),
+}
+
+type ShutdownFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Configures and starts the runtime.
+pub struct RuntimeBuilder {
+    config: ConfigSource,
+    scheduled: Vec<ScheduledJob>,
+    partitioned: Vec<PartitionedJob>,
+    registry: bool,
+    shutdown: Option<ShutdownFuture>,
+    backend: Option<Box<dyn FnOnce(crate::SimbaConfig, Option<u64>) -> Result<Simba, Error> + Send>>,
+    seed: Option<u64>,
+}
+
+impl RuntimeBuilder {
+    /// Uses this backend instead of the configuration's `[backend] url` (for tests and for
+    /// backends built in code).
+    pub fn backend<B: crate::backend::Backend>(mut self, backend: B) -> Self {
+        self.backend = Some(Box::new(move |config, seed| {
+            let b = Simba::builder().backend(backend).config(config);
+            match seed {
+                Some(s) => b.seed(s).build(),
+                None => b.build(),
+            }
+        }));
+        self
+    }
+
+    /// Seeds the candidates' retry jitter, for reproducible tests.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Reads this file instead of `SIMBA_CONFIG` / `./simba.toml` (overrides still apply).
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config = ConfigSource::File(path.into());
+        self
+    }
+
+    /// Uses this configuration as it is.
+    pub fn config(mut self, config: RuntimeConfig) -> Self {
+        self.config = ConfigSource::Given(config);
+        self
+    }
+
+    /// Adds a scheduled job written by hand.
+    pub fn job(mut self, job: ScheduledJob) -> Self {
+        self.scheduled.push(job);
+        self
+    }
+
+    /// Adds a partitioned job written by hand.
+    pub fn partitioned(mut self, job: PartitionedJob) -> Self {
+        self.partitioned.push(job);
+        self
+    }
+
+    /// Ignores the jobs registered by the macros; runs only those added to the builder.
+    pub fn without_registry(mut self) -> Self {
+        self.registry = false;
+        self
+    }
+
+    /// Shuts down when `signal` completes instead of on SIGINT / SIGTERM.
+    pub fn shutdown_on(mut self, signal: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.shutdown = Some(Box::pin(signal));
+        self
+    }
+
+    /// Validates everything, connects, and starts every job; returns a handle to stop them.
+    pub async fn start(self) -> Result<RunningRuntime, Error> {
+        let config = match self.config {
+            ConfigSource::Load => RuntimeConfig::load()?,
+            ConfigSource::File(p) => RuntimeConfig::load_file(&p)?,
+            ConfigSource::Given(c) => c,
+        };
+        let mut scheduled = self.scheduled;
+        let mut partitioned = self.partitioned;
+        if self.registry {
+            scheduled.extend(SCHEDULED_JOBS.iter().copied());
+            partitioned.extend(PARTITIONED_JOBS.iter().copied());
+        }
+        let plan = plan(&config, &scheduled, &partitioned)?;
+        let simba = match self.backend {
+            Some(make) => make(config.session, self.seed)?,
+            None => Simba::connect(&config.backend_url, config.session).await.inspect_err(|e| {
+                tracing::error!(url = %redact(&config.backend_url), error = %e, "cannot connect to the backend");
+            })?,
+        };
+        tracing::info!(
+            config = %config.source,
+            backend = %redact(&config.backend_url),
+            jobs = plan.jobs.len(),
+            groups = plan.groups.len(),
+            "simba runtime starting"
+        );
+        let mut elections = Vec::new();
+        for job in plan.jobs {
+            let election = simba.election(job.lease.clone());
+            let shared = Arc::clone(&simba.shared);
+            let run = job.run;
+            let name: Arc<str> = job.name.as_str().into();
+            let (timer, misfire) = (job.timer, job.misfire);
+            election.run_while_leader(move |term: Term| {
+                run_scheduled(Arc::clone(&shared), Arc::clone(&name), timer.clone(), misfire, term, move |t| run(t))
+            })?;
+            elections.push(election);
+        }
+        let mut groups = Vec::new();
+        for g in plan.groups {
+            let stop = CancellationToken::new();
+            let handle = tokio::spawn(run_group(Arc::clone(&simba.shared), g, stop.clone()));
+            groups.push((stop, handle));
+        }
+        Ok(RunningRuntime { simba, elections, groups, shutdown: self.shutdown })
+    }
+
+    /// [`start`](RuntimeBuilder::start), then wait for SIGINT / SIGTERM (or the
+    /// [`shutdown_on`](RuntimeBuilder::shutdown_on) signal), then
+    /// [`shutdown`](RunningRuntime::shutdown).
+    pub async fn run(self) -> Result<(), Error> {
+        let mut running = self.start().await?;
+        match running.shutdown.take() {
+            Some(signal) => signal.await,
+            None => wait_for_signal().await,
+        }
+        tracing::info!("shutting down: handing every job over");
+        running.shutdown().await;
+        Ok(())
+    }
+}
+
+/// A started runtime.
+pub struct RunningRuntime {
+    simba: Simba,
+    elections: Vec<Election>,
+    groups: Vec<(CancellationToken, JoinHandle<()>)>,
+    shutdown: Option<ShutdownFuture>,
+}
+
+impl RunningRuntime {
+    /// The client the runtime uses (its one session).
+    pub fn simba(&self) -> &Simba {
+        &self.simba
+    }
+
+    /// Hands every job and partition over in the H1 order, then closes the session.
+    pub async fn shutdown(self) {
+        for (stop, _) in &self.groups {
+            stop.cancel();
+        }
+        for (_, h) in self.groups {
+            let _ = h.await;
+        }
+        let stops = self.elections.iter().map(Election::stop);
+        let _ = futures_util::future::join_all(stops).await;
+        self.simba.close().await;
+    }
+}
+
+impl std::fmt::Debug for RunningRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningRuntime").field("simba", &self.simba).finish_non_exhaustive()
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+struct PlannedJob {
+    name: String,
+    lease: String,
+    timer: Timer,
+    misfire: Misfire,
+    run: crate::job::ScheduledFn,
+}
+
+struct Plan {
+    jobs: Vec<PlannedJob>,
+    groups: Vec<GroupSpec>,
+}
+
+/// Checks jobs against the configuration before anything starts (J4, J7).
+fn plan(config: &RuntimeConfig, scheduled: &[ScheduledJob], partitioned: &[PartitionedJob]) -> Result<Plan, Error> {
+    let bad = |msg: String| Error::InvalidConfig(format!("{}: {msg}", config.source));
+    let mut names = BTreeSet::new();
+    for n in scheduled.iter().map(|j| j.name).chain(partitioned.iter().map(|j| j.name)) {
+        if !names.insert(n) {
+            return Err(Error::InvalidConfig(format!(
+                "two jobs are named `{n}`: job names must be unique in a binary (rename one function, or give it another name)"
+            )));
+        }
+    }
+    for name in config.jobs.keys() {
+        if !names.contains(name.as_str()) {
+            let known: Vec<&str> = names.iter().copied().collect();
+            return Err(bad(format!(
+                "[jobs.{name}] names no registered job; registered jobs: {} (is the crate that defines it linked? add `use that_crate as _;` to the binary)",
+                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            )));
+        }
+    }
+    let mut leases = BTreeSet::new();
+    let mut jobs = Vec::new();
+    for j in scheduled {
+        let o = config.jobs.get(j.name).cloned().unwrap_or_default();
+        if o.partitions.is_some() {
+            return Err(bad(format!("[jobs.{}] partitions: `{}` is a scheduled job, not a partitioned one", j.name, j.name)));
+        }
+        if o.enabled == Some(false) {
+            tracing::info!(job = j.name, "disabled by the configuration");
+            continue;
+        }
+        crate::validate_name(j.lease)?;
+        if !leases.insert(j.lease.to_owned()) {
+            return Err(bad(format!("two jobs use the lease `{}`: give one of them another `lease`", j.lease)));
+        }
+        let spec = o.schedule.unwrap_or_else(|| ScheduleSpec::from(j.schedule));
+        let timer = Timer::new(&spec).map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
+        jobs.push(PlannedJob {
+            name: j.name.to_owned(),
+            lease: j.lease.to_owned(),
+            timer,
+            misfire: o.misfire.unwrap_or(j.misfire),
+            run: j.run,
+        });
+    }
+    let mut groups = Vec::new();
+    for j in partitioned {
+        let o = config.jobs.get(j.name).cloned().unwrap_or_default();
+        if o.enabled == Some(false) {
+            tracing::info!(job = j.name, "disabled by the configuration");
+            continue;
+        }
+        let partitions = o.partitions.unwrap_or(j.partitions);
+        if partitions == 0 {
+            return Err(bad(format!("[jobs.{}] partitions must be at least 1", j.name)));
+        }
+        crate::validate_name(&format!("{}.{}", j.group, partitions - 1))?;
+        let spec = o.schedule.or_else(|| j.schedule.map(ScheduleSpec::from));
+        let timer = spec.map(|s| Timer::new(&s)).transpose().map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
+        groups.push(GroupSpec {
+            job: j.name.into(),
+            group: j.group.into(),
+            partitions,
+            timer,
+            misfire: o.misfire.unwrap_or(j.misfire),
+            run: j.run,
+        });
+    }
+    Ok(Plan { jobs, groups })
+}
+
+/// `url` with any password replaced by `***`, for logs and errors.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let (auth, host) = match rest.split_once('@') {
+        Some((a, h)) => (a, h),
+        None => return url.to_owned(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact("redis://:hunter2@db:6379"), "redis://:***@db:6379");
+        assert_eq!(redact("postgres://u:p@h/d"), "postgres://u:***@h/d");
+        assert_eq!(redact("sqlite://simba.db"), "sqlite://simba.db");
+    }
+}
