@@ -121,7 +121,7 @@ impl Lock {
                 };
                 match term {
                     Some(term) => {
-                        tracing::info!(lease = %name, token, session = %cell.id, "lock acquired");
+                        tracing::debug!(lease = %name, token, session = %cell.id, "lock acquired");
                         self.shared.emit(Event::Elected { name: name.to_string(), token });
                         return Ok(Some(LockGuard { term, claim: Some(claim), _local: local }));
                     }

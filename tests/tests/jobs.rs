@@ -19,7 +19,13 @@ fn config(text: &str) -> RuntimeConfig {
     RuntimeConfig::from_toml_str(text, "test.toml", Vec::new()).expect("config")
 }
 
-async fn node(store: &MemoryBackend, seed: u64, scheduled: &[ScheduledJob], partitioned: &[PartitionedJob], toml: &str) -> RunningRuntime {
+async fn node(
+    store: &MemoryBackend,
+    seed: u64,
+    scheduled: &[ScheduledJob],
+    partitioned: &[PartitionedJob],
+    toml: &str,
+) -> RunningRuntime {
     let mut b = Runtime::builder().config(config(toml)).without_registry().backend(store.clone()).seed(seed);
     for j in scheduled {
         b = b.job(*j);
@@ -40,7 +46,12 @@ fn rate_job(term: Term) -> simba::job::JobFuture {
         let start = Instant::now();
         assert!(term.is_valid(), "J5: a run starts only while the term is valid");
         sleep(MS(600)).await; // longer than the 250 ms period
-        RUNS.lock().unwrap_or_else(PoisonError::into_inner).push((term.session_id().to_string(), term.token(), start, Instant::now()));
+        RUNS.lock().unwrap_or_else(PoisonError::into_inner).push((
+            term.session_id().to_string(),
+            term.token(),
+            start,
+            Instant::now(),
+        ));
     })
 }
 
@@ -115,8 +126,14 @@ fn worker(term: Term, partition: u32) -> simba::job::JobFuture {
     })
 }
 
-const BILLING: PartitionedJob =
-    PartitionedJob { name: "billing", group: "billing", partitions: 16, schedule: None, misfire: Misfire::Skip, run: worker };
+const BILLING: PartitionedJob = PartitionedJob {
+    name: "billing",
+    group: "billing",
+    partitions: 16,
+    schedule: None,
+    misfire: Misfire::Skip,
+    run: worker,
+};
 
 fn shares(store: &MemoryBackend, nodes: &[&RunningRuntime]) -> Vec<usize> {
     let mut by_session: HashMap<String, usize> = HashMap::new();
@@ -125,8 +142,10 @@ fn shares(store: &MemoryBackend, nodes: &[&RunningRuntime]) -> Vec<usize> {
             *by_session.entry(s.to_string()).or_default() += 1;
         }
     }
-    let mut v: Vec<usize> =
-        nodes.iter().map(|n| n.simba().session_id().map_or(0, |id| by_session.get(id.as_str()).copied().unwrap_or(0))).collect();
+    let mut v: Vec<usize> = nodes
+        .iter()
+        .map(|n| n.simba().session_id().map_or(0, |id| by_session.get(id.as_str()).copied().unwrap_or(0)))
+        .collect();
     v.sort_unstable_by(|a, b| b.cmp(a));
     v
 }
@@ -196,7 +215,11 @@ async fn j6_partitions_balance_and_rebalance() {
     }
     assert_disjoint();
     for i in 0..16 {
-        assert_eq!(store.holder(&format!("billing.{i}")).map(|h| h.0), Some(None), "partition {i} still held after shutdown");
+        assert_eq!(
+            store.holder(&format!("billing.{i}")).map(|h| h.0),
+            Some(None),
+            "partition {i} still held after shutdown"
+        );
     }
 }
 
@@ -208,7 +231,13 @@ async fn j7_overrides() {
     fn job(_t: Term) -> simba::job::JobFuture {
         simba::__private::job_future(async { N.lock().unwrap_or_else(PoisonError::into_inner).push(Instant::now()) })
     }
-    let j = ScheduledJob { name: "ov", lease: "ov", schedule: Schedule::FixedRate(S(60)), misfire: Misfire::Skip, run: job };
+    let j = ScheduledJob {
+        name: "ov",
+        lease: "ov",
+        schedule: Schedule::FixedRate(S(60)),
+        misfire: Misfire::Skip,
+        run: job,
+    };
     let store = MemoryBackend::new();
     let off = node(&store, 1, &[j], &[], "[jobs.ov]\nenabled = false\n").await;
     sleep(S(130)).await;
@@ -236,7 +265,10 @@ async fn j7_unknown_job_is_an_error_and_nothing_starts() {
         .await
         .expect_err("unknown job");
     let msg = err.to_string();
-    assert!(msg.contains("test.toml") && msg.contains("[jobs.reprot]") && msg.contains("registered jobs: rate"), "{msg}");
+    assert!(
+        msg.contains("test.toml") && msg.contains("[jobs.reprot]") && msg.contains("registered jobs: rate"),
+        "{msg}"
+    );
     assert_eq!(h.calls(Op::OpenSession), 0, "something started on a bad config");
     let err = Runtime::builder()
         .config(config(""))

@@ -174,7 +174,13 @@ async fn round(
     }
 }
 
-fn start_worker(shared: &Arc<Shared>, spec: &GroupSpec, i: u32, guard: LockGuard, ended: mpsc::UnboundedSender<u32>) -> Worker {
+fn start_worker(
+    shared: &Arc<Shared>,
+    spec: &GroupSpec,
+    i: u32,
+    guard: LockGuard,
+    ended: mpsc::UnboundedSender<u32>,
+) -> Worker {
     let (stop_tx, stop_rx) = oneshot::channel();
     let (shared, spec) = (Arc::clone(shared), spec.clone());
     let handle = tokio::spawn(async move {

@@ -9,6 +9,6 @@ pub use registry::{
     ScheduledFn, ScheduledJob,
 };
 
+pub(crate) use group::{GroupSpec, run_group};
 pub use schedule::{ScheduleSpec, parse_cron, parse_time_zone};
 pub(crate) use schedule::{Timer, run_scheduled};
-pub(crate) use group::{GroupSpec, run_group};

@@ -43,17 +43,15 @@ impl From<Schedule> for ScheduleSpec {
 
 /// Parses a 6-field cron expression with seconds (the macros use the same parser).
 pub fn parse_cron(expr: &str) -> Result<Cron, String> {
-    CronParser::builder()
-        .seconds(Seconds::Required)
-        .year(Year::Disallowed)
-        .build()
-        .parse(expr)
-        .map_err(|e| format!("invalid cron expression {expr:?} (6 fields with seconds first, e.g. \"0 */5 * * * *\"): {e}"))
+    CronParser::builder().seconds(Seconds::Required).year(Year::Disallowed).build().parse(expr).map_err(|e| {
+        format!("invalid cron expression {expr:?} (6 fields with seconds first, e.g. \"0 */5 * * * *\"): {e}")
+    })
 }
 
 /// Parses an IANA time zone name.
 pub fn parse_time_zone(name: &str) -> Result<Tz, String> {
-    Tz::from_str(name).map_err(|_| format!("unknown time zone {name:?}: use an IANA name such as \"Europe/Berlin\" or \"UTC\""))
+    Tz::from_str(name)
+        .map_err(|_| format!("unknown time zone {name:?}: use an IANA name such as \"Europe/Berlin\" or \"UTC\""))
 }
 
 /// A validated schedule.
@@ -195,8 +193,11 @@ pub(crate) async fn run_scheduled(
 async fn claim(shared: &Shared, term: &Term, slot: DateTime<Utc>) -> Result<bool, Error> {
     let cell = term.session();
     let to = shared.timing.call_timeout(shared.timing.config.renew_interval(), Instant::now(), Some(cell.deadline()));
-    match tokio::time::timeout(to, shared.backend.claim_slot(&cell.id, term.name(), term.token(), slot.timestamp_millis()))
-        .await
+    match tokio::time::timeout(
+        to,
+        shared.backend.claim_slot(&cell.id, term.name(), term.token(), slot.timestamp_millis()),
+    )
+    .await
     {
         Ok(Ok(b)) => Ok(b),
         Ok(Err(source)) => Err(Error::Backend { op: "record a cron slot", name: Some(term.name().to_owned()), source }),

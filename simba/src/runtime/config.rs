@@ -159,7 +159,10 @@ impl RuntimeConfig {
             v.as_deref()
                 .map(|s| {
                     humantime::parse_duration(s).map_err(|e| {
-                        err(format!("{}: invalid duration {s:?}: {e} (write e.g. \"15s\" or \"500ms\")", at(section, key)))
+                        err(format!(
+                            "{}: invalid duration {s:?}: {e} (write e.g. \"15s\" or \"500ms\")",
+                            at(section, key)
+                        ))
                     })
                 })
                 .transpose()
@@ -206,7 +209,10 @@ impl RuntimeConfig {
                     }
                     let d = dur(&section, "fixed_rate", &j.fixed_rate)?.unwrap_or_default();
                     if d.is_zero() {
-                        return Err(err(format!("{}: fixed_rate must be greater than zero", at(&section, "fixed_rate"))));
+                        return Err(err(format!(
+                            "{}: fixed_rate must be greater than zero",
+                            at(&section, "fixed_rate")
+                        )));
                     }
                     Some(ScheduleSpec::FixedRate(d))
                 }
@@ -259,7 +265,9 @@ pub(crate) fn env_overrides() -> Vec<(String, String)> {
 fn apply_override(table: &mut toml::Table, var: &str, value: &str) -> Result<(), String> {
     let path: Vec<String> = var["SIMBA_".len()..].split("__").map(|s| s.to_ascii_lowercase()).collect();
     if path.len() < 2 || path.iter().any(String::is_empty) {
-        return Err(format!("environment variable {var}: write SIMBA_<TABLE>__<KEY>, e.g. SIMBA_SESSION__LEASE_DURATION"));
+        return Err(format!(
+            "environment variable {var}: write SIMBA_<TABLE>__<KEY>, e.g. SIMBA_SESSION__LEASE_DURATION"
+        ));
     }
     if !SECTIONS.contains(&path[0].as_str()) {
         let hint = nearest(&path[0], &SECTIONS).map(|s| format!(" (did you mean SIMBA_{}__...?)", s.to_uppercase()));

@@ -282,7 +282,10 @@ fn plan(config: &RuntimeConfig, scheduled: &[ScheduledJob], partitioned: &[Parti
     for j in scheduled {
         let o = config.jobs.get(j.name).cloned().unwrap_or_default();
         if o.partitions.is_some() {
-            return Err(bad(format!("[jobs.{}] partitions: `{}` is a scheduled job, not a partitioned one", j.name, j.name)));
+            return Err(bad(format!(
+                "[jobs.{}] partitions: `{}` is a scheduled job, not a partitioned one",
+                j.name, j.name
+            )));
         }
         if o.enabled == Some(false) {
             tracing::info!(job = j.name, "disabled by the configuration");
