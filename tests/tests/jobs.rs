@@ -281,3 +281,29 @@ async fn j7_unknown_job_is_an_error_and_nothing_starts() {
         .expect_err("duplicate");
     assert!(err.to_string().contains("two jobs are named `rate`"), "{err}");
 }
+
+/// J1 misfire policies: `run_once` runs the most recent missed cron slot at once when a term
+/// starts (once across the cluster: the slot is recorded with the token), `skip` waits for the
+/// next slot.
+#[tokio::test(start_paused = true)]
+async fn j1_misfire_run_once_and_skip() {
+    static RUNS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    fn yearly(t: Term) -> simba::job::JobFuture {
+        simba::__private::job_future(async move {
+            RUNS.lock().unwrap_or_else(PoisonError::into_inner).push(format!("{}:{}", t.name(), t.token()));
+        })
+    }
+    let cron = Schedule::Cron { expr: "0 0 0 1 1 *", time_zone: None };
+    let once = ScheduledJob { name: "yearly_once", lease: "yearly_once", schedule: cron, misfire: Misfire::RunOnce, run: yearly };
+    let skip = ScheduledJob { name: "yearly_skip", lease: "yearly_skip", schedule: cron, misfire: Misfire::Skip, run: yearly };
+    let store = MemoryBackend::new();
+    let a = node(&store, 1, &[once, skip], &[], "").await;
+    sleep(S(2)).await;
+    assert_eq!(RUNS.lock().unwrap_or_else(PoisonError::into_inner).clone(), vec!["yearly_once:1".to_owned()]);
+    a.shutdown().await;
+    // A new term on another node: this year's slot is recorded, so it does not run again.
+    let b = node(&store, 2, &[once, skip], &[], "").await;
+    sleep(S(2)).await;
+    assert_eq!(RUNS.lock().unwrap_or_else(PoisonError::into_inner).len(), 1, "a missed slot ran twice");
+    b.shutdown().await;
+}
