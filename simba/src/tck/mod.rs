@@ -1,7 +1,8 @@
-//! Test kit (feature `tck`): the backend conformance suite and a fault-injecting backend
-//! wrapper for engine tests.
+//! Test kit (feature `tck`): the backend conformance suite, the fencing kit for your own
+//! resources, and a fault-injecting backend wrapper for engine tests.
 
 pub mod conformance;
 mod faulty;
+pub mod fencing_spec;
 
 pub use faulty::{Fault, FaultHandle, FaultyBackend, Op};

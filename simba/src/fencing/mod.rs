@@ -5,8 +5,26 @@
 //! [`Term::token`](crate::Term::token); the resource accepts it only if the token is not below
 //! the highest it has accepted, and records it, in ONE atomic step. Equal tokens are accepted
 //! (retries inside one term).
+//!
+//! Recipes: [`FencedCell`] (in process), [`SqliteFence`] / [`PostgresFence`] /
+//! [`MySqlFence`] (one conditional `UPDATE`), [`RedisFence`] (one Lua script). Check your own
+//! resource with the test kit `simba::tck::fencing_spec` (feature `tck`).
 
 use std::sync::{Mutex, PoisonError};
+
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+mod sql;
+
+#[cfg(feature = "redis")]
+pub use self::redis::RedisFence;
+#[cfg(feature = "mysql")]
+pub use sql::MySqlFence;
+#[cfg(feature = "postgres")]
+pub use sql::PostgresFence;
+#[cfg(feature = "sqlite")]
+pub use sql::SqliteFence;
 
 /// A write was refused because a higher token was accepted before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
