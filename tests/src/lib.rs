@@ -1,5 +1,7 @@
 //! Shared helpers for simba's integration tests.
 
+pub mod proxy;
+
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
