@@ -97,21 +97,9 @@ async fn serve(client: TcpStream, upstream: SocketAddr, mut mode: watch::Receive
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
     let up = tokio::spawn(pump(cr, sw, mode.clone()));
-    let down = tokio::spawn(pump(sr, cw, mode.clone()));
-    loop {
-        if mode.changed().await.is_err() {
-            break;
-        }
-        if *mode.borrow() == Mode::Cut {
-            // Dropping the halves (owned by the pumps) resets both connections.
-            up.abort();
-            down.abort();
-            break;
-        }
-        if up.is_finished() && down.is_finished() {
-            break;
-        }
-    }
+    let down = tokio::spawn(pump(sr, cw, mode));
+    let _ = up.await;
+    let _ = down.await;
     Ok(())
 }
 
@@ -123,11 +111,22 @@ fn reset(stream: TcpStream) {
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
-    mode: watch::Receiver<Mode>,
+    mut mode: watch::Receiver<Mode>,
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = from.read(&mut buf).await?;
+        let n = tokio::select! {
+            r = from.read(&mut buf) => r?,
+            changed = mode.changed() => {
+                if changed.is_err() || *mode.borrow() == Mode::Cut {
+                    // A dropped write half would shut the stream down (a FIN); forgotten, the
+                    // stream closes with SO_LINGER 0 once both halves are gone: a reset.
+                    to.forget();
+                    return Ok(());
+                }
+                continue;
+            }
+        };
         if n == 0 {
             let _ = to.shutdown().await;
             return Ok(());
@@ -141,7 +140,10 @@ async fn pump(
             }
             // Swallow: the peer sees a silent connection.
             Mode::BlackHole => {}
-            Mode::Cut => return Ok(()),
+            Mode::Cut => {
+                to.forget();
+                return Ok(());
+            }
         }
     }
 }
