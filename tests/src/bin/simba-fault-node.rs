@@ -1,0 +1,133 @@
+//! A node for the fault-injection suite: a fixed-rate job on the lease `ledger` that, while its
+//! term is valid, appends an entry with the term's fencing token to a fenced ledger through a
+//! shipped recipe (`SIMBA_LEDGER`: a PostgreSQL or Redis URL, or a SQLite file path), and logs
+//! each term's validity on the host's monotonic clock to `SIMBA_NODE_LOG`:
+//!
+//! ```text
+//! term <token> <start_mono_ns> <pid>          a term started
+//! valid <token> <deadline_mono_ns> <pid>      its local deadline moved
+//! end <token> <mono_ns> <pid>                 it was revoked
+//! write <start_ns> <end_ns> <token> <0|1> <pid>  a ledger write, refused (0) or accepted (1)
+//! ```
+//!
+//! The backend and timing come from `SIMBA_CONFIG` / `SIMBA_*` overrides as for any simba
+//! binary.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use simba::fencing::{PostgresFence, RedisFence, SqliteFence};
+use simba::{Term, simba_scheduled};
+use tokio::sync::OnceCell;
+
+fn mono_ns() -> u128 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
+}
+
+fn log(line: String) {
+    static FILE: OnceLock<Option<Mutex<std::fs::File>>> = OnceLock::new();
+    let file = FILE.get_or_init(|| {
+        let path = std::env::var("SIMBA_NODE_LOG").ok()?;
+        std::fs::OpenOptions::new().create(true).append(true).open(path).ok().map(Mutex::new)
+    });
+    if let Some(f) = file {
+        let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = writeln!(f, "{line} {}", std::process::id());
+        let _ = f.flush();
+    }
+}
+
+/// The instant `t` on the shared monotonic clock.
+fn to_mono(t: tokio::time::Instant) -> u128 {
+    let now = tokio::time::Instant::now();
+    let m = mono_ns();
+    if t >= now { m + (t - now).as_nanos() } else { m.saturating_sub((now - t).as_nanos()) }
+}
+
+/// The ledger: one of the shipped fencing recipes.
+enum Ledger {
+    Sqlite(SqliteFence),
+    Postgres(PostgresFence),
+    Redis(RedisFence),
+}
+
+impl Ledger {
+    async fn write(&self, token: u64, value: &str) -> Result<bool, simba::BoxError> {
+        match self {
+            Ledger::Sqlite(f) => f.write("ledger", token, value).await,
+            Ledger::Postgres(f) => f.write("ledger", token, value).await,
+            Ledger::Redis(f) => f.write("ledger", token, value).await,
+        }
+    }
+}
+
+async fn fence() -> anyhow::Result<&'static Ledger> {
+    static FENCE: OnceCell<Ledger> = OnceCell::const_new();
+    FENCE
+        .get_or_try_init(|| async {
+            let target = std::env::var("SIMBA_LEDGER")?;
+            let e = |e: simba::BoxError| anyhow::anyhow!(e);
+            if target.starts_with("postgres") {
+                let pool = sqlx::PgPool::connect(&target).await?;
+                return Ok(Ledger::Postgres(PostgresFence::new(pool).await.map_err(e)?));
+            }
+            if target.starts_with("redis") {
+                return Ok(Ledger::Redis(RedisFence::connect(&target).await.map_err(e)?));
+            }
+            let opts: sqlx::sqlite::SqliteConnectOptions = format!("sqlite://{target}?mode=rwc").parse()?;
+            let opts = opts.busy_timeout(Duration::from_secs(5)).journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+            let pool = sqlx::SqlitePool::connect_with(opts).await?;
+            Ok::<_, anyhow::Error>(Ledger::Sqlite(SqliteFence::new(pool).await.map_err(e)?))
+        })
+        .await
+}
+
+/// Logs a term's start once, its deadline whenever it moves, and its end when revoked.
+fn watch(term: &Term) {
+    static SEEN: OnceLock<Mutex<HashMap<u64, u128>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(Mutex::default);
+    let deadline = to_mono(term.deadline());
+    let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+    match seen.get_mut(&term.token()) {
+        None => {
+            log(format!("term {} {}", term.token(), to_mono(term.started_at())));
+            log(format!("valid {} {deadline}", term.token()));
+            seen.insert(term.token(), deadline);
+            let t = term.clone();
+            tokio::spawn(async move {
+                t.revoked().await;
+                log(format!("end {} {}", t.token(), mono_ns()));
+            });
+        }
+        Some(d) if deadline.abs_diff(*d) > 1_000_000 => {
+            log(format!("valid {} {deadline}", term.token()));
+            *d = deadline;
+        }
+        Some(_) => {}
+    }
+}
+
+#[simba_scheduled(fixed_rate = "50ms", lease = "ledger")]
+async fn ledger(term: &Term) -> anyhow::Result<()> {
+    watch(term);
+    term.ensure_valid(Duration::from_millis(20))?;
+    let fence = fence().await?;
+    let start = mono_ns();
+    let accepted = fence.write(term.token(), &format!("{}-{start}", std::process::id())).await;
+    let end = mono_ns();
+    match accepted {
+        Ok(ok) => log(format!("write {start} {end} {} {}", term.token(), u8::from(ok))),
+        Err(e) => log(format!("write-error {start} {end} {} {e}", term.token())),
+    }
+    watch(term);
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    simba::run().await?;
+    Ok(())
+}
