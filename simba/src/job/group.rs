@@ -258,10 +258,10 @@ async fn shut_down(
     for h in handles {
         let _ = h.await;
     }
-    if let (Some(id), Some(cell)) = (joined, shared.current_session()) {
-        if cell.id == id {
-            let _ = tokio::time::timeout(Duration::from_secs(2), shared.backend.leave_group(&id, &spec.group)).await;
-        }
+    if let (Some(id), Some(cell)) = (joined, shared.current_session())
+        && cell.id == id
+    {
+        let _ = tokio::time::timeout(Duration::from_secs(2), shared.backend.leave_group(&id, &spec.group)).await;
     }
     tracing::info!(group = %spec.group, "left the group");
 }

@@ -145,7 +145,7 @@ impl RuntimeConfig {
         let mut table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
         let mut applied = Vec::new();
         for (var, value) in &overrides {
-            apply_override(&mut table, var, value).map_err(|m| err(m))?;
+            apply_override(&mut table, var, value).map_err(&err)?;
             applied.push(var.as_str());
         }
         let file: FileConfig = table.try_into().map_err(|e: toml::de::Error| {

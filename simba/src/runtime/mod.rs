@@ -57,6 +57,7 @@ enum ConfigSource {
 }
 
 type ShutdownFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+type MakeClient = Box<dyn FnOnce(crate::SimbaConfig, Option<u64>) -> Result<Simba, Error> + Send>;
 
 /// Configures and starts the runtime.
 pub struct RuntimeBuilder {
@@ -65,7 +66,7 @@ pub struct RuntimeBuilder {
     partitioned: Vec<PartitionedJob>,
     registry: bool,
     shutdown: Option<ShutdownFuture>,
-    backend: Option<Box<dyn FnOnce(crate::SimbaConfig, Option<u64>) -> Result<Simba, Error> + Send>>,
+    backend: Option<MakeClient>,
     seed: Option<u64>,
 }
 
