@@ -1,0 +1,76 @@
+//! Locks: `acquire`, `try_acquire(timeout)`, local queueing, release with the token, release
+//! on drop, and a lock lost to the session.
+
+use std::time::Duration;
+
+use simba::RevokeReason;
+use simba::backend::memory::MemoryBackend;
+use simba::tck::{Fault, Op};
+use simba_tests::faulty_client;
+use tokio::time::{Instant, sleep};
+
+const S: fn(u64) -> Duration = Duration::from_secs;
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+/// try_acquire gives up after its timeout while another node holds the lock, and gets it
+/// at once (K2 broadcast) when the holder releases within the timeout.
+#[tokio::test(start_paused = true)]
+async fn try_acquire_times_out_or_wins_on_release() {
+    let store = MemoryBackend::new();
+    let (a, _) = faulty_client(&store, 1);
+    let (b, _) = faulty_client(&store, 2);
+    let held = a.lock("batch").acquire().await.expect("a locks");
+    let t0 = Instant::now();
+    assert!(b.lock("batch").try_acquire(S(3)).await.expect("try").is_none());
+    assert_eq!(t0.elapsed(), S(3), "gave up exactly at the timeout");
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock("batch").try_acquire(S(10)).await }
+    });
+    sleep(S(1)).await;
+    let released_at = Instant::now();
+    held.release().await.expect("release");
+    let g = waiter.await.expect("join").expect("try").expect("won after the release");
+    assert!(released_at.elapsed() < MS(10), "took {:?}", released_at.elapsed());
+    assert!(g.term().token() > 1);
+    a.close().await;
+    b.close().await;
+}
+
+/// Tasks of one process queue locally: the second waits for the first guard.
+#[tokio::test(start_paused = true)]
+async fn local_tasks_queue() {
+    let store = MemoryBackend::new();
+    let (a, h) = faulty_client(&store, 1);
+    let first = a.lock("q").acquire().await.expect("first");
+    h.reset_counts();
+    let second = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock("q").acquire().await }
+    });
+    sleep(S(30)).await;
+    assert!(!second.is_finished(), "the second task got the lock while the first held it");
+    assert_eq!(h.calls(Op::Acquire), 0, "the second task contended against its own process");
+    let t1 = first.term().clone();
+    drop(first); // released in the background on drop
+    let g = second.await.expect("join").expect("second");
+    assert_eq!(t1.revoke_reason(), Some(RevokeReason::Stopped));
+    assert!(g.term().token() > t1.token());
+    a.close().await;
+}
+
+/// A lock whose session is lost ends its term (DeadlinePassed) and is not released by the
+/// guard afterwards (it is not the node's to release any more).
+#[tokio::test(start_paused = true)]
+async fn lock_lost_with_the_session() {
+    let store = MemoryBackend::new();
+    let (a, h) = faulty_client(&store, 1);
+    let g = a.lock("lost").acquire().await.expect("lock");
+    h.set(Op::KeepAlive, Fault::Fail);
+    assert_eq!(g.term().revoked().await, RevokeReason::DeadlinePassed);
+    h.clear();
+    h.reset_counts();
+    g.release().await.expect("release");
+    assert_eq!(h.calls(Op::Release), 0, "released a lease the node no longer owns");
+    a.close().await;
+}
