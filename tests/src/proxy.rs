@@ -83,7 +83,7 @@ impl Drop for FaultProxy {
     }
 }
 
-async fn serve(client: TcpStream, upstream: SocketAddr, mut mode: watch::Receiver<Mode>) -> std::io::Result<()> {
+async fn serve(client: TcpStream, upstream: SocketAddr, mode: watch::Receiver<Mode>) -> std::io::Result<()> {
     if *mode.borrow() == Mode::Cut {
         reset(client);
         return Ok(());
@@ -92,8 +92,8 @@ async fn serve(client: TcpStream, upstream: SocketAddr, mut mode: watch::Receive
     client.set_nodelay(true)?;
     server.set_nodelay(true)?;
     // Closing a socket with SO_LINGER 0 sends a reset: that is how `Cut` cuts.
-    client.set_linger(Some(Duration::ZERO))?;
-    server.set_linger(Some(Duration::ZERO))?;
+    client.set_zero_linger()?;
+    server.set_zero_linger()?;
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
     let up = tokio::spawn(pump(cr, sw, mode.clone()));
@@ -104,7 +104,7 @@ async fn serve(client: TcpStream, upstream: SocketAddr, mut mode: watch::Receive
 }
 
 fn reset(stream: TcpStream) {
-    let _ = stream.set_linger(Some(Duration::ZERO));
+    let _ = stream.set_zero_linger();
     drop(stream);
 }
 

@@ -6,9 +6,11 @@
 //! about a session (rule B1). Time on the backend is the store's own clock (B2): a database's
 //! `now()`, Redis key TTLs, the ZooKeeper server's session timeout.
 //!
-//! Implementations shipped with simba: [`MemoryBackend`](memory::MemoryBackend) (tests) and
-//! [`SqliteBackend`](sqlite::SqliteBackend) (feature `sqlite`, the embedded default). Every
-//! implementation runs the conformance suite in [`crate::tck`] (feature `tck`, rule B4).
+//! Implementations shipped with simba: [`MemoryBackend`](memory::MemoryBackend) (tests),
+//! `SqliteBackend` (feature `sqlite`, the embedded default), `PostgresBackend` (feature
+//! `postgres`), `MySqlBackend` (feature `mysql`, MySQL and MariaDB), `RedisBackend` (feature
+//! `redis`) and `ZooKeeperBackend` (feature `zookeeper`). Every implementation runs the
+//! conformance suite in `simba::tck` (feature `tck`, rule B4) against a real server.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -26,6 +28,8 @@ pub mod mysql;
 pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod sql_common;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(feature = "zookeeper")]
@@ -174,12 +178,20 @@ pub type BackendResult<T> = Result<T, BackendError>;
 /// * Sessions expire on the store's clock `remaining` after their last successful renewal
 ///   (B2). An expired or closed session never comes back: keep-alive answers
 ///   [`KeepAlive::Expired`] and acquisitions answer [`Acquire::Expired`] (S3).
-/// * A lease is a record `name -> (session, token)`. Its token starts at 1, grows by exactly
-///   one each time a session wins the lease, and is never reset: records are never deleted
-///   (T3, B3).
+/// * A session that is not renewed must end: where the store's own client keeps sessions alive
+///   by itself (ZooKeeper's pings), the backend ends a session that had no successful
+///   keep-alive for its granted lifetime, counted from the start of the last successful one.
+///   On one clock this is always later than the engine's local deadline (D1), so it never ends
+///   a session the engine still believes live; it only keeps a stalled engine from holding
+///   leases forever.
+/// * A lease is a record `name -> (session, token)`. Its token is positive and strictly
+///   increases each time a session wins the lease, and never goes back (T3): on SQL and Redis
+///   it grows by exactly one and lease records are never deleted (B3); on ZooKeeper it is the
+///   lease node's `czxid` (strictly increasing, not contiguous).
 /// * A lease belongs to at most one live session at a time. It becomes free when released
 ///   with its token, when its session is closed, or when its session expires.
-/// * Keep-alive costs the same whatever the number of leases the session holds (S1).
+/// * Keep-alive costs the same round trips and request/reply bytes whatever the number of
+///   leases the session holds (S1).
 pub trait Backend: Send + Sync + 'static {
     /// Opens a new session that the store expires `ttl` after its last renewal (or sooner,
     /// if the store caps session lifetimes; the grant says how long).

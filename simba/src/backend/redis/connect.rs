@@ -1,0 +1,210 @@
+//! Connecting: URL checks and redaction, the eviction-policy check, and error mapping.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+use tokio::time::timeout;
+
+use crate::backend::{BackendError, BackendResult};
+
+/// Reads `maxmemory-policy` and refuses an evicting server unless `allow` (see the module
+/// documentation).
+pub(super) async fn check_eviction_policy(
+    conn: &mut redis::aio::MultiplexedConnection,
+    description: &str,
+    allow: bool,
+    ct: Duration,
+) -> BackendResult<()> {
+    let reply = timeout(
+        ct,
+        redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async::<HashMap<String, String>>(conn),
+    )
+    .await
+    .map_err(|_| no_answer(description, ct))?;
+    let policy = match reply {
+        Ok(map) => map.get("maxmemory-policy").cloned(),
+        Err(e) if e.is_io_error() || e.is_connection_dropped() => return Err(connect_error(description, &e)),
+        Err(e) => {
+            tracing::warn!(
+                backend = %description,
+                error = %e,
+                "cannot read maxmemory-policy (CONFIG is disabled or not permitted, as on many managed services): \
+                 make sure the server's policy is noeviction, or fencing tokens may restart from 1 after an eviction"
+            );
+            return Ok(());
+        }
+    };
+    match policy.as_deref() {
+        Some("noeviction") => Ok(()),
+        Some(policy) if allow => {
+            tracing::warn!(
+                backend = %description,
+                policy,
+                "Redis may EVICT simba's keys (maxmemory-policy is not noeviction) and allow_eviction is set: an \
+                 evicted lease restarts its fencing tokens from 1 and an evicted session frees its leases early; \
+                 use noeviction or a dedicated instance"
+            );
+            Ok(())
+        }
+        Some(policy) => Err(BackendError::Misconfigured(format!(
+            "Redis at {description} has maxmemory-policy `{policy}`, so it may evict simba's keys: an evicted lease \
+             hash restarts its fencing tokens from 1 and an evicted session key frees its leases while their holder \
+             still believes them valid, which breaks fencing. Set `maxmemory-policy noeviction` (e.g. \
+             `CONFIG SET maxmemory-policy noeviction`) or use a dedicated Redis instance; to accept the risk, set \
+             RedisOptions::allow_eviction"
+        ))),
+        None => {
+            tracing::warn!(backend = %description, "the server did not report maxmemory-policy: make sure it is noeviction");
+            Ok(())
+        }
+    }
+}
+
+/// Checks the scheme and host before the driver parses the URL, for clearer messages.
+pub(super) fn check_url(url: &str, shown: &str) -> BackendResult<()> {
+    let expected = "expected redis://[user[:password]@]host[:port][/db] or rediss://... (TLS)";
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(BackendError::Misconfigured(format!("invalid Redis URL {shown}: no scheme; {expected}")));
+    };
+    if !scheme.eq_ignore_ascii_case("redis") && !scheme.eq_ignore_ascii_case("rediss") {
+        return Err(BackendError::Misconfigured(format!(
+            "invalid Redis URL {shown}: unsupported scheme `{scheme}`; {expected}"
+        )));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if host_port.starts_with('[') {
+        host_port.split(']').next().unwrap_or_default().trim_start_matches('[')
+    } else {
+        host_port.split(':').next().unwrap_or_default()
+    };
+    if host.is_empty() {
+        return Err(BackendError::Misconfigured(format!("invalid Redis URL {shown}: missing host; {expected}")));
+    }
+    Ok(())
+}
+
+/// `url` with any password replaced by `***`, for messages and logs.
+pub(super) fn redact(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (Some(s), r),
+        None => (None, url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    let user = match userinfo.split_once(':') {
+        Some((user, _)) => format!("{user}:***"),
+        None if scheme.is_none() => "***".to_owned(),
+        None => userinfo.to_owned(),
+    };
+    match scheme {
+        Some(s) => format!("{s}://{user}@{host}{tail}"),
+        None => format!("{user}@{host}{tail}"),
+    }
+}
+
+/// The server as `redis://[user@]host:port/db` (or `rediss://`), without the password.
+pub(super) fn describe_info(info: &redis::ConnectionInfo) -> Option<String> {
+    let settings = info.redis_settings();
+    let user = settings.username().map(|u| format!("{u}@")).unwrap_or_default();
+    let db = settings.db();
+    let bracket = |h: &str| if h.contains(':') { format!("[{h}]") } else { h.to_owned() };
+    match info.addr() {
+        redis::ConnectionAddr::Tcp(host, port) => Some(format!("redis://{user}{}:{port}/{db}", bracket(host))),
+        redis::ConnectionAddr::TcpTls { host, port, .. } => {
+            Some(format!("rediss://{user}{}:{port}/{db}", bracket(host)))
+        }
+        _ => None,
+    }
+}
+
+pub(super) fn no_answer(description: &str, ct: Duration) -> BackendError {
+    BackendError::Unavailable {
+        message: format!(
+            "cannot connect to Redis at {description}: no answer within {ct:?}; check that the server runs and that \
+             the host and port are right (or raise RedisOptions::connect_timeout)"
+        ),
+        source: None,
+    }
+}
+
+/// A failure to connect, with its cause in the message (connect errors are usually printed
+/// without their source chain).
+pub(super) fn connect_error(description: &str, e: &RedisError) -> BackendError {
+    if is_auth_error(e) {
+        return BackendError::Misconfigured(format!(
+            "Redis at {description} refused the credentials: {e}; check the user name and password in the URL"
+        ));
+    }
+    BackendError::Unavailable {
+        message: format!(
+            "cannot connect to Redis at {description}: {e}; check that the server runs and that the host and port \
+             are right"
+        ),
+        source: None,
+    }
+}
+
+fn is_auth_error(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::AuthenticationFailed || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+}
+
+/// Maps a failed call. Errors that a retry cannot fix say what to change.
+pub(super) fn call_error(description: &str, what: &str, e: RedisError) -> BackendError {
+    let hint = match (e.kind(), e.code()) {
+        (ErrorKind::Server(ServerErrorKind::ReadOnly), _) => {
+            Some("the server is a read-only replica: point simba at the primary")
+        }
+        (ErrorKind::Server(ServerErrorKind::NoPerm), _) => Some(
+            "the Redis user lacks a permission: grant it EVALSHA, EVAL, SCRIPT LOAD, SUBSCRIBE and PUBLISH \
+             (+@scripting +@pubsub) on simba's keys and channel",
+        ),
+        (_, Some("OOM")) => Some("Redis reached maxmemory: raise maxmemory or give simba a dedicated instance"),
+        _ => None,
+    };
+    match hint {
+        Some(hint) => BackendError::Misconfigured(format!("{description}: {what} failed: {e}; {hint}")),
+        None => BackendError::unavailable(format!("{description}: {what} failed"), e),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(redact("redis://127.0.0.1:6379/0"), "redis://127.0.0.1:6379/0");
+        assert_eq!(redact("redis://u:s3cret@h:1/2"), "redis://u:***@h:1/2");
+        assert_eq!(redact("rediss://:s3cret@h"), "rediss://:***@h");
+        assert_eq!(redact("redis://u@h"), "redis://u@h");
+        assert_eq!(redact("u:s3cret@h:1"), "u:***@h:1");
+        assert_eq!(redact("s3cret@h:1"), "***@h:1");
+        assert_eq!(redact("redis://u:p@ss@h/0"), "redis://u:***@h/0");
+    }
+
+    #[test]
+    fn urls_are_checked() {
+        for bad in ["http://h:6379", "h:6379", "redis://", "redis:///0", "redis://u:p@:6379", "redis://:6379"] {
+            let err = check_url(bad, &redact(bad)).unwrap_err();
+            assert!(matches!(err, BackendError::Misconfigured(_)), "{bad}: {err}");
+            assert!(!err.to_string().contains("p@"), "{err}");
+        }
+        for good in ["redis://h", "REDIS://h:1/0", "rediss://u:p@h:6380", "redis://[::1]:6379"] {
+            assert!(check_url(good, good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn descriptions_hide_passwords() {
+        let client = redis::Client::open("redis://alice:s3cret@127.0.0.1:6390/3").unwrap();
+        assert_eq!(describe_info(client.get_connection_info()).unwrap(), "redis://alice@127.0.0.1:6390/3");
+        let client = redis::Client::open("redis://[::1]:6390").unwrap();
+        assert_eq!(describe_info(client.get_connection_info()).unwrap(), "redis://[::1]:6390/0");
+    }
+}

@@ -1,0 +1,587 @@
+//! The Redis backend (feature `redis`): sessions are keys with a TTL measured by Redis, leases
+//! are hashes whose token never resets, every call is one Lua script (one round trip, atomic on
+//! the server), and releases are broadcast with pub/sub so that candidates take over at once.
+//!
+//! # Key layout
+//!
+//! With the default key prefix `simba` (see [`RedisOptions::key_prefix`]); ADR 0004 gives the
+//! reasoning:
+//!
+//! | key | type | TTL | content |
+//! | --- | --- | --- | --- |
+//! | `simba:session:{id}` | string | the session's lifetime (`PEXPIRE`) | the lifetime in ms, so a keep-alive renews with it |
+//! | `simba:lease:{name}` | hash | none, never deleted | `session` (holder id, absent when free), `token`, `last_slot` |
+//! | `simba:owned:{id}` | hash | the session's | lease name -> token, for every lease the session won |
+//! | `simba:joined:{id}` | set | the session's | the groups the session joined |
+//! | `simba:group:{group}` | set | none | the ids of the group's members |
+//! | `simba:released` | pub/sub channel | | names of released leases |
+//!
+//! Ownership is derived: a lease is held when its `session` field names a session whose key
+//! exists. When a session key expires on Redis's clock (rule B2), all of its leases become free
+//! at once with no per-lease write; an expired session never comes back, because nothing
+//! recreates its key (S3). The token is incremented with `HINCRBY` when a session wins a lease
+//! and never reset: a release only clears `session` (T3). The owned hash is an index from a
+//! session to its leases, so that a keep-alive renews the session and checks the digest of its
+//! leases in one script, with a constant-size request and reply (S1). Each owned entry is
+//! checked against its lease hash, so a lease overwritten by someone else drops out of the
+//! digest and the engine sees the takeover (T6). Group sets are cleaned lazily: `members`
+//! hides and removes ids whose session key is gone.
+//!
+//! # Eviction
+//!
+//! A lease hash evicted under memory pressure would restart its token from 1, and an evicted
+//! session key would free its leases while the holder still believes them valid: both break
+//! fencing. [`RedisBackend::connect`] therefore reads `maxmemory-policy` and refuses anything
+//! but `noeviction` unless [`RedisOptions::allow_eviction`] is set. Where `CONFIG` is disabled
+//! (many managed services) it logs a warning and goes on.
+//!
+//! # Durability
+//!
+//! A Redis that loses writes (restart without persistence, failover to an asynchronous
+//! replica) forgets tokens: the next term of a lease may get a token already used. Run Redis
+//! with `appendonly yes` (and `appendfsync always` for the strictest guarantee) if the
+//! protected resources rely on tokens across such events, or fence with a resource-side token
+//! that survives them.
+//!
+//! # Redis Cluster
+//!
+//! Not supported by this backend today (it speaks to one server or one primary). What it would
+//! need: every key a script touches must hash to one slot. Acquire reads the session key of
+//! whichever session holds the lease, and a keep-alive reads every lease hash its session
+//! holds, so sessions and leases cannot be spread over slots by session or by lease; the only
+//! layout that works is one hash tag for the whole key space, e.g. key prefix `{simba}` (keys
+//! `{simba}:lease:...`), which puts one simba namespace on one shard. That is enough load-wise
+//! (one keep-alive per node per renewal period), and separate namespaces (prefixes) spread
+//! over shards. Spreading one namespace would need ownership stored per lease (an expiry
+//! copied into each lease hash), which makes renewal cost grow with the number of leases
+//! (against S1). A Cluster connection would also need the redis crate's `cluster-async`
+//! feature, and its failover is asynchronous, with the durability caveat above.
+
+mod connect;
+mod scripts;
+mod subscriber;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::Script;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::broadcast;
+use tokio::time::timeout;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::{Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+use connect::{call_error, check_eviction_policy, check_url, connect_error, describe_info, no_answer, redact};
+use scripts::{SCRIPTS, token_sum};
+use subscriber::Subscriber;
+
+/// The default key prefix.
+pub const DEFAULT_KEY_PREFIX: &str = "simba";
+
+/// The longest session lifetime stored, about 34 years (a bound, not a setting).
+const MAX_TTL_MS: u64 = 1 << 40;
+
+/// How many released names a slow subscriber may fall behind before it skips some (it then
+/// retries every lease it waits for, so nothing is lost).
+const RELEASE_CAPACITY: usize = 1024;
+
+/// Attempts at drawing a fresh random session id before giving up (a collision of 128-bit
+/// ids never happens in practice; the loop only makes the code total).
+const OPEN_ATTEMPTS: usize = 3;
+
+/// How the backend connects and what it accepts. Build it with [`RedisOptions::default`] and
+/// the setters.
+///
+/// ```
+/// use std::time::Duration;
+/// use simba::backend::redis::RedisOptions;
+///
+/// let options = RedisOptions::default().key_prefix("billing-simba").connect_timeout(Duration::from_secs(2));
+/// assert!(!options.allow_eviction);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RedisOptions {
+    /// Accept a server whose `maxmemory-policy` is not `noeviction`, with a warning.
+    /// Default `false`: such a server is refused, because an evicted lease hash restarts its
+    /// tokens from 1 and an evicted session frees its leases early.
+    pub allow_eviction: bool,
+    /// Prefix of every key and of the release channel (default `simba`). Processes that
+    /// contend for the same leases must use the same prefix; different applications on one
+    /// server can use different ones. A hash tag such as `{simba}` keeps every key in one
+    /// Redis Cluster slot (see the module documentation).
+    pub key_prefix: String,
+    /// Bound on establishing a connection, including the first one made by
+    /// [`RedisBackend::connect`] (default 5 s).
+    pub connect_timeout: Duration,
+    /// Bound on waiting for any reply (default 10 s; `None`: no bound). The engine times its
+    /// calls out on its own, after at most one renewal period (rule D2), so this mostly
+    /// bounds calls made outside the engine; a bound shorter than the renewal period only
+    /// makes a slow call fail (and be retried) sooner.
+    pub response_timeout: Option<Duration>,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            allow_eviction: false,
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Some(Duration::from_secs(10)),
+        }
+    }
+}
+
+impl RedisOptions {
+    /// Sets [`allow_eviction`](Self::allow_eviction).
+    pub fn allow_eviction(mut self, allow: bool) -> Self {
+        self.allow_eviction = allow;
+        self
+    }
+
+    /// Sets [`key_prefix`](Self::key_prefix).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Sets [`connect_timeout`](Self::connect_timeout).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets [`response_timeout`](Self::response_timeout).
+    pub fn response_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    fn validate(&self) -> BackendResult<()> {
+        if self.key_prefix.is_empty() || self.key_prefix.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(BackendError::Misconfigured(format!(
+                "invalid Redis key prefix {:?}: use a non-empty prefix without spaces, such as `simba`",
+                self.key_prefix
+            )));
+        }
+        if self.connect_timeout.is_zero() || self.response_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(BackendError::Misconfigured(
+                "Redis connect and response timeouts must be positive: use e.g. 5s and 10s".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The Redis backend. Cheap to clone: clones share one multiplexed connection (reconnected
+/// automatically) and one release subscription.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use simba::backend::redis::{RedisBackend, RedisOptions};
+/// use simba::{Simba, SimbaConfig};
+///
+/// let backend = RedisBackend::connect_with("redis://127.0.0.1:6379/0", RedisOptions::default()).await?;
+/// let simba = Simba::new(backend, SimbaConfig::default())?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: ConnectionManager,
+    client: redis::Client,
+    keys: Keys,
+    /// The server as `redis://[user@]host:port/db`, never with a password.
+    description: Arc<str>,
+    connect_timeout: Duration,
+    /// The sender of the release subscription, once somebody subscribed.
+    releases: Mutex<Option<broadcast::Sender<String>>>,
+    /// Stops the subscription task when the last clone drops.
+    subscriber_stop: CancellationToken,
+    _stop_on_drop: DropGuard,
+}
+
+/// Key names (see the module documentation).
+struct Keys {
+    prefix: String,
+    session: String,
+    lease: String,
+    owned: String,
+    joined: String,
+    group: String,
+    channel: String,
+}
+
+impl Keys {
+    fn new(prefix: &str) -> Self {
+        Keys {
+            prefix: prefix.to_owned(),
+            session: format!("{prefix}:session:"),
+            lease: format!("{prefix}:lease:"),
+            owned: format!("{prefix}:owned:"),
+            joined: format!("{prefix}:joined:"),
+            group: format!("{prefix}:group:"),
+            channel: format!("{prefix}:released"),
+        }
+    }
+
+    fn session(&self, id: &SessionId) -> String {
+        format!("{}{id}", self.session)
+    }
+    fn lease(&self, name: &str) -> String {
+        format!("{}{name}", self.lease)
+    }
+    fn owned(&self, id: &SessionId) -> String {
+        format!("{}{id}", self.owned)
+    }
+    fn joined(&self, id: &SessionId) -> String {
+        format!("{}{id}", self.joined)
+    }
+    fn group(&self, group: &str) -> String {
+        format!("{}{group}", self.group)
+    }
+}
+
+impl RedisBackend {
+    /// Connects to the server at `url` with the default [`RedisOptions`].
+    ///
+    /// `url` is `redis://[user[:password]@]host[:port][/db]` or `rediss://...` (TLS, which
+    /// needs a TLS feature of the `redis` crate, e.g. `tokio-native-tls-comp`). Fails with
+    /// [`BackendError::Misconfigured`] for a malformed URL, wrong credentials or an evicting
+    /// server (see the module documentation), and with [`BackendError::Unavailable`] when the
+    /// server does not answer within the connect timeout (5 s). Errors name the server
+    /// without the password.
+    pub async fn connect(url: &str) -> BackendResult<Self> {
+        Self::connect_with(url, RedisOptions::default()).await
+    }
+
+    /// Connects to the server at `url` with `options`; see [`connect`](Self::connect).
+    pub async fn connect_with(url: &str, options: RedisOptions) -> BackendResult<Self> {
+        options.validate()?;
+        let shown = redact(url);
+        check_url(url, &shown)?;
+        let client = redis::Client::open(url).map_err(|e| {
+            let hint = if e.to_string().contains("TLS") {
+                "rediss:// needs TLS support in the redis crate: enable its `tokio-native-tls-comp` or \
+                 `tokio-rustls-comp` feature, or use redis:// on a trusted network"
+            } else {
+                "expected redis://[user[:password]@]host[:port][/db] or rediss://..."
+            };
+            BackendError::Misconfigured(format!("invalid Redis URL {shown}: {e}; {hint}"))
+        })?;
+        let description: Arc<str> = describe_info(client.get_connection_info()).unwrap_or(shown).into();
+        let ct = options.connect_timeout;
+
+        // One plain connection first: its single attempt reports the real cause (refused,
+        // unknown host, bad password) within the connect timeout, and it reads the eviction
+        // policy before any key is written.
+        let probe_config =
+            redis::AsyncConnectionConfig::new().set_connection_timeout(Some(ct)).set_response_timeout(Some(ct));
+        let mut probe = match timeout(ct, client.get_multiplexed_async_connection_with_config(&probe_config)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(connect_error(&description, &e)),
+            Err(_) => return Err(no_answer(&description, ct)),
+        };
+        check_eviction_policy(&mut probe, &description, options.allow_eviction, ct).await?;
+        drop(probe);
+
+        // The connection the calls use: multiplexed, reconnected in the background after a
+        // failure, retrying with a backoff capped at 1 s so that a restarted server is found
+        // again quickly.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(ct))
+            .set_response_timeout(options.response_timeout)
+            .set_max_delay(Duration::from_secs(1));
+        let conn = match timeout(ct, ConnectionManager::new_with_config(client.clone(), config)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(connect_error(&description, &e)),
+            Err(_) => return Err(no_answer(&description, ct)),
+        };
+        let subscriber_stop = CancellationToken::new();
+        let backend = RedisBackend {
+            inner: Arc::new(Inner {
+                conn,
+                client,
+                keys: Keys::new(&options.key_prefix),
+                description,
+                connect_timeout: ct,
+                releases: Mutex::new(None),
+                _stop_on_drop: subscriber_stop.clone().drop_guard(),
+                subscriber_stop,
+            }),
+        };
+        tracing::debug!(backend = %backend.inner.description, prefix = %options.key_prefix, "Redis backend ready");
+        Ok(backend)
+    }
+
+    /// The key prefix in use.
+    pub fn key_prefix(&self) -> &str {
+        &self.inner.keys.prefix
+    }
+
+    /// The key of lease `name`'s hash (fields `session`, `token`, `last_slot`), for operators
+    /// and tests that inspect the store.
+    pub fn lease_key(&self, name: &str) -> String {
+        self.inner.keys.lease(name)
+    }
+
+    /// The key of `session`'s TTL key.
+    pub fn session_key(&self, session: &SessionId) -> String {
+        self.inner.keys.session(session)
+    }
+
+    /// The pub/sub channel on which released lease names are published.
+    pub fn release_channel(&self) -> &str {
+        &self.inner.keys.channel
+    }
+
+    fn keys(&self) -> &Keys {
+        &self.inner.keys
+    }
+
+    /// Runs `script` (one `EVALSHA`, plus a `SCRIPT LOAD` the first time a server sees it)
+    /// and converts its reply. `what` names the call in errors.
+    async fn eval<T: redis::FromRedisValue, const K: usize, const A: usize>(
+        &self,
+        script: &Script,
+        keys: [String; K],
+        args: [&str; A],
+        what: &'static str,
+    ) -> BackendResult<T> {
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(key);
+        }
+        for arg in args {
+            invocation.arg(arg);
+        }
+        let mut conn = self.inner.conn.clone();
+        invocation.invoke_async(&mut conn).await.map_err(|e| call_error(&self.inner.description, what, e))
+    }
+
+    fn protocol(&self, what: &str, reply: impl fmt::Debug) -> BackendError {
+        BackendError::Protocol(format!("{}: unexpected reply to {what}: {reply:?}", self.inner.description))
+    }
+
+    fn non_negative(&self, what: &str, v: i64) -> BackendResult<u64> {
+        u64::try_from(v).map_err(|_| self.protocol(what, v))
+    }
+}
+
+impl fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("server", &self.inner.description)
+            .field("key_prefix", &self.inner.keys.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Backend for RedisBackend {
+    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(MAX_TTL_MS).clamp(1, MAX_TTL_MS).to_string();
+        for _ in 0..OPEN_ATTEMPTS {
+            let id = SessionId::random();
+            let remaining: i64 =
+                self.eval(&SCRIPTS.open_session, [self.keys().session(&id)], [&ttl_ms], "open a session").await?;
+            if remaining >= 0 {
+                return Ok(SessionGrant { id, remaining: Duration::from_millis(remaining.unsigned_abs()) });
+            }
+            tracing::warn!(backend = %self.inner.description, session = %id, "a random session id was already in use; drawing another");
+        }
+        Err(BackendError::Protocol(format!(
+            "{}: {OPEN_ATTEMPTS} random session ids in a row already existed: check that nothing else writes `{}*` keys",
+            self.inner.description,
+            self.keys().session
+        )))
+    }
+
+    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+        let k = self.keys();
+        let what = "renew a session";
+        let reply: (i64, i64, i64, i64, i64) = self
+            .eval(
+                &SCRIPTS.keep_alive,
+                [k.session(session), k.owned(session), k.joined(session)],
+                [session.as_str(), &k.lease],
+                what,
+            )
+            .await?;
+        let (alive, remaining, count, high, low) = reply;
+        match alive {
+            0 => Ok(KeepAlive::Expired),
+            1 => {
+                let n = |v| self.non_negative(what, v);
+                let listed = HeldDigest { count: n(count)?, token_sum: token_sum(n(high)?, n(low)?) };
+                Ok(KeepAlive::Alive { remaining: Duration::from_millis(n(remaining)?), digest_matches: listed == held })
+            }
+            _ => Err(self.protocol(what, reply)),
+        }
+    }
+
+    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        let k = self.keys();
+        let what = "acquire a lease";
+        let reply: (i64, String) = self
+            .eval(
+                &SCRIPTS.acquire,
+                [k.session(session), k.lease(name), k.owned(session)],
+                [session.as_str(), name, &k.session],
+                what,
+            )
+            .await?;
+        match reply {
+            (-1, _) => Ok(Acquire::Expired),
+            (0, _) => Ok(Acquire::Held),
+            (1, ref token) => match token.parse::<u64>() {
+                Ok(t) if t > 0 => Ok(Acquire::Won(t)),
+                _ => Err(self.protocol(what, reply)),
+            },
+            _ => Err(self.protocol(what, reply)),
+        }
+    }
+
+    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
+        let k = self.keys();
+        let token = token.to_string();
+        let args = [session.as_str(), &token, name, &k.channel];
+        let released: i64 =
+            self.eval(&SCRIPTS.release, [k.lease(name), k.owned(session)], args, "release a lease").await?;
+        Ok(released == 1)
+    }
+
+    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
+        let k = self.keys();
+        let keys = [k.session(session), k.owned(session), k.joined(session)];
+        let args = [session.as_str(), &k.lease, &k.group, &k.channel];
+        let freed: i64 = self.eval(&SCRIPTS.close_session, keys, args, "close a session").await?;
+        tracing::debug!(backend = %self.inner.description, %session, freed, "session closed on Redis");
+        Ok(())
+    }
+
+    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
+        let k = self.keys();
+        let what = "list a session's leases";
+        let flat: Vec<String> = self
+            .eval(&SCRIPTS.owned, [k.session(session), k.owned(session)], [session.as_str(), &k.lease], what)
+            .await?;
+        if !flat.len().is_multiple_of(2) {
+            return Err(self.protocol(what, flat));
+        }
+        let mut owned = Vec::with_capacity(flat.len() / 2);
+        let mut it = flat.into_iter();
+        while let (Some(name), Some(token)) = (it.next(), it.next()) {
+            let Ok(token) = token.parse::<u64>() else {
+                return Err(self.protocol(what, (name, token)));
+            };
+            owned.push((name, token));
+        }
+        owned.sort();
+        Ok(owned)
+    }
+
+    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
+        let k = self.keys();
+        let (token, slot) = (token.to_string(), slot.to_string());
+        let args = [session.as_str(), &token, &slot];
+        let claimed: i64 =
+            self.eval(&SCRIPTS.claim_slot, [k.session(session), k.lease(name)], args, "claim a slot").await?;
+        Ok(claimed == 1)
+    }
+
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        let k = self.keys();
+        let keys = [k.session(session), k.group(group), k.joined(session)];
+        let joined: i64 = self.eval(&SCRIPTS.join_group, keys, [session.as_str(), group], "join a group").await?;
+        if joined == 1 {
+            Ok(())
+        } else {
+            // The trait has no "expired" answer for joins; a membership of a dead session
+            // would never be listed anyway, so refuse it loudly (as the SQL backends do).
+            Err(BackendError::Protocol(format!(
+                "{}: cannot join group {group:?}: session {session} has expired or was closed",
+                self.inner.description
+            )))
+        }
+    }
+
+    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        let k = self.keys();
+        let keys = [k.group(group), k.joined(session)];
+        let _: i64 = self.eval(&SCRIPTS.leave_group, keys, [session.as_str(), group], "leave a group").await?;
+        Ok(())
+    }
+
+    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
+        let k = self.keys();
+        let ids: Vec<String> =
+            self.eval(&SCRIPTS.members, [k.group(group)], [k.session.as_str()], "list group members").await?;
+        let mut ids: Vec<SessionId> = ids.into_iter().map(SessionId::new).collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Released lease names, from one pub/sub subscription per backend instance (shared by
+    /// its clones), started on the first call. `None` outside a Tokio runtime.
+    fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
+        let mut slot = self.inner.releases.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tx) = &*slot {
+            return Some(tx.subscribe());
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(backend = %self.inner.description, "no Tokio runtime: releases will not be broadcast to this client");
+            return None;
+        };
+        let (tx, rx) = broadcast::channel(RELEASE_CAPACITY);
+        runtime.spawn(
+            Subscriber {
+                client: self.inner.client.clone(),
+                channel: self.keys().channel.clone(),
+                releases: tx.clone(),
+                stop: self.inner.subscriber_stop.clone(),
+                description: Arc::clone(&self.inner.description),
+                call_timeout: self.inner.connect_timeout,
+            }
+            .run(),
+        );
+        *slot = Some(tx);
+        Some(rx)
+    }
+
+    fn describe(&self) -> String {
+        self.inner.description.to_string()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_validated() {
+        assert!(RedisOptions::default().validate().is_ok());
+        assert!(RedisOptions::default().key_prefix("").validate().is_err());
+        assert!(RedisOptions::default().key_prefix("a b").validate().is_err());
+        assert!(RedisOptions::default().connect_timeout(Duration::ZERO).validate().is_err());
+        assert!(RedisOptions::default().response_timeout(Some(Duration::ZERO)).validate().is_err());
+        assert!(RedisOptions::default().key_prefix("{simba}").response_timeout(None).validate().is_ok());
+    }
+
+    #[test]
+    fn key_layout() {
+        let k = Keys::new("simba");
+        let id = SessionId::new("00ff");
+        assert_eq!(k.session(&id), "simba:session:00ff");
+        assert_eq!(k.lease("billing.3"), "simba:lease:billing.3");
+        assert_eq!(k.owned(&id), "simba:owned:00ff");
+        assert_eq!(k.joined(&id), "simba:joined:00ff");
+        assert_eq!(k.group("billing"), "simba:group:billing");
+        assert_eq!(k.channel, "simba:released");
+    }
+}

@@ -1,0 +1,322 @@
+//! The Lua scripts of the Redis backend: each backend call is one of them, so each call is one
+//! round trip and atomic on the server (Redis runs a script with no other command in between).
+//!
+//! Conventions: the keys the client knows before the call are passed in `KEYS`; keys that
+//! depend on what the script reads (the holder's session key, the lease hashes listed in an
+//! owned hash, the groups listed in a joined set) are built inside the script from prefixes
+//! passed in `ARGV`. Standalone Redis allows this; Redis Cluster would need every such key in
+//! the same slot (see the module documentation).
+//!
+//! Tokens and slots travel as decimal strings and are compared as strings, never through
+//! Lua numbers (doubles, exact only below 2^53). A token is read back with `HGET` after
+//! `HINCRBY` for the same reason.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// `KEYS[1]` session key; `ARGV[1]` ttl in ms.
+///
+/// Creates the session key, whose value is its own ttl so that a keep-alive needs no
+/// argument but the id. Returns the remaining lifetime measured by Redis, or -1 if the key
+/// already existed (a 128-bit id collision: the caller draws another id).
+const OPEN_SESSION: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[1], 'NX') then
+  return redis.call('PTTL', KEYS[1])
+end
+return -1
+";
+
+/// `KEYS[1]` session key, `KEYS[2]` owned hash, `KEYS[3]` joined set; `ARGV[1]` session id,
+/// `ARGV[2]` lease key prefix.
+///
+/// Renews the session and its two side keys for the stored ttl, then computes the digest of
+/// the leases the session still holds: each entry of the owned hash counts only if its lease
+/// hash still names this session with this token (a manual takeover, or any other change,
+/// drops it, and the stale entry is removed). The reply has a constant size whatever the
+/// number of leases (rule S1): `{1, pttl, count, high, low}`, or `{0, 0, 0, 0, 0}` when the
+/// session is gone (rule S3: it never comes back).
+///
+/// The wrapping sum of tokens is exact: each decimal token `t` is split into
+/// `high = t / 10^9` and `low = t % 10^9` as strings, and the two sums are returned
+/// separately; the client computes `high * 10^9 + low` with wrapping `u64` arithmetic.
+/// Both sums stay exact in a double for up to 2^19 leases of any `i64` token.
+const KEEP_ALIVE: &str = r"
+local ttl = redis.call('GET', KEYS[1])
+if not ttl then
+  return {0, 0, 0, 0, 0}
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[3], ttl)
+local owned = redis.call('HGETALL', KEYS[2])
+local count, high, low = 0, 0, 0
+for i = 1, #owned, 2 do
+  local name, token = owned[i], owned[i + 1]
+  local rec = redis.call('HMGET', ARGV[2] .. name, 'session', 'token')
+  if rec[1] == ARGV[1] and rec[2] == token then
+    count = count + 1
+    local n = #token
+    if n > 9 then
+      high = high + tonumber(string.sub(token, 1, n - 9))
+      low = low + tonumber(string.sub(token, n - 8))
+    else
+      low = low + tonumber(token)
+    end
+  else
+    redis.call('HDEL', KEYS[2], name)
+  end
+end
+return {1, redis.call('PTTL', KEYS[1]), count, high, low}
+";
+
+/// `KEYS[1]` session key, `KEYS[2]` lease hash, `KEYS[3]` owned hash; `ARGV[1]` session
+/// id, `ARGV[2]` lease name, `ARGV[3]` session key prefix.
+///
+/// `{-1, '0'}`: the session is gone (rule S3), nothing acquired. `{0, '0'}`: another live
+/// session holds the lease. `{1, token}`: this session holds it; the token grew by one if
+/// the lease was free (never held, released, or its holder's session key is gone), and is
+/// unchanged if this session already held it (a retry after a lost reply).
+const ACQUIRE: &str = r"
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl == -2 then
+  return {-1, '0'}
+end
+local holder = redis.call('HGET', KEYS[2], 'session')
+if holder == ARGV[1] then
+  local token = redis.call('HGET', KEYS[2], 'token')
+  redis.call('HSET', KEYS[3], ARGV[2], token)
+  if pttl > 0 then redis.call('PEXPIRE', KEYS[3], pttl) end
+  return {1, token}
+end
+if holder and holder ~= '' and redis.call('EXISTS', ARGV[3] .. holder) == 1 then
+  return {0, '0'}
+end
+redis.call('HINCRBY', KEYS[2], 'token', 1)
+redis.call('HSET', KEYS[2], 'session', ARGV[1])
+local token = redis.call('HGET', KEYS[2], 'token')
+redis.call('HSET', KEYS[3], ARGV[2], token)
+if pttl > 0 then redis.call('PEXPIRE', KEYS[3], pttl) end
+return {1, token}
+";
+
+/// `KEYS[1]` lease hash, `KEYS[2]` owned hash; `ARGV[1]` session id, `ARGV[2]` token,
+/// `ARGV[3]` lease name, `ARGV[4]` release channel.
+///
+/// Frees the lease only for the term that holds it (rule T7): clears `session` (the token
+/// stays, rule T3), drops the owned entry and publishes the name so that candidates take
+/// over at once (rule K2). Returns 1 if it released.
+const RELEASE: &str = r"
+if redis.call('HGET', KEYS[1], 'session') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'token') ~= ARGV[2] then
+  return 0
+end
+redis.call('HDEL', KEYS[1], 'session')
+if redis.call('HGET', KEYS[2], ARGV[3]) == ARGV[2] then
+  redis.call('HDEL', KEYS[2], ARGV[3])
+end
+redis.call('PUBLISH', ARGV[4], ARGV[3])
+return 1
+";
+
+/// `KEYS[1]` session key, `KEYS[2]` owned hash, `KEYS[3]` joined set; `ARGV[1]` session id,
+/// `ARGV[2]` lease key prefix, `ARGV[3]` group key prefix, `ARGV[4]` release channel.
+///
+/// Closes the session (rule S4): frees every lease it still holds and publishes each name,
+/// leaves every group it joined, and deletes its keys. Closing a gone session does nothing.
+/// Returns how many leases it freed.
+const CLOSE_SESSION: &str = r"
+local freed = 0
+local owned = redis.call('HGETALL', KEYS[2])
+for i = 1, #owned, 2 do
+  local lease = ARGV[2] .. owned[i]
+  if redis.call('HGET', lease, 'session') == ARGV[1] then
+    redis.call('HDEL', lease, 'session')
+    redis.call('PUBLISH', ARGV[4], owned[i])
+    freed = freed + 1
+  end
+end
+for _, group in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+  redis.call('SREM', ARGV[3] .. group, ARGV[1])
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return freed
+";
+
+/// `KEYS[1]` session key, `KEYS[2]` owned hash; `ARGV[1]` session id, `ARGV[2]` lease key
+/// prefix.
+///
+/// The `name, token` pairs of the leases the session holds (flat), checked against the
+/// lease hashes as in [`KEEP_ALIVE`]. Nothing for a gone session.
+const OWNED: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {}
+end
+local out = {}
+local owned = redis.call('HGETALL', KEYS[2])
+for i = 1, #owned, 2 do
+  local rec = redis.call('HMGET', ARGV[2] .. owned[i], 'session', 'token')
+  if rec[1] == ARGV[1] and rec[2] == owned[i + 1] then
+    out[#out + 1] = owned[i]
+    out[#out + 1] = owned[i + 1]
+  end
+end
+return out
+";
+
+/// `KEYS[1]` session key, `KEYS[2]` lease hash; `ARGV[1]` session id, `ARGV[2]` token,
+/// `ARGV[3]` slot (decimal `i64`).
+///
+/// Records `last_slot` only for the live holder's term and only forward. Returns 1 if it
+/// did. Slots are compared as decimal strings, exactly over the whole `i64` range.
+const CLAIM_SLOT: &str = r"
+local function lt(a, b)
+  if a == b then return false end
+  local na, nb = string.sub(a, 1, 1) == '-', string.sub(b, 1, 1) == '-'
+  if na ~= nb then return na end
+  if na then a, b = string.sub(b, 2), string.sub(a, 2) end
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+local rec = redis.call('HMGET', KEYS[2], 'session', 'token', 'last_slot')
+if rec[1] ~= ARGV[1] or rec[2] ~= ARGV[2] then
+  return 0
+end
+if rec[3] and not lt(rec[3], ARGV[3]) then
+  return 0
+end
+redis.call('HSET', KEYS[2], 'last_slot', ARGV[3])
+return 1
+";
+
+/// `KEYS[1]` session key, `KEYS[2]` group set, `KEYS[3]` joined set; `ARGV[1]` session id,
+/// `ARGV[2]` group name.
+///
+/// Adds the session to the group, and the group to the session's joined set (so that a
+/// close can leave every group). Returns 0, changing nothing, if the session is gone.
+const JOIN_GROUP: &str = r"
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl == -2 then
+  return 0
+end
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[2])
+if pttl > 0 then redis.call('PEXPIRE', KEYS[3], pttl) end
+return 1
+";
+
+/// `KEYS[1]` group set, `KEYS[2]` joined set; `ARGV[1]` session id, `ARGV[2]` group name.
+const LEAVE_GROUP: &str = r"
+redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('SREM', KEYS[2], ARGV[2])
+return 1
+";
+
+/// `KEYS[1]` group set; `ARGV[1]` session key prefix.
+///
+/// The members whose session key still exists. Members whose session is gone are removed
+/// (membership ends with the session; nothing else would remove them after an expiry).
+const MEMBERS: &str = r"
+local live = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('EXISTS', ARGV[1] .. id) == 1 then
+    live[#live + 1] = id
+  else
+    redis.call('SREM', KEYS[1], id)
+  end
+end
+return live
+";
+
+/// Every script, built once (the SHA1 is computed on first use). `Script::invoke_async`
+/// sends `EVALSHA` and loads the script on `NOSCRIPT`, so a restarted or flushed server
+/// costs one extra round trip per script, once.
+pub(super) struct Scripts {
+    pub(super) open_session: Script,
+    pub(super) keep_alive: Script,
+    pub(super) acquire: Script,
+    pub(super) release: Script,
+    pub(super) close_session: Script,
+    pub(super) owned: Script,
+    pub(super) claim_slot: Script,
+    pub(super) join_group: Script,
+    pub(super) leave_group: Script,
+    pub(super) members: Script,
+}
+
+pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    open_session: Script::new(OPEN_SESSION),
+    keep_alive: Script::new(KEEP_ALIVE),
+    acquire: Script::new(ACQUIRE),
+    release: Script::new(RELEASE),
+    close_session: Script::new(CLOSE_SESSION),
+    owned: Script::new(OWNED),
+    claim_slot: Script::new(CLAIM_SLOT),
+    join_group: Script::new(JOIN_GROUP),
+    leave_group: Script::new(LEAVE_GROUP),
+    members: Script::new(MEMBERS),
+});
+
+/// The exact wrapping sum of tokens from the two partial sums of [`KEEP_ALIVE`].
+pub(super) fn token_sum(high: u64, low: u64) -> u64 {
+    high.wrapping_mul(1_000_000_000).wrapping_add(low)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::backend::HeldDigest;
+
+    /// The split of [`KEEP_ALIVE`], done in Rust on decimal strings.
+    fn split(token: u64) -> (u64, u64) {
+        let s = token.to_string();
+        if s.len() > 9 {
+            let (h, l) = s.split_at(s.len() - 9);
+            (h.parse().unwrap_or(0), l.parse().unwrap_or(0))
+        } else {
+            (0, token)
+        }
+    }
+
+    #[test]
+    fn split_sums_match_the_wrapping_digest() {
+        let tokens = [1, 999_999_999, 1_000_000_000, 1 << 53, (1 << 53) + 1, i64::MAX as u64, i64::MAX as u64 - 1];
+        let (mut high, mut low) = (0, 0);
+        let mut digest = HeldDigest::default();
+        for t in tokens {
+            let (h, l) = split(t);
+            high += h;
+            low += l;
+            digest.add(t);
+        }
+        assert_eq!(token_sum(high, low), digest.token_sum);
+        // Three maximal tokens overflow u64: the sum wraps as HeldDigest's does.
+        let t = i64::MAX as u64;
+        let (h, l) = split(t);
+        let mut d = HeldDigest::default();
+        (0..3).for_each(|_| d.add(t));
+        assert_eq!(token_sum(3 * h, 3 * l), d.token_sum);
+    }
+
+    #[test]
+    fn scripts_hash_distinctly() {
+        let s = &*SCRIPTS;
+        let hashes = [
+            s.open_session.get_hash(),
+            s.keep_alive.get_hash(),
+            s.acquire.get_hash(),
+            s.release.get_hash(),
+            s.close_session.get_hash(),
+            s.owned.get_hash(),
+            s.claim_slot.get_hash(),
+            s.join_group.get_hash(),
+            s.leave_group.get_hash(),
+            s.members.get_hash(),
+        ];
+        let unique: std::collections::HashSet<_> = hashes.iter().collect();
+        assert_eq!(unique.len(), hashes.len());
+    }
+}
