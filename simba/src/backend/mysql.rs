@@ -1,14 +1,639 @@
-//! The mysql backend (being written).
+//! The MySQL and MariaDB backend (feature `mysql`): sessions, leases and group memberships in
+//! three InnoDB tables of one database, shared by every node.
+//!
+//! Data model (rule B3, ADR 0002): the same three tables as the SQLite and PostgreSQL
+//! backends, `simba_session`, `simba_lease` and `simba_member`, created on connect. Lease rows
+//! are never deleted, so a lease's token never resets (T3); releasing a lease only clears its
+//! `session_id`. Times are `BIGINT` milliseconds since the Unix epoch. Names and ids are
+//! `utf8mb4_bin`: compared byte by byte, so `Job` and `job` are two leases whatever the
+//! server's default collation.
+//!
+//! Time is the database's clock (B2): every "now" is `SYSDATE(3)`, read when the expression
+//! runs. `NOW(3)` would not do: it is fixed when the statement starts, so a renewal that
+//! waited for a row lock could renew a session that expired meanwhile (breaking S3). Both are
+//! local times of the connection's time zone: it must be a fixed offset (sqlx sets `+00:00`),
+//! as a zone with daylight saving time would turn the clock back an hour once a year.
+//!
+//! Round trips per call (S1): keep-alive is ONE round trip, a text-protocol batch of two
+//! statements (sqlx enables multi-statements): the renewal `UPDATE` and a `SELECT` of the
+//! remaining time and of whether the session's leases match the client's digest, compared on
+//! the server so the reply is constant-size. Binding parameters needs prepared statements,
+//! which hold one statement, so that batch inlines its values: the session id (only ids of
+//! the form this backend generates, 32 hexadecimal digits; any other id cannot exist and is
+//! answered `Expired`) and the digest's two numbers, zero-padded to a fixed width. Release,
+//! claim, leave, owned and members are one statement each; join is one `INSERT ... SELECT`.
+//! Acquire answers `Held` or `Expired` with one read; only when the lease looks free or
+//! already ours does it run a short transaction (`BEGIN`, lock the lease row, lock and read
+//! both sessions, take, `COMMIT`). InnoDB serves locking reads from the newest committed
+//! rows, whatever the REPEATABLE READ snapshot holds. Locking the holder's session row makes
+//! a concurrent renewal of an expired holder wait, then re-check its expiry with a fresh
+//! clock and fail, so the expired session never comes back (S3).
+//!
+//! Releases are not broadcast (MySQL has no `NOTIFY`): candidates take over on their next
+//! attempt (K2).
 
-use super::BackendError;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// The mysql backend.
-#[derive(Debug, Clone)]
-pub struct MySqlBackend {}
+use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor, Row};
+
+use super::sql_common::{
+    CONNECT_TIMEOUT, GC_GRACE_MS, LOCK_WAIT_MS, describe, discard_idle_after, non_negative, redact, schema_missing,
+    schema_script, ttl_ms,
+};
+use super::{Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+
+/// The database's clock, in integer milliseconds since the Unix epoch (rule B2), read each
+/// time the expression is evaluated.
+macro_rules! now_ms {
+    () => {
+        "CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED)"
+    };
+}
+
+/// Connections in the pool. The engine has at most one keep-alive and one acquisition per
+/// election in flight; more calls wait for a connection.
+const MAX_CONNECTIONS: u32 = 10;
+
+/// Schema, rule B3. Every statement is idempotent and MySQL serialises concurrent
+/// `CREATE TABLE IF NOT EXISTS` of one table, so any number of processes may run it at once.
+/// InnoDB is required: row locks and transactions.
+const SCHEMA: [&str; 3] = [
+    "CREATE TABLE IF NOT EXISTS simba_session (
+    id         VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+    expires_at BIGINT NOT NULL,
+    ttl_ms     BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+) ENGINE = InnoDB",
+    // `token` is the fencing token of the current or last term. The row is never deleted so
+    // that the token never resets (T3); `session_id IS NULL` means released. Token 0 marks a
+    // row created by an acquisition that lost; it is never handed out.
+    "CREATE TABLE IF NOT EXISTS simba_lease (
+    name        VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+    session_id  VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    token       BIGINT NOT NULL,
+    acquired_at BIGINT NULL,
+    last_slot   BIGINT NULL,
+    KEY simba_lease_session (session_id)
+) ENGINE = InnoDB",
+    "CREATE TABLE IF NOT EXISTS simba_member (
+    group_name VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    session_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    joined_at  BIGINT NOT NULL,
+    PRIMARY KEY (group_name, session_id)
+) ENGINE = InnoDB",
+];
+
+/// How many of the tables exist, the connection's time zone, and InnoDB's commit
+/// durability. When all three tables exist no DDL runs, so a user with only `SELECT, INSERT,
+/// UPDATE, DELETE` on them can connect.
+const SCHEMA_PRESENT: &str = "SELECT (SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() \
+     AND table_name IN ('simba_session', 'simba_lease', 'simba_member')), @@session.time_zone, \
+     CAST(@@global.innodb_flush_log_at_trx_commit AS SIGNED)";
+
+/// MySQL error numbers for "you may not": ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR.
+const ACCESS_DENIED: [u16; 2] = [1044, 1142];
+
+// ---- open_session -------------------------------------------------------------------------
+// Garbage collection of long-dead sessions, one autocommit statement each, leases first (the
+// lock order of acquisition). Lease rows are only released, never deleted.
+
+const GC_LEASES: &str = concat!(
+    "UPDATE simba_lease SET session_id = NULL WHERE session_id IN ",
+    "(SELECT id FROM simba_session WHERE expires_at < ",
+    now_ms!(),
+    " - ?)"
+);
+const GC_MEMBERS: &str = concat!(
+    "DELETE FROM simba_member WHERE session_id IN (SELECT id FROM simba_session WHERE expires_at < ",
+    now_ms!(),
+    " - ?)"
+);
+const GC_SESSIONS: &str = concat!("DELETE FROM simba_session WHERE expires_at < ", now_ms!(), " - ?");
+
+/// id, ttl in ms, ttl in ms.
+const INSERT_SESSION: &str = concat!(
+    "INSERT INTO simba_session (id, expires_at, ttl_ms, created_at) SELECT ?, now_ms + ?, ?, now_ms FROM (SELECT ",
+    now_ms!(),
+    " AS now_ms) clock"
+);
+
+// ---- keep_alive ---------------------------------------------------------------------------
+
+/// The keep-alive batch, with `{id}`, `{count}` and `{sum}` filled in by [`keep_alive_sql`].
+/// The `UPDATE` renews a live session (an expired one is left alone and never comes back, S3);
+/// the `SELECT`, a new snapshot in autocommit mode, returns a row only if the session is live
+/// (so it was just renewed), with the remaining time and whether the leases listed for the
+/// session have the client's digest. The wrapping sum of tokens is computed exactly in
+/// `DECIMAL` from the sums of their 32-bit halves.
+const KEEP_ALIVE: &str = concat!(
+    "UPDATE simba_session SET expires_at = ",
+    now_ms!(),
+    " + ttl_ms WHERE id = '{id}' AND expires_at > ",
+    now_ms!(),
+    "; SELECT s.expires_at - ",
+    now_ms!(),
+    ", (SELECT COUNT(*) = {count} AND MOD(COALESCE(SUM(token & 4294967295), 0) ",
+    "+ MOD(COALESCE(SUM(token >> 32), 0), 4294967296) * 4294967296, 18446744073709551616) = {sum} ",
+    "FROM simba_lease WHERE session_id = '{id}') FROM simba_session s WHERE s.id = '{id}' AND s.expires_at > ",
+    now_ms!()
+);
+
+// ---- acquire ------------------------------------------------------------------------------
+
+/// session id, name. Whether the session is live, the lease's holder, and whether the holder
+/// is live, without locks: enough to answer `Expired` or `Held` in one read.
+const ACQUIRE_PROBE: &str = concat!(
+    "SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = ? AND expires_at > ",
+    now_ms!(),
+    "), lease.session_id, EXISTS (SELECT 1 FROM simba_session s WHERE s.id = lease.session_id AND s.expires_at > ",
+    now_ms!(),
+    ") FROM (SELECT 1 AS one) d LEFT JOIN simba_lease lease ON lease.name = ?"
+);
+
+/// name. Creates the lease row if missing (free, token 0) and locks it either way.
+const LOCK_LEASE: &str =
+    "INSERT INTO simba_lease (name, session_id, token) VALUES (?, NULL, 0) ON DUPLICATE KEY UPDATE token = token";
+
+/// name. The holder and token, under the lock [`LOCK_LEASE`] took.
+const READ_LEASE: &str = "SELECT session_id, token FROM simba_lease WHERE name = ? FOR UPDATE";
+
+/// session id, holder id (or NULL). Locks both session rows (in key order, so concurrent
+/// acquisitions cannot deadlock on them) and says which are live.
+const LOCK_SESSIONS: &str =
+    concat!("SELECT id, expires_at > ", now_ms!(), " FROM simba_session WHERE id IN (?, ?) FOR UPDATE");
+
+/// session id, name. The token was read under the lock, so the new one is that plus one.
+const TAKE_LEASE: &str =
+    concat!("UPDATE simba_lease SET session_id = ?, token = token + 1, acquired_at = ", now_ms!(), " WHERE name = ?");
+
+// ---- release / close ----------------------------------------------------------------------
+
+/// name, session id, token: frees the lease only for the term that holds it (T7).
+const RELEASE: &str = "UPDATE simba_lease SET session_id = NULL WHERE name = ? AND session_id = ? AND token = ?";
+
+/// One transaction, leases first (the lock order of acquisition): all go together (S4).
+const CLOSE: [&str; 3] = [
+    "UPDATE simba_lease SET session_id = NULL WHERE session_id = ?",
+    "DELETE FROM simba_member WHERE session_id = ?",
+    "DELETE FROM simba_session WHERE id = ?",
+];
+
+// ---- owned / claim_slot -------------------------------------------------------------------
+
+/// session id, session id. Nothing for an expired session: its leases are free for others.
+const OWNED: &str = concat!(
+    "SELECT name, token FROM simba_lease WHERE session_id = ? AND EXISTS ",
+    "(SELECT 1 FROM simba_session WHERE id = ? AND expires_at > ",
+    now_ms!(),
+    ") ORDER BY name"
+);
+
+/// slot, name, session id, token, slot, session id. One statement, so the holder check and
+/// the monotonic write of `last_slot` are atomic.
+const CLAIM_SLOT: &str = concat!(
+    "UPDATE simba_lease SET last_slot = ? WHERE name = ? AND session_id = ? AND token = ? ",
+    "AND (last_slot IS NULL OR last_slot < ?) AND EXISTS ",
+    "(SELECT 1 FROM simba_session WHERE id = ? AND expires_at > ",
+    now_ms!(),
+    ")"
+);
+
+// ---- groups -------------------------------------------------------------------------------
+
+/// group, session id. Joins only a live session; joining twice keeps the first `joined_at`.
+/// sqlx sets `CLIENT_FOUND_ROWS`, so a row that already existed counts as affected: zero rows
+/// means the session is not live.
+const JOIN_GROUP: &str = concat!(
+    "INSERT INTO simba_member (group_name, session_id, joined_at) SELECT ?, id, ",
+    now_ms!(),
+    " FROM simba_session WHERE id = ? AND expires_at > ",
+    now_ms!(),
+    " ON DUPLICATE KEY UPDATE joined_at = joined_at"
+);
+const LEAVE_GROUP: &str = "DELETE FROM simba_member WHERE group_name = ? AND session_id = ?";
+
+/// group. Members whose session expired are hidden (membership ends with the session);
+/// their rows are collected later. `utf8mb4_bin` orders ids as [`SessionId`]'s `Ord` does.
+const MEMBERS: &str = concat!(
+    "SELECT m.session_id FROM simba_member m JOIN simba_session s ON s.id = m.session_id ",
+    "WHERE m.group_name = ? AND s.expires_at > ",
+    now_ms!(),
+    " ORDER BY m.session_id"
+);
+
+/// The MySQL / MariaDB backend. Cheap to clone: clones share one connection pool.
+///
+/// Needs InnoDB; tested with MariaDB 10.11. Every node must use the same database (a primary,
+/// not a replica): a replica promoted after an asynchronous failover may have lost recent
+/// tokens (see the README's correctness section). MySQL 8's default authentication
+/// (`caching_sha2_password`) over a connection without TLS needs sqlx's `mysql-rsa` feature,
+/// or TLS through one of sqlx's TLS features.
+#[derive(Clone, Debug)]
+pub struct MySqlBackend {
+    pool: MySqlPool,
+    /// `mysql://user@host:port/database`, for logs and error messages (no password).
+    description: Arc<str>,
+}
 
 impl MySqlBackend {
-    /// Connects to the server at `url` (`mysql://...`).
-    pub async fn connect(url: &str) -> Result<Self, BackendError> {
-        Err(BackendError::Misconfigured(format!("the mysql backend is not implemented yet: {url}")))
+    /// Connects to the database at `url` and creates the schema if it is missing.
+    ///
+    /// `url` is `mysql://user[:password]@host[:port]/database[?param=value...]` (or
+    /// `mariadb://`), with the parameters sqlx accepts (`ssl-mode`, `socket`, ...). The
+    /// database must exist.
+    ///
+    /// Fails within about 5 s when the server cannot be reached, with the URL (without its
+    /// password) and the cause. When the tables are missing and the user may not create them,
+    /// fails with [`BackendError::Misconfigured`] whose message is the schema to run by hand
+    /// (also available from [`schema`](Self::schema)).
+    ///
+    /// Connections wait at most 5 s for a row lock (`innodb_lock_wait_timeout`), so a client
+    /// paused mid-call cannot hold other nodes' connections for long.
+    pub async fn connect(url: &str) -> BackendResult<Self> {
+        let normalised =
+            super::sql_common::check_url(url, &["mysql", "mariadb"], "mysql", "mysql://user@host:3306/database")?;
+        let options = MySqlConnectOptions::from_str(&normalised)
+            .map_err(|e| BackendError::Misconfigured(format!("invalid MySQL URL {:?}: {e}", redact(url))))?;
+        let description = describe_options(&options);
+        // One connection first, outside the pool: the pool retries refused connections until
+        // its timeout and then reports only that it timed out, losing the cause.
+        match tokio::time::timeout(CONNECT_TIMEOUT, options.connect()).await {
+            Ok(Ok(conn)) => {
+                let _ = conn.close().await;
+            }
+            Ok(Err(e)) => return Err(connect_error(&description, e)),
+            Err(_) => {
+                return Err(BackendError::Unavailable {
+                    message: format!(
+                        "cannot connect to {description}: no answer within {CONNECT_TIMEOUT:?}; check that the server is running and reachable"
+                    ),
+                    source: None,
+                });
+            }
+        }
+        let pool = MySqlPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            // No ping before every call: a renewal is one round trip (S1). After a server
+            // restart the first call on a dead connection fails (the engine retries) and the
+            // idle ones are closed with it (`discard_idle_after`).
+            .test_before_acquire(false)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    let secs = LOCK_WAIT_MS / 1000;
+                    conn.execute(AssertSqlSafe(format!("SET SESSION innodb_lock_wait_timeout = {secs}"))).await?;
+                    Ok(())
+                })
+            })
+            .connect_lazy_with(options);
+        Self::with_description(pool, description.into()).await
+    }
+
+    /// Wraps an existing pool and creates the schema if it is missing.
+    ///
+    /// The pool's connections must use a fixed-offset time zone (sqlx's default, `+00:00`);
+    /// otherwise this fails with [`BackendError::Misconfigured`]. The other options are the
+    /// caller's; [`connect`](Self::connect) documents the ones it sets.
+    pub async fn from_pool(pool: MySqlPool) -> BackendResult<Self> {
+        let description = describe_options(&pool.connect_options());
+        Self::with_description(pool, description.into()).await
+    }
+
+    async fn with_description(pool: MySqlPool, description: Arc<str>) -> BackendResult<Self> {
+        let backend = MySqlBackend { pool, description };
+        backend.create_schema().await?;
+        tracing::debug!(backend = %backend.description, "MySQL backend ready");
+        Ok(backend)
+    }
+
+    /// The schema as an SQL script, for administrators who create the tables by hand (then
+    /// grant `SELECT, INSERT, UPDATE, DELETE` on them to the user simba connects as).
+    pub fn schema() -> String {
+        schema_script(&SCHEMA)
+    }
+
+    /// The pool, for callers that want to read the tables (dashboards, tests).
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// Creates the tables if any is missing; a user without the right to create them gets the
+    /// schema to run by hand. Also checks the connection's time zone (see the module docs).
+    async fn create_schema(&self) -> BackendResult<()> {
+        let (present, time_zone, flush_at_commit): (i64, String, i64) =
+            sqlx::query_as(SCHEMA_PRESENT).fetch_one(&self.pool).await.map_err(self.err("check for the schema"))?;
+        if flush_at_commit == 0 {
+            // A global setting: simba cannot raise it for its own connections.
+            tracing::warn!(
+                backend = %self.description,
+                "innodb_flush_log_at_trx_commit = 0: a server crash can lose the last second of commits, and a \
+                 lease's token can go backwards (T3); use 1"
+            );
+        }
+        if !is_fixed_offset(&time_zone) {
+            return Err(BackendError::Misconfigured(format!(
+                "{}: the connection's time zone is {time_zone:?}; simba needs a fixed offset such as '+00:00' \
+                 (sqlx's default), because a zone with daylight saving time turns the database clock back once a year",
+                self.description
+            )));
+        }
+        if usize::try_from(present).is_ok_and(|n| n == SCHEMA.len()) {
+            return Ok(());
+        }
+        for statement in SCHEMA {
+            if let Err(e) = sqlx::query(statement).execute(&self.pool).await {
+                let denied = e
+                    .as_database_error()
+                    .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
+                    .is_some_and(|d| ACCESS_DENIED.contains(&d.number()));
+                if denied {
+                    let user = self.pool.connect_options().get_username().to_owned();
+                    return Err(schema_missing(
+                        &self.description,
+                        &user,
+                        &e.to_string(),
+                        &schema_script(&SCHEMA),
+                        &format!(
+                            "GRANT SELECT, INSERT, UPDATE, DELETE ON {}.* TO '{user}'@'%';",
+                            self.pool.connect_options().get_database().unwrap_or("your_database")
+                        ),
+                    ));
+                }
+                return Err(self.err("create the schema")(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Maps a driver error to [`BackendError::Unavailable`], naming the call and the database.
+    fn err(&self, what: &'static str) -> impl FnOnce(sqlx::Error) -> BackendError + '_ {
+        move |e| {
+            discard_idle_after(&self.pool, &e, &self.description);
+            BackendError::unavailable(format!("{}: {what} failed", self.description), e)
+        }
+    }
+
+    fn non_negative(&self, what: &str, v: i64) -> BackendResult<u64> {
+        non_negative(&self.description, what, v)
+    }
+}
+
+fn describe_options(options: &MySqlConnectOptions) -> String {
+    let host = match options.get_socket() {
+        Some(path) => path.display().to_string(),
+        None => options.get_host().to_owned(),
+    };
+    describe("mysql", options.get_username(), &host, options.get_port(), options.get_database().unwrap_or(""))
+}
+
+/// A failed first connection: wrong credentials or a missing database are configuration
+/// errors; anything else (refused, reset, DNS) is the server being unavailable.
+fn connect_error(description: &str, e: sqlx::Error) -> BackendError {
+    let message = format!("cannot connect to {description}: {e}");
+    let number = e.as_database_error().and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>()).map(|d| d.number());
+    match (&e, number) {
+        // ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR, ER_BAD_DB_ERROR.
+        (_, Some(1044 | 1045 | 1049)) | (sqlx::Error::Configuration(_) | sqlx::Error::Tls(_), _) => {
+            BackendError::Misconfigured(message)
+        }
+        _ => BackendError::unavailable(message, e),
+    }
+}
+
+/// `+HH:MM` / `-HH:MM` (or `UTC`): a time zone without daylight saving time.
+fn is_fixed_offset(zone: &str) -> bool {
+    let b = zone.as_bytes();
+    zone.eq_ignore_ascii_case("utc")
+        || (b.len() == 6
+            && (b[0] == b'+' || b[0] == b'-')
+            && b[1].is_ascii_digit()
+            && b[2].is_ascii_digit()
+            && b[3] == b':'
+            && b[4].is_ascii_digit()
+            && b[5].is_ascii_digit())
+}
+
+/// Whether `id` has the form of the ids this backend generates (32 lowercase hexadecimal
+/// digits), so that it can be written into SQL text as is.
+fn is_generated_id(id: &SessionId) -> bool {
+    let s = id.as_str();
+    s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The keep-alive batch for `session` and the client's digest. The numbers are zero-padded to
+/// 20 digits (a `u64` has at most 20) so that the request has the same size whatever they are.
+fn keep_alive_sql(session: &SessionId, held: HeldDigest) -> String {
+    KEEP_ALIVE
+        .replace("{id}", session.as_str())
+        .replace("{count}", &format!("{:020}", held.count))
+        .replace("{sum}", &format!("{:020}", held.token_sum))
+}
+
+impl Backend for MySqlBackend {
+    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
+        let id = SessionId::random();
+        let ttl = ttl_ms(ttl);
+        for gc in [GC_LEASES, GC_MEMBERS, GC_SESSIONS] {
+            sqlx::query(gc)
+                .bind(GC_GRACE_MS)
+                .execute(&self.pool)
+                .await
+                .map_err(self.err("collect expired sessions"))?;
+        }
+        sqlx::query(INSERT_SESSION)
+            .bind(id.as_str())
+            .bind(ttl)
+            .bind(ttl)
+            .execute(&self.pool)
+            .await
+            .map_err(self.err("insert a session"))?;
+        Ok(SessionGrant { id, remaining: Duration::from_millis(self.non_negative("ttl", ttl)?) })
+    }
+
+    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+        if !is_generated_id(session) {
+            // This backend never handed it out, so no such session exists.
+            return Ok(KeepAlive::Expired);
+        }
+        // One round trip whatever the number of leases (S1). `fetch_all` reads every result
+        // of the batch, leaving the connection ready for the next call.
+        let rows = sqlx::raw_sql(AssertSqlSafe(keep_alive_sql(session, held)))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("renew a session"))?;
+        let Some(row) = rows.first() else { return Ok(KeepAlive::Expired) };
+        let remaining: i64 = row.try_get(0).map_err(self.err("read a renewal"))?;
+        let digest_matches: bool = row.try_get(1).map_err(self.err("read a renewal"))?;
+        Ok(KeepAlive::Alive {
+            remaining: Duration::from_millis(self.non_negative("remaining time", remaining)?),
+            digest_matches,
+        })
+    }
+
+    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        let (live, holder, holder_live): (bool, Option<String>, bool) = sqlx::query_as(ACQUIRE_PROBE)
+            .bind(session.as_str())
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(self.err("read a lease"))?;
+        if !live {
+            return Ok(Acquire::Expired);
+        }
+        if holder_live && holder.as_deref() != Some(session.as_str()) {
+            return Ok(Acquire::Held);
+        }
+        // The lease looks free (or ours): decide again under the locks of the lease row and of
+        // both session rows.
+        let mut tx = self.pool.begin().await.map_err(self.err("acquire a lease"))?;
+        sqlx::query(LOCK_LEASE).bind(name).execute(&mut *tx).await.map_err(self.err("lock a lease"))?;
+        let (holder, token): (Option<String>, i64) =
+            sqlx::query_as(READ_LEASE).bind(name).fetch_one(&mut *tx).await.map_err(self.err("read a lease"))?;
+        let sessions: Vec<(String, bool)> = sqlx::query_as(LOCK_SESSIONS)
+            .bind(session.as_str())
+            .bind(holder.as_deref())
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(self.err("lock sessions"))?;
+        let live = |id: &str| sessions.iter().any(|(s, live)| s == id && *live);
+        let outcome = if !live(session.as_str()) {
+            Acquire::Expired
+        } else if holder.as_deref() == Some(session.as_str()) {
+            // A retry after a lost reply: same term, same token.
+            Acquire::Won(self.non_negative("token", token)?)
+        } else if holder.as_deref().is_some_and(live) {
+            Acquire::Held
+        } else {
+            sqlx::query(TAKE_LEASE)
+                .bind(session.as_str())
+                .bind(name)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err("take a lease"))?;
+            Acquire::Won(self.non_negative("token", token)? + 1)
+        };
+        tx.commit().await.map_err(self.err("commit an acquisition"))?;
+        Ok(outcome)
+    }
+
+    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
+        // A token beyond i64 was never issued, so it holds nothing.
+        let Ok(token) = i64::try_from(token) else { return Ok(false) };
+        let done = sqlx::query(RELEASE)
+            .bind(name)
+            .bind(session.as_str())
+            .bind(token)
+            .execute(&self.pool)
+            .await
+            .map_err(self.err("release a lease"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
+        let mut tx = self.pool.begin().await.map_err(self.err("close a session"))?;
+        for statement in CLOSE {
+            sqlx::query(statement)
+                .bind(session.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err("close a session"))?;
+        }
+        tx.commit().await.map_err(self.err("commit a session close"))
+    }
+
+    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(OWNED)
+            .bind(session.as_str())
+            .bind(session.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("list a session's leases"))?;
+        rows.into_iter().map(|(name, token)| Ok((name, self.non_negative("token", token)?))).collect()
+    }
+
+    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
+        let Ok(token) = i64::try_from(token) else { return Ok(false) };
+        let done = sqlx::query(CLAIM_SLOT)
+            .bind(slot)
+            .bind(name)
+            .bind(session.as_str())
+            .bind(token)
+            .bind(slot)
+            .bind(session.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(self.err("claim a slot"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        let done = sqlx::query(JOIN_GROUP)
+            .bind(group)
+            .bind(session.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(self.err("join a group"))?;
+        if done.rows_affected() == 0 {
+            // The trait has no "expired" answer for joins; a membership row for a dead
+            // session would never be listed anyway, so refuse it loudly.
+            return Err(BackendError::Protocol(format!(
+                "{}: cannot join group {group:?}: session {session} has expired or was closed",
+                self.description
+            )));
+        }
+        Ok(())
+    }
+
+    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        sqlx::query(LEAVE_GROUP)
+            .bind(group)
+            .bind(session.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(self.err("leave a group"))?;
+        Ok(())
+    }
+
+    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
+        let ids: Vec<String> = sqlx::query_scalar(MEMBERS)
+            .bind(group)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("list group members"))?;
+        Ok(ids.into_iter().map(SessionId::new).collect())
+    }
+
+    fn describe(&self) -> String {
+        self.description.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_alive_request_has_a_constant_size() {
+        let id = SessionId::random();
+        assert!(is_generated_id(&id));
+        let small = keep_alive_sql(&id, HeldDigest { count: 1, token_sum: 1 });
+        let large = keep_alive_sql(&id, HeldDigest { count: 500, token_sum: u64::MAX });
+        assert_eq!(small.len(), large.len());
+        assert!(large.contains("= 18446744073709551615"), "{large}");
+        assert!(!is_generated_id(&SessionId::new("x'; DROP TABLE simba_lease; --")));
+        assert!(!is_generated_id(&SessionId::new("ABCDEF0123456789ABCDEF0123456789")));
+    }
+
+    #[test]
+    fn fixed_offsets() {
+        for ok in ["+00:00", "-05:30", "UTC"] {
+            assert!(is_fixed_offset(ok), "{ok}");
+        }
+        for bad in ["SYSTEM", "Europe/Paris", "+0:00", ""] {
+            assert!(!is_fixed_offset(bad), "{bad}");
+        }
     }
 }

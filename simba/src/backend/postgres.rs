@@ -1,14 +1,678 @@
-//! The postgres backend (being written).
+//! The PostgreSQL backend (feature `postgres`): sessions, leases and group memberships in
+//! three tables of one database, shared by every node; releases broadcast with
+//! `LISTEN`/`NOTIFY`.
+//!
+//! Data model (rule B3, ADR 0002): the same three tables as the SQLite backend,
+//! `simba_session`, `simba_lease` and `simba_member`, created on connect. Lease rows are never
+//! deleted, so a lease's token never resets (T3); releasing a lease only clears its
+//! `session_id`. Times are `BIGINT` milliseconds since the Unix epoch.
+//!
+//! Time is the database's clock (B2): every "now" is `clock_timestamp()`, read when the
+//! expression runs. `now()` would not do: it is frozen at the start of the transaction, so a
+//! call that waited on a lock could renew a session that expired meanwhile (breaking S3).
+//!
+//! Round trips per call (S1): keep-alive, release, close, claim, join, leave, owned and
+//! members are ONE statement each (data-modifying CTEs where several tables change).
+//! Acquire answers `Held` or `Expired` with one read; only when the lease looks free or
+//! already ours does it run a short transaction (`BEGIN`, lock the lease row, check and take,
+//! `COMMIT`). Under READ COMMITTED a statement's subqueries read the snapshot taken when it
+//! started, even after it waited for a row lock, so the liveness of the holder is checked
+//! by a statement that starts after the lease row is locked (see ADR 0002). Taking a lease
+//! from an expired holder also rewrites the holder's session row ("sealing" it): a renewal of
+//! that session that started before, and waited for the row, re-checks its expiry with a
+//! fresh clock and fails, so the expired session never comes back (S3).
+//!
+//! Releases: `release` and `close_session` call `pg_notify('simba_released', name)` for every
+//! lease they free, delivered when they commit. Each backend instance runs one background
+//! task that `LISTEN`s on its own connection, reconnects when the connection drops, and feeds
+//! [`subscribe_releases`](Backend::subscribe_releases); the task ends with the backend's last
+//! clone. A notification lost while reconnecting only delays a candidate to its next attempt.
 
-use super::BackendError;
+use std::convert::Infallible;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// The postgres backend.
-#[derive(Debug, Clone)]
-pub struct PostgresBackend {}
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection};
+use tokio::sync::{broadcast, oneshot};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::sql_common::{
+    CONNECT_TIMEOUT, GC_GRACE_MS, LOCK_WAIT_MS, describe, digest, discard_idle_after, non_negative, redact,
+    schema_missing, schema_script, ttl_ms,
+};
+use super::{Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+
+/// The database's clock, in integer milliseconds since the Unix epoch (rule B2), read each
+/// time the expression is evaluated.
+macro_rules! now_ms {
+    () => {
+        "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+    };
+}
+
+/// The channel that `release` and `close_session` notify with the freed lease's name.
+pub const RELEASE_CHANNEL: &str = "simba_released";
+
+/// Capacity of the release broadcast; a subscriber that falls further behind skips names
+/// (and then relies on its next attempt).
+const RELEASE_BUFFER: usize = 1024;
+
+/// Backoff of the release listener between reconnection attempts.
+const LISTEN_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
+
+/// Connections in the pool. The engine has at most one keep-alive and one acquisition per
+/// election in flight; more calls wait for a connection.
+const MAX_CONNECTIONS: u32 = 10;
+
+/// Schema, rule B3. Every statement is idempotent; [`SCHEMA_LOCK`] serialises concurrent
+/// creators, because two concurrent `CREATE TABLE IF NOT EXISTS` of the same table can fail
+/// in PostgreSQL. `COLLATE "C"` compares names and ids byte by byte, as [`SessionId`]'s `Ord`
+/// does, whatever the database's default collation.
+const SCHEMA: [&str; 4] = [
+    "CREATE TABLE IF NOT EXISTS simba_session (
+    id         TEXT COLLATE \"C\" PRIMARY KEY,
+    expires_at BIGINT NOT NULL,
+    ttl_ms     BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+)",
+    // `token` is the fencing token of the current or last term. The row is never deleted so
+    // that the token never resets (T3); `session_id IS NULL` means released. Token 0 marks a
+    // row created by an acquisition that lost; it is never handed out.
+    "CREATE TABLE IF NOT EXISTS simba_lease (
+    name        TEXT COLLATE \"C\" PRIMARY KEY,
+    session_id  TEXT COLLATE \"C\" NULL,
+    token       BIGINT NOT NULL,
+    acquired_at BIGINT NULL,
+    last_slot   BIGINT NULL
+)",
+    "CREATE INDEX IF NOT EXISTS simba_lease_session ON simba_lease (session_id)",
+    "CREATE TABLE IF NOT EXISTS simba_member (
+    group_name TEXT COLLATE \"C\" NOT NULL,
+    session_id TEXT COLLATE \"C\" NOT NULL,
+    joined_at  BIGINT NOT NULL,
+    PRIMARY KEY (group_name, session_id)
+)",
+];
+
+/// Whether every table and index exists (on the search path). When they do, no DDL runs, so
+/// a user with only `SELECT, INSERT, UPDATE, DELETE` on the tables can connect.
+const SCHEMA_PRESENT: &str = "SELECT to_regclass('simba_session') IS NOT NULL AND to_regclass('simba_lease') IS NOT NULL \
+     AND to_regclass('simba_member') IS NOT NULL AND to_regclass('simba_lease_session') IS NOT NULL";
+
+/// The durability of commits for this connection. With `off`, a server crash loses the last
+/// commits, so a token already handed out could be handed out again (T3); the backend's own
+/// connections turn it on (or keep a stronger setting).
+const SYNCHRONOUS_COMMIT: &str = "SELECT current_setting('synchronous_commit')";
+
+/// A transaction-scoped advisory lock (an arbitrary constant key) held while creating the
+/// schema.
+const SCHEMA_LOCK: &str = "SELECT pg_advisory_xact_lock(7305521853129551361)";
+
+// ---- open_session -------------------------------------------------------------------------
+
+/// `$1` grace in ms. Collects sessions dead for longer than the grace period, with their
+/// memberships, and clears their leases' holder (rows are kept: T3). The session rows are
+/// deleted only after the leases are updated (the `One-Time Filter` runs the CTEs first), the
+/// same lock order as acquisition (lease row, then session row), so the two cannot deadlock.
+const GC: &str = concat!(
+    "WITH dead AS (SELECT id FROM simba_session WHERE expires_at < ",
+    now_ms!(),
+    " - $1), ",
+    "cleared AS (UPDATE simba_lease SET session_id = NULL WHERE session_id IN (SELECT id FROM dead) RETURNING 1), ",
+    "left_groups AS (DELETE FROM simba_member WHERE session_id IN (SELECT id FROM dead) RETURNING 1) ",
+    "DELETE FROM simba_session WHERE id IN (SELECT id FROM dead) ",
+    "AND (SELECT count(*) FROM cleared) >= 0 AND (SELECT count(*) FROM left_groups) >= 0"
+);
+
+/// `$1` id, `$2` ttl in ms.
+const INSERT_SESSION: &str = concat!(
+    "INSERT INTO simba_session (id, expires_at, ttl_ms, created_at) SELECT $1, now_ms + $2, $2, now_ms FROM (SELECT ",
+    now_ms!(),
+    " AS now_ms) clock"
+);
+
+// ---- keep_alive ---------------------------------------------------------------------------
+
+/// `$1` session id. Renews a live session (an expired one is left alone and never comes back,
+/// S3) and, in the same statement, computes the digest of the leases listed for it: count and
+/// the sums of the low and high 32-bit halves of their tokens (`sum(bigint)` is `numeric`; each
+/// half sum fits in `bigint`). No row when the session has expired or was closed.
+///
+/// The digest reads the statement's snapshot: a takeover committed while the renewal runs
+/// shows at the next renewal. A takeover needs the session expired on the database's clock,
+/// so such a reply arrives after the client's local deadline, and the engine discards it (D3).
+const KEEP_ALIVE: &str = concat!(
+    "WITH renewed AS (UPDATE simba_session SET expires_at = ",
+    now_ms!(),
+    " + ttl_ms WHERE id = $1 AND expires_at > ",
+    now_ms!(),
+    " RETURNING expires_at), ",
+    "listed AS (SELECT count(*) AS n, COALESCE(sum(token & 4294967295), 0) AS low, ",
+    "COALESCE(sum(token >> 32), 0) AS high FROM simba_lease WHERE session_id = $1) ",
+    "SELECT renewed.expires_at - ",
+    now_ms!(),
+    ", listed.n, listed.low::bigint, listed.high::bigint FROM renewed, listed"
+);
+
+// ---- acquire ------------------------------------------------------------------------------
+
+/// `$1` name, `$2` session id. Whether the session is live, the lease's holder, and whether
+/// the holder is live, without locks: enough to answer `Expired` or `Held` in one read.
+const ACQUIRE_PROBE: &str = concat!(
+    "SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = $2 AND expires_at > ",
+    now_ms!(),
+    "), lease.session_id, EXISTS (SELECT 1 FROM simba_session s WHERE s.id = lease.session_id AND s.expires_at > ",
+    now_ms!(),
+    ") FROM (SELECT 1) one LEFT JOIN simba_lease lease ON lease.name = $1"
+);
+
+/// `$1` name. Creates the lease row if missing (free, token 0) and locks it either way; returns
+/// its holder and token as of the lock (the newest committed version).
+const LOCK_LEASE: &str = "INSERT INTO simba_lease (name, session_id, token) VALUES ($1, NULL, 0) \
+     ON CONFLICT (name) DO UPDATE SET token = simba_lease.token RETURNING session_id, token";
+
+/// `$1` name, `$2` session id, `$3` holder read by [`LOCK_LEASE`] (or NULL). Runs after the
+/// lease row is locked, so its snapshot includes every commit of the holder before that.
+/// Takes the lease, incrementing the token, when the session is live and the holder is none,
+/// missing, or expired; an expired holder's row is sealed (rewritten) so that a renewal
+/// waiting for it fails (S3). Returns whether the session is live and the new token, if won.
+const TAKE_LEASE: &str = concat!(
+    "WITH me AS (SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = $2 AND expires_at > ",
+    now_ms!(),
+    ") AS live), ",
+    "sealed AS (UPDATE simba_session SET expires_at = expires_at WHERE id = $3 AND id <> $2 AND expires_at <= ",
+    now_ms!(),
+    " AND (SELECT live FROM me) RETURNING id), ",
+    "free AS (SELECT ($3::text IS NULL OR EXISTS (SELECT 1 FROM sealed) ",
+    "OR NOT EXISTS (SELECT 1 FROM simba_session WHERE id = $3)) AS yes), ",
+    "taken AS (UPDATE simba_lease SET session_id = $2, token = token + 1, acquired_at = ",
+    now_ms!(),
+    " WHERE name = $1 AND session_id IS NOT DISTINCT FROM $3 AND (SELECT live FROM me) AND (SELECT yes FROM free) ",
+    "RETURNING token) ",
+    "SELECT (SELECT live FROM me), (SELECT token FROM taken)"
+);
+
+// ---- release / close ----------------------------------------------------------------------
+
+/// `$1` name, `$2` session id, `$3` token: frees the lease only for the term that holds it
+/// (T7) and notifies [`RELEASE_CHANNEL`]. One row when it did.
+const RELEASE: &str = "WITH freed AS (UPDATE simba_lease SET session_id = NULL \
+     WHERE name = $1 AND session_id = $2 AND token = $3 RETURNING name) \
+     SELECT pg_notify('simba_released', name) FROM freed";
+
+/// `$1` session id. Frees the session's leases (notifying each), ends its memberships, then
+/// deletes it, in one statement (S4). Leases are locked before the session row (the
+/// `One-Time Filter` runs the CTEs before the delete scans), the order acquisition uses.
+const CLOSE_SESSION: &str = "WITH freed AS (UPDATE simba_lease SET session_id = NULL WHERE session_id = $1 RETURNING name), \
+     notified AS (SELECT pg_notify('simba_released', name) FROM freed), \
+     left_groups AS (DELETE FROM simba_member WHERE session_id = $1 RETURNING 1) \
+     DELETE FROM simba_session WHERE id = $1 \
+     AND (SELECT count(*) FROM notified) >= 0 AND (SELECT count(*) FROM left_groups) >= 0";
+
+// ---- owned / claim_slot -------------------------------------------------------------------
+
+/// `$1` session id. Nothing for an expired session: its leases are free for others.
+const OWNED: &str = concat!(
+    "SELECT name, token FROM simba_lease WHERE session_id = $1 AND EXISTS ",
+    "(SELECT 1 FROM simba_session WHERE id = $1 AND expires_at > ",
+    now_ms!(),
+    ") ORDER BY name"
+);
+
+/// `$1` name, `$2` session id, `$3` token, `$4` slot. One statement, so the holder check and
+/// the monotonic write of `last_slot` are atomic.
+const CLAIM_SLOT: &str = concat!(
+    "UPDATE simba_lease SET last_slot = $4 WHERE name = $1 AND session_id = $2 AND token = $3 ",
+    "AND (last_slot IS NULL OR last_slot < $4) AND EXISTS ",
+    "(SELECT 1 FROM simba_session WHERE id = $2 AND expires_at > ",
+    now_ms!(),
+    ")"
+);
+
+// ---- groups -------------------------------------------------------------------------------
+
+/// `$1` group, `$2` session id. Joins only a live session (joining twice keeps the first
+/// `joined_at`); returns whether the session is live.
+const JOIN_GROUP: &str = concat!(
+    "WITH live AS (SELECT 1 FROM simba_session WHERE id = $2 AND expires_at > ",
+    now_ms!(),
+    "), joined AS (INSERT INTO simba_member (group_name, session_id, joined_at) SELECT $1, $2, ",
+    now_ms!(),
+    " FROM live ON CONFLICT (group_name, session_id) DO NOTHING RETURNING 1) ",
+    "SELECT EXISTS (SELECT 1 FROM live)"
+);
+const LEAVE_GROUP: &str = "DELETE FROM simba_member WHERE group_name = $1 AND session_id = $2";
+
+/// `$1` group. Members whose session expired are hidden (membership ends with the session);
+/// their rows are collected later.
+const MEMBERS: &str = concat!(
+    "SELECT m.session_id FROM simba_member m JOIN simba_session s ON s.id = m.session_id ",
+    "WHERE m.group_name = $1 AND s.expires_at > ",
+    now_ms!(),
+    " ORDER BY m.session_id"
+);
+
+/// The PostgreSQL backend. Cheap to clone: clones share one connection pool and one release
+/// listener, which stops when the last clone is dropped.
+///
+/// Needs PostgreSQL 9.5 or later (`ON CONFLICT`); tested with 15. Every node must use the same
+/// database (a primary, not a replica): a replica promoted after an asynchronous failover may
+/// have lost recent tokens (see the README's correctness section).
+#[derive(Clone, Debug)]
+pub struct PostgresBackend {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    pool: PgPool,
+    /// `postgres://user@host:port/database`, for logs and error messages (no password).
+    description: Arc<str>,
+    releases: broadcast::Sender<String>,
+    /// Stops the release listener when the last clone is dropped.
+    _listener: DropGuard,
+}
 
 impl PostgresBackend {
-    /// Connects to the server at `url` (`postgres://...`).
-    pub async fn connect(url: &str) -> Result<Self, BackendError> {
-        Err(BackendError::Misconfigured(format!("the postgres backend is not implemented yet: {url}")))
+    /// Connects to the database at `url` and creates the schema if it is missing.
+    ///
+    /// `url` is `postgres://user[:password]@host[:port]/database[?param=value...]` (or
+    /// `postgresql://`), with the parameters sqlx accepts (`sslmode`, `host=/socket/dir`,
+    /// ...; TLS needs one of sqlx's TLS features). The database must exist.
+    ///
+    /// Fails within about 5 s when the server cannot be reached, with the URL (without its
+    /// password) and the cause. When the tables are missing and the user may not create them,
+    /// fails with [`BackendError::Misconfigured`] whose message is the schema to run by hand
+    /// (also available from [`schema`](Self::schema)).
+    ///
+    /// Connections wait at most 5 s for a row lock (`lock_timeout`) and are closed by the
+    /// server after 5 s idle inside a transaction, so a client paused mid-call cannot block a
+    /// lease for long. Where `synchronous_commit` is `off`, they turn it on: a commit that a
+    /// crash can lose could hand out a token twice (T3).
+    pub async fn connect(url: &str) -> BackendResult<Self> {
+        let normalised = super::sql_common::check_url(
+            url,
+            &["postgres", "postgresql"],
+            "postgres",
+            "postgres://user@host:5432/database",
+        )?;
+        let options = PgConnectOptions::from_str(&normalised)
+            .map_err(|e| BackendError::Misconfigured(format!("invalid PostgreSQL URL {:?}: {e}", redact(url))))?
+            .application_name("simba")
+            .options([("lock_timeout", LOCK_WAIT_MS), ("idle_in_transaction_session_timeout", LOCK_WAIT_MS)]);
+        let description = describe_options(&options);
+        // One connection first, outside the pool: the pool retries refused connections until
+        // its timeout and then reports only that it timed out, losing the cause.
+        let synchronous_commit = match tokio::time::timeout(CONNECT_TIMEOUT, options.connect()).await {
+            Ok(Ok(mut conn)) => {
+                let setting = sqlx::query_scalar::<_, String>(SYNCHRONOUS_COMMIT).fetch_one(&mut conn).await;
+                let _ = conn.close().await;
+                setting.map_err(|e| connect_error(&description, e))?
+            }
+            Ok(Err(e)) => return Err(connect_error(&description, e)),
+            Err(_) => {
+                return Err(BackendError::Unavailable {
+                    message: format!(
+                        "cannot connect to {description}: no answer within {CONNECT_TIMEOUT:?}; check that the server is running and reachable"
+                    ),
+                    source: None,
+                });
+            }
+        };
+        let options = if synchronous_commit == "off" {
+            tracing::info!(
+                backend = %description,
+                "synchronous_commit is off for this user and database; simba turns it on for its own connections, \
+                 so that a committed token survives a server crash (T3)"
+            );
+            options.options([("synchronous_commit", "on")])
+        } else {
+            options
+        };
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            // No ping before every call: a renewal is one round trip (S1). After a server
+            // restart the first call on a dead connection fails (the engine retries) and the
+            // idle ones are closed with it (`discard_idle_after`).
+            .test_before_acquire(false)
+            .connect_lazy_with(options);
+        Self::with_description(pool, description.into()).await
+    }
+
+    /// Wraps an existing pool and creates the schema if it is missing.
+    ///
+    /// The pool's options are the caller's; [`connect`](Self::connect) documents the ones it
+    /// sets.
+    pub async fn from_pool(pool: PgPool) -> BackendResult<Self> {
+        let description = describe_options(&pool.connect_options());
+        let synchronous_commit: String = sqlx::query_scalar(SYNCHRONOUS_COMMIT)
+            .fetch_one(&pool)
+            .await
+            .map_err(|e| BackendError::unavailable(format!("{description}: read synchronous_commit failed"), e))?;
+        if synchronous_commit == "off" {
+            tracing::warn!(
+                backend = %description,
+                "synchronous_commit is off: a server crash can lose the last commits, and a lease's token can go \
+                 backwards (T3); set it on for simba's connections"
+            );
+        }
+        Self::with_description(pool, description.into()).await
+    }
+
+    async fn with_description(pool: PgPool, description: Arc<str>) -> BackendResult<Self> {
+        create_schema(&pool, &description).await?;
+        let (releases, _) = broadcast::channel(RELEASE_BUFFER);
+        let stop = CancellationToken::new();
+        let (ready_tx, ready_rx) = oneshot::channel();
+        tokio::spawn(forward_releases(
+            (*pool.connect_options()).clone(),
+            releases.clone(),
+            stop.clone(),
+            Arc::clone(&description),
+            ready_tx,
+        ));
+        // Wait for the LISTEN, so that releases made once this returns are heard. If it is
+        // slow, carry on: the listener keeps trying and candidates still retry on their own.
+        if tokio::time::timeout(CONNECT_TIMEOUT, ready_rx).await.is_err() {
+            tracing::warn!(backend = %description, "release listener not ready; candidates rely on their next attempt until it is");
+        }
+        tracing::debug!(backend = %description, "PostgreSQL backend ready");
+        Ok(PostgresBackend { inner: Arc::new(Inner { pool, description, releases, _listener: stop.drop_guard() }) })
+    }
+
+    /// The schema as an SQL script, for administrators who create the tables by hand (then
+    /// grant `SELECT, INSERT, UPDATE, DELETE` on them to the user simba connects as).
+    pub fn schema() -> String {
+        schema_script(&SCHEMA)
+    }
+
+    /// The pool, for callers that want to read the tables (dashboards, tests).
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// Maps a driver error to [`BackendError::Unavailable`], naming the call and the database.
+    fn err(&self, what: &'static str) -> impl FnOnce(sqlx::Error) -> BackendError + '_ {
+        move |e| {
+            discard_idle_after(&self.inner.pool, &e, &self.inner.description);
+            BackendError::unavailable(format!("{}: {what} failed", self.inner.description), e)
+        }
+    }
+
+    fn non_negative(&self, what: &str, v: i64) -> BackendResult<u64> {
+        non_negative(&self.inner.description, what, v)
+    }
+}
+
+fn describe_options(options: &PgConnectOptions) -> String {
+    let host = match options.get_socket() {
+        Some(dir) => dir.display().to_string(),
+        None => options.get_host().to_owned(),
+    };
+    describe(
+        "postgres",
+        options.get_username(),
+        &host,
+        options.get_port(),
+        options.get_database().unwrap_or(options.get_username()),
+    )
+}
+
+/// A failed first connection: wrong credentials or a missing database are configuration
+/// errors; anything else (refused, reset, DNS) is the server being unavailable.
+fn connect_error(description: &str, e: sqlx::Error) -> BackendError {
+    let message = format!("cannot connect to {description}: {e}");
+    match &e {
+        // invalid_authorization_specification, invalid_password, invalid_catalog_name,
+        // insufficient_privilege (CONNECT revoked).
+        sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("28000" | "28P01" | "3D000" | "42501")) => {
+            BackendError::Misconfigured(message)
+        }
+        sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => BackendError::Misconfigured(message),
+        _ => BackendError::unavailable(message, e),
+    }
+}
+
+/// Creates the tables if any is missing, under an advisory lock, in one transaction so that
+/// a concurrent process never sees half a schema. A user without the right to create them
+/// gets the schema to run by hand.
+async fn create_schema(pool: &PgPool, description: &str) -> BackendResult<()> {
+    let failed = |what: &'static str| move |e| BackendError::unavailable(format!("{description}: {what} failed"), e);
+    let present: bool =
+        sqlx::query_scalar(SCHEMA_PRESENT).fetch_one(pool).await.map_err(failed("check for the schema"))?;
+    if present {
+        return Ok(());
+    }
+    let mut tx = pool.begin().await.map_err(failed("create the schema"))?;
+    sqlx::query(SCHEMA_LOCK).execute(&mut *tx).await.map_err(failed("lock the schema"))?;
+    for statement in SCHEMA {
+        if let Err(e) = sqlx::query(statement).execute(&mut *tx).await {
+            let denied = matches!(&e, sqlx::Error::Database(db) if db.code().as_deref() == Some("42501"));
+            if denied {
+                let user = pool.connect_options().get_username().to_owned();
+                return Err(schema_missing(
+                    description,
+                    &user,
+                    &e.to_string(),
+                    &schema_script(&SCHEMA),
+                    &format!(
+                        "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_session, simba_lease, simba_member TO \"{user}\";"
+                    ),
+                ));
+            }
+            return Err(failed("create the schema")(e));
+        }
+    }
+    tx.commit().await.map_err(failed("commit the schema"))
+}
+
+/// The release listener: `LISTEN`s on a connection of its own and forwards every notified
+/// name, reconnecting with backoff when the connection fails, until `stop` is cancelled.
+async fn forward_releases(
+    options: PgConnectOptions,
+    releases: broadcast::Sender<String>,
+    stop: CancellationToken,
+    description: Arc<str>,
+    ready: oneshot::Sender<()>,
+) {
+    // A pool of one connection of its own: the listener holds it for ever.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(CONNECT_TIMEOUT)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_lazy_with(options);
+    let mut ready = Some(ready);
+    let mut backoff = LISTEN_BACKOFF.0;
+    loop {
+        let Err(error) = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = listen(&pool, &releases, &description, &mut ready, &mut backoff) => r,
+        };
+        tracing::warn!(backend = %description, error = %error, retry_in = ?backoff, "release listener failed; reconnecting");
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(LISTEN_BACKOFF.1);
+    }
+}
+
+/// One connection's life of the release listener: returns only when it fails.
+async fn listen(
+    pool: &PgPool,
+    releases: &broadcast::Sender<String>,
+    description: &str,
+    ready: &mut Option<oneshot::Sender<()>>,
+    backoff: &mut Duration,
+) -> Result<Infallible, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(RELEASE_CHANNEL).await?;
+    tracing::debug!(backend = %description, channel = RELEASE_CHANNEL, "listening for releases");
+    if let Some(ready) = ready.take() {
+        let _ = ready.send(());
+    }
+    *backoff = LISTEN_BACKOFF.0;
+    loop {
+        // `recv` reconnects by itself after a lost connection when it can.
+        let notification = listener.recv().await?;
+        let _ = releases.send(notification.payload().to_owned());
+    }
+}
+
+impl Backend for PostgresBackend {
+    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
+        let id = SessionId::random();
+        let ttl = ttl_ms(ttl);
+        sqlx::query(GC).bind(GC_GRACE_MS).execute(self.pool()).await.map_err(self.err("collect expired sessions"))?;
+        sqlx::query(INSERT_SESSION)
+            .bind(id.as_str())
+            .bind(ttl)
+            .execute(self.pool())
+            .await
+            .map_err(self.err("insert a session"))?;
+        Ok(SessionGrant { id, remaining: Duration::from_millis(self.non_negative("ttl", ttl)?) })
+    }
+
+    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+        // One statement whatever the number of leases (S1): constant round trips and bytes.
+        let row: Option<(i64, i64, i64, i64)> = sqlx::query_as(KEEP_ALIVE)
+            .bind(session.as_str())
+            .fetch_optional(self.pool())
+            .await
+            .map_err(self.err("renew a session"))?;
+        let Some((remaining, count, low, high)) = row else { return Ok(KeepAlive::Expired) };
+        let listed = digest(&self.inner.description, count, low, high)?;
+        Ok(KeepAlive::Alive {
+            remaining: Duration::from_millis(self.non_negative("remaining time", remaining)?),
+            digest_matches: listed == held,
+        })
+    }
+
+    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        let (live, holder, holder_live): (bool, Option<String>, bool) = sqlx::query_as(ACQUIRE_PROBE)
+            .bind(name)
+            .bind(session.as_str())
+            .fetch_one(self.pool())
+            .await
+            .map_err(self.err("read a lease"))?;
+        if !live {
+            return Ok(Acquire::Expired);
+        }
+        if holder_live && holder.as_deref() != Some(session.as_str()) {
+            return Ok(Acquire::Held);
+        }
+        // The lease looks free (or ours): decide again under the lease row's lock.
+        let mut tx = self.pool().begin().await.map_err(self.err("acquire a lease"))?;
+        let (holder, token): (Option<String>, i64) =
+            sqlx::query_as(LOCK_LEASE).bind(name).fetch_one(&mut *tx).await.map_err(self.err("lock a lease"))?;
+        let (live, won): (bool, Option<i64>) = sqlx::query_as(TAKE_LEASE)
+            .bind(name)
+            .bind(session.as_str())
+            .bind(holder.as_deref())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.err("take a lease"))?;
+        let outcome = match won {
+            _ if !live => Acquire::Expired,
+            Some(token) => Acquire::Won(self.non_negative("token", token)?),
+            // A retry after a lost reply: same term, same token.
+            None if holder.as_deref() == Some(session.as_str()) => Acquire::Won(self.non_negative("token", token)?),
+            None => Acquire::Held,
+        };
+        tx.commit().await.map_err(self.err("commit an acquisition"))?;
+        Ok(outcome)
+    }
+
+    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
+        // A token beyond i64 was never issued, so it holds nothing.
+        let Ok(token) = i64::try_from(token) else { return Ok(false) };
+        let freed = sqlx::query(RELEASE)
+            .bind(name)
+            .bind(session.as_str())
+            .bind(token)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(self.err("release a lease"))?;
+        Ok(freed.is_some())
+    }
+
+    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
+        sqlx::query(CLOSE_SESSION)
+            .bind(session.as_str())
+            .execute(self.pool())
+            .await
+            .map_err(self.err("close a session"))?;
+        Ok(())
+    }
+
+    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(OWNED)
+            .bind(session.as_str())
+            .fetch_all(self.pool())
+            .await
+            .map_err(self.err("list a session's leases"))?;
+        rows.into_iter().map(|(name, token)| Ok((name, self.non_negative("token", token)?))).collect()
+    }
+
+    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
+        let Ok(token) = i64::try_from(token) else { return Ok(false) };
+        let done = sqlx::query(CLAIM_SLOT)
+            .bind(name)
+            .bind(session.as_str())
+            .bind(token)
+            .bind(slot)
+            .execute(self.pool())
+            .await
+            .map_err(self.err("claim a slot"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        let live: bool = sqlx::query_scalar(JOIN_GROUP)
+            .bind(group)
+            .bind(session.as_str())
+            .fetch_one(self.pool())
+            .await
+            .map_err(self.err("join a group"))?;
+        if !live {
+            // The trait has no "expired" answer for joins; a membership row for a dead
+            // session would never be listed anyway, so refuse it loudly.
+            return Err(BackendError::Protocol(format!(
+                "{}: cannot join group {group:?}: session {session} has expired or was closed",
+                self.inner.description
+            )));
+        }
+        Ok(())
+    }
+
+    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        sqlx::query(LEAVE_GROUP)
+            .bind(group)
+            .bind(session.as_str())
+            .execute(self.pool())
+            .await
+            .map_err(self.err("leave a group"))?;
+        Ok(())
+    }
+
+    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
+        let ids: Vec<String> = sqlx::query_scalar(MEMBERS)
+            .bind(group)
+            .fetch_all(self.pool())
+            .await
+            .map_err(self.err("list group members"))?;
+        Ok(ids.into_iter().map(SessionId::new).collect())
+    }
+
+    fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
+        Some(self.inner.releases.subscribe())
+    }
+
+    fn describe(&self) -> String {
+        self.inner.description.to_string()
     }
 }
