@@ -1,5 +1,6 @@
 //! Shared helpers for simba's integration tests.
 
+pub mod node_log;
 pub mod proxy;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -98,3 +99,4 @@ pub fn server_url(var: &str) -> Option<String> {
         }
     }
 }
+pub mod model;

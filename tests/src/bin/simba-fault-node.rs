@@ -14,38 +14,13 @@
 //! binary.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use simba::fencing::{PostgresFence, RedisFence, SqliteFence};
 use simba::{Term, simba_scheduled};
+use simba_tests::node_log::{log, mono_ns, to_mono};
 use tokio::sync::OnceCell;
-
-fn mono_ns() -> u128 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
-}
-
-fn log(line: String) {
-    static FILE: OnceLock<Option<Mutex<std::fs::File>>> = OnceLock::new();
-    let file = FILE.get_or_init(|| {
-        let path = std::env::var("SIMBA_NODE_LOG").ok()?;
-        std::fs::OpenOptions::new().create(true).append(true).open(path).ok().map(Mutex::new)
-    });
-    if let Some(f) = file {
-        let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = writeln!(f, "{line} {}", std::process::id());
-        let _ = f.flush();
-    }
-}
-
-/// The instant `t` on the shared monotonic clock.
-fn to_mono(t: tokio::time::Instant) -> u128 {
-    let now = tokio::time::Instant::now();
-    let m = mono_ns();
-    if t >= now { m + (t - now).as_nanos() } else { m.saturating_sub((now - t).as_nanos()) }
-}
 
 /// The ledger: one of the shipped fencing recipes.
 enum Ledger {

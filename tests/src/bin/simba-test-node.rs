@@ -9,29 +9,10 @@
 //! part-end <mono_ns> <partition> <token> <pid>
 //! ```
 
-use std::io::Write;
-use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use simba::{Term, simba_partitioned, simba_scheduled};
-
-fn mono_ns() -> u128 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
-}
-
-fn log(line: String) {
-    static FILE: OnceLock<Option<Mutex<std::fs::File>>> = OnceLock::new();
-    let file = FILE.get_or_init(|| {
-        let path = std::env::var("SIMBA_NODE_LOG").ok()?;
-        std::fs::OpenOptions::new().create(true).append(true).open(path).ok().map(Mutex::new)
-    });
-    if let Some(f) = file {
-        let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = writeln!(f, "{line} {}", std::process::id());
-        let _ = f.flush();
-    }
-}
+use simba_tests::node_log::{log, mono_ns};
 
 /// The deadline of `term` on the shared monotonic clock.
 fn deadline_mono(term: &Term) -> u128 {
