@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p simba -p simba-macros --all-features
 
 eval "$(bash scripts/backends.sh start)"
 trap 'bash scripts/backends.sh stop >/dev/null 2>&1 || true' EXIT

@@ -22,7 +22,9 @@ use crate::{Error, SimbaConfig, Term};
 /// A simba client: one session on one backend (rule S1), and the elections and locks that
 /// live and die with it.
 ///
-/// Cheap to clone; clones share the session. Create one per process.
+/// Cheap to clone; clones share the session. Create one per process, and call
+/// [`close`](Simba::close) when done: the session, its elections and their tasks run in the
+/// background until then (dropping the handles does not stop them).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]

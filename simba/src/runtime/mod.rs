@@ -1,4 +1,4 @@
-//! The runtime behind [`run`](crate::run): reads `simba.toml`, opens ONE session, starts an
+//! The runtime behind [`run`]: reads `simba.toml`, opens ONE session, starts an
 //! election per scheduled job and joins every partition group, runs until SIGINT or SIGTERM,
 //! then hands everything over (H1) and closes the session (rule J4).
 
