@@ -2,6 +2,7 @@
 
 pub mod node_log;
 pub mod proxy;
+pub mod servers;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;

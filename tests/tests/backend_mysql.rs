@@ -10,48 +10,19 @@
 
 #![allow(clippy::print_stderr)] // The figures (round trips per renewal, handover times) are printed for the report.
 
-use std::collections::BTreeMap;
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use simba::backend::mysql::MySqlBackend;
-use simba::backend::{Acquire, Backend, BackendError, HeldDigest, KeepAlive, SessionId};
+use simba::backend::{Backend, BackendError, HeldDigest, KeepAlive};
 use simba::tck::conformance::unique;
-use simba::{Election, RevokeReason, Simba, SimbaConfig, Term};
-use sqlx::{AssertSqlSafe, MySqlPool};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::time::{Instant, sleep, timeout};
+use simba_tests::servers::{self, MessageParser, Server, Wire, client, config, exec, open, rand_u64, wait_leader, won};
+use simba_tests::url_or_skip;
+use sqlx::MySqlPool;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-const TTL: Duration = Duration::from_millis(1500);
-
-/// The URL in environment variable `$var`, or return from the test (a skip outside CI; a
-/// failure under `CI=true`, see `server_url`).
-macro_rules! url_or_skip {
-    ($var:expr) => {
-        match simba_tests::server_url($var) {
-            Some(url) => url,
-            None => return,
-        }
-    };
-}
-
-fn env(var: &str) -> String {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => v,
-        _ => panic!("{var} is not set: start the test servers with `eval \"$(bash scripts/backends.sh start)\"`"),
-    }
-}
-
 async fn connect(url: &str) -> MySqlBackend {
-    match MySqlBackend::connect(url).await {
-        Ok(b) => b,
-        Err(e) => panic!("connect to {url}: {e}"),
-    }
+    servers::connected(url, MySqlBackend::connect(url).await)
 }
 
 /// A plain sqlx pool on `url`, for statements the backend would never run.
@@ -59,55 +30,9 @@ async fn admin(url: &str) -> MySqlPool {
     MySqlPool::connect(url).await.expect("connect an admin pool")
 }
 
-/// Runs `sql` (one or more statements, no parameters) on `pool`.
-async fn exec(pool: &MySqlPool, sql: String) {
-    if let Err(e) = sqlx::raw_sql(AssertSqlSafe(sql.clone())).execute(pool).await {
-        panic!("{sql}: {e}");
-    }
-}
-
 /// `url` with its database replaced by `database` and its user by `user`.
 fn url_for(url: &str, user: &str, database: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let host = rest.split_once('@').map_or(rest, |(_, h)| h);
-    let host = host.split_once('/').map_or(host, |(h, _)| h);
-    format!("mysql://{user}@{host}/{database}")
-}
-
-/// Lease 1.5 s, renewal every 400 ms: a fault shows within a second or two.
-fn config() -> SimbaConfig {
-    SimbaConfig::builder()
-        .lease_duration(TTL)
-        .renew_interval(Duration::from_millis(400))
-        .retry_jitter(Duration::from_millis(100))
-        .build()
-        .expect("test config")
-}
-
-async fn open(b: &MySqlBackend) -> SessionId {
-    b.open_session(TTL).await.expect("open_session").id
-}
-
-async fn won(b: &MySqlBackend, s: &SessionId, name: &str) -> u64 {
-    match b.acquire(s, name).await.expect("acquire") {
-        Acquire::Won(t) => t,
-        other => panic!("expected to win `{name}`, got {other:?}"),
-    }
-}
-
-async fn wait_leader(e: &Election, within: Duration) -> Term {
-    let start = Instant::now();
-    loop {
-        if let Some(t) = e.term() {
-            return t;
-        }
-        assert!(start.elapsed() < within, "`{}` had no leader within {within:?}", e.name());
-        sleep(Duration::from_millis(1)).await;
-    }
-}
-
-fn client(b: MySqlBackend) -> Simba {
-    Simba::new(b, config()).expect("client")
+    servers::url_for("mysql", url, user, database)
 }
 
 /// The lease row: holder and token.
@@ -126,25 +51,12 @@ async fn tokens_grow_by_one_per_term_and_never_reset() {
     let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
     let _serial = SERIAL.lock().await;
     let b = connect(&url).await;
-    let name = unique("t3");
-    let s = open(&b).await;
-    let first = won(&b, &s, &name).await;
-    assert_eq!(first, 1);
-    assert!(b.release(&s, &name, first).await.expect("release"));
-    assert_eq!(lease_row(b.pool(), &name).await, (None, 1));
-    assert_eq!(won(&b, &s, &name).await, 2);
-    b.close_session(&s).await.expect("close");
-    assert_eq!(lease_row(b.pool(), &name).await, (None, 2));
-    let s2 = open(&b).await;
-    assert_eq!(won(&b, &s2, &name).await, 3);
-    assert_eq!(lease_row(b.pool(), &name).await, (Some(s2.as_str().to_owned()), 3));
-    // A second backend (another node) continues the same sequence.
-    let other = connect(&url).await;
-    b.close_session(&s2).await.expect("close");
-    let s3 = open(&other).await;
-    assert_eq!(won(&other, &s3, &name).await, 4);
-    other.close_session(&s3).await.expect("close");
-    assert_eq!(lease_row(b.pool(), &name).await, (None, 4));
+    servers::tokens_grow_by_one_per_term(
+        &b,
+        async || connect(&url).await,
+        async |name: &str| lease_row(b.pool(), name).await,
+    )
+    .await;
 }
 
 /// S1: the digest's wrapping sum is exact for tokens far above 2^32 (MySQL sums in `DECIMAL`;
@@ -155,68 +67,41 @@ async fn digest_is_exact_for_huge_tokens() {
     let _serial = SERIAL.lock().await;
     let b = connect(&url).await;
     let s = open(&b).await;
-    let big = i64::MAX - 1;
-    let names = [unique("big"), unique("big"), unique("big")];
-    for n in &names {
+    let hold = async |name: &str, token: i64| {
         sqlx::query("INSERT INTO simba_lease (name, session_id, token) VALUES (?, ?, ?)")
-            .bind(n)
+            .bind(name)
             .bind(s.as_str())
-            .bind(big)
+            .bind(token)
             .execute(b.pool())
             .await
             .expect("insert a lease row");
-    }
-    let t = big as u64;
-    let all: Vec<(String, u64)> = names.iter().map(|n| (n.clone(), t)).collect();
-    let digest = HeldDigest::of(&all);
-    assert!(digest.token_sum < t, "the test needs a sum that wraps");
-    let alive = |r| matches!(r, KeepAlive::Alive { digest_matches: true, .. });
-    assert!(alive(b.keep_alive(&s, digest).await.expect("keep_alive")));
-    let mut off = HeldDigest::of(&all[..2]);
-    off.add(t - 1);
-    assert!(!alive(b.keep_alive(&s, off).await.expect("keep_alive")));
-    assert!(b.release(&s, &names[0], t).await.expect("release"));
-    assert!(alive(b.keep_alive(&s, HeldDigest::of(&all[1..])).await.expect("keep_alive")));
-    b.close_session(&s).await.expect("close");
+    };
+    servers::digest_is_exact(&b, &s, hold, false).await;
 }
 
 /// Connection errors are prompt, name the server without its password, and say what is
 /// wrong; URLs with missing parts are configuration errors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_urls_and_unreachable_servers_fail_clearly() {
-    let start = Instant::now();
-    let err = MySqlBackend::connect("mysql://alice:s3cret@127.0.0.1:1/simba").await.expect_err("port 1");
-    let msg = err.to_string();
-    eprintln!("refused: {msg}");
-    assert!(start.elapsed() < Duration::from_secs(6), "took {:?}", start.elapsed());
-    assert!(matches!(err, BackendError::Unavailable { .. }), "{err:?}");
-    assert!(msg.contains("mysql://alice@127.0.0.1:1/simba") && !msg.contains("s3cret"), "{msg}");
-    assert!(msg.to_lowercase().contains("refused"), "the cause is missing: {msg}");
+    let refused = MySqlBackend::connect("mysql://alice:s3cret@127.0.0.1:1/simba");
+    servers::refused_promptly(refused, "mysql://alice@127.0.0.1:1/simba").await;
 
     // A server that accepts the connection and never answers: bounded by the connect timeout.
-    let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = silent.local_addr().expect("addr").port();
-    let start = Instant::now();
-    let err = MySqlBackend::connect(&format!("mariadb://root@127.0.0.1:{port}/simba")).await.expect_err("silent");
-    let took = start.elapsed();
-    eprintln!("silent server, after {took:?}: {err}");
-    assert!(took >= Duration::from_secs(4) && took < Duration::from_secs(7), "took {took:?}");
-    assert!(err.to_string().contains(&format!("mysql://root@127.0.0.1:{port}/simba")), "{err}");
-    drop(silent);
+    servers::silent_server_times_out(
+        async |port| MySqlBackend::connect(&format!("mariadb://root@127.0.0.1:{port}/simba")).await,
+        |port| format!("mysql://root@127.0.0.1:{port}/simba"),
+    )
+    .await;
 
-    for (url, expected) in [
+    let cases = [
         ("postgres://u@127.0.0.1/simba", "unsupported URL"),
         ("127.0.0.1:3306/simba", "unsupported URL"),
         ("mysql://alice:s3cret@127.0.0.1:3306", "names no database"),
         ("mysql://alice:s3cret@127.0.0.1:3306/", "names no database"),
         ("mysql:///simba", "names no host"),
         ("mysql://alice:s3cret@127.0.0.1:notaport/simba", "invalid MySQL URL"),
-    ] {
-        let err = MySqlBackend::connect(url).await.expect_err(url);
-        let msg = err.to_string();
-        assert!(matches!(err, BackendError::Misconfigured(_)), "{url}: {err:?}");
-        assert!(msg.contains(expected) && !msg.contains("s3cret"), "{url}: {msg}");
-    }
+    ];
+    servers::misconfigured(MySqlBackend::connect, &cases).await;
 
     // A database that does not exist, or a user that does not, is a configuration error.
     let Some(url) = simba_tests::server_url("SIMBA_TEST_MYSQL_URL") else { return };
@@ -286,13 +171,6 @@ async fn user_without_ddl_rights_gets_the_schema_to_run() {
     exec(&root, format!("DROP USER '{user}'@'%'")).await;
 }
 
-fn rand_u64() -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
-    std::hash::Hash::hash(&Instant::now(), &mut h);
-    std::hash::Hash::hash(&std::process::id(), &mut h);
-    std::hash::Hasher::finish(&h)
-}
-
 /// T6: someone overwrites the lease row's holder (a manual takeover); the next keep-alive's
 /// digest no longer matches, `owned` no longer lists the lease, and the term ends with
 /// `TakenOver`. The intruder has no session row, so the election wins the lease back with
@@ -302,25 +180,14 @@ async fn manual_takeover_ends_the_term_with_taken_over() {
     let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
     let _serial = SERIAL.lock().await;
     let b = connect(&url).await;
-    let c = client(b.clone());
-    let name = unique("takeover");
-    let e = c.election(name.clone());
-    e.start(()).expect("start");
-    let t1 = wait_leader(&e, Duration::from_secs(5)).await;
-    sqlx::query("UPDATE simba_lease SET session_id = 'someone-else' WHERE name = ?")
-        .bind(&name)
-        .execute(b.pool())
-        .await
-        .expect("take the lease over by hand");
-    let taken = Instant::now();
-    let reason = timeout(Duration::from_secs(2), t1.revoked()).await.expect("the term must end within 2 s");
-    assert_eq!(reason, RevokeReason::TakenOver);
-    // Seen at the next renewal (every 400 ms).
-    assert!(taken.elapsed() < Duration::from_millis(900), "noticed after {:?}", taken.elapsed());
-    let t2 = wait_leader(&e, Duration::from_secs(3)).await;
-    assert_eq!(t2.token(), t1.token() + 1);
-    e.stop().await.expect("stop");
-    c.close().await;
+    servers::manual_takeover_ends_the_term(client(b.clone()), async |name: &str| {
+        sqlx::query("UPDATE simba_lease SET session_id = 'someone-else' WHERE name = ?")
+            .bind(name)
+            .execute(b.pool())
+            .await
+            .expect("take the lease over by hand");
+    })
+    .await;
 }
 
 /// S3 under lock waits: a renewal that waits for its session row (held here by a transaction
@@ -342,17 +209,7 @@ async fn renewal_that_waited_for_its_row_rechecks_expiry() {
     .execute(&mut *tx)
     .await
     .expect("lock the session row");
-    let renewal = tokio::spawn({
-        let (b, s) = (b.clone(), s.clone());
-        async move { b.keep_alive(&s, HeldDigest::default()).await }
-    });
-    sleep(Duration::from_millis(600)).await;
-    assert!(!renewal.is_finished(), "the renewal did not wait for the row");
-    tx.commit().await.expect("commit");
-    let answer = timeout(Duration::from_secs(3), renewal).await.expect("the renewal ends").expect("task");
-    assert_eq!(answer.expect("keep_alive"), KeepAlive::Expired, "a session that expired during the wait came back");
-    assert_eq!(b.keep_alive(&s, HeldDigest::default()).await.expect("keep_alive"), KeepAlive::Expired);
-    assert_eq!(b.acquire(&s, &unique("s3")).await.expect("acquire"), Acquire::Expired);
+    servers::renewal_waits_then_finds_it_expired(&b, &s, async move { tx.commit().await.expect("commit") }).await;
 }
 
 /// Two pools (two nodes) race 100 times each for one lease: never two holders at once, and
@@ -361,148 +218,10 @@ async fn renewal_that_waited_for_its_row_rechecks_expiry() {
 async fn two_pools_never_both_win() {
     let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
     let _serial = SERIAL.lock().await;
-    const ATTEMPTS: usize = 100;
-    let name = unique("race");
-    let holders = Arc::new(AtomicUsize::new(0));
-    let overlaps = Arc::new(AtomicUsize::new(0));
-    let start = Arc::new(tokio::sync::Barrier::new(2));
-    let mut tasks = Vec::new();
-    for _ in 0..2 {
-        let b = connect(&url).await;
-        let s = b.open_session(Duration::from_secs(60)).await.expect("open").id;
-        let (holders, overlaps, start, name) = (holders.clone(), overlaps.clone(), start.clone(), name.clone());
-        tasks.push(tokio::spawn(async move {
-            start.wait().await;
-            let (mut tokens, mut held) = (Vec::new(), 0);
-            for _ in 0..ATTEMPTS {
-                match b.acquire(&s, &name).await.expect("acquire") {
-                    Acquire::Won(token) => {
-                        if holders.fetch_add(1, Ordering::SeqCst) != 0 {
-                            overlaps.fetch_add(1, Ordering::SeqCst);
-                        }
-                        // Hold it a moment, so that the other pool tries while it is taken.
-                        sleep(Duration::from_micros(500)).await;
-                        holders.fetch_sub(1, Ordering::SeqCst);
-                        assert!(b.release(&s, &name, token).await.expect("release"));
-                        tokens.push(token);
-                    }
-                    Acquire::Held => held += 1,
-                    Acquire::Expired => panic!("session expired"),
-                }
-                sleep(Duration::from_micros(300)).await;
-            }
-            b.close_session(&s).await.expect("close");
-            (tokens, held)
-        }));
-    }
-    let (mut tokens, mut held) = (Vec::new(), 0);
-    for t in tasks {
-        let (won, lost) = t.await.expect("task");
-        tokens.extend(won);
-        held += lost;
-    }
-    eprintln!("two pools x {ATTEMPTS} attempts on MySQL: {} terms, {held} attempts found it held", tokens.len());
-    assert!(held > 0 && !tokens.is_empty(), "won {} held {held}", tokens.len());
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders at once");
-    tokens.sort_unstable();
-    assert_eq!(tokens, (1..=tokens.len() as u64).collect::<Vec<_>>());
+    servers::two_nodes_never_both_win([connect(&url).await, connect(&url).await], "MySQL").await;
 }
 
 // ---- S1 on the wire -------------------------------------------------------------------------
-
-/// What crossed a [`Wire`] proxy.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Traffic {
-    /// Requests answered: how often a client started sending after the server had spoken.
-    round_trips: u64,
-    bytes_up: u64,
-    bytes_down: u64,
-    /// Client commands (packets with sequence number 0) by name.
-    commands: BTreeMap<&'static str, u64>,
-}
-
-/// A loopback TCP proxy in front of the server that counts round trips, bytes and MySQL
-/// client commands, over every connection the backend opens.
-struct Wire {
-    port: u16,
-    traffic: Arc<Mutex<Traffic>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Wire {
-    async fn start(upstream: String) -> Wire {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let traffic = Arc::new(Mutex::new(Traffic::default()));
-        let t = traffic.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let Ok(server) = TcpStream::connect(&upstream).await else { return };
-                tokio::spawn(pipe(client, server, t.clone()));
-            }
-        });
-        Wire { port, traffic, task }
-    }
-
-    fn take(&self) -> Traffic {
-        std::mem::take(&mut *self.traffic.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-}
-
-impl Drop for Wire {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn pipe(client: TcpStream, server: TcpStream, traffic: Arc<Mutex<Traffic>>) {
-    let (mut client_rx, mut client_tx) = client.into_split();
-    let (mut server_rx, mut server_tx) = server.into_split();
-    // Whether the server spoke last on this connection.
-    let server_spoke = Arc::new(Mutex::new(true));
-    let (t, spoke) = (traffic.clone(), server_spoke.clone());
-    let up = async move {
-        let mut parser = CommandParser::default();
-        let mut buf = vec![0u8; 64 * 1024];
-        while let Ok(n) = client_rx.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            {
-                let mut t = t.lock().unwrap_or_else(PoisonError::into_inner);
-                let mut spoke = spoke.lock().unwrap_or_else(PoisonError::into_inner);
-                if *spoke {
-                    t.round_trips += 1;
-                    *spoke = false;
-                }
-                t.bytes_up += n as u64;
-                for c in parser.feed(&buf[..n]) {
-                    *t.commands.entry(c).or_default() += 1;
-                }
-            }
-            if server_tx.write_all(&buf[..n]).await.is_err() {
-                break;
-            }
-        }
-    };
-    let down = async move {
-        let mut buf = vec![0u8; 64 * 1024];
-        while let Ok(n) = server_rx.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            {
-                let mut t = traffic.lock().unwrap_or_else(PoisonError::into_inner);
-                t.bytes_down += n as u64;
-                *server_spoke.lock().unwrap_or_else(PoisonError::into_inner) = true;
-            }
-            if client_tx.write_all(&buf[..n]).await.is_err() {
-                break;
-            }
-        }
-    };
-    tokio::join!(up, down);
-}
 
 /// Splits the client's byte stream into MySQL packets (3-byte length, sequence number,
 /// payload). A packet with sequence number 0 starts a command; its first byte names it.
@@ -511,7 +230,9 @@ struct CommandParser {
     buf: Vec<u8>,
 }
 
-impl CommandParser {
+impl MessageParser for CommandParser {
+    type Kind = &'static str;
+
     fn feed(&mut self, bytes: &[u8]) -> Vec<&'static str> {
         self.buf.extend_from_slice(bytes);
         let mut commands = Vec::new();
@@ -538,34 +259,6 @@ impl CommandParser {
     }
 }
 
-/// Round trips, bytes and commands per renewal of a session holding `held` leases, over `n`
-/// renewals through `wire`.
-async fn renewal_traffic(b: &MySqlBackend, wire: &Wire, held: usize, n: u64) -> Traffic {
-    let prefix = unique("s1");
-    let s = b.open_session(Duration::from_secs(120)).await.expect("open").id;
-    let mut leases = Vec::new();
-    for i in 0..held {
-        let name = format!("{prefix}-{i}");
-        leases.push((name.clone(), won(b, &s, &name).await));
-    }
-    let digest = HeldDigest::of(&leases);
-    // Warm up: the connection is open (and the statement prepared).
-    for _ in 0..3 {
-        assert!(matches!(b.keep_alive(&s, digest).await, Ok(KeepAlive::Alive { digest_matches: true, .. })));
-    }
-    sleep(Duration::from_millis(300)).await;
-    wire.take();
-    for _ in 0..n {
-        let r = b.keep_alive(&s, digest).await.expect("keep_alive");
-        assert!(matches!(r, KeepAlive::Alive { digest_matches: true, .. }), "{r:?}");
-    }
-    // sqlx pings a connection when it goes back to the pool, in the background.
-    sleep(Duration::from_millis(300)).await;
-    let traffic = wire.take();
-    b.close_session(&s).await.expect("close");
-    traffic
-}
-
 /// S1: a renewal costs the same on the wire whether the session holds 1 lease or 500: the
 /// same round trips, the same commands (one `COM_QUERY` carrying the renewal `UPDATE` and one
 /// `SELECT`), the same bytes both ways.
@@ -576,38 +269,29 @@ async fn renewal_cost_does_not_grow_with_leases() {
     let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
     let (user, host) = rest.split_once('@').unwrap_or(("root", rest));
     let (upstream, database) = host.split_once('/').unwrap_or((host, "simba"));
-    let wire = Wire::start(upstream.to_owned()).await;
+    let wire = Wire::<CommandParser>::start(upstream.to_owned()).await;
     // One pooled connection: with more, sqlx sometimes opens another while the last one is
     // being pinged on its way back to the pool, and its start-up would land in the figures
     // (whatever the number of leases).
     let pool = sqlx::mysql::MySqlPoolOptions::new()
         .max_connections(1)
         .test_before_acquire(false)
-        .connect(&format!("mysql://{user}@127.0.0.1:{}/{database}", wire.port))
+        .connect(&format!("mysql://{user}@127.0.0.1:{}/{database}", wire.port()))
         .await
         .expect("connect through the proxy");
     let b = MySqlBackend::from_pool(pool).await.expect("backend on the pool");
     const N: u64 = 20;
-    let one = renewal_traffic(&b, &wire, 1, N).await;
-    let many = renewal_traffic(&b, &wire, 500, N).await;
-    let per = |t: &Traffic| {
-        format!(
-            "{:.1} round trips, {:.1} bytes up, {:.1} bytes down, commands {:?}",
-            t.round_trips as f64 / N as f64,
-            t.bytes_up as f64 / N as f64,
-            t.bytes_down as f64 / N as f64,
-            t.commands.iter().map(|(k, v)| (*k, *v as f64 / N as f64)).collect::<BTreeMap<_, _>>(),
-        )
-    };
+    let one = servers::renewal_traffic(&b, &wire, &unique("s1"), 1, N).await;
+    let many = servers::renewal_traffic(&b, &wire, &unique("s1"), 500, N).await;
     eprintln!(
         "S1 on MySQL, per renewal over {N} renewals (COM_PING: sqlx checks a connection when it goes back \
          to the pool, in the background):\n  1 lease:    {}\n  500 leases: {}",
-        per(&one),
-        per(&many)
+        one.per(N),
+        many.per(N)
     );
     assert_eq!(one, many, "a renewal's traffic depends on the number of leases");
-    assert_eq!(one.commands.get("COM_QUERY"), Some(&N), "one batch per renewal");
-    assert_eq!(one.commands.get("COM_STMT_EXECUTE"), None, "no other statement per renewal");
+    assert_eq!(one.messages.get("COM_QUERY"), Some(&N), "one batch per renewal");
+    assert_eq!(one.messages.get("COM_STMT_EXECUTE"), None, "no other statement per renewal");
 }
 
 /// K2 and section 9 (leader stops gracefully): MySQL cannot broadcast the release, so the
@@ -617,64 +301,15 @@ async fn renewal_cost_does_not_grow_with_leases() {
 async fn graceful_handover_at_the_next_attempt() {
     let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
     let _serial = SERIAL.lock().await;
-    let clients = [client(connect(&url).await), client(connect(&url).await)];
-    let name = unique("handover");
-    let mut leader = clients[0].election(name.clone());
-    leader.start(()).expect("start");
-    let mut last = wait_leader(&leader, Duration::from_secs(5)).await;
-    let mut samples = Vec::new();
-    for i in 1..=20 {
-        let candidate = clients[i % 2].election(name.clone());
-        candidate.start(()).expect("start candidate");
-        // The candidate's first attempt finds the lease held; its next one comes 200 to
-        // 300 ms later.
-        sleep(Duration::from_millis(150)).await;
-        assert!(candidate.term().is_none(), "two leaders");
-        let t0 = Instant::now();
-        leader.stop().await.expect("stop");
-        let term = wait_leader(&candidate, Duration::from_secs(2)).await;
-        assert!(term.token() > last.token());
-        samples.push(term.started_at().saturating_duration_since(t0));
-        last = term;
-        leader = candidate;
-    }
-    leader.stop().await.expect("stop");
-    for c in &clients {
-        c.close().await;
-    }
-    samples.sort();
-    let median = samples[samples.len() / 2];
-    let renew = config().renew_interval();
-    eprintln!(
-        "graceful handover on MySQL, stop() -> other node's term start, over {} handovers: median {median:?}, \
-         min {:?}, max {:?} (renewal interval {renew:?})",
-        samples.len(),
-        samples[0],
-        samples[samples.len() - 1]
-    );
+    let samples =
+        servers::graceful_handovers([client(connect(&url).await), client(connect(&url).await)], "MySQL").await;
+    let (median, renew) = (servers::median(&samples), config().renew_interval());
     let bound = renew / 2 + config().retry_jitter() + Duration::from_millis(50);
     assert!(samples[samples.len() - 1] < bound, "a handover took longer than the next attempt ({bound:?})");
     assert!(median < renew, "median handover {median:?} is not under the renewal interval {renew:?}");
 }
 
 // ---- section 9: the server dies, comes back, and hangs --------------------------------------
-
-/// Sends SIGCONT on drop to every paused process, so that a failed assertion never leaves
-/// the shared server paused.
-struct Resume(Vec<String>);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        for pid in &self.0 {
-            let _ = Command::new("kill").args(["-CONT", pid]).status();
-        }
-    }
-}
-
-fn signal(sig: &str, pid: &str) {
-    let ok = Command::new("kill").args([sig, pid]).status().is_ok_and(|s| s.success());
-    assert!(ok, "kill {sig} {pid} failed");
-}
 
 /// Section 9, in one function because each step disturbs the shared server:
 ///
@@ -688,10 +323,8 @@ fn signal(sig: &str, pid: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_restarted_then_paused_server() {
     let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
-    let pidfile = env("SIMBA_TEST_MYSQL_PIDFILE");
-    let script = env("SIMBA_BACKENDS_SCRIPT");
+    let server = Server::from_env("mysql", "SIMBA_TEST_MYSQL_PIDFILE");
     let _serial = SERIAL.lock().await;
-    let pid = || std::fs::read_to_string(&pidfile).expect("read the MariaDB PID file").trim().to_owned();
     let b = connect(&url).await;
     let c = client(b.clone());
     let name = unique("fault");
@@ -700,51 +333,13 @@ async fn killed_restarted_then_paused_server() {
     let t1 = wait_leader(&e, Duration::from_secs(5)).await;
 
     // 1. Killed, restarted once the term has ended.
-    signal("-9", &pid());
-    let reason = timeout(TTL * 3, t1.revoked()).await.expect("the term must end while the server is down");
-    assert!(matches!(reason, RevokeReason::DeadlinePassed | RevokeReason::SessionExpired), "{reason:?}");
-    let out = Command::new("bash").arg(&script).args(["restart", "mysql"]).output().expect("run backends.sh");
-    assert!(out.status.success(), "restart mysql: {}", String::from_utf8_lossy(&out.stderr));
-    let t2 = wait_leader(&e, Duration::from_secs(20)).await;
-    assert_ne!(t2.session_id(), t1.session_id(), "an expired session came back");
-    assert!(t2.token() > t1.token(), "token went from {} to {}", t1.token(), t2.token());
+    let t2 = servers::kill_then_restart(&server, &t1, &e).await;
     // The rows survived the crash: the lease row holds the new term.
     let (holder, token) = lease_row(&admin(&url).await, &name).await;
     assert_eq!((holder.as_deref(), token), (Some(t2.session_id().as_str()), t2.token() as i64));
-    eprintln!(
-        "killed and restarted server: term ended with {reason:?}; token went from {} to {}",
-        t1.token(),
-        t2.token()
-    );
 
     // 2. Paused longer than the lease.
-    {
-        let paused = pid();
-        let _resume = Resume(vec![paused.clone()]);
-        signal("-STOP", &paused);
-        let stopped_at = Instant::now();
-        // A reply already on its way may still land; after that nothing extends the deadline.
-        sleep(Duration::from_millis(50)).await;
-        assert!(t2.is_valid(), "the term ended within 50 ms of the pause");
-        let deadline = Instant::now() + t2.remaining();
-        let reason = timeout(TTL * 2, t2.revoked()).await.expect("the term must end while the server is paused");
-        let ended = Instant::now();
-        assert_eq!(reason, RevokeReason::DeadlinePassed);
-        assert!(!t2.is_valid() && t2.remaining().is_zero());
-        let late = ended.saturating_duration_since(deadline);
-        let early = deadline.saturating_duration_since(ended);
-        eprintln!("paused server: term ended {late:?} after its local deadline ({early:?} before)");
-        assert!(early < Duration::from_millis(5), "ended {early:?} before the local deadline");
-        assert!(late < Duration::from_millis(100), "ended {late:?} after the local deadline");
-        while stopped_at.elapsed() < TTL + Duration::from_secs(1) {
-            assert!(e.term().is_none(), "a leader while the server is paused");
-            sleep(Duration::from_millis(50)).await;
-        }
-    }
-    let t3 = wait_leader(&e, Duration::from_secs(20)).await;
-    assert_ne!(t3.session_id(), t2.session_id(), "an expired session came back");
-    assert!(t3.token() > t2.token(), "token went from {} to {}", t2.token(), t3.token());
-    eprintln!("paused server: token went from {} to {} after SIGCONT", t2.token(), t3.token());
+    servers::pause_past_the_lease(vec![server.pid()], &t2, &e, Duration::from_secs(20)).await;
     e.stop().await.expect("stop");
     c.close().await;
 }

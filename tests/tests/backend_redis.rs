@@ -13,40 +13,18 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
 
+use simba::RevokeReason;
 use simba::backend::redis::{RedisBackend, RedisOptions};
-use simba::backend::{Acquire, Backend, BackendError, HeldDigest, KeepAlive, SessionId};
+use simba::backend::{Backend, BackendError, HeldDigest, KeepAlive};
 use simba::tck::conformance::unique;
-use simba::{Election, RevokeReason, Simba, SimbaConfig, Term};
-use tokio::sync::broadcast;
-use tokio::time::{Instant, sleep, timeout};
+use simba_tests::servers::{self, Server, client, config, open, wait_leader, won};
+use simba_tests::url_or_skip;
+use tokio::time::{sleep, timeout};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-const TTL: Duration = Duration::from_millis(1500);
-
-/// The URL in environment variable `$var`, or return from the test (a skip outside CI; a
-/// failure under `CI=true`, see `server_url`).
-macro_rules! url_or_skip {
-    ($var:expr) => {
-        match simba_tests::server_url($var) {
-            Some(url) => url,
-            None => return,
-        }
-    };
-}
-
-fn env(var: &str) -> String {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => v,
-        _ => panic!("{var} is not set: start the test servers with `eval \"$(bash scripts/backends.sh start)\"`"),
-    }
-}
-
 async fn connect(url: &str) -> RedisBackend {
-    match RedisBackend::connect(url).await {
-        Ok(b) => b,
-        Err(e) => panic!("connect to {url}: {e}"),
-    }
+    servers::connected(url, RedisBackend::connect(url).await)
 }
 
 /// Runs `redis-cli -u url args...` and returns its output, trimmed.
@@ -54,42 +32,6 @@ fn cli(url: &str, args: &[&str]) -> String {
     let out = Command::new("redis-cli").arg("-u").arg(url).args(args).output().expect("run redis-cli");
     assert!(out.status.success(), "redis-cli {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// Lease 1.5 s, renewal every 400 ms: a fault shows within a second or two.
-fn config() -> SimbaConfig {
-    SimbaConfig::builder()
-        .lease_duration(TTL)
-        .renew_interval(Duration::from_millis(400))
-        .retry_jitter(Duration::from_millis(100))
-        .build()
-        .expect("test config")
-}
-
-async fn open(b: &RedisBackend) -> SessionId {
-    b.open_session(TTL).await.expect("open_session").id
-}
-
-async fn won(b: &RedisBackend, s: &SessionId, name: &str) -> u64 {
-    match b.acquire(s, name).await.expect("acquire") {
-        Acquire::Won(t) => t,
-        other => panic!("expected to win `{name}`, got {other:?}"),
-    }
-}
-
-async fn wait_leader(e: &Election, within: Duration) -> Term {
-    let start = Instant::now();
-    loop {
-        if let Some(t) = e.term() {
-            return t;
-        }
-        assert!(start.elapsed() < within, "`{}` had no leader within {within:?}", e.name());
-        sleep(Duration::from_millis(1)).await;
-    }
-}
-
-fn client(b: RedisBackend) -> Simba {
-    Simba::new(b, config()).expect("client")
 }
 
 /// T3: `+1` per term, the lease hash survives releases (only `session` is cleared), and a
@@ -155,26 +97,17 @@ async fn evicting_server_is_refused_unless_allowed() {
 /// wrong.
 #[tokio::test]
 async fn bad_urls_and_unreachable_servers_fail_clearly() {
-    let start = Instant::now();
-    let err = RedisBackend::connect("redis://alice:s3cret@127.0.0.1:1/0").await.expect_err("nothing listens on port 1");
-    let msg = err.to_string();
-    assert!(start.elapsed() < Duration::from_secs(6), "took {:?}", start.elapsed());
-    assert!(matches!(err, BackendError::Unavailable { .. }), "{err:?}");
-    assert!(msg.contains("redis://alice@127.0.0.1:1/0") && !msg.contains("s3cret"), "{msg}");
-    assert!(msg.to_lowercase().contains("refused"), "the cause is missing: {msg}");
+    let refused = RedisBackend::connect("redis://alice:s3cret@127.0.0.1:1/0");
+    servers::refused_promptly(refused, "redis://alice@127.0.0.1:1/0").await;
 
-    for (url, expected) in [
+    let cases = [
         ("http://127.0.0.1:6379", "unsupported scheme"),
         ("redis://", "missing host"),
         ("redis://:s3cret@:6379/0", "missing host"),
         ("127.0.0.1:6379", "no scheme"),
         ("redis://127.0.0.1:6379/notadb", "database"),
-    ] {
-        let err = RedisBackend::connect(url).await.expect_err(url);
-        let msg = err.to_string();
-        assert!(matches!(err, BackendError::Misconfigured(_)), "{url}: {err:?}");
-        assert!(msg.contains(expected) && !msg.contains("s3cret"), "{url}: {msg}");
-    }
+    ];
+    servers::misconfigured(RedisBackend::connect, &cases).await;
     // TLS needs a TLS feature of the redis crate; without it the error says how to get it,
     // with it a plain-text server fails the handshake. Either way it names the server.
     let err = RedisBackend::connect("rediss://127.0.0.1:1").await.expect_err("no TLS server on port 1");
@@ -205,31 +138,13 @@ async fn digest_is_exact_for_huge_tokens() {
     let _serial = SERIAL.lock().await;
     let b = connect(&url).await;
     let s = open(&b).await;
-    let big = (i64::MAX - 1).to_string();
-    let names = [unique("big"), unique("big"), unique("big")];
     let owned_key = format!("{}:owned:{s}", b.key_prefix());
-    for n in &names {
-        cli(&url, &["HSET", &b.lease_key(n), "session", s.as_str(), "token", &big]);
-        cli(&url, &["HSET", &owned_key, n, &big]);
-    }
-    let t = (i64::MAX - 1) as u64;
-    let all: Vec<(String, u64)> = names.iter().map(|n| (n.clone(), t)).collect();
-    let digest = HeldDigest::of(&all);
-    assert!(digest.token_sum < t, "the test needs a sum that wraps");
-    let alive = |r| matches!(r, KeepAlive::Alive { digest_matches: true, .. });
-    assert!(alive(b.keep_alive(&s, digest).await.expect("keep_alive")));
-    // One unit off in one token must not match.
-    let mut off = HeldDigest::of(&all[..2]);
-    off.add(t - 1);
-    assert!(!alive(b.keep_alive(&s, off).await.expect("keep_alive")));
-    let mut owned = b.owned(&s).await.expect("owned");
-    owned.sort();
-    let mut expected = all.clone();
-    expected.sort();
-    assert_eq!(owned, expected);
-    assert!(b.release(&s, &names[0], t).await.expect("release"));
-    assert!(alive(b.keep_alive(&s, HeldDigest::of(&all[1..])).await.expect("keep_alive")));
-    b.close_session(&s).await.expect("close");
+    let hold = async |name: &str, token: i64| {
+        let token = token.to_string();
+        cli(&url, &["HSET", &b.lease_key(name), "session", s.as_str(), "token", &token]);
+        cli(&url, &["HSET", &owned_key, name, &token]);
+    };
+    servers::digest_is_exact(&b, &s, hold, true).await;
 }
 
 /// T6: someone overwrites the lease hash's `session` field (a manual takeover); the next
@@ -241,21 +156,10 @@ async fn manual_takeover_ends_the_term_with_taken_over() {
     let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
     let _serial = SERIAL.lock().await;
     let b = connect(&url).await;
-    let c = client(b.clone());
-    let name = unique("takeover");
-    let e = c.election(name.clone());
-    e.start(()).expect("start");
-    let t1 = wait_leader(&e, Duration::from_secs(5)).await;
-    cli(&url, &["HSET", &b.lease_key(&name), "session", "intruder"]);
-    let taken = Instant::now();
-    let reason = timeout(Duration::from_secs(2), t1.revoked()).await.expect("the term must end within 2 s");
-    assert_eq!(reason, RevokeReason::TakenOver);
-    // Seen at the next renewal (every 400 ms).
-    assert!(taken.elapsed() < Duration::from_millis(900), "noticed after {:?}", taken.elapsed());
-    let t2 = wait_leader(&e, Duration::from_secs(3)).await;
-    assert_eq!(t2.token(), t1.token() + 1);
-    e.stop().await.expect("stop");
-    c.close().await;
+    servers::manual_takeover_ends_the_term(client(b.clone()), async |name: &str| {
+        cli(&url, &["HSET", &b.lease_key(name), "session", "intruder"]);
+    })
+    .await;
 }
 
 /// The release subscription's task ends when the backend's last clone is dropped: its
@@ -280,15 +184,7 @@ async fn release_subscription_ends_with_the_backend() {
     b.close_session(&s).await.expect("close");
     drop(b);
     drop(clone);
-    let closed = timeout(Duration::from_secs(2), async {
-        loop {
-            match rx.recv().await {
-                Err(broadcast::error::RecvError::Closed) => return,
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-            }
-        }
-    })
-    .await;
+    let closed = timeout(Duration::from_secs(2), servers::closed(&mut rx)).await;
     assert!(closed.is_ok(), "the subscription task outlived the backend");
 }
 
@@ -386,56 +282,10 @@ async fn renewal_cost_does_not_grow_with_leases() {
 async fn graceful_handover_is_immediate() {
     let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
     let _serial = SERIAL.lock().await;
-    let clients = [client(connect(&url).await), client(connect(&url).await)];
-    let name = unique("handover");
-    let mut leader = clients[0].election(name.clone());
-    leader.start(()).expect("start");
-    let mut last = wait_leader(&leader, Duration::from_secs(5)).await;
-    let mut samples = Vec::new();
-    for i in 1..=20 {
-        let candidate = clients[i % 2].election(name.clone());
-        candidate.start(()).expect("start candidate");
-        // The candidate's first attempt finds the lease held; it now waits for a release
-        // or for its next attempt, 200 to 300 ms later.
-        sleep(Duration::from_millis(150)).await;
-        assert!(candidate.term().is_none(), "two leaders");
-        let t0 = Instant::now();
-        leader.stop().await.expect("stop");
-        let term = wait_leader(&candidate, Duration::from_secs(2)).await;
-        assert!(term.token() > last.token());
-        samples.push(term.started_at().saturating_duration_since(t0));
-        last = term;
-        leader = candidate;
-    }
-    leader.stop().await.expect("stop");
-    for c in &clients {
-        c.close().await;
-    }
-    samples.sort();
-    let median = samples[samples.len() / 2];
-    let renew = config().renew_interval();
-    eprintln!(
-        "graceful handover on Redis, stop() -> other node's term start, over {} handovers: median {median:?}, \
-         min {:?}, max {:?} (renewal interval {renew:?})",
-        samples.len(),
-        samples[0],
-        samples[samples.len() - 1]
-    );
+    let samples =
+        servers::graceful_handovers([client(connect(&url).await), client(connect(&url).await)], "Redis").await;
+    let (median, renew) = (servers::median(&samples), config().renew_interval());
     assert!(median < renew / 8, "median handover {median:?} is not well under the renewal interval {renew:?}");
-}
-
-/// Sends SIGCONT on drop, so that a failed assertion never leaves the shared server paused.
-struct Resume(String);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-CONT", &self.0]).status();
-    }
-}
-
-fn signal(sig: &str, pid: &str) {
-    let ok = Command::new("kill").args([sig, pid]).status().is_ok_and(|s| s.success());
-    assert!(ok, "kill {sig} {pid} failed");
 }
 
 /// Section 9, in one function because each step disturbs the shared server:
@@ -450,10 +300,8 @@ fn signal(sig: &str, pid: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_then_restarted_server() {
     let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
-    let pidfile = env("SIMBA_TEST_REDIS_PIDFILE");
-    let script = env("SIMBA_BACKENDS_SCRIPT");
+    let server = Server::from_env("redis", "SIMBA_TEST_REDIS_PIDFILE");
     let _serial = SERIAL.lock().await;
-    let pid = || std::fs::read_to_string(&pidfile).expect("read the Redis PID file").trim().to_owned();
     let b = connect(&url).await;
     let c = client(b.clone());
     let name = unique("fault");
@@ -462,34 +310,7 @@ async fn paused_then_restarted_server() {
     let t1 = wait_leader(&e, Duration::from_secs(5)).await;
 
     // 1. Paused longer than the lease.
-    {
-        let paused_pid = pid();
-        let _resume = Resume(paused_pid.clone());
-        signal("-STOP", &paused_pid);
-        let stopped_at = Instant::now();
-        // A reply already on its way may still land; after that nothing extends the deadline.
-        sleep(Duration::from_millis(50)).await;
-        assert!(t1.is_valid(), "the term ended within 50 ms of the pause");
-        let deadline = Instant::now() + t1.remaining();
-        let reason = timeout(TTL * 2, t1.revoked()).await.expect("the term must end while the server is paused");
-        let ended = Instant::now();
-        assert_eq!(reason, RevokeReason::DeadlinePassed);
-        assert!(!t1.is_valid() && t1.remaining().is_zero());
-        let late = ended.saturating_duration_since(deadline);
-        let early = deadline.saturating_duration_since(ended);
-        eprintln!("paused server: term ended {late:?} after its local deadline ({early:?} before)");
-        assert!(early < Duration::from_millis(5), "ended {early:?} before the local deadline");
-        assert!(late < Duration::from_millis(100), "ended {late:?} after the local deadline");
-        // Nothing is leader while the server is paused; keep it paused well past the lease
-        // so that the session expires on the server's clock too.
-        while stopped_at.elapsed() < TTL + Duration::from_secs(1) {
-            assert!(e.term().is_none(), "a leader while the server is paused");
-            sleep(Duration::from_millis(50)).await;
-        }
-    }
-    let t2 = wait_leader(&e, Duration::from_secs(10)).await;
-    assert_ne!(t2.session_id(), t1.session_id(), "an expired session came back");
-    assert!(t2.token() > t1.token());
+    let t2 = servers::pause_past_the_lease(vec![server.pid()], &t1, &e, Duration::from_secs(10)).await;
     assert_eq!(cli(&url, &["EXISTS", &b.session_key(t1.session_id())]), "0");
 
     // 2. Killed and restarted. The test server runs without persistence (`--appendonly no`),
@@ -498,9 +319,8 @@ async fn paused_then_restarted_server() {
     // out. With `appendonly yes` (fsync'd) the hash would survive and the token would go on
     // from t2 + 1. Only a resource-side fencing record that survives such an event protects
     // against this; the module documentation and ADR 0004 say so.
-    signal("-9", &pid());
-    let out = Command::new("bash").arg(&script).args(["restart", "redis"]).output().expect("run backends.sh");
-    assert!(out.status.success(), "restart redis: {}", String::from_utf8_lossy(&out.stderr));
+    server.kill();
+    server.restart();
     let reason = timeout(Duration::from_secs(10), t2.revoked()).await.expect("the term must end after a restart");
     assert!(matches!(reason, RevokeReason::SessionExpired | RevokeReason::DeadlinePassed), "{reason:?}");
     let t3 = wait_leader(&e, Duration::from_secs(10)).await;
@@ -516,27 +336,7 @@ async fn paused_then_restarted_server() {
     // The release subscription reconnected by itself.
     let mut rx = b.subscribe_releases().expect("Redis broadcasts releases");
     let s = open(&b).await;
-    let heard = timeout(Duration::from_secs(5), async {
-        loop {
-            let probe = unique("after-restart");
-            let t = won(&b, &s, &probe).await;
-            assert!(b.release(&s, &probe, t).await.expect("release"));
-            let wait = timeout(Duration::from_millis(300), async {
-                loop {
-                    match rx.recv().await {
-                        Ok(n) if n == probe => return,
-                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(broadcast::error::RecvError::Closed) => panic!("subscription closed"),
-                    }
-                }
-            });
-            if wait.await.is_ok() {
-                return;
-            }
-        }
-    })
-    .await;
-    assert!(heard.is_ok(), "releases are not broadcast after the restart");
+    servers::releases_are_heard(&mut rx, &b, &s, Duration::from_secs(5)).await;
     b.close_session(&s).await.expect("close");
     e.stop().await.expect("stop");
     c.close().await;

@@ -15,8 +15,9 @@ use std::time::Duration;
 use simba::backend::zookeeper::{ZooKeeperBackend, zookeeper_client as zk};
 use simba::backend::{Acquire, Backend, HeldDigest, KeepAlive, SessionId};
 use simba::tck::conformance::unique;
-use simba::{Election, Event, RevokeReason, Simba, SimbaConfig, Term};
+use simba::{Election, Event, RevokeReason, Simba, SimbaConfig};
 use simba_tests::proxy::{FaultProxy, Mode};
+use simba_tests::servers::{self, Paused, Server, config, wait_leader};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep, timeout};
 
@@ -24,32 +25,7 @@ use tokio::time::{Instant, sleep, timeout};
 static MAIN: Mutex<()> = Mutex::const_new(());
 
 async fn backend(url: &str) -> ZooKeeperBackend {
-    match ZooKeeperBackend::connect(url).await {
-        Ok(b) => b,
-        Err(e) => panic!("cannot connect to {url}: {e}"),
-    }
-}
-
-/// Lease 1.5 s, renewals every 400 ms: short enough for real-time tests, above the test
-/// server's `minSessionTimeout` (400 ms).
-fn short_config() -> SimbaConfig {
-    SimbaConfig::builder()
-        .lease_duration(Duration::from_millis(1500))
-        .renew_interval(Duration::from_millis(400))
-        .retry_jitter(Duration::from_millis(100))
-        .build()
-        .unwrap()
-}
-
-async fn wait_term(e: &Election, within: Duration) -> Term {
-    let start = Instant::now();
-    loop {
-        if let Some(t) = e.term() {
-            return t;
-        }
-        assert!(start.elapsed() < within, "`{}` had no term within {within:?}", e.name());
-        sleep(Duration::from_millis(1)).await;
-    }
+    servers::connected(url, ZooKeeperBackend::connect(url).await)
 }
 
 /// A raw driver session at the server's root, standing for another program or an operator.
@@ -59,10 +35,6 @@ async fn raw_client(url: &str) -> zk::Client {
         .connect(url.trim_start_matches("zk://"))
         .await
         .unwrap()
-}
-
-fn env(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| panic!("{var} is not set: start the servers with scripts/backends.sh"))
 }
 
 /// A four-letter-word command's answer.
@@ -86,36 +58,6 @@ fn packets(port: u16, sid: &SessionId) -> (u64, u64) {
         line[start..].split([',', ')']).next().unwrap().parse().unwrap()
     };
     (field("recved"), field("sent"))
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-/// Sends SIGCONT to the paused server when dropped, whatever happens in between.
-struct Paused(String);
-
-impl Paused {
-    fn stop(pid: &str) -> Paused {
-        signal("-STOP", pid);
-        Paused(pid.to_owned())
-    }
-}
-
-impl Drop for Paused {
-    fn drop(&mut self) {
-        signal("-CONT", &self.0);
-    }
-}
-
-fn signal(sig: &str, pid: &str) {
-    let ok = std::process::Command::new("kill").args([sig, pid]).status().is_ok_and(|s| s.success());
-    assert!(ok, "kill {sig} {pid} failed");
-}
-
-fn server_pid() -> String {
-    std::fs::read_to_string(env("SIMBA_TEST_ZK_PIDFILE")).unwrap().trim().to_owned()
 }
 
 /// No server listening, and a server that accepts connections but never answers: both fail
@@ -166,7 +108,7 @@ async fn capped_session_is_shortened_once_and_the_term_survives() {
     let mut events = c.events();
     let e = c.election(unique("d4"));
     e.start(()).unwrap();
-    let term = wait_term(&e, Duration::from_secs(5)).await;
+    let term = wait_leader(&e, Duration::from_secs(5)).await;
     sleep(Duration::from_secs(15)).await;
     assert!(term.is_valid(), "the term ended: {:?}", term.revoke_reason());
     assert_eq!(e.term().map(|t| t.token()), Some(term.token()));
@@ -209,7 +151,7 @@ async fn server_side_expiry_revokes_with_session_expired() {
     let c = Simba::new(b.clone(), config).unwrap();
     let e = c.election(unique("expiry"));
     e.start(()).unwrap();
-    let t1 = wait_term(&e, Duration::from_secs(5)).await;
+    let t1 = wait_leader(&e, Duration::from_secs(5)).await;
     let old = c.session_id().unwrap();
     let info = b.zookeeper_session(&old).unwrap();
     // Cut the client off, so that it cannot take its session back, then attach to the
@@ -230,7 +172,7 @@ async fn server_side_expiry_revokes_with_session_expired() {
     let reason = timeout(Duration::from_secs(3), t1.revoked()).await.unwrap();
     eprintln!("server-side expiry: term ended with {reason:?} {:?} after the session was closed", start.elapsed());
     assert_eq!(reason, RevokeReason::SessionExpired);
-    let t2 = wait_term(&e, Duration::from_secs(5)).await;
+    let t2 = wait_leader(&e, Duration::from_secs(5)).await;
     assert!(t2.token() > t1.token());
     assert_ne!(c.session_id().unwrap(), old);
     c.close().await;
@@ -243,10 +185,10 @@ async fn manual_takeover_revokes_with_taken_over() {
     let Some(url) = simba_tests::server_url("SIMBA_TEST_ZK_URL") else { return };
     let _main = MAIN.lock().await;
     let name = unique("takeover");
-    let c = Simba::new(backend(&url).await, short_config()).unwrap();
+    let c = Simba::new(backend(&url).await, config()).unwrap();
     let e = c.election(name.clone());
     e.start(()).unwrap();
-    let t1 = wait_term(&e, Duration::from_secs(5)).await;
+    let t1 = wait_leader(&e, Duration::from_secs(5)).await;
     let raw = raw_client(&url).await;
     let path = format!("/simba/leases/{name}");
     let mut w = raw.new_multi_writer();
@@ -262,7 +204,7 @@ async fn manual_takeover_revokes_with_taken_over() {
     sleep(Duration::from_millis(600)).await;
     assert!(e.term().is_none(), "the engine took a lease held by another session");
     drop(raw);
-    let t2 = wait_term(&e, Duration::from_secs(3)).await;
+    let t2 = wait_leader(&e, Duration::from_secs(3)).await;
     assert!(t2.token() > foreign && foreign > t1.token(), "tokens {} -> {foreign} -> {}", t1.token(), t2.token());
     c.close().await;
 }
@@ -308,7 +250,7 @@ async fn a_node_of_another_session_is_never_ours() {
 async fn keep_alive_costs_one_request_whatever_the_leases() {
     let Some(url) = simba_tests::server_url("SIMBA_TEST_ZK_URL") else { return };
     let _main = MAIN.lock().await;
-    let port: u16 = env("SIMBA_TEST_ZK_PORT").parse().unwrap();
+    let port: u16 = servers::required_env("SIMBA_TEST_ZK_PORT").parse().unwrap();
     let b = backend(&url).await;
     // A long session: the driver pings only after 4.5 s of silence.
     let s = b.open_session(Duration::from_secs(30)).await.unwrap().id;
@@ -353,12 +295,12 @@ async fn keep_alive_costs_one_request_whatever_the_leases() {
 async fn graceful_handover_is_immediate() {
     let Some(url) = simba_tests::server_url("SIMBA_TEST_ZK_URL") else { return };
     let _main = MAIN.lock().await;
-    let config = short_config();
+    let config = config();
     let name = unique("handover");
     let clients = [Simba::new(backend(&url).await, config).unwrap(), Simba::new(backend(&url).await, config).unwrap()];
     let mut elections: Vec<Election> = clients.iter().map(|c| c.election(name.clone())).collect();
     elections[0].start(()).unwrap();
-    let mut last = wait_term(&elections[0], Duration::from_secs(5)).await.token();
+    let mut last = wait_leader(&elections[0], Duration::from_secs(5)).await.token();
     elections[1].start(()).unwrap();
     let mut leader = 0;
     let mut took = Vec::new();
@@ -367,7 +309,7 @@ async fn graceful_handover_is_immediate() {
         sleep(Duration::from_millis(100)).await;
         let start = Instant::now();
         elections[leader].stop().await.unwrap();
-        let t = wait_term(&elections[1 - leader], Duration::from_secs(3)).await;
+        let t = wait_leader(&elections[1 - leader], Duration::from_secs(3)).await;
         took.push(start.elapsed());
         assert!(t.token() > last);
         last = t.token();
@@ -375,7 +317,7 @@ async fn graceful_handover_is_immediate() {
         elections[leader].start(()).unwrap();
         leader = 1 - leader;
     }
-    let m = median(took.clone());
+    let m = servers::median(&took);
     eprintln!(
         "K2: graceful handover over {} handovers: median {m:?}, max {:?} (renew_interval {:?})",
         took.len(),
@@ -395,20 +337,21 @@ async fn graceful_handover_is_immediate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_pause_and_restart() {
     let Some(url) = simba_tests::server_url("SIMBA_TEST_ZK_URL") else { return };
+    let server = Server::from_env("zk", "SIMBA_TEST_ZK_PIDFILE");
     let _main = MAIN.lock().await;
-    let config = short_config();
+    let config = config();
     let name = unique("disrupt");
     let c1 = Simba::new(backend(&url).await, config).unwrap();
     let e1 = c1.election(name.clone());
     e1.start(()).unwrap();
-    let t1 = wait_term(&e1, Duration::from_secs(5)).await;
+    let t1 = wait_leader(&e1, Duration::from_secs(5)).await;
     let session1 = c1.session_id().unwrap();
 
     // (1) Pause longer than the lease.
-    let pid = server_pid();
+    let pid = server.pid();
     let left = t1.remaining();
     let paused_at = Instant::now();
-    let paused = Paused::stop(&pid);
+    let paused = Paused::stop(vec![pid]);
     let reason = timeout(Duration::from_secs(3), t1.revoked()).await.unwrap();
     let ended_after = paused_at.elapsed();
     eprintln!("pause: term had {left:?} left; ended after {ended_after:?} with {reason:?}");
@@ -418,7 +361,7 @@ async fn server_pause_and_restart() {
     sleep((config.lease_duration() * 2).saturating_sub(paused_at.elapsed())).await;
     drop(paused);
     let resumed = Instant::now();
-    let t2 = wait_term(&e1, Duration::from_secs(10)).await;
+    let t2 = wait_leader(&e1, Duration::from_secs(10)).await;
     eprintln!("pause: new term {} after {:?} from SIGCONT", t2.token(), resumed.elapsed());
     assert!(t2.token() > t1.token());
     assert_ne!(c1.session_id().unwrap(), session1, "the expired session came back");
@@ -430,18 +373,13 @@ async fn server_pause_and_restart() {
     let b = backend(&url).await;
     let s = b.open_session(Duration::from_secs(5)).await.unwrap().id;
     let Acquire::Won(before) = b.acquire(&s, &unique("restart")).await.unwrap() else { panic!() };
-    signal("-9", &server_pid());
+    server.kill();
     let killed = Instant::now();
-    let status = std::process::Command::new("bash")
-        .args([env("SIMBA_BACKENDS_SCRIPT").as_str(), "restart", "zk"])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "restart zk failed");
+    server.restart();
     eprintln!("restart: server back after {:?}", killed.elapsed());
     // The restart may be shorter than the lease: then the session (restored by the server
     // from its data dir) and its term survive. Either way no token goes backwards.
-    let t3 = wait_term(&e1, Duration::from_secs(15)).await;
+    let t3 = wait_leader(&e1, Duration::from_secs(15)).await;
     assert!(t3.token() >= t2.token());
     let b2 = backend(&url).await;
     let s2 = b2.open_session(Duration::from_secs(5)).await.unwrap().id;
@@ -462,7 +400,7 @@ async fn server_pause_and_restart() {
     sleep(Duration::from_millis(300)).await;
     let start = Instant::now();
     e1.stop().await.unwrap();
-    let t4 = wait_term(&e2, Duration::from_secs(3)).await;
+    let t4 = wait_leader(&e2, Duration::from_secs(3)).await;
     eprintln!("restart: handover after the restart took {:?}", start.elapsed());
     assert!(start.elapsed() < config.renew_interval() / 4 && t4.token() > t3.token() && t4.token() > after);
     for (b, s) in [(&b, &s), (&b2, &s2)] {

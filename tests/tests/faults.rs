@@ -12,11 +12,12 @@
 //! `SIMBA_FAULT_SEED` the seed, `SIMBA_FAULT_BACKENDS` a comma-separated subset, and
 //! `SIMBA_RELIABILITY_OUT` a file to append the report table to (see RELIABILITY.md).
 
+#![allow(clippy::print_stderr)] // The figures are printed for the report.
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use rand::rngs::StdRng;
@@ -30,7 +31,7 @@ const JITTER: Duration = Duration::from_millis(200);
 const NODES: usize = 3;
 
 /// One backend at a time: server faults disturb the shared servers.
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn mono_ns() -> u128 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
@@ -197,7 +198,7 @@ struct Report {
 /// locked by a writer that is paused mid-write, which would stall everyone, so server runs use
 /// a server ledger).
 async fn run(backend: &str, url: String, server: Option<Server>, ledger: Option<String>) {
-    let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _serial = SERIAL.lock().await;
     let count: usize = std::env::var("SIMBA_FAULTS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -2,6 +2,8 @@
 //! a deliberately broken resource (read, then write) fails it; a resource that errors, panics
 //! or hangs is reported, not waited for forever.
 
+#![allow(clippy::print_stderr)] // The figures are printed for the report.
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use simba::fencing::{MySqlFence, PostgresFence, RedisFence, SqliteFence};

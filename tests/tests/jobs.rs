@@ -1,6 +1,8 @@
 //! Jobs on the runtime (J4-J7) on paused time against a shared in-memory store: several
 //! runtimes in one process stand for several nodes.
 
+#![allow(clippy::print_stderr)] // The figures are printed for the report.
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -294,8 +296,15 @@ async fn j1_misfire_run_once_and_skip() {
         })
     }
     let cron = Schedule::Cron { expr: "0 0 0 1 1 *", time_zone: None };
-    let once = ScheduledJob { name: "yearly_once", lease: "yearly_once", schedule: cron, misfire: Misfire::RunOnce, run: yearly };
-    let skip = ScheduledJob { name: "yearly_skip", lease: "yearly_skip", schedule: cron, misfire: Misfire::Skip, run: yearly };
+    let once = ScheduledJob {
+        name: "yearly_once",
+        lease: "yearly_once",
+        schedule: cron,
+        misfire: Misfire::RunOnce,
+        run: yearly,
+    };
+    let skip =
+        ScheduledJob { name: "yearly_skip", lease: "yearly_skip", schedule: cron, misfire: Misfire::Skip, run: yearly };
     let store = MemoryBackend::new();
     let a = node(&store, 1, &[once, skip], &[], "").await;
     sleep(S(2)).await;

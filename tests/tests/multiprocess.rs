@@ -5,6 +5,8 @@
 //! failover bound, that partitions spread 6/5/5 -> 8/8 -> 6/5/5, and that no two processes
 //! ever held one partition at the same time.
 
+#![allow(clippy::print_stderr)] // The figures are printed for the report.
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
