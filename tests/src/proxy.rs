@@ -20,7 +20,9 @@ pub enum Mode {
     Forward,
     /// Forward every chunk after this delay.
     Latency(Duration),
-    /// Accept connections and read from them, but forward nothing in either direction.
+    /// Accept connections, but forward nothing in either direction: bytes wait in the socket
+    /// buffers, and the peers see a silent connection (as behind a dead route, TCP keeps what
+    /// was sent and delivers it in order if the route comes back).
     BlackHole,
     /// Reset every open connection and every new one.
     Cut,
@@ -115,6 +117,17 @@ async fn pump(
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
+        // Black hole: stop reading until the mode changes.
+        while *mode.borrow() == Mode::BlackHole {
+            if mode.changed().await.is_err() {
+                to.forget();
+                return Ok(());
+            }
+        }
+        if *mode.borrow() == Mode::Cut {
+            to.forget();
+            return Ok(());
+        }
         let n = tokio::select! {
             r = from.read(&mut buf) => r?,
             changed = mode.changed() => {
@@ -138,8 +151,19 @@ async fn pump(
                 tokio::time::sleep(d).await;
                 to.write_all(&buf[..n]).await?;
             }
-            // Swallow: the peer sees a silent connection.
-            Mode::BlackHole => {}
+            // Went dark while this chunk was read: hold it until the route comes back.
+            Mode::BlackHole => {
+                while *mode.borrow() == Mode::BlackHole {
+                    if mode.changed().await.is_err() {
+                        break;
+                    }
+                }
+                if *mode.borrow() == Mode::Cut {
+                    to.forget();
+                    return Ok(());
+                }
+                to.write_all(&buf[..n]).await?;
+            }
             Mode::Cut => {
                 to.forget();
                 return Ok(());

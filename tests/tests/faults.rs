@@ -103,6 +103,7 @@ struct Suite {
     dir: tempfile::TempDir,
     url: String,
     ledger: String,
+    ledger_id: String,
     upstream: Option<SocketAddr>,
     server: Option<Server>,
     nodes: Vec<Node>,
@@ -126,6 +127,7 @@ impl Suite {
             .env("SIMBA_CONFIG", self.dir.path().join("simba.toml"))
             .env("SIMBA_BACKEND__URL", url)
             .env("SIMBA_LEDGER", &self.ledger)
+            .env("SIMBA_LEDGER_ID", &self.ledger_id)
             .env("SIMBA_NODE_LOG", self.log())
             .env("RUST_LOG", "error")
             .stdout(Stdio::null())
@@ -227,7 +229,8 @@ async fn run(backend: &str, url: String, server: Option<Server>, ledger: Option<
         hostport.parse::<SocketAddr>().expect("a loopback host:port")
     });
     let ledger = ledger.unwrap_or_else(|| dir.path().join("ledger.db").display().to_string());
-    let mut s = Suite { dir, url, ledger, upstream, server, nodes: Vec::new() };
+    let ledger_id = format!("ledger-{backend}-{seed:x}-{}", std::process::id());
+    let mut s = Suite { dir, url, ledger, ledger_id, upstream, server, nodes: Vec::new() };
     for _ in 0..NODES {
         let n = s.spawn().await;
         s.nodes.push(n);

@@ -47,6 +47,12 @@ async fn proxy_modes() {
 
     proxy.set(Mode::BlackHole);
     assert!(roundtrip(&mut s, Duration::from_millis(300)).await.is_none(), "black hole answered");
+    // The route comes back: what was sent arrives, in order, as TCP would deliver it.
+    proxy.restore();
+    let mut late = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(1), s.read_exact(&mut late)).await.expect("delivered").expect("read");
+    assert_eq!(&late, b"ping");
+    assert!(roundtrip(&mut s, Duration::from_secs(1)).await.is_some(), "forward after the black hole");
 
     proxy.restore();
     let mut s2 = TcpStream::connect(proxy.addr()).await.expect("connect");

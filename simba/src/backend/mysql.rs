@@ -432,48 +432,26 @@ fn keep_alive_sql(session: &SessionId, held: HeldDigest) -> String {
         .replace("{sum}", &format!("{:020}", held.token_sum))
 }
 
-impl Backend for MySqlBackend {
-    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
-        let id = SessionId::random();
-        let ttl = ttl_ms(ttl);
-        for gc in [GC_LEASES, GC_MEMBERS, GC_SESSIONS] {
-            sqlx::query(gc)
-                .bind(GC_GRACE_MS)
-                .execute(&self.pool)
-                .await
-                .map_err(self.err("collect expired sessions"))?;
-        }
-        sqlx::query(INSERT_SESSION)
-            .bind(id.as_str())
-            .bind(ttl)
-            .bind(ttl)
-            .execute(&self.pool)
-            .await
-            .map_err(self.err("insert a session"))?;
-        Ok(SessionGrant { id, remaining: Duration::from_millis(self.non_negative("ttl", ttl)?) })
-    }
+/// How many times a transaction chosen as a deadlock victim is tried again.
+const LOCK_RETRIES: u32 = 3;
 
-    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
-        if !is_generated_id(session) {
-            // This backend never handed it out, so no such session exists.
-            return Ok(KeepAlive::Expired);
+/// Whether `e` is InnoDB giving up a transaction to a lock conflict (deadlock, SQLSTATE
+/// 40001, or a lock wait timeout, error 1205): transient, and nothing was written.
+fn is_lock_conflict(e: &BackendError) -> bool {
+    let mut src = std::error::Error::source(e);
+    while let Some(err) = src {
+        if let Some(sqlx::Error::Database(db)) = err.downcast_ref::<sqlx::Error>() {
+            let mysql = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>();
+            return db.code().as_deref() == Some("40001")
+                || mysql.is_some_and(|m| m.number() == 1205 || m.number() == 1213);
         }
-        // One round trip whatever the number of leases (S1). `fetch_all` reads every result
-        // of the batch, leaving the connection ready for the next call.
-        let rows = sqlx::raw_sql(AssertSqlSafe(keep_alive_sql(session, held)))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(self.err("renew a session"))?;
-        let Some(row) = rows.first() else { return Ok(KeepAlive::Expired) };
-        let remaining: i64 = row.try_get(0).map_err(self.err("read a renewal"))?;
-        let digest_matches: bool = row.try_get(1).map_err(self.err("read a renewal"))?;
-        Ok(KeepAlive::Alive {
-            remaining: Duration::from_millis(self.non_negative("remaining time", remaining)?),
-            digest_matches,
-        })
+        src = err.source();
     }
+    false
+}
 
-    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+impl MySqlBackend {
+    async fn acquire_once(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
         let (live, holder, holder_live): (bool, Option<String>, bool) = sqlx::query_as(ACQUIRE_PROBE)
             .bind(session.as_str())
             .bind(name)
@@ -519,6 +497,72 @@ impl Backend for MySqlBackend {
         Ok(outcome)
     }
 
+    async fn close_once(&self, session: &SessionId) -> BackendResult<()> {
+        let mut tx = self.pool.begin().await.map_err(self.err("close a session"))?;
+        for statement in CLOSE {
+            sqlx::query(statement)
+                .bind(session.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err("close a session"))?;
+        }
+        tx.commit().await.map_err(self.err("commit a session close"))
+    }
+}
+
+impl Backend for MySqlBackend {
+    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
+        let id = SessionId::random();
+        let ttl = ttl_ms(ttl);
+        for gc in [GC_LEASES, GC_MEMBERS, GC_SESSIONS] {
+            sqlx::query(gc)
+                .bind(GC_GRACE_MS)
+                .execute(&self.pool)
+                .await
+                .map_err(self.err("collect expired sessions"))?;
+        }
+        sqlx::query(INSERT_SESSION)
+            .bind(id.as_str())
+            .bind(ttl)
+            .bind(ttl)
+            .execute(&self.pool)
+            .await
+            .map_err(self.err("insert a session"))?;
+        Ok(SessionGrant { id, remaining: Duration::from_millis(self.non_negative("ttl", ttl)?) })
+    }
+
+    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+        if !is_generated_id(session) {
+            // This backend never handed it out, so no such session exists.
+            return Ok(KeepAlive::Expired);
+        }
+        // One round trip whatever the number of leases (S1). `fetch_all` reads every result
+        // of the batch, leaving the connection ready for the next call.
+        let rows = sqlx::raw_sql(AssertSqlSafe(keep_alive_sql(session, held)))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("renew a session"))?;
+        let Some(row) = rows.first() else { return Ok(KeepAlive::Expired) };
+        let remaining: i64 = row.try_get(0).map_err(self.err("read a renewal"))?;
+        let digest_matches: bool = row.try_get(1).map_err(self.err("read a renewal"))?;
+        Ok(KeepAlive::Alive {
+            remaining: Duration::from_millis(self.non_negative("remaining time", remaining)?),
+            digest_matches,
+        })
+    }
+
+    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        // InnoDB may pick this transaction as a deadlock victim (or time its lock wait out)
+        // when sessions close and acquire at once; it wrote nothing then, so try again.
+        let mut attempt = 0;
+        loop {
+            match self.acquire_once(session, name).await {
+                Err(e) if attempt < LOCK_RETRIES && is_lock_conflict(&e) => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
     async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
         // A token beyond i64 was never issued, so it holds nothing.
         let Ok(token) = i64::try_from(token) else { return Ok(false) };
@@ -533,15 +577,13 @@ impl Backend for MySqlBackend {
     }
 
     async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
-        let mut tx = self.pool.begin().await.map_err(self.err("close a session"))?;
-        for statement in CLOSE {
-            sqlx::query(statement)
-                .bind(session.as_str())
-                .execute(&mut *tx)
-                .await
-                .map_err(self.err("close a session"))?;
+        let mut attempt = 0;
+        loop {
+            match self.close_once(session).await {
+                Err(e) if attempt < LOCK_RETRIES && is_lock_conflict(&e) => attempt += 1,
+                other => return other,
+            }
         }
-        tx.commit().await.map_err(self.err("commit a session close"))
     }
 
     async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {

@@ -31,10 +31,14 @@ enum Ledger {
 
 impl Ledger {
     async fn write(&self, token: u64, value: &str) -> Result<bool, simba::BoxError> {
+        // One resource per run (`SIMBA_LEDGER_ID`), so that runs on a shared server start
+        // from an empty ledger.
+        static ID: OnceLock<String> = OnceLock::new();
+        let id = ID.get_or_init(|| std::env::var("SIMBA_LEDGER_ID").unwrap_or_else(|_| "ledger".into()));
         match self {
-            Ledger::Sqlite(f) => f.write("ledger", token, value).await,
-            Ledger::Postgres(f) => f.write("ledger", token, value).await,
-            Ledger::Redis(f) => f.write("ledger", token, value).await,
+            Ledger::Sqlite(f) => f.write(id, token, value).await,
+            Ledger::Postgres(f) => f.write(id, token, value).await,
+            Ledger::Redis(f) => f.write(id, token, value).await,
         }
     }
 }
