@@ -186,7 +186,13 @@ fn first_accept_after(path: &Path, t: u128) -> Option<u128> {
 #[derive(Debug, Default)]
 struct Report {
     faults: BTreeMap<Fault, usize>,
+    /// Per kind, the worst time from the fault's end to a leader's accepted write.
     worst: BTreeMap<Fault, Duration>,
+    /// Per kind, the longest gap between two accepted ledger writes around the fault: how long
+    /// nobody worked, whoever held the lease.
+    worst_gap: BTreeMap<Fault, Duration>,
+    /// (kind, began, restored, back) of every fault.
+    windows: Vec<(Fault, u128, u128, u128)>,
     writes: usize,
     refused: usize,
     stale_accepted: usize,
@@ -262,37 +268,31 @@ async fn run(backend: &str, url: String, server: Option<Server>, ledger: Option<
             _ => rng.random_range(0..NODES),
         };
         let began = mono_ns();
-        // Node faults are measured from their start (the others must take over meanwhile);
-        // server faults from the server's return (nobody can lead without it).
-        let measure_from = match fault {
+        match fault {
             Fault::NodeKill => {
                 let pid = s.nodes[victim].child.id();
                 assert!(nix_kill(pid, "KILL"));
                 let _ = s.nodes[victim].child.wait();
                 let n = s.spawn().await;
                 s.nodes[victim] = n;
-                began
             }
             Fault::NodePause => {
                 let pid = s.nodes[victim].child.id();
                 assert!(nix_kill(pid, "STOP"));
                 tokio::time::sleep(hold).await;
                 assert!(nix_kill(pid, "CONT"));
-                began
             }
             Fault::ServerKill => {
                 let srv = s.server.as_ref().expect("server");
                 signal_server(srv, "KILL");
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 restart_server(srv);
-                mono_ns()
             }
             Fault::ServerPause => {
                 let srv = s.server.as_ref().expect("server");
                 signal_server(srv, "STOP");
                 tokio::time::sleep(hold).await;
                 signal_server(srv, "CONT");
-                mono_ns()
             }
             Fault::LinkCut | Fault::LinkBlackHole => {
                 let mode = if fault == Fault::LinkCut { Mode::Cut } else { Mode::BlackHole };
@@ -300,22 +300,24 @@ async fn run(backend: &str, url: String, server: Option<Server>, ledger: Option<
                 p.set(mode);
                 tokio::time::sleep(hold).await;
                 p.restore();
-                began
             }
-        };
+        }
+        // Wait for a leader's accepted write that started after the fault ended.
+        let restored = mono_ns();
         let mut back = None;
         for _ in 0..400 {
-            if let Some(t) = first_accept_after(&log, measure_from) {
+            if let Some(t) = first_accept_after(&log, restored) {
                 back = Some(t);
                 break;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        let Some(back) = back else { panic!("[{backend}] fault {i} ({fault:?}): no leader within 10 s") };
-        let took = Duration::from_nanos(back.saturating_sub(measure_from) as u64);
+        let Some(back) = back else { panic!("[{backend}] fault {i} ({fault:?}): no leader within 10 s of its end") };
+        let after_end = Duration::from_nanos(back.saturating_sub(restored) as u64);
+        report.windows.push((fault, began, restored, back));
         *report.faults.entry(fault).or_default() += 1;
         let w = report.worst.entry(fault).or_default();
-        *w = (*w).max(took);
+        *w = (*w).max(after_end);
         // Let the cluster settle before the next fault.
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -342,6 +344,20 @@ async fn run(backend: &str, url: String, server: Option<Server>, ledger: Option<
 
 fn check(_backend: &str, log: &Path, r: &mut Report) {
     let logs = read_logs(log);
+    let mut ends: Vec<u128> = logs.writes.iter().filter(|w| w.3).map(|w| w.1).collect();
+    ends.sort_unstable();
+    for (f, began, _restored, back) in &r.windows {
+        // The last accepted write before the fault, then every one up to the first after it.
+        let before = ends.iter().rev().find(|e| *e <= began).copied().unwrap_or(*began);
+        let mut prev = before;
+        let mut gap = 0u128;
+        for e in ends.iter().filter(|e| **e > before && **e <= *back) {
+            gap = gap.max(e - prev);
+            prev = *e;
+        }
+        let g = r.worst_gap.entry(*f).or_default();
+        *g = (*g).max(Duration::from_nanos(gap as u64));
+    }
     r.terms = logs.terms.len();
     let mut writes = logs.writes.clone();
     writes.sort_by_key(|w| w.1);
@@ -379,12 +395,16 @@ fn check(_backend: &str, log: &Path, r: &mut Report) {
 
 fn print_report(backend: &str, seed: u64, count: usize, r: &Report) {
     let mut out = format!(
-        "\n### {backend}: {count} faults (seed {seed}), lease {:?}, failover bound {:?}\n\n| fault | injected | worst time to a leader's accepted write |\n| --- | --- | --- |\n",
+        "\n### {backend}: {count} faults (seed {seed}), lease {:?}, failover bound {:?}\n\n| fault | injected | worst gap without an accepted write | worst time from the fault's end to an accepted write |\n| --- | --- | --- | --- |\n",
         LEASE,
         bound()
     );
     for (f, n) in &r.faults {
-        out.push_str(&format!("| {f:?} | {n} | {:?} |\n", r.worst.get(f).copied().unwrap_or_default()));
+        out.push_str(&format!(
+            "| {f:?} | {n} | {:?} | {:?} |\n",
+            r.worst_gap.get(f).copied().unwrap_or_default(),
+            r.worst.get(f).copied().unwrap_or_default()
+        ));
     }
     out.push_str(&format!(
         "\nterms: {}, ledger writes: {} ({} refused as stale), stale writes accepted: {}, overlapping terms: {}, token regressions: {}\n",
