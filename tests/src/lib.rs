@@ -100,4 +100,3 @@ pub fn server_url(var: &str) -> Option<String> {
         }
     }
 }
-pub mod model;
