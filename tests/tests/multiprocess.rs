@@ -68,10 +68,10 @@ fn read_logs(nodes: &[PathBuf]) -> Logs {
                     l.terms.insert((n(2) as u32, n(3) as u64, n(4) as u32), (n(1), n(1), false));
                 }
                 Some("part-valid") => {
-                    if let Some(t) = l.terms.get_mut(&(n(2) as u32, n(3) as u64, n(5) as u32)) {
-                        if !t.2 {
-                            t.1 = t.1.max(n(4));
-                        }
+                    if let Some(t) = l.terms.get_mut(&(n(2) as u32, n(3) as u64, n(5) as u32))
+                        && !t.2
+                    {
+                        t.1 = t.1.max(n(4));
                     }
                 }
                 Some("part-end") => {
