@@ -12,6 +12,7 @@ pub mod job;
 mod lock;
 mod name;
 pub mod runtime;
+mod secret;
 mod session;
 mod term;
 mod timing;

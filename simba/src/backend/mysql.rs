@@ -255,6 +255,10 @@ impl MySqlBackend {
     pub async fn connect(url: &str) -> BackendResult<Self> {
         let normalised =
             super::sql_common::check_url(url, &["mysql", "mariadb"], "mysql", "mysql://user@host:3306/database")?;
+        super::sql_common::check_tls_files(
+            url,
+            &[("ssl-ca", "CA file"), ("ssl-cert", "client certificate"), ("ssl-key", "client key")],
+        )?;
         let options = MySqlConnectOptions::from_str(&normalised)
             .map_err(|e| BackendError::Misconfigured(format!("invalid MySQL URL {:?}: {e}", redact(url))))?;
         let description = describe_options(&options);
@@ -392,7 +396,10 @@ fn describe_options(options: &MySqlConnectOptions) -> String {
 /// A failed first connection: wrong credentials or a missing database are configuration
 /// errors; anything else (refused, reset, DNS) is the server being unavailable.
 fn connect_error(description: &str, e: sqlx::Error) -> BackendError {
-    let message = format!("cannot connect to {description}: {e}");
+    let (message, tls) = super::sql_common::connect_message(description, &e);
+    if tls {
+        return BackendError::Misconfigured(message);
+    }
     let number = e.as_database_error().and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>()).map(|d| d.number());
     match (&e, number) {
         // ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR, ER_BAD_DB_ERROR.

@@ -298,6 +298,10 @@ impl PostgresBackend {
             "postgres",
             "postgres://user@host:5432/database",
         )?;
+        super::sql_common::check_tls_files(
+            url,
+            &[("sslrootcert", "CA file"), ("sslcert", "client certificate"), ("sslkey", "client key")],
+        )?;
         let options = PgConnectOptions::from_str(&normalised)
             .map_err(|e| BackendError::Misconfigured(format!("invalid PostgreSQL URL {:?}: {e}", redact(url))))?
             .application_name("simba")
@@ -424,7 +428,10 @@ fn describe_options(options: &PgConnectOptions) -> String {
 /// A failed first connection: wrong credentials or a missing database are configuration
 /// errors; anything else (refused, reset, DNS) is the server being unavailable.
 fn connect_error(description: &str, e: sqlx::Error) -> BackendError {
-    let message = format!("cannot connect to {description}: {e}");
+    let (message, tls) = super::sql_common::connect_message(description, &e);
+    if tls {
+        return BackendError::Misconfigured(message);
+    }
     match &e {
         // invalid_authorization_specification, invalid_password, invalid_catalog_name,
         // insufficient_privilege (CONNECT revoked).

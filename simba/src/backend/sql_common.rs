@@ -69,16 +69,7 @@ pub(crate) fn discard_idle_after<DB: sqlx::Database>(pool: &sqlx::Pool<DB>, e: &
 
 /// `url` with its password (if any) replaced by `***`, for error messages.
 pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
+    crate::secret::redact_url(url)
 }
 
 /// Checks the parts of a server URL that the driver would otherwise fill in silently: the
@@ -106,6 +97,29 @@ pub(crate) fn check_url(url: &str, schemes: &[&str], driver_scheme: &str, exampl
         )));
     }
     Ok(format!("{driver_scheme}://{rest}"))
+}
+
+/// Reads the TLS files named by the URL's parameters (`keys`: parameter and what it is), so
+/// that a missing, unreadable or non-PEM file fails before connecting, with its name.
+pub(crate) fn check_tls_files(url: &str, keys: &[(&str, &str)]) -> BackendResult<()> {
+    for (k, v) in crate::secret::query_params(url) {
+        if let Some((key, what)) = keys.iter().find(|(key, _)| key.eq_ignore_ascii_case(&k)) {
+            crate::secret::read_pem(what, std::path::Path::new(&v))
+                .map_err(|m| BackendError::Misconfigured(format!("URL {:?}, parameter {key}: {m}", redact(url))))?;
+        }
+    }
+    Ok(())
+}
+
+/// The message of a failed connection, with what to do when TLS was the cause.
+pub(crate) fn connect_message(description: &str, e: &sqlx::Error) -> (String, bool) {
+    let text = format!("{e}");
+    let tls = matches!(e, sqlx::Error::Tls(_))
+        || (matches!(e, sqlx::Error::Io(_)) && crate::secret::tls_hint(&text).is_some());
+    match crate::secret::tls_hint(&format!("{e:?} {text}")).filter(|_| tls) {
+        Some(hint) => (format!("cannot connect to {description}: {hint} ({text})"), true),
+        None => (format!("cannot connect to {description}: {text}"), false),
+    }
 }
 
 /// `scheme://user@host:port/database`, without the password, for logs and errors.

@@ -223,6 +223,9 @@ impl SqliteBackend {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(BUSY_TIMEOUT);
         let description = describe_options(&options);
+        if !is_in_memory(&options) {
+            create_private(options.get_filename(), &description)?;
+        }
         let mut pool_options = SqlitePoolOptions::new();
         if is_in_memory(&options) {
             // An in-memory database is shared between pooled connections through SQLite's
@@ -278,6 +281,24 @@ impl SqliteBackend {
     /// Maps a driver error to [`BackendError::Unavailable`], naming the call and the database.
     fn err(&self, what: &'static str) -> impl FnOnce(sqlx::Error) -> BackendError + '_ {
         move |e| BackendError::unavailable(format!("{}: {what} failed", self.description), e)
+    }
+}
+
+/// Creates the database file readable and writable by its owner only (0600), if it does not
+/// exist yet: it holds the leases, and whoever can write it can forge one (ADR 0008). SQLite
+/// gives its `-wal` and `-shm` files the same permissions. An existing file is left as it is.
+fn create_private(path: &std::path::Path, description: &str) -> BackendResult<()> {
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    match open.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(BackendError::unavailable(
+            format!("cannot create SQLite database {description}: check that its directory exists and is writable"),
+            e,
+        )),
     }
 }
 
@@ -727,6 +748,28 @@ mod tests {
         let err = SqliteBackend::connect(&format!("sqlite://{}", missing.display())).await.unwrap_err();
         assert!(matches!(err, BackendError::Unavailable { .. }), "{err:?}");
         assert!(err.to_string().contains(&missing.display().to_string()), "{err}");
+    }
+
+    /// Safe defaults (issue 8): the file simba creates, and its WAL and shared-memory files,
+    /// are readable and writable by their owner only, whatever the umask allows.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn new_database_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let db = TempDb::new();
+        let b = db.backend().await;
+        let s = b.open_session(TTL).await.unwrap().id;
+        assert_eq!(b.acquire(&s, "x").await.unwrap(), Acquire::Won(1));
+        let mut checked = 0;
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = db.path.clone().into_os_string();
+            p.push(suffix);
+            if let Ok(meta) = std::fs::metadata(&p) {
+                assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{p:?}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 2, "the database and its WAL file exist");
     }
 
     #[tokio::test]

@@ -46,18 +46,30 @@ pub struct JobOverride {
 }
 
 /// The runtime's configuration, resolved from a file (or the embedded default) and the
-/// environment.
-#[derive(Debug, Clone, PartialEq)]
+/// environment. Its `Debug` output masks the secrets of the backend URL.
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct RuntimeConfig {
     /// Where it came from (a path, or "the embedded default").
     pub source: String,
-    /// The backend URL.
+    /// The backend URL, with the `[backend]` credentials and `[backend.tls]` files merged in
+    /// (so it may hold a password: show it through [`crate::runtime::redact`]).
     pub backend_url: String,
     /// Session timing.
     pub session: SimbaConfig,
     /// Per-job overrides, by job name.
     pub jobs: BTreeMap<String, JobOverride>,
+}
+
+impl std::fmt::Debug for RuntimeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeConfig")
+            .field("source", &self.source)
+            .field("backend_url", &crate::secret::redact_url(&self.backend_url))
+            .field("session", &self.session)
+            .field("jobs", &self.jobs)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -82,10 +94,26 @@ struct FileConfig {
     jobs: BTreeMap<String, JobTable>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BackendTable {
     url: Option<String>,
+    user: Option<String>,
+    password: Option<String>,
+    password_file: Option<PathBuf>,
+    tls: Option<super::security::TlsTable>,
+}
+
+impl std::fmt::Debug for BackendTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendTable")
+            .field("url", &self.url.as_deref().map(crate::secret::redact_url))
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| crate::secret::MASK))
+            .field("password_file", &self.password_file)
+            .field("tls", &self.tls)
+            .finish()
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -137,7 +165,10 @@ impl RuntimeConfig {
     /// Parses `text` (named `source` in errors), then applies `overrides` (variable name and
     /// value, as `SIMBA_SESSION__LEASE_DURATION=10s`).
     pub fn from_toml_str(text: &str, source: &str, overrides: Vec<(String, String)>) -> Result<RuntimeConfig, Error> {
-        let err = |msg: String| Error::InvalidConfig(format!("{source}: {msg}"));
+        // Messages may quote the file (TOML errors show the offending line) or an override's
+        // value: mask every secret first.
+        let secrets = secrets_in(text, &overrides);
+        let err = |msg: String| Error::InvalidConfig(scrub(&format!("{source}: {msg}"), &secrets));
         // First the file alone, so that errors carry its line and column.
         if let Err(e) = toml::from_str::<FileConfig>(text) {
             return Err(err(with_hint(&e.to_string())));
@@ -239,7 +270,21 @@ impl RuntimeConfig {
             }
             jobs.insert(name, JobOverride { enabled: j.enabled, schedule, misfire, partitions: j.partitions });
         }
-        let backend_url = file.backend.url.unwrap_or_else(|| DEFAULT_BACKEND_URL.to_owned());
+        let b = file.backend;
+        let url = b.url.unwrap_or_else(|| DEFAULT_BACKEND_URL.to_owned());
+        let password = match (b.password, &b.password_file) {
+            (Some(_), Some(_)) => {
+                return Err(err(format!(
+                    "{}: set either password (or SIMBA_BACKEND__PASSWORD) or password_file, not both",
+                    at("backend", "password_file")
+                )));
+            }
+            (Some(p), None) => Some(p),
+            (None, Some(path)) => Some(super::security::read_password_file(path).map_err(&err)?),
+            (None, None) => None,
+        };
+        let backend_url = super::security::secure_url(&url, b.user.as_deref(), password.as_deref(), b.tls.as_ref())
+            .map_err(|m| err(format!("[backend]: {m}")))?;
         Ok(RuntimeConfig { source: source.to_owned(), backend_url, session, jobs })
     }
 
@@ -277,8 +322,14 @@ fn apply_override(table: &mut toml::Table, var: &str, value: &str) -> Result<(),
             hint.unwrap_or_default()
         ));
     }
-    // Numbers and booleans as TOML reads them; anything else is a string ("10s").
-    let parsed = toml::from_str::<toml::Table>(&format!("v = {value}")).ok().and_then(|mut t| t.remove("v"));
+    // Numbers and booleans as TOML reads them; anything else is a string ("10s"). Secrets are
+    // always strings (a numeric password is still a password).
+    let secret = path.last().is_some_and(|k| crate::secret::is_secret_key(k));
+    let parsed = if secret {
+        None
+    } else {
+        toml::from_str::<toml::Table>(&format!("v = {value}")).ok().and_then(|mut t| t.remove("v"))
+    };
     let v = match parsed {
         Some(v @ (toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_))) => v,
         _ => toml::Value::String(value.to_owned()),
@@ -295,6 +346,49 @@ fn apply_override(table: &mut toml::Table, var: &str, value: &str) -> Result<(),
         t.insert(last.clone(), v);
     }
     Ok(())
+}
+
+/// The secret values `text` and `overrides` hold: values of secret keys (`password = ...`)
+/// and the userinfo passwords and secret parameters of URLs, as written and as they appear
+/// once a quoted string is parsed.
+fn secrets_in(text: &str, overrides: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut add = |key: &str, value: &str| {
+        let value = value.trim();
+        let unquoted = value.trim_matches(|c| c == '"' || c == '\'');
+        if crate::secret::is_secret_key(key) {
+            out.extend([value.to_owned(), unquoted.to_owned()]);
+        } else {
+            // Any URL: what redaction removes is secret.
+            let shown = crate::secret::redact_url(unquoted);
+            if shown != unquoted {
+                out.push(unquoted.to_owned());
+            }
+        }
+    };
+    for line in text.lines() {
+        if let Some((k, v)) = line.split_once('=') {
+            add(k.trim().trim_matches('"'), v);
+        }
+    }
+    for (var, value) in overrides {
+        add(var.rsplit("__").next().unwrap_or_default(), value);
+    }
+    out.retain(|s| !s.is_empty());
+    // Longest first, so that a URL is masked before a part of it.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out
+}
+
+/// `msg` with every secret replaced: a URL by its redacted form, anything else by `***`.
+fn scrub(msg: &str, secrets: &[String]) -> String {
+    let mut msg = msg.to_owned();
+    for s in secrets {
+        let shown = crate::secret::redact_url(s);
+        let replacement = if shown != *s { shown } else { crate::secret::MASK.to_owned() };
+        msg = msg.replace(s.as_str(), &replacement);
+    }
+    msg
 }
 
 /// Adds "did you mean" to serde's unknown-field errors.

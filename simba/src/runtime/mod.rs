@@ -3,6 +3,7 @@
 //! then hands everything over (H1) and closes the session (rule J4).
 
 mod config;
+mod security;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -332,17 +333,11 @@ fn plan(config: &RuntimeConfig, scheduled: &[ScheduledJob], partitioned: &[Parti
     Ok(Plan { jobs, groups })
 }
 
-/// `url` with any password replaced by `***`, for logs and errors.
+/// `url` with every secret masked as `***`, for logs, errors and any output: the password
+/// of the userinfo (`postgres://user:***@host/db`, `zk://digest:***@host`) and the values
+/// of secret query parameters (`password=`, `sslpassword=`, `auth=`, `token=`, ...).
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let (auth, host) = match rest.split_once('@') {
-        Some((a, h)) => (a, h),
-        None => return url.to_owned(),
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_owned(),
-    }
+    crate::secret::redact_url(url)
 }
 
 #[cfg(test)]

@@ -87,24 +87,44 @@ pub(super) fn check_url(url: &str, shown: &str) -> BackendResult<()> {
 
 /// `url` with any password replaced by `***`, for messages and logs.
 pub(super) fn redact(url: &str) -> String {
-    let (scheme, rest) = match url.split_once("://") {
-        Some((s, r)) => (Some(s), r),
-        None => (None, url),
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    let user = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        None if scheme.is_none() => "***".to_owned(),
-        None => userinfo.to_owned(),
-    };
-    match scheme {
-        Some(s) => format!("{s}://{user}@{host}{tail}"),
-        None => format!("{user}@{host}{tail}"),
+    crate::secret::redact_url(url)
+}
+
+/// Simba's TLS parameters of a `rediss://` URL: `ca_file`, `cert_file`, `key_file`.
+const TLS_PARAMS: [&str; 3] = ["ca_file", "cert_file", "key_file"];
+
+/// Splits simba's TLS parameters off `url` and reads their files: the URL for the driver,
+/// and the certificates if any parameter was given. A file that cannot be read, or that is
+/// not PEM, is an error naming it.
+pub(super) fn tls_files(url: &str, shown: &str) -> BackendResult<(String, Option<redis::TlsCertificates>)> {
+    let params = crate::secret::query_params(url);
+    let file = |key: &str| params.iter().find(|(k, _)| k == key).map(|(_, v)| std::path::PathBuf::from(v));
+    let (ca, cert, key) = (file("ca_file"), file("cert_file"), file("key_file"));
+    if ca.is_none() && cert.is_none() && key.is_none() {
+        return Ok((url.to_owned(), None));
     }
+    if !url.get(..9).is_some_and(|s| s.eq_ignore_ascii_case("rediss://")) {
+        return Err(BackendError::Misconfigured(format!(
+            "Redis URL {shown}: ca_file, cert_file and key_file need TLS: use rediss://"
+        )));
+    }
+    let read = |what: &str, p: &Option<std::path::PathBuf>| {
+        p.as_deref()
+            .map(|p| crate::secret::read_pem(what, p))
+            .transpose()
+            .map_err(|m| BackendError::Misconfigured(format!("Redis URL {shown}: {m}")))
+    };
+    let root_cert = read("CA file", &ca)?;
+    let client_tls = match (read("client certificate", &cert)?, read("client key", &key)?) {
+        (Some(client_cert), Some(client_key)) => Some(redis::ClientTlsConfig { client_cert, client_key }),
+        (None, None) => None,
+        _ => {
+            return Err(BackendError::Misconfigured(format!(
+                "Redis URL {shown}: give both cert_file and key_file (a client certificate needs its key)"
+            )));
+        }
+    };
+    Ok((crate::secret::strip_params(url, &TLS_PARAMS), Some(redis::TlsCertificates { client_tls, root_cert })))
 }
 
 /// The server as `redis://[user@]host:port/db` (or `rediss://`), without the password.
@@ -139,6 +159,11 @@ pub(super) fn connect_error(description: &str, e: &RedisError) -> BackendError {
         return BackendError::Misconfigured(format!(
             "Redis at {description} refused the credentials: {e}; check the user name and password in the URL"
         ));
+    }
+    if description.starts_with("rediss://")
+        && let Some(hint) = crate::secret::tls_hint(&format!("{e:?} {e}"))
+    {
+        return BackendError::Misconfigured(format!("cannot connect to Redis at {description}: {hint} ({e})"));
     }
     BackendError::Unavailable {
         message: format!(

@@ -250,8 +250,10 @@ impl Keys {
 impl RedisBackend {
     /// Connects to the server at `url` with the default [`RedisOptions`].
     ///
-    /// `url` is `redis://[user[:password]@]host[:port][/db]` or `rediss://...` (TLS, which
-    /// needs a TLS feature of the `redis` crate, e.g. `tokio-native-tls-comp`). Fails with
+    /// `url` is `redis://[user[:password]@]host[:port][/db]` or `rediss://...` (TLS with
+    /// rustls; the server certificate is checked against the system's roots, or against the
+    /// PEM file of the `ca_file=` parameter; `cert_file=` and `key_file=` give a client
+    /// certificate). The user and password are Redis ACL credentials. Fails with
     /// [`BackendError::Misconfigured`] for a malformed URL, wrong credentials or an evicting
     /// server (see the module documentation), and with [`BackendError::Unavailable`] when the
     /// server does not answer within the connect timeout (5 s). Errors name the server
@@ -265,7 +267,17 @@ impl RedisBackend {
         options.validate()?;
         let shown = redact(url);
         check_url(url, &shown)?;
-        let client = redis::Client::open(url).map_err(|e| {
+        let (url, certificates) = connect::tls_files(url, &shown)?;
+        let url = url.as_str();
+        let opened = match certificates {
+            Some(c) => {
+                // One process-wide rustls provider (ring), whichever crates enabled others.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                redis::Client::build_with_tls(url, c)
+            }
+            None => redis::Client::open(url),
+        };
+        let client = opened.map_err(|e| {
             let hint = if e.to_string().contains("TLS") {
                 "rediss:// needs TLS support in the redis crate: enable its `tokio-native-tls-comp` or \
                  `tokio-rustls-comp` feature, or use redis:// on a trusted network"

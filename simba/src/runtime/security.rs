@@ -1,0 +1,213 @@
+//! `[backend]` credentials and `[backend.tls]`: merged into the backend URL in each driver's
+//! own terms (ADR 0008).
+//!
+//! ```toml
+//! [backend]
+//! url = "postgres://db.internal:5432/simba"
+//! user = "simba"
+//! password_file = "/run/secrets/simba-db"   # or SIMBA_BACKEND__PASSWORD
+//!
+//! [backend.tls]
+//! ca_file = "/etc/simba/ca.pem"
+//! cert_file = "/etc/simba/client.pem"       # optional: client certificate
+//! key_file = "/etc/simba/client.key"        # optional: its key
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::secret::{encode_userinfo, read_pem};
+
+/// `[backend.tls]`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TlsTable {
+    ca_file: Option<PathBuf>,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+}
+
+/// The password in `path`, without a trailing newline. The error names the file, never its
+/// content.
+pub(super) fn read_password_file(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "[backend] password_file: cannot read {}: {e} (give a readable file that holds only the password)",
+            path.display()
+        )
+    })?;
+    let password = text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text);
+    if password.is_empty() {
+        return Err(format!("[backend] password_file: {} is empty", path.display()));
+    }
+    Ok(password.to_owned())
+}
+
+/// `url` with `user`, `password` and the TLS files merged in, in the parameters each driver
+/// reads: PostgreSQL `sslmode=verify-full&sslrootcert=...&sslcert=...&sslkey=...`, MySQL
+/// `ssl-mode=VERIFY_IDENTITY&ssl-ca=...&ssl-cert=...&ssl-key=...`, Redis `rediss://` and
+/// simba's `ca_file`/`cert_file`/`key_file`, ZooKeeper the userinfo for digest auth (TLS:
+/// see ADR 0008). Errors never hold the password.
+pub(super) fn secure_url(
+    url: &str,
+    user: Option<&str>,
+    password: Option<&str>,
+    tls: Option<&TlsTable>,
+) -> Result<String, String> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase()).expect("valid");
+    if let Some(t) = tls {
+        for (key, what, file) in [
+            ("ca_file", "CA file", &t.ca_file),
+            ("cert_file", "client certificate", &t.cert_file),
+            ("key_file", "client key", &t.key_file),
+        ] {
+            if let Some(f) = file {
+                read_pem(what, f).map_err(|m| format!("[backend.tls] {key}: {m}"))?;
+            }
+        }
+        if t.cert_file.is_some() != t.key_file.is_some() {
+            return Err("[backend.tls]: set both cert_file and key_file (a client certificate needs its key)".into());
+        }
+    }
+    let tls_params: Vec<(&str, String)> = match (scheme.as_str(), tls) {
+        (_, None) => Vec::new(),
+        ("postgres" | "postgresql", Some(t)) => {
+            let mut p = vec![("sslmode", "verify-full".to_owned())];
+            push(&mut p, "sslrootcert", &t.ca_file);
+            push(&mut p, "sslcert", &t.cert_file);
+            push(&mut p, "sslkey", &t.key_file);
+            p
+        }
+        ("mysql" | "mariadb", Some(t)) => {
+            let mut p = vec![("ssl-mode", "VERIFY_IDENTITY".to_owned())];
+            push(&mut p, "ssl-ca", &t.ca_file);
+            push(&mut p, "ssl-cert", &t.cert_file);
+            push(&mut p, "ssl-key", &t.key_file);
+            p
+        }
+        ("redis" | "rediss" | "zk", Some(t)) => {
+            let mut p = Vec::new();
+            if scheme == "zk" {
+                p.push(("tls", "true".to_owned()));
+            }
+            push(&mut p, "ca_file", &t.ca_file);
+            push(&mut p, "cert_file", &t.cert_file);
+            push(&mut p, "key_file", &t.key_file);
+            p
+        }
+        (other, Some(_)) => {
+            return Err(format!("[backend.tls] does not apply to the `{other}` backend (it has no server to talk to)"));
+        }
+    };
+    if (user.is_some() || password.is_some())
+        && !matches!(scheme.as_str(), "postgres" | "postgresql" | "mysql" | "mariadb" | "redis" | "rediss" | "zk")
+    {
+        return Err(format!("user and password do not apply to the `{scheme}` backend (it has no server)"));
+    }
+    let mut out = url.to_owned();
+    if user.is_some() || password.is_some() {
+        let (prefix, rest) = out.split_once("://").unwrap_or(("", &out));
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(end);
+        let (old_user, old_password, host) = match authority.rsplit_once('@') {
+            Some((ui, h)) => match ui.split_once(':') {
+                Some((u, p)) => (Some(u), Some(p), h),
+                None => (Some(ui), None, h),
+            },
+            None => (None, None, authority),
+        };
+        if password.is_some() && old_password.is_some() {
+            return Err("the URL already holds a password: set it in one place only".into());
+        }
+        if let (Some(u), Some(old)) = (user, old_user)
+            && !old.is_empty()
+            && old != encode_userinfo(u)
+        {
+            return Err(format!(
+                "the URL names user {old:?} and [backend] user is {u:?}: set the user in one place only"
+            ));
+        }
+        let u = user.map(encode_userinfo).or(old_user.map(str::to_owned)).expect("valid");
+        let p = password.map(encode_userinfo).or(old_password.map(str::to_owned));
+        let userinfo = match p {
+            Some(p) => format!("{u}:{p}@"),
+            None => format!("{u}@"),
+        };
+        out = format!("{prefix}://{userinfo}{host}{tail}");
+    }
+    if scheme == "redis" && tls.is_some() {
+        out = format!("rediss{}", &out["redis".len()..]);
+    }
+    if !tls_params.is_empty() {
+        let existing = crate::secret::query_params(&out);
+        let mut sep = if out.contains('?') { '&' } else { '?' };
+        for (k, v) in tls_params {
+            if existing.iter().any(|(e, _)| e.eq_ignore_ascii_case(k)) {
+                return Err(format!(
+                    "the URL already sets `{k}`: configure TLS in the URL or in [backend.tls], not both"
+                ));
+            }
+            out.push(sep);
+            out.push_str(k);
+            out.push('=');
+            out.push_str(&encode_userinfo(&v));
+            sep = '&';
+        }
+    }
+    Ok(out)
+}
+
+fn push(p: &mut Vec<(&'static str, String)>, key: &'static str, file: &Option<PathBuf>) {
+    if let Some(f) = file {
+        p.push((key, f.display().to_string()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tls(ca: &Path) -> TlsTable {
+        TlsTable { ca_file: Some(ca.to_owned()), cert_file: None, key_file: None }
+    }
+
+    #[test]
+    fn credentials_go_into_the_userinfo() {
+        let u = secure_url("postgres://h:1/db", Some("simba"), Some("p@ss/w:rd"), None).expect("valid");
+        assert_eq!(u, "postgres://simba:p%40ss%2Fw%3Ard@h:1/db");
+        let u = secure_url("redis://alice@h:1", None, Some("x"), None).expect("valid");
+        assert_eq!(u, "redis://alice:x@h:1");
+        let e = secure_url("redis://a:b@h", None, Some("hunter2"), None).expect_err("must fail");
+        assert!(e.contains("one place") && !e.contains("hunter2"), "{e}");
+        let e = secure_url("sqlite://x.db", None, Some("hunter2"), None).expect_err("must fail");
+        assert!(e.contains("sqlite") && !e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn tls_files_are_checked_and_merged() {
+        let dir = std::env::temp_dir().join(format!("simba-sec-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let ca = dir.join("ca.pem");
+        let _ = std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n");
+        let shown = ca.display().to_string().replace('/', "%2F");
+        let u = secure_url("postgres://h/db", None, None, Some(&tls(&ca))).expect("valid");
+        assert_eq!(u, format!("postgres://h/db?sslmode=verify-full&sslrootcert={shown}"));
+        let u = secure_url("mysql://h/db?x=1", None, None, Some(&tls(&ca))).expect("valid");
+        assert_eq!(u, format!("mysql://h/db?x=1&ssl-mode=VERIFY_IDENTITY&ssl-ca={shown}"));
+        let u = secure_url("redis://h:1", None, None, Some(&tls(&ca))).expect("valid");
+        assert_eq!(u, format!("rediss://h:1?ca_file={shown}"));
+        let missing = dir.join("nope.pem");
+        let e = secure_url("redis://h:1", None, None, Some(&tls(&missing))).expect_err("must fail");
+        assert!(e.contains("ca_file") && e.contains("nope.pem") && e.contains("cannot read"), "{e}");
+        let not_pem = dir.join("x.txt");
+        let _ = std::fs::write(&not_pem, "hello");
+        let e = secure_url("redis://h:1", None, None, Some(&tls(&not_pem))).expect_err("must fail");
+        assert!(e.contains("x.txt") && e.contains("no PEM"), "{e}");
+        let e = secure_url("sqlite://a.db", None, None, Some(&tls(&ca))).expect_err("must fail");
+        assert!(e.contains("sqlite"), "{e}");
+        let e = secure_url("postgres://h/db?sslmode=require", None, None, Some(&tls(&ca))).expect_err("must fail");
+        assert!(e.contains("sslmode"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
