@@ -32,6 +32,12 @@ REDIS_PORT=${SIMBA_BACKENDS_REDIS_PORT:-56379}
 REDIS_EVICTING_PORT=${SIMBA_BACKENDS_REDIS_EVICTING_PORT:-56380}
 ZK_PORT=${SIMBA_BACKENDS_ZK_PORT:-52181}
 ZK_CAPPED_PORT=${SIMBA_BACKENDS_ZK_CAPPED_PORT:-52182}
+# TLS listeners beside the plain ports (PostgreSQL and MariaDB take TLS on their one port).
+REDIS_TLS_PORT=${SIMBA_BACKENDS_REDIS_TLS_PORT:-56443}
+# The password of the test users (PostgreSQL simba_pw, MariaDB simba_pw, Redis ACL user simba,
+# ZooKeeper digest simba); the exported URLs hold it percent-encoded.
+TEST_PASSWORD='S3cr3t@pw/8'
+TEST_PASSWORD_URL='S3cr3t%40pw%2F8'
 ZK_MAX_SESSION_MS=30000
 ZK_CAPPED_MAX_SESSION_MS=${SIMBA_BACKENDS_ZK_CAPPED_MAX_SESSION_MS:-3000}
 START_TIMEOUT=${SIMBA_BACKENDS_START_TIMEOUT:-60}   # seconds, per server
@@ -103,6 +109,33 @@ zk_classpath() {
     [[ -f /usr/share/java/$j.jar ]] && cp+=":/usr/share/java/$j.jar"
   done
   echo "$cp"
+}
+
+tls_dir() { echo "$BASE/tls"; }
+
+# A test CA, a server certificate it signs for localhost and 127.0.0.1, a client certificate,
+# and a second "wrong" CA that signed nothing the servers present. Made once per base dir.
+gen_certs() {
+  local d; d=$(tls_dir)
+  [[ -s $d/server.pem && -s $d/wrong-ca.pem && -s $d/client.pem ]] && return 0
+  command -v openssl >/dev/null || die "openssl is needed to make the test certificates (apt-get install openssl)"
+  rm -rf "$d"; mkdir -p "$d"
+  log "tls: generating a test CA and certificates in $d"
+  (
+    cd "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 3650 -subj "/CN=simba test CA"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout wrong-ca.key -out wrong-ca.pem -days 3650 \
+      -subj "/CN=simba wrong CA"
+    printf '%s\n' 'subjectAltName=DNS:localhost,IP:127.0.0.1' 'basicConstraints=CA:FALSE' \
+      'keyUsage=digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth,clientAuth' >server.ext
+    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "/CN=localhost"
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 3650 \
+      -extfile server.ext
+    openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj "/CN=simba"
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 3650 \
+      -extfile server.ext
+    chmod 600 ./*.key
+  ) >>"$BASE/tls.log" 2>&1 || die "tls: openssl failed (see $BASE/tls.log)"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -233,6 +266,12 @@ spawn_postgres() {
   as_pg test -w "$dir/PG_VERSION" ||
     die "postgres: user postgres cannot reach $dir (a parent dir is not traversable); set SIMBA_BACKENDS_DIR"
   if [[ $sock != "$dir" ]]; then mkdir -p "$sock"; chown postgres:postgres "$sock"; chmod 700 "$sock"; fi
+  # TLS on the same port (clients choose; plain connections still work), and a password user.
+  install -o postgres -g postgres -m 600 "$(tls_dir)/server.key" "$dir/simba-server.key"
+  install -o postgres -g postgres -m 644 "$(tls_dir)/server.pem" "$dir/simba-server.pem"
+  if ! grep -q '^host all simba_pw ' "$dir/pg_hba.conf"; then
+    sed -i '1i host all simba_pw 0.0.0.0/0 scram-sha-256' "$dir/pg_hba.conf"
+  fi
   # After a kill -9: stale lock files whose PID is dead (or a zombie, which fools postgres).
   old=$(head -n1 "$dir/postmaster.pid" 2>/dev/null | tr -dc '0-9' || true)
   if [[ -f $dir/postmaster.pid ]] && ! alive "$old"; then
@@ -241,7 +280,8 @@ spawn_postgres() {
   spawn postgres setpriv --reuid=postgres --regid=postgres --init-groups -- \
     "$bin/postgres" -D "$dir" -p "$port" -c listen_addresses=127.0.0.1 \
     -c unix_socket_directories="$sock" -c fsync=off -c synchronous_commit=off \
-    -c full_page_writes=off -c max_connections=200
+    -c full_page_writes=off -c max_connections=200 -c ssl=on \
+    -c ssl_cert_file="$dir/simba-server.pem" -c ssl_key_file="$dir/simba-server.key"
 }
 
 spawn_mysql() {
@@ -259,7 +299,8 @@ spawn_mysql() {
     --bind-address=127.0.0.1 --socket="$sock" --pid-file="$dir/mariadbd.pid" --user=root \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
     --skip-name-resolve --innodb-log-file-size=16M --innodb-buffer-pool-size=64M \
-    --innodb-flush-log-at-trx-commit=2 --innodb-doublewrite=0 --max-connections=300
+    --innodb-flush-log-at-trx-commit=2 --innodb-doublewrite=0 --max-connections=300 \
+    --ssl-cert="$(tls_dir)/server.pem" --ssl-key="$(tls_dir)/server.key" --ssl-ca="$(tls_dir)/ca.pem"
 }
 
 spawn_redis() { # spawn_redis NAME EXTRA...
@@ -314,7 +355,10 @@ spawn_one() {
   case $name in
     postgres) spawn_postgres ;;
     mysql) spawn_mysql ;;
-    redis) spawn_redis redis --maxmemory-policy noeviction ;;
+    redis)
+      local t; t=$(tls_dir)
+      spawn_redis redis --maxmemory-policy noeviction --tls-port "$REDIS_TLS_PORT" --tls-cert-file "$t/server.pem" \
+        --tls-key-file "$t/server.key" --tls-ca-cert-file "$t/ca.pem" --tls-auth-clients optional ;;
     redis-evicting) spawn_redis redis-evicting --maxmemory 64mb --maxmemory-policy allkeys-lru ;;
     zk) spawn_zk zk "$ZK_MAX_SESSION_MS" ;;
     zk-capped) spawn_zk zk-capped "$ZK_CAPPED_MAX_SESSION_MS" ;;
@@ -354,11 +398,20 @@ post_start() {
         "$(pg_bin)/psql" -h 127.0.0.1 -p "$p" -U postgres -d postgres -Xq -v ON_ERROR_STOP=1 \
           -c 'create database simba' >>"$(log_of postgres)" 2>&1 ||
           fail_server postgres "could not create database simba"
-      fi ;;
+      fi
+      "$(pg_bin)/psql" -h 127.0.0.1 -p "$p" -U postgres -d postgres -Xq -v ON_ERROR_STOP=1 -c \
+        "do \$\$ begin if not exists (select 1 from pg_roles where rolname = 'simba_pw') then
+           create role simba_pw login superuser password '$TEST_PASSWORD'; end if; end \$\$" \
+        >>"$(log_of postgres)" 2>&1 || fail_server postgres "could not create user simba_pw" ;;
     mysql)
       mariadb --no-defaults --protocol=tcp -h 127.0.0.1 -P "$p" -u root \
-        -e 'CREATE DATABASE IF NOT EXISTS simba CHARACTER SET utf8mb4' >>"$(log_of mysql)" 2>&1 ||
+        -e "CREATE DATABASE IF NOT EXISTS simba CHARACTER SET utf8mb4;
+            CREATE USER IF NOT EXISTS 'simba_pw'@'%' IDENTIFIED BY '$TEST_PASSWORD';
+            GRANT ALL ON simba.* TO 'simba_pw'@'%'" >>"$(log_of mysql)" 2>&1 ||
         fail_server mysql "could not create database simba" ;;
+    redis)
+      [[ $(redis-cli -h 127.0.0.1 -p "$p" ACL SETUSER simba reset on ">$TEST_PASSWORD" '~*' '&*' '+@all' 2>&1) == OK ]] ||
+        fail_server redis "could not create the ACL user simba" ;;
   esac
 }
 
@@ -394,6 +447,7 @@ write_ports() {
       v=SIMBA_BACKENDS_$(var_of "$n")_PORT
       printf '%s=${%s:-%s}\n' "$v" "$v" "$(port_of "$n")"
     done
+    printf '%s=${%s:-%s}\n' SIMBA_BACKENDS_REDIS_TLS_PORT SIMBA_BACKENDS_REDIS_TLS_PORT "$REDIS_TLS_PORT"
   } >"$BASE/ports.env"
 }
 
@@ -411,6 +465,21 @@ env_text() {
   done
   printf 'export SIMBA_TEST_ZK_MAX_SESSION_MS=%q\n' "$ZK_MAX_SESSION_MS"
   printf 'export SIMBA_TEST_ZK_CAPPED_MAX_SESSION_MS=%q\n' "$ZK_CAPPED_MAX_SESSION_MS"
+  # Security tests (README "Security", ADR 0008).
+  local t ca; t=$(tls_dir); ca=$t/ca.pem
+  printf 'export SIMBA_TEST_TLS_DIR=%q\n' "$t"
+  printf 'export SIMBA_TEST_TLS_CA=%q\n' "$ca"
+  printf 'export SIMBA_TEST_TLS_WRONG_CA=%q\n' "$t/wrong-ca.pem"
+  printf 'export SIMBA_TEST_PASSWORD=%q\n' "$TEST_PASSWORD"
+  printf 'export SIMBA_TEST_POSTGRES_TLS_URL=%q\n' \
+    "postgres://postgres@127.0.0.1:$POSTGRES_PORT/simba?sslmode=verify-full&sslrootcert=$ca"
+  printf 'export SIMBA_TEST_POSTGRES_AUTH_URL=%q\n' "postgres://simba_pw:$TEST_PASSWORD_URL@127.0.0.1:$POSTGRES_PORT/simba"
+  printf 'export SIMBA_TEST_MYSQL_TLS_URL=%q\n' \
+    "mysql://root@127.0.0.1:$MYSQL_PORT/simba?ssl-mode=VERIFY_IDENTITY&ssl-ca=$ca"
+  printf 'export SIMBA_TEST_MYSQL_AUTH_URL=%q\n' "mysql://simba_pw:$TEST_PASSWORD_URL@127.0.0.1:$MYSQL_PORT/simba"
+  printf 'export SIMBA_TEST_REDIS_TLS_URL=%q\n' "rediss://127.0.0.1:$REDIS_TLS_PORT?ca_file=$ca"
+  printf 'export SIMBA_TEST_REDIS_AUTH_URL=%q\n' "redis://simba:$TEST_PASSWORD_URL@127.0.0.1:$REDIS_PORT"
+  printf 'export SIMBA_TEST_ZK_AUTH_URL=%q\n' "zk://simba:$TEST_PASSWORD_URL@127.0.0.1:$ZK_PORT"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -421,6 +490,7 @@ cmd_start() {
   install_missing
   lock
   touch "$BASE/.simba-backends"
+  gen_certs
   for n in "${NAMES[@]}"; do
     pid=$(running_pid "$n")
     if [[ -n $pid ]]; then
@@ -447,6 +517,7 @@ cmd_start() {
   done
   post_start postgres
   post_start mysql
+  post_start redis
   write_ports  # only now: a failed start with a bad port override is not remembered
   env_text >"$BASE/env.sh"
   t0=$(( (${EPOCHREALTIME/[.,]/} - t0) / 1000 ))
@@ -457,6 +528,7 @@ cmd_start() {
 cmd_restart() {
   local n; n=$(canon "${1:?usage: backends.sh restart NAME}")
   lock
+  gen_certs
   stop_one "$n"
   (spawn_one "$n") || fail_server "$n" "could not be started"
   wait_ready "$n"

@@ -67,6 +67,10 @@ fn redact_query(s: &str) -> String {
 /// Whether a query parameter or configuration key holds a secret.
 pub(crate) fn is_secret_key(key: &str) -> bool {
     let k: String = key.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
+    // `password_file` names where the secret is, which is no secret.
+    if k.ends_with("file") {
+        return false;
+    }
     ["password", "passwd", "secret", "token", "credential", "apikey"].iter().any(|w| k.contains(w))
         || matches!(k.as_str(), "pass" | "pwd" | "auth" | "digest" | "userinfo")
 }

@@ -55,7 +55,7 @@ pub(super) fn secure_url(
     password: Option<&str>,
     tls: Option<&TlsTable>,
 ) -> Result<String, String> {
-    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase()).expect("valid");
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase()).unwrap_or_default();
     if let Some(t) = tls {
         for (key, what, file) in [
             ("ca_file", "CA file", &t.ca_file),
@@ -128,7 +128,7 @@ pub(super) fn secure_url(
                 "the URL names user {old:?} and [backend] user is {u:?}: set the user in one place only"
             ));
         }
-        let u = user.map(encode_userinfo).or(old_user.map(str::to_owned)).expect("valid");
+        let u = user.map(encode_userinfo).or(old_user.map(str::to_owned)).unwrap_or_default();
         let p = password.map(encode_userinfo).or(old_password.map(str::to_owned));
         let userinfo = match p {
             Some(p) => format!("{u}:{p}@"),

@@ -57,9 +57,6 @@ const GROUPS: &str = "/simba/groups";
 /// How long `close_session` waits for the server to confirm the close.
 const CLOSE_WAIT: Duration = Duration::from_secs(3);
 
-const PERSISTENT: zk::CreateOptions<'static> = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-const EPHEMERAL: zk::CreateOptions<'static> = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
-
 fn lease_path(name: &str) -> String {
     format!("{LEASES}/{name}")
 }
@@ -113,8 +110,12 @@ impl std::fmt::Debug for ZooKeeperBackend {
 }
 
 impl ZooKeeperBackend {
-    /// Connects to `zk://host:port[,host:port...][/chroot]`, creates the chroot and the
-    /// `/simba` directories if missing, and starts watching lease releases (K2).
+    /// Connects to `zk://[user:password@]host:port[,host:port...][/chroot]`, creates the
+    /// chroot and the `/simba` directories if missing, and starts watching lease releases (K2).
+    ///
+    /// With `user:password@`, every connection authenticates with ZooKeeper's `digest` scheme
+    /// and every node simba creates gets the ACL "all for this user, read for anyone": other
+    /// clients can read the leases but not create, change or delete them (ADR 0008).
     ///
     /// Fails within 5 s, naming the URL and the cause, when no server answers.
     pub async fn connect(url: &str) -> BackendResult<Self> {
@@ -122,7 +123,12 @@ impl ZooKeeperBackend {
         let description = spec.describe();
         let setup_err = |what: &str, e: zk::Error| match e {
             zk::Error::NoAuth => BackendError::Misconfigured(format!(
-                "{description}: cannot {what}: not authorized; grant this client all permissions on the chroot"
+                "{description}: cannot {what}: not authorized; grant this client all permissions on the chroot{}",
+                if spec.secured() {
+                    " (the nodes belong to another digest user: check the user and password in the URL)"
+                } else {
+                    " (the nodes were created with credentials: add user:password@ to the URL)"
+                }
             )),
             e => BackendError::unavailable(format!("{description}: cannot {what}"), e),
         };
@@ -130,13 +136,21 @@ impl ZooKeeperBackend {
             None => spec.connect(SHARED_SESSION_TIMEOUT).await?,
             Some(chroot) => {
                 let root = spec.connect_unrooted(SHARED_SESSION_TIMEOUT).await?;
-                root.mkdir(chroot, &PERSISTENT).await.map_err(|e| setup_err("create the chroot", e))?;
+                root.mkdir(chroot, &spec.persistent()).await.map_err(|e| setup_err("create the chroot", e))?;
                 root.chroot(chroot.to_owned())
                     .map_err(|_| BackendError::Misconfigured(format!("{description}: invalid chroot {chroot:?}")))?
             }
         };
         for dir in [LEASES, SLOTS, GROUPS] {
-            client.mkdir(dir, &PERSISTENT).await.map_err(|e| setup_err(&format!("create {dir}"), e))?;
+            client.mkdir(dir, &spec.persistent()).await.map_err(|e| setup_err(&format!("create {dir}"), e))?;
+            if spec.secured() {
+                // Directories made before credentials were configured: close them now, or
+                // anyone could delete a lease node (deleting needs DELETE on the parent).
+                client
+                    .set_acl(dir, spec.secured_acl(), None)
+                    .await
+                    .map_err(|e| setup_err(&format!("restrict the ACL of {dir}"), e))?;
+            }
         }
         let watch = client
             .watch(LEASES, zk::AddWatchMode::PersistentRecursive)

@@ -5,7 +5,7 @@
 use zookeeper_client as zk;
 
 use super::session::ZkSession;
-use super::{EPHEMERAL, GROUPS, LEASES, PERSISTENT, SLOTS, ZooKeeperBackend, lease_path, member_path, slot_path};
+use super::{GROUPS, LEASES, SLOTS, ZooKeeperBackend, lease_path, member_path, slot_path};
 use crate::backend::{Acquire, BackendError};
 
 /// How many times `acquire` creates again when the node it found vanished before it was read.
@@ -32,7 +32,7 @@ impl ZooKeeperBackend {
         let path = lease_path(name);
         for _ in 0..ACQUIRE_ATTEMPTS {
             self.count(1);
-            match s.client.create(&path, s.id.as_str().as_bytes(), &EPHEMERAL).await {
+            match s.client.create(&path, s.id.as_str().as_bytes(), &self.inner.spec.ephemeral()).await {
                 Ok((stat, _)) => {
                     let token = stat.czxid as u64;
                     self.track(s, name, token).await?;
@@ -156,7 +156,7 @@ impl ZooKeeperBackend {
             w.add_check_version(&lease, lease_stat.version)?;
             match version {
                 Some(v) => w.add_set_data(&slot_node, data.as_bytes(), Some(v))?,
-                None => w.add_create(&slot_node, data.as_bytes(), &PERSISTENT)?,
+                None => w.add_create(&slot_node, data.as_bytes(), &self.inner.spec.persistent())?,
             }
             self.count(1);
             match w.commit().await {
@@ -179,7 +179,7 @@ impl ZooKeeperBackend {
         let path = member_path(group, &s.id);
         for _ in 0..2 {
             self.count(1);
-            match s.client.create(&path, b"", &EPHEMERAL).await {
+            match s.client.create(&path, b"", &self.inner.spec.ephemeral()).await {
                 Ok(_) => return Ok(()),
                 Err(zk::Error::NodeExists) => {
                     self.count(1);
@@ -197,7 +197,7 @@ impl ZooKeeperBackend {
                 }
                 Err(zk::Error::NoNode) => {
                     self.count(1);
-                    match s.client.create(&format!("{GROUPS}/{group}"), b"", &PERSISTENT).await {
+                    match s.client.create(&format!("{GROUPS}/{group}"), b"", &self.inner.spec.persistent()).await {
                         Ok(_) | Err(zk::Error::NodeExists) => {}
                         Err(e) => return Err(e.into()),
                     }
