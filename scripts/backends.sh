@@ -8,7 +8,7 @@
 #   scripts/backends.sh restart NAME     (re)start one server, reusing its data dir
 #   scripts/backends.sh pid NAME         print the PID of one server (exit 1 if not running)
 #
-# Servers (NAME): postgres, mysql (MariaDB), redis, redis-evicting, zk, zk-capped.
+# Servers (NAME): postgres, mysql (MariaDB), redis, redis-evicting, zk, zk-capped, zk-tls.
 # Everything listens on 127.0.0.1 only, on non-default ports, so the machine's own services
 # (5432, 3306, 6379, 2181) are never touched. See scripts/README.md.
 set -euo pipefail
@@ -19,7 +19,7 @@ BASE=${SIMBA_BACKENDS_DIR:-$REPO/.backends}
 case $BASE in /*) ;; *) BASE=$PWD/$BASE ;; esac
 BASE=${BASE%/}
 
-NAMES=(postgres mysql redis redis-evicting zk zk-capped)
+NAMES=(postgres mysql redis redis-evicting zk zk-capped zk-tls)
 
 # Ports: env var > ports remembered by the last `start` in this base dir > default.
 if [[ -f $BASE/ports.env ]]; then
@@ -34,6 +34,9 @@ ZK_PORT=${SIMBA_BACKENDS_ZK_PORT:-52181}
 ZK_CAPPED_PORT=${SIMBA_BACKENDS_ZK_CAPPED_PORT:-52182}
 # TLS listeners beside the plain ports (PostgreSQL and MariaDB take TLS on their one port).
 REDIS_TLS_PORT=${SIMBA_BACKENDS_REDIS_TLS_PORT:-56443}
+# ZooKeeper with TLS: its own server (Netty), plain port for probes, secureClientPort beside it.
+ZK_TLS_PORT=${SIMBA_BACKENDS_ZK_TLS_PORT:-52443}
+ZK_TLS_SECURE_PORT=${SIMBA_BACKENDS_ZK_TLS_SECURE_PORT:-52444}
 # The password of the test users (PostgreSQL simba_pw, MariaDB simba_pw, Redis ACL user simba,
 # ZooKeeper digest simba); the exported URLs hold it percent-encoded.
 TEST_PASSWORD='S3cr3t@pw/8'
@@ -57,6 +60,7 @@ canon() {
     redis-evicting | redis_evicting) echo redis-evicting ;;
     zk | zookeeper) echo zk ;;
     zk-capped | zk_capped | zookeeper-capped) echo zk-capped ;;
+    zk-tls | zk_tls | zookeeper-tls) echo zk-tls ;;
     *) die "unknown server '$1' (one of: ${NAMES[*]})" ;;
   esac
 }
@@ -73,6 +77,7 @@ url_of() {
     mysql) echo "mysql://root@127.0.0.1:$p/simba" ;;
     redis | redis-evicting) echo "redis://127.0.0.1:$p" ;;
     zk | zk-capped) echo "zk://127.0.0.1:$p" ;;
+    zk-tls) echo "zk://127.0.0.1:$ZK_TLS_SECURE_PORT?tls=true&ca_file=$(tls_dir)/ca.pem" ;;
   esac
 }
 
@@ -158,7 +163,7 @@ owns() {
     postgres) marker="-D $(dir_of postgres)" ;;
     mysql) marker="--datadir=$(dir_of mysql)" ;;
     redis | redis-evicting) marker=":$(port_of "$name")" ;;
-    zk | zk-capped) marker="$(dir_of "$name")/zoo.cfg" ;;
+    zk | zk-capped | zk-tls) marker="$(dir_of "$name")/zoo.cfg" ;;
   esac
   [[ $cmd == *"$marker"* ]]
 }
@@ -190,7 +195,7 @@ ready() {
         --connect-timeout=3 ping >/dev/null 2>&1 ;;
     redis | redis-evicting)
       [[ $(timeout 3 redis-cli -h 127.0.0.1 -p "$p" ping 2>/dev/null) == PONG ]] ;;
-    zk | zk-capped)
+    zk | zk-capped | zk-tls)
       [[ $(zk_cmd "$p" srvr) == *"Mode: standalone"* ]] ;;
   esac
 }
@@ -310,11 +315,14 @@ spawn_redis() { # spawn_redis NAME EXTRA...
     --appendonly no --dir "$dir" --logfile '' --daemonize no "$@"
 }
 
-spawn_zk() { # spawn_zk NAME MAX_SESSION_MS
+spawn_zk() { # spawn_zk NAME MAX_SESSION_MS [JVM OPTIONS...]
   local name=$1 max=$2 dir cp
+  shift 2
   dir=$(dir_of "$name"); mkdir -p "$dir/data"
   cp=$(zk_classpath)
   [[ -n $cp ]] || die "$name: /usr/share/java/zookeeper.jar not found"
+  # The Netty server needs netty-codec, which zookeeper.jar's manifest does not name.
+  if [[ $name == zk-tls ]]; then cp+=":/usr/share/java/netty-codec.jar"; fi
   cat >"$dir/zoo.cfg" <<EOF
 tickTime=200
 initLimit=10
@@ -329,6 +337,9 @@ admin.enableServer=false
 4lw.commands.whitelist=*
 forceSync=no
 EOF
+  if [[ $name == zk-tls ]]; then
+    printf 'secureClientPort=%s\nsecureClientPortAddress=127.0.0.1\n' "$ZK_TLS_SECURE_PORT" >>"$dir/zoo.cfg"
+  fi
   cat >"$dir/log4j.properties" <<'EOF'
 log4j.rootLogger=INFO, CONSOLE
 log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
@@ -337,7 +348,7 @@ log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%
 EOF
   spawn "$name" java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -Djava.net.preferIPv4Stack=true -Dlog4j.configuration="file:$dir/log4j.properties" \
-    -Dzookeeper.admin.enableServer=false -cp "$cp" \
+    -Dzookeeper.admin.enableServer=false "$@" -cp "$cp" \
     org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg"
 }
 
@@ -362,6 +373,15 @@ spawn_one() {
     redis-evicting) spawn_redis redis-evicting --maxmemory 64mb --maxmemory-policy allkeys-lru ;;
     zk) spawn_zk zk "$ZK_MAX_SESSION_MS" ;;
     zk-capped) spawn_zk zk-capped "$ZK_CAPPED_MAX_SESSION_MS" ;;
+    zk-tls)
+      # Java reads PEM key stores (key and certificate in one file) since ZooKeeper 3.5.
+      local t; t=$(tls_dir); mkdir -p "$(dir_of zk-tls)"
+      cat "$t/server.key" "$t/server.pem" >"$(dir_of zk-tls)/keystore.pem"; chmod 600 "$(dir_of zk-tls)/keystore.pem"
+      spawn_zk zk-tls "$ZK_MAX_SESSION_MS" \
+        -Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory \
+        -Dzookeeper.ssl.keyStore.location="$(dir_of zk-tls)/keystore.pem" -Dzookeeper.ssl.keyStore.type=PEM \
+        -Dzookeeper.ssl.trustStore.location="$t/ca.pem" -Dzookeeper.ssl.trustStore.type=PEM \
+        -Dzookeeper.ssl.clientAuth=none ;;
   esac
 }
 
@@ -448,6 +468,7 @@ write_ports() {
       printf '%s=${%s:-%s}\n' "$v" "$v" "$(port_of "$n")"
     done
     printf '%s=${%s:-%s}\n' SIMBA_BACKENDS_REDIS_TLS_PORT SIMBA_BACKENDS_REDIS_TLS_PORT "$REDIS_TLS_PORT"
+    printf '%s=${%s:-%s}\n' SIMBA_BACKENDS_ZK_TLS_SECURE_PORT SIMBA_BACKENDS_ZK_TLS_SECURE_PORT "$ZK_TLS_SECURE_PORT"
   } >"$BASE/ports.env"
 }
 

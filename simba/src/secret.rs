@@ -90,6 +90,10 @@ pub(crate) fn read_pem(what: &str, path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// What to tell the user when a driver's error says the TLS handshake failed, if it does.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "redis", feature = "zookeeper")),
+    allow(dead_code)
+)]
 pub(crate) fn tls_hint(error: &str) -> Option<&'static str> {
     let e = error.to_ascii_lowercase();
     if e.contains("unknownissuer") || e.contains("unknown issuer") || e.contains("badsignature") {
@@ -158,6 +162,7 @@ pub(crate) fn query_params(url: &str) -> Vec<(String, String)> {
 }
 
 /// `url` without the query parameters named in `keys`.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) fn strip_params(url: &str, keys: &[&str]) -> String {
     let Some((head, q)) = url.split_once('?') else { return url.to_owned() };
     let kept: Vec<&str> =

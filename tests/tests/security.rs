@@ -1,6 +1,6 @@
 //! Security (issue 8, ADR 0008) against the private servers of `scripts/backends.sh`: TLS with
 //! the right CA works and with the wrong CA fails saying the certificate is not trusted, on
-//! PostgreSQL, MariaDB and Redis; credentials (PostgreSQL and MariaDB users, a Redis ACL
+//! PostgreSQL, MariaDB, Redis and ZooKeeper; credentials (PostgreSQL and MariaDB users, a Redis ACL
 //! user, ZooKeeper digest) work and wrong ones fail clearly; ZooKeeper lease nodes cannot be
 //! deleted by a client without the credentials; and a known password never appears in any
 //! output: `Debug`/`Display` of the configuration and errors, `tracing` fields, `snapshot()`.
@@ -153,6 +153,11 @@ async fn mysql_tls() {
 #[tokio::test(flavor = "multi_thread")]
 async fn redis_tls() {
     tls_suite("SIMBA_TEST_REDIS_TLS_URL", "CA file").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn zookeeper_tls() {
+    tls_suite("SIMBA_TEST_ZK_TLS_URL", "ca_file").await;
 }
 
 /// TLS with a client certificate (PostgreSQL asks for none, but the files are read and sent).

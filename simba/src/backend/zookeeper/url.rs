@@ -27,6 +27,15 @@ pub(super) struct ConnectSpec {
     chroot: String,
     /// Digest credentials: user and password (decoded).
     auth: Option<(String, String)>,
+    /// TLS (`?tls=true&ca_file=...`): the CA and the optional client identity, as PEM.
+    tls: Option<TlsFiles>,
+}
+
+/// The PEM contents of the TLS files of a `zk://` URL.
+#[derive(Clone, PartialEq, Eq)]
+struct TlsFiles {
+    ca: String,
+    identity: Option<(String, String)>,
 }
 
 impl std::fmt::Debug for ConnectSpec {
@@ -44,11 +53,14 @@ impl ConnectSpec {
                 "invalid ZooKeeper URL {shown:?}: {why} (expected zk://[user:password@]host:port[,host:port...][/chroot])"
             ))
         };
-        if url.contains('?') {
-            return Err(bad(
-                "query parameters are not supported (TLS to ZooKeeper is not available in this build: see ADR 0008)",
-            ));
+        let params = crate::secret::query_params(url);
+        if let Some((k, _)) =
+            params.iter().find(|(k, _)| !matches!(k.as_str(), "tls" | "ca_file" | "cert_file" | "key_file"))
+        {
+            return Err(bad(&format!("unknown parameter `{k}` (known: tls, ca_file, cert_file, key_file)")));
         }
+        let tls = tls_files(&params).map_err(|m| bad(&m))?;
+        let url = url.split('?').next().unwrap_or_default();
         let rest = url.strip_prefix(SCHEME).ok_or_else(|| bad("it must start with zk://"))?;
         let (auth, rest) = match rest.rsplit_once('@') {
             Some((userinfo, hosts)) => match userinfo.split_once(':') {
@@ -73,7 +85,7 @@ impl ConnectSpec {
         if chroot.split('/').skip(1).any(|c| c.is_empty() || c == "." || c == "..") {
             return Err(bad("the chroot has an empty, `.` or `..` component"));
         }
-        Ok(ConnectSpec { hosts: hosts.to_owned(), chroot: chroot.to_owned(), auth })
+        Ok(ConnectSpec { hosts: hosts.to_owned(), chroot: chroot.to_owned(), auth, tls })
     }
 
     /// The chroot path (`/a/b`), if any.
@@ -84,7 +96,8 @@ impl ConnectSpec {
     /// The URL again, normalised, for logs and errors (the user, never the password).
     pub(super) fn describe(&self) -> String {
         let user = self.auth.as_ref().map(|(u, _)| format!("{u}@")).unwrap_or_default();
-        format!("{SCHEME}{user}{}{}", self.hosts, self.chroot)
+        let tls = if self.tls.is_some() { " (TLS)" } else { "" };
+        format!("{SCHEME}{user}{}{}{tls}", self.hosts, self.chroot)
     }
 
     /// Options for the persistent nodes simba creates: open to anyone without credentials,
@@ -134,12 +147,31 @@ impl ConnectSpec {
         if let Some((user, password)) = &self.auth {
             connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
         }
-        match tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(cluster)).await {
+        if let Some(tls) = &self.tls {
+            // One process-wide rustls provider (ring), whichever crates enabled others.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let bad_file = |what: &str, e: zk::Error| {
+                BackendError::Misconfigured(format!("ZooKeeper at {}: the {what} is not usable: {e}", self.describe()))
+            };
+            let mut options = zk::TlsOptions::new().with_pem_ca(&tls.ca).map_err(|e| bad_file("CA file", e))?;
+            if let Some((cert, key)) = &tls.identity {
+                options = options.with_pem_identity(cert, key).map_err(|e| bad_file("client certificate or key", e))?;
+            }
+            connector = connector.with_tls(options);
+        }
+        let secure = self.tls.is_some();
+        let connecting =
+            async { if secure { connector.secure_connect(cluster).await } else { connector.connect(cluster).await } };
+        match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(zk::Error::AuthFailed)) => Err(BackendError::Misconfigured(format!(
                 "ZooKeeper at {} refused the digest credentials: check the user name and password in the URL",
                 self.describe()
             ))),
+            // The driver reports a failed handshake as "no host": find out why.
+            Ok(Err(e)) if secure && let Some(why) = self.diagnose_tls().await => Err(BackendError::Misconfigured(
+                format!("cannot connect to ZooKeeper at {}: {why} ({e})", self.describe()),
+            )),
             Ok(Err(e)) => Err(BackendError::unavailable(
                 format!(
                     "cannot connect to ZooKeeper at {}: check that the server runs and is reachable",
@@ -156,6 +188,79 @@ impl ConnectSpec {
             }),
         }
     }
+}
+
+impl ConnectSpec {
+    /// Shakes hands with the first server with rustls alone and returns what is wrong with
+    /// TLS, if that is what failed.
+    async fn diagnose_tls(&self) -> Option<String> {
+        let tls = self.tls.clone()?;
+        let server = self.hosts.split(',').next()?.to_owned();
+        let failure = tokio::task::spawn_blocking(move || probe(&server, &tls.ca).err()).await.ok()??;
+        crate::secret::tls_hint(&failure).map(|hint| format!("{hint} ({failure})"))
+    }
+}
+
+/// A TLS handshake with `server` (`host:port`) trusting only `ca` (PEM).
+fn probe(server: &str, ca: &str) -> Result<(), String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    use std::net::ToSocketAddrs;
+    let (host, _) = server.rsplit_once(':').ok_or("no port")?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    }
+    let config =
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let name = ServerName::try_from(host.trim_matches(['[', ']']).to_owned()).map_err(|e| e.to_string())?;
+    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).map_err(|e| e.to_string())?;
+    let addr = server.to_socket_addrs().map_err(|e| e.to_string())?.next().ok_or("no address")?;
+    let mut sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| e.to_string())?;
+    let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = sock.set_write_timeout(Some(Duration::from_secs(2)));
+    while conn.is_handshaking() {
+        conn.complete_io(&mut sock).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Reads the TLS files a `zk://` URL names (`tls=true` and `ca_file` needed together).
+fn tls_files(params: &[(String, String)]) -> Result<Option<TlsFiles>, String> {
+    let get = |k: &str| params.iter().find(|(p, _)| p == k).map(|(_, v)| v.as_str());
+    let on = match get("tls") {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => return Err(format!("tls={other}: write tls=true or tls=false")),
+    };
+    let read = |key: &str, what: &str| -> Result<Option<String>, String> {
+        get(key)
+            .map(|p| {
+                crate::secret::read_pem(what, std::path::Path::new(p))
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .map_err(|m| format!("{key}: {m}"))
+            })
+            .transpose()
+    };
+    let (ca, cert, key) =
+        (read("ca_file", "CA file")?, read("cert_file", "client certificate")?, read("key_file", "client key")?);
+    if !on {
+        if ca.is_some() || cert.is_some() || key.is_some() {
+            return Err("ca_file, cert_file and key_file need tls=true".into());
+        }
+        return Ok(None);
+    }
+    let ca = ca.ok_or("tls=true needs ca_file, the CA that signed the servers' certificates")?;
+    let identity = match (cert, key) {
+        (Some(c), Some(k)) => Some((c, k)),
+        (None, None) => None,
+        _ => return Err("give both cert_file and key_file (a client certificate needs its key)".into()),
+    };
+    Ok(Some(TlsFiles { ca, identity }))
 }
 
 #[cfg(test)]
@@ -192,7 +297,7 @@ mod tests {
         assert_eq!(s.describe(), "zk://alice@a:1/c");
         assert!(!format!("{s:?}").contains("s3"), "{s:?}");
         assert!(s.secured());
-        for bad in ["zk://alice@a:1", "zk://:pw@a:1", "zk://alice:s3cret@a:1?tls=true"] {
+        for bad in ["zk://alice@a:1", "zk://:pw@a:1", "zk://alice:s3cret@a:1?tls=true", "zk://alice:s3cret@a:1?x=1"] {
             let e = ConnectSpec::parse(bad).unwrap_err().to_string();
             assert!(!e.contains("s3cret") && !e.contains(":pw@"), "{e}");
         }
