@@ -115,7 +115,9 @@ impl ZooKeeperBackend {
     ///
     /// With `user:password@`, every connection authenticates with ZooKeeper's `digest` scheme
     /// and every node simba creates gets the ACL "all for this user, read for anyone": other
-    /// clients can read the leases but not create, change or delete them (ADR 0008).
+    /// clients can read the leases but not create, change or delete them (ADR 0008). With
+    /// `?tls=true&ca_file=CA[&cert_file=CERT&key_file=KEY]` it talks TLS to the servers'
+    /// `secureClientPort`, trusting only that CA (PEM files).
     ///
     /// Fails within 5 s, naming the URL and the cause, when no server answers.
     pub async fn connect(url: &str) -> BackendResult<Self> {
