@@ -84,6 +84,8 @@ async fn digest_is_exact_for_huge_tokens() {
 /// wrong; URLs with missing parts are configuration errors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_urls_and_unreachable_servers_fail_clearly() {
+    // Serial: the last step needs the server, which another test kills and restarts.
+    let _serial = SERIAL.lock().await;
     let refused = PostgresBackend::connect("postgres://alice:s3cret@127.0.0.1:1/simba");
     servers::refused_promptly(refused, "postgres://alice@127.0.0.1:1/simba").await;
 

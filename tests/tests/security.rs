@@ -362,3 +362,64 @@ async fn safe_defaults_private_file_and_nothing_listens() {
     lock.release().await.unwrap();
     running.shutdown().await;
 }
+
+/// `simba.toml` end to end: `[backend] user` + `password_file` + `[backend.tls] ca_file`
+/// reach the real server (TLS and credentials together); then the password from
+/// `SIMBA_BACKEND__PASSWORD` with the wrong CA from `SIMBA_BACKEND__TLS__CA_FILE` fails as
+/// "not trusted", without the password.
+async fn config_suite(var: &str, user: &str, chroot: &str) {
+    let Some(tls_url) = server_url(var) else { return };
+    let _ = logs();
+    let (ca, wrong) = (std::env::var("SIMBA_TEST_TLS_CA").unwrap(), std::env::var("SIMBA_TEST_TLS_WRONG_CA").unwrap());
+    let password = std::env::var("SIMBA_TEST_PASSWORD").unwrap();
+    let base = tls_url.split('?').next().unwrap().replacen("postgres@", "", 1).replacen("root@", "", 1);
+    let base = format!("{base}{chroot}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("password");
+    std::fs::write(&file, format!("{password}\n")).unwrap();
+    let text = format!(
+        "[backend]\nurl = \"{base}\"\nuser = \"{user}\"\npassword_file = \"{}\"\n\n[backend.tls]\nca_file = \"{ca}\"\n",
+        file.display()
+    );
+    let config = RuntimeConfig::from_toml_str(&text, "simba.toml", Vec::new()).unwrap();
+    let running = simba::Runtime::builder()
+        .config(config)
+        .without_registry()
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("{var} through simba.toml: {}", everything(&e)));
+    let lock = running.simba().lock(unique("sec")).acquire().await.unwrap();
+    lock.release().await.unwrap();
+    running.shutdown().await;
+
+    let config = RuntimeConfig::from_toml_str(
+        &format!("[backend]\nurl = \"{base}\"\nuser = \"{user}\"\n"),
+        "simba.toml",
+        vec![("SIMBA_BACKEND__PASSWORD".into(), password.clone()), ("SIMBA_BACKEND__TLS__CA_FILE".into(), wrong)],
+    )
+    .unwrap();
+    let e = everything(&simba::Runtime::builder().config(config).without_registry().start().await.unwrap_err());
+    eprintln!("{var} via simba.toml, wrong CA: {}", e.lines().last().unwrap_or_default());
+    assert!(e.contains("not trusted"), "{e}");
+    assert_hidden("the error", &e, &password_forms(&password));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_config_tls_and_password() {
+    config_suite("SIMBA_TEST_POSTGRES_TLS_URL", "simba_pw", "").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_config_tls_and_password() {
+    config_suite("SIMBA_TEST_MYSQL_TLS_URL", "simba_pw", "").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_config_tls_and_acl_user() {
+    config_suite("SIMBA_TEST_REDIS_TLS_URL", "simba", "").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn zookeeper_config_tls_and_digest() {
+    config_suite("SIMBA_TEST_ZK_TLS_URL", "simba", &format!("/{}", unique("sec"))).await;
+}

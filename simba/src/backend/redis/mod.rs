@@ -269,12 +269,11 @@ impl RedisBackend {
         check_url(url, &shown)?;
         let (url, certificates) = connect::tls_files(url, &shown)?;
         let url = url.as_str();
+        // The redis crate builds its TLS configuration from the process-wide rustls provider,
+        // which rustls cannot choose alone when two are compiled in: install ring first.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let opened = match certificates {
-            Some(c) => {
-                // One process-wide rustls provider (ring), whichever crates enabled others.
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                redis::Client::build_with_tls(url, c)
-            }
+            Some(c) => redis::Client::build_with_tls(url, c),
             None => redis::Client::open(url),
         };
         let client = opened.map_err(|e| {
