@@ -216,7 +216,8 @@ impl SqliteBackend {
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| {
                 BackendError::Misconfigured(format!(
-                    "invalid SQLite URL {url:?} (expected sqlite://path/to/file.db or sqlite::memory:): {e}"
+                    "invalid SQLite URL {:?} (expected sqlite://path/to/file.db or sqlite::memory:): {e}",
+                    crate::secret::redact_url(url)
                 ))
             })?
             .create_if_missing(true)
