@@ -186,6 +186,7 @@ fn start_worker(
     let handle = tokio::spawn(async move {
         let term = guard.term().clone();
         tracing::info!(group = %spec.group, partition = i, token = term.token(), "partition acquired");
+        let held_gauge = crate::metrics::PartitionHeld::new(&spec.group);
         let run = spec.run;
         let mut task: JoinHandle<Result<(), crate::BoxError>> = match spec.timer.clone() {
             Some(timer) => tokio::spawn(run_scheduled(
@@ -223,6 +224,7 @@ fn start_worker(
                 }
             }
         }
+        drop(held_gauge);
         let _ = ended.send(i);
     });
     Worker { stop: Some(stop_tx), handle }

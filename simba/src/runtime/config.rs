@@ -58,6 +58,9 @@ pub struct RuntimeConfig {
     pub session: SimbaConfig,
     /// Per-job overrides, by job name.
     pub jobs: BTreeMap<String, JobOverride>,
+    /// `[metrics] listen`: where the runtime serves `/metrics` and `/healthz` (feature
+    /// `prometheus`); `None` (the default): nothing listens.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for RuntimeConfig {
@@ -67,6 +70,7 @@ impl Default for RuntimeConfig {
             backend_url: DEFAULT_BACKEND_URL.into(),
             session: SimbaConfig::default(),
             jobs: BTreeMap::new(),
+            metrics_listen: None,
         }
     }
 }
@@ -80,6 +84,14 @@ struct FileConfig {
     session: SessionTable,
     #[serde(default)]
     jobs: BTreeMap<String, JobTable>,
+    #[serde(default)]
+    metrics: MetricsTable,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MetricsTable {
+    listen: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -110,7 +122,7 @@ struct JobTable {
     partitions: Option<u32>,
 }
 
-const SECTIONS: [&str; 3] = ["backend", "session", "jobs"];
+const SECTIONS: [&str; 4] = ["backend", "session", "jobs", "metrics"];
 
 impl RuntimeConfig {
     /// Loads the configuration as [`crate::run`] does: the file named by `SIMBA_CONFIG`, else
@@ -240,7 +252,23 @@ impl RuntimeConfig {
             jobs.insert(name, JobOverride { enabled: j.enabled, schedule, misfire, partitions: j.partitions });
         }
         let backend_url = file.backend.url.unwrap_or_else(|| DEFAULT_BACKEND_URL.to_owned());
-        Ok(RuntimeConfig { source: source.to_owned(), backend_url, session, jobs })
+        let metrics_listen = file
+            .metrics
+            .listen
+            .map(|l| {
+                l.parse::<std::net::SocketAddr>().map_err(|e| {
+                    err(format!("{}: invalid address {l:?}: {e} (write e.g. \"127.0.0.1:9464\")", at("metrics", "listen")))
+                })
+            })
+            .transpose()?;
+        if metrics_listen.is_some() && !cfg!(feature = "prometheus") {
+            return Err(err(format!(
+                "{}: serving metrics needs simba's cargo feature `prometheus` (or remove [metrics] listen and install \
+                 your own metrics exporter)",
+                at("metrics", "listen")
+            )));
+        }
+        Ok(RuntimeConfig { source: source.to_owned(), backend_url, session, jobs, metrics_listen })
     }
 
     /// The path `load()` reads, if any.
@@ -272,7 +300,7 @@ fn apply_override(table: &mut toml::Table, var: &str, value: &str) -> Result<(),
     if !SECTIONS.contains(&path[0].as_str()) {
         let hint = nearest(&path[0], &SECTIONS).map(|s| format!(" (did you mean SIMBA_{}__...?)", s.to_uppercase()));
         return Err(format!(
-            "environment variable {var}: unknown table `{}`; tables are backend, session and jobs{}",
+            "environment variable {var}: unknown table `{}`; tables are backend, session, jobs and metrics{}",
             path[0],
             hint.unwrap_or_default()
         ));

@@ -90,3 +90,20 @@ impl RedisBackend {
         Ok(StoreSnapshot { taken_at: Some(taken_at), sessions, leases, groups }.normalized())
     }
 }
+
+impl RedisBackend {
+    /// The server's `maxmemory-policy`, or `None` where `CONFIG` is disabled (managed
+    /// services), for `simba check`.
+    pub async fn eviction_policy(&self) -> BackendResult<Option<String>> {
+        let mut conn = self.inner.conn.clone();
+        let reply: redis::RedisResult<std::collections::HashMap<String, String>> =
+            redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(&mut conn).await;
+        match reply {
+            Ok(map) => Ok(map.get("maxmemory-policy").cloned()),
+            Err(e) if e.kind() == redis::ErrorKind::Io => {
+                Err(crate::backend::BackendError::unavailable(format!("{}: CONFIG GET failed", self.inner.description), e))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+}
