@@ -123,3 +123,5 @@ impl Drop for PartitionHeld {
 mod endpoint;
 #[cfg(feature = "prometheus")]
 pub use endpoint::{MetricsServer, serve};
+#[cfg(feature = "prometheus")]
+pub(crate) use endpoint::recorder;

@@ -24,8 +24,9 @@ const READ_TIMEOUT: Duration = Duration::from_secs(5);
 static RECORDER: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
 
 /// Installs the Prometheus recorder as the process's `metrics` recorder, once; later calls
-/// reuse it.
-fn recorder() -> Result<PrometheusHandle, Error> {
+/// reuse it. The runtime calls it before it opens its session, so that no early value is
+/// lost (a recorder installed later misses what was recorded before).
+pub(crate) fn recorder() -> Result<PrometheusHandle, Error> {
     let r = RECORDER.get_or_init(|| {
         let builder = PrometheusBuilder::new().set_buckets(&BUCKETS).map_err(|e| e.to_string())?;
         builder.install_recorder().map_err(|e| e.to_string())

@@ -140,6 +140,10 @@ impl RuntimeBuilder {
             partitioned.extend(PARTITIONED_JOBS.iter().copied());
         }
         let plan = plan(&config, &scheduled, &partitioned)?;
+        #[cfg(feature = "prometheus")]
+        if config.metrics_listen.is_some() {
+            crate::metrics::recorder()?;
+        }
         let simba = match self.backend {
             Some(make) => make(config.session, self.seed)?,
             None => Simba::connect(&config.backend_url, config.session).await.inspect_err(|e| {
