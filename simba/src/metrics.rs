@@ -122,6 +122,6 @@ impl Drop for PartitionHeld {
 #[cfg(feature = "prometheus")]
 mod endpoint;
 #[cfg(feature = "prometheus")]
-pub use endpoint::{MetricsServer, serve};
-#[cfg(feature = "prometheus")]
 pub(crate) use endpoint::recorder;
+#[cfg(feature = "prometheus")]
+pub use endpoint::{MetricsServer, serve};

@@ -139,8 +139,8 @@ async fn status_json_and_watch_on_sqlite() {
 /// show up in `status --json` with the right holder and token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_json_on_every_server() {
-    use simba::backend::{mysql::MySqlBackend, postgres::PostgresBackend, redis::RedisBackend};
     use simba::backend::zookeeper::ZooKeeperBackend;
+    use simba::backend::{mysql::MySqlBackend, postgres::PostgresBackend, redis::RedisBackend};
     if let Some(url) = simba_tests::server_url("SIMBA_TEST_POSTGRES_URL") {
         listed_in_json(PostgresBackend::connect(&url).await.expect("postgres"), &url).await;
     }

@@ -54,14 +54,8 @@ const FLAKY: ScheduledJob = ScheduledJob {
     misfire: Misfire::Skip,
     run: flaky,
 };
-const PARTS: PartitionedJob = PartitionedJob {
-    name: "parts",
-    group: "grp",
-    partitions: 3,
-    schedule: None,
-    misfire: Misfire::Skip,
-    run: worker,
-};
+const PARTS: PartitionedJob =
+    PartitionedJob { name: "parts", group: "grp", partitions: 3, schedule: None, misfire: Misfire::Skip, run: worker };
 
 /// `(status code, body)` of `GET path`.
 async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {

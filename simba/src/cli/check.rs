@@ -173,7 +173,9 @@ async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) 
                 );
             }
         }
-        Ok(Err(e)) => report.add("session lifetime", Outcome::Fail, format!("cannot open a probe session: {}", chain(&e))),
+        Ok(Err(e)) => {
+            report.add("session lifetime", Outcome::Fail, format!("cannot open a probe session: {}", chain(&e)))
+        }
         Err(_) => report.add("session lifetime", Outcome::Fail, format!("no answer within {:?}", cli.timeout)),
     }
 }

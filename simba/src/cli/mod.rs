@@ -168,7 +168,10 @@ fn load_config(cli: &Cli) -> Result<RuntimeConfig, Error> {
 /// file (reading a cluster's state never creates a database).
 async fn connect(url: &str, timeout: Duration, create: bool) -> Result<SharedBackend, String> {
     let shown = redact(url);
-    if !create && let Some(path) = sqlite_path(url) && !path.exists() {
+    if !create
+        && let Some(path) = sqlite_path(url)
+        && !path.exists()
+    {
         return Err(format!(
             "cannot reach the backend at {shown}: no database file {} (run a node with this URL first, or pass --backend)",
             path.display()
@@ -228,8 +231,7 @@ pub(crate) async fn connect_kind(url: &str, for_check: bool) -> Result<Connected
         "postgres" | "postgresql" => Connected::Plain(Arc::new(postgres::PostgresBackend::connect(url).await?)),
         "mysql" | "mariadb" => Connected::Plain(Arc::new(mysql::MySqlBackend::connect(url).await?)),
         "redis" | "rediss" => {
-            let mut options = redis::RedisOptions::default();
-            options.allow_eviction = for_check;
+            let options = redis::RedisOptions::default().allow_eviction(for_check);
             Connected::Redis(redis::RedisBackend::connect_with(url, options).await?)
         }
         "zk" | "zookeeper" => Connected::Plain(Arc::new(zookeeper::ZooKeeperBackend::connect(url).await?)),

@@ -143,9 +143,7 @@ pub(super) fn write(view: &View, json: bool, out: &mut dyn Write) -> std::io::Re
     let rows: Vec<Vec<String>> = s
         .sessions
         .iter()
-        .map(|x| {
-            vec![x.id.to_string(), human(x.age), human(x.remaining), view.leases_of(x.id.as_str()).to_string()]
-        })
+        .map(|x| vec![x.id.to_string(), human(x.age), human(x.remaining), view.leases_of(x.id.as_str()).to_string()])
         .collect();
     table(out, &["ID", "AGE", "EXPIRES IN", "LEASES"], &rows)?;
     writeln!(out)?;
@@ -202,8 +200,7 @@ fn to_json(view: &View) -> Value {
         .groups()
         .iter()
         .map(|g| {
-            let members: Vec<Value> =
-                g.members.iter().map(|(m, n)| json!({"session": m, "partitions": n})).collect();
+            let members: Vec<Value> = g.members.iter().map(|(m, n)| json!({"session": m, "partitions": n})).collect();
             json!({"name": g.name, "members": members, "partitions_with_non_members": g.others,
                    "balanced": g.balanced()})
         })

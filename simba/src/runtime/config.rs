@@ -257,7 +257,10 @@ impl RuntimeConfig {
             .listen
             .map(|l| {
                 l.parse::<std::net::SocketAddr>().map_err(|e| {
-                    err(format!("{}: invalid address {l:?}: {e} (write e.g. \"127.0.0.1:9464\")", at("metrics", "listen")))
+                    err(format!(
+                        "{}: invalid address {l:?}: {e} (write e.g. \"127.0.0.1:9464\")",
+                        at("metrics", "listen")
+                    ))
                 })
             })
             .transpose()?;

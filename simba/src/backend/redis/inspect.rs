@@ -100,9 +100,10 @@ impl RedisBackend {
             redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(&mut conn).await;
         match reply {
             Ok(map) => Ok(map.get("maxmemory-policy").cloned()),
-            Err(e) if e.kind() == redis::ErrorKind::Io => {
-                Err(crate::backend::BackendError::unavailable(format!("{}: CONFIG GET failed", self.inner.description), e))
-            }
+            Err(e) if e.kind() == redis::ErrorKind::Io => Err(crate::backend::BackendError::unavailable(
+                format!("{}: CONFIG GET failed", self.inner.description),
+                e,
+            )),
             Err(_) => Ok(None),
         }
     }
