@@ -61,6 +61,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         }
         let cell = Arc::new(SessionCell::new(grant.id.clone(), deadline));
         let mut plan = t.renew_plan(grant.remaining);
+        tracing::Span::current().record("session", tracing::field::display(&cell.id));
         tracing::info!(session = %cell.id, granted = ?grant.remaining, "session opened");
         shared.emit(Event::SessionOpened { session: cell.id.clone(), granted: grant.remaining });
         let mut shortened_reported = false;
