@@ -463,6 +463,23 @@ fixed_rate = "250ms"
         assert!(e.to_string().contains("did you mean SIMBA_SESSION__"), "{e}");
     }
 
+    /// ADR 0007: `[metrics] listen` is an address; nothing listens without it.
+    #[test]
+    fn metrics_listen() {
+        assert_eq!(parse("").expect("empty").metrics_listen, None);
+        let r = parse("[metrics]\nlisten = \"127.0.0.1:9464\"\n");
+        if cfg!(feature = "prometheus") {
+            assert_eq!(r.expect("valid").metrics_listen, Some(([127, 0, 0, 1], 9464).into()));
+        } else {
+            let e = r.expect_err("needs the feature").to_string();
+            assert!(e.contains("cargo feature `prometheus`"), "{e}");
+        }
+        let e = parse("[metrics]\nlisten = \"localhost\"\n").expect_err("bad address").to_string();
+        assert!(e.contains("line 2, [metrics] listen") && e.contains("127.0.0.1:9464"), "{e}");
+        let e = parse("[metrics]\nlisen = \"127.0.0.1:1\"\n").expect_err("typo").to_string();
+        assert!(e.contains("unknown field `lisen`") && e.contains("`listen`"), "{e}");
+    }
+
     /// Bad input: unknown keys name the nearest valid key, with the line.
     #[test]
     fn unknown_key_suggests() {
