@@ -178,6 +178,18 @@ async fn listed_in_json<B: Backend>(b: B, url: &str) {
     assert_eq!(g["members"][0]["session"], s.as_str());
     assert_eq!(g["members"][0]["partitions"], 1, "{url}: partition `{lease}` counted for its holder");
     assert!(!v["backend"].as_str().unwrap_or_default().is_empty());
+    // The table shows the same row; what the store cannot tell is `-` (Redis: age; ZooKeeper:
+    // both times).
+    let (code, table, err) = simba(&["status", "--backend", url]).await;
+    assert_eq!(code, 0, "{url}: {err}");
+    let row = table.lines().find(|l| l.starts_with(s.as_str())).unwrap_or_else(|| panic!("{url}: no row\n{table}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells.len(), 4, "{url}: {row}");
+    for (field, cell) in [("age_ms", cells[1]), ("expires_in_ms", cells[2])] {
+        assert_eq!(me[field].is_null(), cell == "-", "{url}: {field} in {row}");
+    }
+    assert_eq!(cells[3], "1", "{url}: {row}");
+    assert!(table.lines().any(|l| l.starts_with(&lease) && l.contains(s.as_str())), "{url}:\n{table}");
     b.close_session(&s).await.expect("close");
     let (_, out, _) = simba(&["status", "--json", "--backend", url]).await;
     assert!(!out.contains(s.as_str()), "{url}: closed session still listed");
