@@ -121,7 +121,7 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
     }
     let config = config.map_err(|e| e.to_string())?;
     let url = config.backend_url.clone();
-    let backend = connect(&url, cli.timeout, false).await?;
+    let backend = connect(&url, cli.timeout).await?;
     match &cli.command {
         Command::Status => {
             let view = render::View::read(&*backend, &url, cli.timeout).await?;
@@ -164,12 +164,12 @@ fn load_config(cli: &Cli) -> Result<RuntimeConfig, Error> {
     Ok(config)
 }
 
-/// Connects to `url` within `timeout`. Without `create`, a SQLite URL must name an existing
-/// file (reading a cluster's state never creates a database).
-async fn connect(url: &str, timeout: Duration, create: bool) -> Result<SharedBackend, String> {
+/// Connects to `url` within `timeout`, to read. A SQLite URL must name an existing file
+/// (reading a cluster's state never creates a database); an evicting Redis is read anyway
+/// (`check` reports its policy).
+async fn connect(url: &str, timeout: Duration) -> Result<SharedBackend, String> {
     let shown = redact(url);
-    if !create
-        && let Some(path) = sqlite_path(url)
+    if let Some(path) = sqlite_path(url)
         && !path.exists()
     {
         return Err(format!(
@@ -177,9 +177,12 @@ async fn connect(url: &str, timeout: Duration, create: bool) -> Result<SharedBac
             path.display()
         ));
     }
-    match tokio::time::timeout(timeout, connect_any(url, false)).await {
+    match tokio::time::timeout(timeout, connect_any(url, true)).await {
         Ok(Ok(b)) => Ok(b),
-        Ok(Err(e)) => Err(format!("cannot reach the backend at {shown}: {}", chain(&e))),
+        Ok(Err(e @ BackendError::Unavailable { .. })) => {
+            Err(format!("cannot reach the backend at {shown}: {}", chain(&e)))
+        }
+        Ok(Err(e)) => Err(format!("cannot use the backend at {shown}: {}", chain(&e))),
         Err(_) => Err(format!("cannot reach the backend at {shown}: no answer within {timeout:?}")),
     }
 }
@@ -205,23 +208,23 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// The backend for `url`, type-erased. Kept beside [`crate::Simba::connect`], which accepts
-/// the same schemes.
+/// The backend for `url`: type-erased, or the Redis backend itself (for its eviction
+/// policy). Accepts the schemes [`crate::Simba::connect`] accepts.
 pub(crate) enum Connected {
     Plain(SharedBackend),
     Redis(crate::backend::redis::RedisBackend),
 }
 
-async fn connect_any(url: &str, for_check: bool) -> Result<SharedBackend, BackendError> {
-    Ok(match connect_kind(url, for_check).await? {
+async fn connect_any(url: &str, accept_eviction: bool) -> Result<SharedBackend, BackendError> {
+    Ok(match connect_kind(url, accept_eviction).await? {
         Connected::Plain(b) => b,
         Connected::Redis(r) => std::sync::Arc::new(r),
     })
 }
 
-/// With `for_check`, an evicting Redis is accepted so that `check` can report its policy
-/// as a failed check of its own.
-pub(crate) async fn connect_kind(url: &str, for_check: bool) -> Result<Connected, BackendError> {
+/// With `accept_eviction`, an evicting Redis is accepted: reading is harmless, and `check`
+/// reports the policy as a failed check of its own.
+pub(crate) async fn connect_kind(url: &str, accept_eviction: bool) -> Result<Connected, BackendError> {
     use crate::backend::*;
     use std::sync::Arc;
     let scheme = url.split_once("://").map_or_else(|| url.split(':').next().unwrap_or(url), |(s, _)| s);
@@ -231,7 +234,7 @@ pub(crate) async fn connect_kind(url: &str, for_check: bool) -> Result<Connected
         "postgres" | "postgresql" => Connected::Plain(Arc::new(postgres::PostgresBackend::connect(url).await?)),
         "mysql" | "mariadb" => Connected::Plain(Arc::new(mysql::MySqlBackend::connect(url).await?)),
         "redis" | "rediss" => {
-            let options = redis::RedisOptions::default().allow_eviction(for_check);
+            let options = redis::RedisOptions::default().allow_eviction(accept_eviction);
             Connected::Redis(redis::RedisBackend::connect_with(url, options).await?)
         }
         "zk" | "zookeeper" => Connected::Plain(Arc::new(zookeeper::ZooKeeperBackend::connect(url).await?)),
