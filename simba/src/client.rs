@@ -191,7 +191,9 @@ impl SimbaBuilder {
                 }
             });
         }
-        let actor = handle.spawn(crate::session::run(Arc::clone(&shared)));
+        // The span carries `session` once one is open (recorded by the actor).
+        let span = tracing::info_span!("simba", backend = %shared.backend.describe(), session = tracing::field::Empty);
+        let actor = handle.spawn(tracing::Instrument::instrument(crate::session::run(Arc::clone(&shared)), span));
         *shared.actor.lock().unwrap_or_else(PoisonError::into_inner) = Some(actor);
         Ok(Simba { shared })
     }

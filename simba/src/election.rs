@@ -241,7 +241,7 @@ impl Election {
         *self.ctl.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&ctl));
         let dispatcher = Dispatcher::spawn(listener, ctl.id, self.callback_capacity);
         let actor = Actor { shared: Arc::clone(&self.shared), ctl, cmds: rx, dispatcher, task: task.map(Mutex::new) };
-        tokio::spawn(actor.run());
+        tokio::spawn(tracing::Instrument::instrument(actor.run(), tracing::info_span!("election", lease = %name)));
         Ok(())
     }
 
@@ -557,7 +557,8 @@ impl Actor {
         self.ctl.set(ElectionStatus::Leader(term.clone()));
         let mut task: Option<JoinHandle<Result<(), BoxError>>> = self.task.as_mut().map(|f| {
             let f = f.get_mut().unwrap_or_else(PoisonError::into_inner);
-            tokio::spawn(IN_ELECTION.scope(self.ctl.id, f(term.clone())))
+            let span = tracing::info_span!("leader", lease = %name, token = term.token(), session = %cell.id);
+            tokio::spawn(tracing::Instrument::instrument(IN_ELECTION.scope(self.ctl.id, f(term.clone())), span))
         });
 
         let exit = tokio::select! {

@@ -2,6 +2,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod backend;
+#[cfg(feature = "cli")]
+pub mod cli;
 mod client;
 mod config;
 mod election;
@@ -10,6 +12,7 @@ mod events;
 pub mod fencing;
 pub mod job;
 mod lock;
+pub mod metrics;
 mod name;
 pub mod runtime;
 mod secret;

@@ -61,6 +61,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         }
         let cell = Arc::new(SessionCell::new(grant.id.clone(), deadline));
         let mut plan = t.renew_plan(grant.remaining);
+        tracing::Span::current().record("session", tracing::field::display(&cell.id));
         tracing::info!(session = %cell.id, granted = ?grant.remaining, "session opened");
         shared.emit(Event::SessionOpened { session: cell.id.clone(), granted: grant.remaining });
         let mut shortened_reported = false;
@@ -92,6 +93,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             let now = Instant::now();
             match reply {
                 Ok(Ok(KeepAlive::Alive { remaining, digest_matches })) => {
+                    crate::metrics::renewal(now - sent_at);
                     // D1 from `sent_at`; D3: refused once the deadline passed.
                     if !cell.extend(t.deadline(sent_at, remaining), now) {
                         break Ended::Lost(RevokeReason::DeadlinePassed);
@@ -119,6 +121,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         _ => format!("no answer within {call_timeout:?}"),
                     };
                     let backoff = t.backoff(now, cell.deadline());
+                    crate::metrics::renewal_failed();
                     tracing::warn!(session = %cell.id, %error, retry_in = ?backoff, "renewal failed");
                     if !suspended {
                         suspended = true;
@@ -162,6 +165,7 @@ fn set_status(shared: &Shared, status: SessionStatus) {
     let mut st = shared.lock_state();
     if st.status != Some(SessionStatus::Closed) {
         st.status = Some(status);
+        crate::metrics::session_state(status);
     }
 }
 

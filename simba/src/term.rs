@@ -130,6 +130,7 @@ struct TermInner {
 impl Term {
     pub(crate) fn new(name: Arc<str>, token: u64, session: Arc<SessionCell>, now: Instant) -> Self {
         let (revoked, _) = watch::channel(None);
+        crate::metrics::term_gained(&name);
         Term {
             inner: Arc::new(TermInner {
                 id: NEXT_TERM_ID.fetch_add(1, Ordering::Relaxed),
@@ -234,14 +235,18 @@ impl Term {
     /// Ends the term with `reason` unless it already ended. Returns whether this call ended
     /// it.
     pub(crate) fn revoke(&self, reason: RevokeReason) -> bool {
-        self.inner.revoked.send_if_modified(|r| {
+        let first = self.inner.revoked.send_if_modified(|r| {
             if r.is_none() {
                 *r = Some(reason);
                 true
             } else {
                 false
             }
-        })
+        });
+        if first {
+            crate::metrics::term_lost(&self.inner.name, reason);
+        }
+        first
     }
 
     pub(crate) fn session(&self) -> &Arc<SessionCell> {

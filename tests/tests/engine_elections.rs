@@ -164,6 +164,9 @@ impl simba::backend::Backend for RegressingStore {
     async fn members(&self, g: &str) -> simba::backend::BackendResult<Vec<simba::backend::SessionId>> {
         self.inner.members(g).await
     }
+    async fn inspect(&self) -> simba::backend::BackendResult<simba::backend::StoreSnapshot> {
+        self.inner.inspect().await
+    }
     fn describe(&self) -> String {
         "regressing".into()
     }

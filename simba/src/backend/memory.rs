@@ -5,12 +5,15 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use super::{Acquire, Backend, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+use super::{
+    Acquire, Backend, BackendResult, GroupInfo, HeldDigest, KeepAlive, LeaseInfo, SessionGrant, SessionId, SessionInfo,
+    StoreSnapshot,
+};
 
 /// An in-memory store shared by every clone (so several clients in one process can contend).
 #[derive(Clone)]
@@ -34,12 +37,14 @@ struct State {
 struct SessionRec {
     expires_at: Instant,
     ttl: Duration,
+    opened_at: Instant,
 }
 
 struct LeaseRec {
     session: Option<SessionId>,
     token: u64,
     last_slot: Option<i64>,
+    acquired_at: Option<Instant>,
 }
 
 impl Default for MemoryBackend {
@@ -73,9 +78,15 @@ impl MemoryBackend {
     /// the record in the store (a manual takeover). The token grows as for any new term.
     pub fn force_holder(&self, name: &str, session: Option<&SessionId>) -> u64 {
         let mut st = self.state();
-        let rec = st.leases.entry(name.to_owned()).or_insert(LeaseRec { session: None, token: 0, last_slot: None });
+        let rec = st.leases.entry(name.to_owned()).or_insert(LeaseRec {
+            session: None,
+            token: 0,
+            last_slot: None,
+            acquired_at: None,
+        });
         rec.token += 1;
         rec.session = session.cloned();
+        rec.acquired_at = Some(Instant::now());
         rec.token
     }
 
@@ -125,7 +136,8 @@ impl Backend for MemoryBackend {
         let ttl = self.inner.max_ttl.map_or(ttl, |m| ttl.min(m));
         let id = SessionId::random();
         let mut st = self.state();
-        st.sessions.insert(id.clone(), SessionRec { expires_at: Instant::now() + ttl, ttl });
+        let now = Instant::now();
+        st.sessions.insert(id.clone(), SessionRec { expires_at: now + ttl, ttl, opened_at: now });
         Ok(SessionGrant { id, remaining: ttl })
     }
 
@@ -151,13 +163,19 @@ impl Backend for MemoryBackend {
         if !st.live(session) {
             return Ok(Acquire::Expired);
         }
-        let rec = st.leases.entry(name.to_owned()).or_insert(LeaseRec { session: None, token: 0, last_slot: None });
+        let rec = st.leases.entry(name.to_owned()).or_insert(LeaseRec {
+            session: None,
+            token: 0,
+            last_slot: None,
+            acquired_at: None,
+        });
         match &rec.session {
             Some(s) if s == session => Ok(Acquire::Won(rec.token)),
             Some(_) => Ok(Acquire::Held),
             None => {
                 rec.token += 1;
                 rec.session = Some(session.clone());
+                rec.acquired_at = Some(Instant::now());
                 Ok(Acquire::Won(rec.token))
             }
         }
@@ -246,6 +264,38 @@ impl Backend for MemoryBackend {
         let mut st = self.state();
         st.sweep(Instant::now());
         Ok(st.members.get(group).map(|m| m.iter().cloned().collect()).unwrap_or_default())
+    }
+
+    /// Times are on Tokio's clock; `acquired_at` is mapped onto the system clock for display.
+    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let mut st = self.state();
+        st.sweep(now);
+        let sessions = st
+            .sessions
+            .iter()
+            .map(|(id, s)| SessionInfo {
+                id: id.clone(),
+                age: Some(now.saturating_duration_since(s.opened_at)),
+                remaining: Some(s.expires_at.saturating_duration_since(now)),
+            })
+            .collect();
+        let leases = st
+            .leases
+            .iter()
+            .filter_map(|(name, l)| {
+                let session = l.session.clone()?;
+                let acquired_at = l.acquired_at.map(|t| wall - now.saturating_duration_since(t));
+                Some(LeaseInfo { name: name.clone(), session, token: l.token, acquired_at })
+            })
+            .collect();
+        let groups = st
+            .members
+            .iter()
+            .map(|(name, m)| GroupInfo { name: name.clone(), members: m.iter().cloned().collect() })
+            .collect();
+        Ok(StoreSnapshot { taken_at: None, sessions, leases, groups }.normalized())
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {

@@ -21,6 +21,9 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+pub use inspect::{GroupInfo, LeaseInfo, SessionInfo, StoreSnapshot};
+
+mod inspect;
 pub mod memory;
 #[cfg(feature = "mysql")]
 pub mod mysql;
@@ -245,6 +248,20 @@ pub trait Backend: Send + Sync + 'static {
     /// The live members of `group`, ordered by session id.
     fn members(&self, group: &str) -> impl Future<Output = BackendResult<Vec<SessionId>>> + Send;
 
+    /// A read-only snapshot of the store, for operators (`simba status`, ADR 0007): live
+    /// sessions with their age and remaining lifetime as the store measures them, held leases
+    /// with holder, token and start of term, and groups with their live members.
+    ///
+    /// Contract: it opens no session and writes nothing that another call reads, so it
+    /// never renews, expires or frees anything (a backend may still collect records that
+    /// every other call already treats as gone). It lists only what the other calls would
+    /// treat as live: no expired session, no lease whose holder expired, no member whose
+    /// session expired. It need not be atomic across records. What a store cannot tell is
+    /// `None` (ZooKeeper lists no session times and only the sessions that hold a lease or
+    /// a membership; Redis records no session age and no term start). Lists are ordered as
+    /// [`StoreSnapshot`] documents ([`StoreSnapshot::normalized`]).
+    fn inspect(&self) -> impl Future<Output = BackendResult<StoreSnapshot>> + Send;
+
     /// A stream of names of released leases, where the store can broadcast them (K2);
     /// `None` where it cannot (the engine then relies on its next attempt).
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
@@ -278,6 +295,7 @@ pub(crate) trait DynBackend: Send + Sync + 'static {
     fn join_group<'a>(&'a self, s: &'a SessionId, group: &'a str) -> BoxFuture<'a, BackendResult<()>>;
     fn leave_group<'a>(&'a self, s: &'a SessionId, group: &'a str) -> BoxFuture<'a, BackendResult<()>>;
     fn members<'a>(&'a self, group: &'a str) -> BoxFuture<'a, BackendResult<Vec<SessionId>>>;
+    fn inspect(&self) -> BoxFuture<'_, BackendResult<StoreSnapshot>>;
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>>;
     fn describe(&self) -> String;
 }
@@ -318,6 +336,9 @@ impl<B: Backend> DynBackend for B {
     }
     fn members<'a>(&'a self, group: &'a str) -> BoxFuture<'a, BackendResult<Vec<SessionId>>> {
         Box::pin(Backend::members(self, group))
+    }
+    fn inspect(&self) -> BoxFuture<'_, BackendResult<StoreSnapshot>> {
+        Box::pin(Backend::inspect(self))
     }
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         Backend::subscribe_releases(self)

@@ -38,11 +38,14 @@ use sqlx::{ConnectOptions, Connection};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::inspect::SqlRows;
 use super::sql_common::{
     CONNECT_TIMEOUT, GC_GRACE_MS, LOCK_WAIT_MS, describe, digest, discard_idle_after, non_negative, redact,
     schema_missing, schema_script, ttl_ms,
 };
-use super::{Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+use super::{
+    Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
+};
 
 /// The database's clock, in integer milliseconds since the Unix epoch (rule B2), read each
 /// time the expression is evaluated.
@@ -673,6 +676,20 @@ impl Backend for PostgresBackend {
             .await
             .map_err(self.err("list group members"))?;
         Ok(ids.into_iter().map(SessionId::new).collect())
+    }
+
+    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
+        const Q: [&str; 3] = super::inspect::sql_inspect_queries!("$1");
+        let pool = self.pool();
+        let now_ms: i64 = sqlx::query_scalar(concat!("SELECT ", now_ms!()))
+            .fetch_one(pool)
+            .await
+            .map_err(self.err("read the clock"))?;
+        let sessions = sqlx::query_as(Q[0]).bind(now_ms).fetch_all(pool).await.map_err(self.err("list sessions"))?;
+        let leases = sqlx::query_as(Q[1]).bind(now_ms).fetch_all(pool).await.map_err(self.err("list leases"))?;
+        let members =
+            sqlx::query_as(Q[2]).bind(now_ms).fetch_all(pool).await.map_err(self.err("list group members"))?;
+        Ok(SqlRows { now_ms, sessions, leases, members }.into_snapshot())
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {

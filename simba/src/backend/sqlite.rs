@@ -20,7 +20,10 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteTransaction};
 
-use super::{Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+use super::inspect::SqlRows;
+use super::{
+    Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
+};
 
 /// The database's clock, in integer milliseconds since the Unix epoch (rule B2).
 ///
@@ -502,6 +505,20 @@ impl Backend for SqliteBackend {
             .await
             .map_err(self.err("list group members"))?;
         Ok(ids.into_iter().map(SessionId::new).collect())
+    }
+
+    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
+        const Q: [&str; 3] = super::inspect::sql_inspect_queries!("?1");
+        let pool = &self.pool;
+        let now_ms: i64 = sqlx::query_scalar(concat!("SELECT ", now_ms!()))
+            .fetch_one(pool)
+            .await
+            .map_err(self.err("read the clock"))?;
+        let sessions = sqlx::query_as(Q[0]).bind(now_ms).fetch_all(pool).await.map_err(self.err("list sessions"))?;
+        let leases = sqlx::query_as(Q[1]).bind(now_ms).fetch_all(pool).await.map_err(self.err("list leases"))?;
+        let members =
+            sqlx::query_as(Q[2]).bind(now_ms).fetch_all(pool).await.map_err(self.err("list group members"))?;
+        Ok(SqlRows { now_ms, sessions, leases, members }.into_snapshot())
     }
 
     fn describe(&self) -> String {

@@ -183,48 +183,55 @@ fn start_worker(
 ) -> Worker {
     let (stop_tx, stop_rx) = oneshot::channel();
     let (shared, spec) = (Arc::clone(shared), spec.clone());
-    let handle = tokio::spawn(async move {
-        let term = guard.term().clone();
-        tracing::info!(group = %spec.group, partition = i, token = term.token(), "partition acquired");
-        let run = spec.run;
-        let mut task: JoinHandle<Result<(), crate::BoxError>> = match spec.timer.clone() {
-            Some(timer) => tokio::spawn(run_scheduled(
-                Arc::clone(&shared),
-                Arc::clone(&spec.job),
-                timer,
-                spec.misfire,
-                term.clone(),
-                move |t: Term| run(t, i),
-            )),
-            None => tokio::spawn(run(term.clone(), i)),
-        };
-        tokio::select! {
-            reason = term.revoked() => {
-                // H3: lost; do not wait for the worker.
-                task.abort();
-                tracing::warn!(group = %spec.group, partition = i, token = term.token(), %reason, "partition lost");
-                drop(guard);
-            }
-            reason = stop_rx => {
-                let reason = reason.unwrap_or(RevokeReason::Stopped);
-                hand_over(&term, task, reason).await;
-                if let Err(e) = guard.release_as(reason).await {
-                    tracing::warn!(group = %spec.group, partition = i, error = %e, "release failed; the lease frees with the session");
+    let span = tracing::info_span!("partition", group = %spec.group, partition = i, token = guard.term().token());
+    let handle = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let term = guard.term().clone();
+            tracing::info!(group = %spec.group, partition = i, token = term.token(), "partition acquired");
+            let held_gauge = crate::metrics::PartitionHeld::new(&spec.group);
+            let run = spec.run;
+            let mut task: JoinHandle<Result<(), crate::BoxError>> = match spec.timer.clone() {
+                // The worker logs inside this partition's span.
+                Some(timer) => tokio::spawn(tracing::Instrument::in_current_span(run_scheduled(
+                    Arc::clone(&shared),
+                    Arc::clone(&spec.job),
+                    timer,
+                    spec.misfire,
+                    term.clone(),
+                    move |t: Term| run(t, i),
+                ))),
+                None => tokio::spawn(tracing::Instrument::in_current_span(run(term.clone(), i))),
+            };
+            tokio::select! {
+                reason = term.revoked() => {
+                    // H3: lost; do not wait for the worker.
+                    task.abort();
+                    tracing::warn!(group = %spec.group, partition = i, token = term.token(), %reason, "partition lost");
+                    drop(guard);
+                }
+                reason = stop_rx => {
+                    let reason = reason.unwrap_or(RevokeReason::Stopped);
+                    hand_over(&term, task, reason).await;
+                    if let Err(e) = guard.release_as(reason).await {
+                        tracing::warn!(group = %spec.group, partition = i, error = %e, "release failed; the lease frees with the session");
+                    }
+                }
+                res = &mut task => {
+                    match res {
+                        Ok(Ok(())) => tracing::info!(group = %spec.group, partition = i, "partition worker returned; releasing the partition"),
+                        Ok(Err(e)) => tracing::error!(group = %spec.group, partition = i, error = %e, "partition worker failed; releasing the partition"),
+                        Err(e) => tracing::error!(group = %spec.group, partition = i, error = %e, "partition worker panicked; releasing the partition"),
+                    }
+                    if let Err(e) = guard.release_as(RevokeReason::SteppedDown).await {
+                        tracing::warn!(group = %spec.group, partition = i, error = %e, "release failed; the lease frees with the session");
+                    }
                 }
             }
-            res = &mut task => {
-                match res {
-                    Ok(Ok(())) => tracing::info!(group = %spec.group, partition = i, "partition worker returned; releasing the partition"),
-                    Ok(Err(e)) => tracing::error!(group = %spec.group, partition = i, error = %e, "partition worker failed; releasing the partition"),
-                    Err(e) => tracing::error!(group = %spec.group, partition = i, error = %e, "partition worker panicked; releasing the partition"),
-                }
-                if let Err(e) = guard.release_as(RevokeReason::SteppedDown).await {
-                    tracing::warn!(group = %spec.group, partition = i, error = %e, "release failed; the lease frees with the session");
-                }
-            }
-        }
-        let _ = ended.send(i);
-    });
+            drop(held_gauge);
+            let _ = ended.send(i);
+        },
+        span,
+    ));
     Worker { stop: Some(stop_tx), handle }
 }
 

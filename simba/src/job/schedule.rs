@@ -207,8 +207,12 @@ async fn claim(shared: &Shared, term: &Term, slot: DateTime<Utc>) -> Result<bool
 
 async fn run_once(job: &str, term: &Term, fut: JobFuture, lateness: Duration) {
     let started = Instant::now();
+    crate::metrics::job_started(job, lateness);
     tracing::debug!(job, lease = term.name(), token = term.token(), ?lateness, "job run starting");
-    match fut.await {
+    let span = tracing::info_span!("job", job, lease = term.name(), token = term.token());
+    let result = tracing::Instrument::instrument(fut, span).await;
+    crate::metrics::job_finished(job, started.elapsed(), result.is_err());
+    match result {
         Ok(()) => tracing::debug!(job, token = term.token(), took = ?started.elapsed(), "job run finished"),
         Err(e) => tracing::error!(job, lease = term.name(), token = term.token(), error = %e, "job run failed"),
     }

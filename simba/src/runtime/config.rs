@@ -59,6 +59,9 @@ pub struct RuntimeConfig {
     pub session: SimbaConfig,
     /// Per-job overrides, by job name.
     pub jobs: BTreeMap<String, JobOverride>,
+    /// `[metrics] listen`: where the runtime serves `/metrics` and `/healthz` (feature
+    /// `prometheus`); `None` (the default): nothing listens.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl std::fmt::Debug for RuntimeConfig {
@@ -68,6 +71,7 @@ impl std::fmt::Debug for RuntimeConfig {
             .field("backend_url", &crate::secret::redact_url(&self.backend_url))
             .field("session", &self.session)
             .field("jobs", &self.jobs)
+            .field("metrics_listen", &self.metrics_listen)
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +83,7 @@ impl Default for RuntimeConfig {
             backend_url: DEFAULT_BACKEND_URL.into(),
             session: SimbaConfig::default(),
             jobs: BTreeMap::new(),
+            metrics_listen: None,
         }
     }
 }
@@ -92,6 +97,14 @@ struct FileConfig {
     session: SessionTable,
     #[serde(default)]
     jobs: BTreeMap<String, JobTable>,
+    #[serde(default)]
+    metrics: MetricsTable,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MetricsTable {
+    listen: Option<String>,
 }
 
 #[derive(Default, Deserialize)]
@@ -138,7 +151,7 @@ struct JobTable {
     partitions: Option<u32>,
 }
 
-const SECTIONS: [&str; 3] = ["backend", "session", "jobs"];
+const SECTIONS: [&str; 4] = ["backend", "session", "jobs", "metrics"];
 
 impl RuntimeConfig {
     /// Loads the configuration as [`crate::run`] does: the file named by `SIMBA_CONFIG`, else
@@ -285,7 +298,26 @@ impl RuntimeConfig {
         };
         let backend_url = super::security::secure_url(&url, b.user.as_deref(), password.as_deref(), b.tls.as_ref())
             .map_err(|m| err(format!("[backend]: {m}")))?;
-        Ok(RuntimeConfig { source: source.to_owned(), backend_url, session, jobs })
+        let metrics_listen = file
+            .metrics
+            .listen
+            .map(|l| {
+                l.parse::<std::net::SocketAddr>().map_err(|e| {
+                    err(format!(
+                        "{}: invalid address {l:?}: {e} (write e.g. \"127.0.0.1:9464\")",
+                        at("metrics", "listen")
+                    ))
+                })
+            })
+            .transpose()?;
+        if metrics_listen.is_some() && !cfg!(feature = "prometheus") {
+            return Err(err(format!(
+                "{}: serving metrics needs simba's cargo feature `prometheus` (or remove [metrics] listen and install \
+                 your own metrics exporter)",
+                at("metrics", "listen")
+            )));
+        }
+        Ok(RuntimeConfig { source: source.to_owned(), backend_url, session, jobs, metrics_listen })
     }
 
     /// The path `load()` reads, if any.
@@ -317,7 +349,7 @@ fn apply_override(table: &mut toml::Table, var: &str, value: &str) -> Result<(),
     if !SECTIONS.contains(&path[0].as_str()) {
         let hint = nearest(&path[0], &SECTIONS).map(|s| format!(" (did you mean SIMBA_{}__...?)", s.to_uppercase()));
         return Err(format!(
-            "environment variable {var}: unknown table `{}`; tables are backend, session and jobs{}",
+            "environment variable {var}: unknown table `{}`; tables are backend, session, jobs and metrics{}",
             path[0],
             hint.unwrap_or_default()
         ));
@@ -524,6 +556,23 @@ fixed_rate = "250ms"
         let e = RuntimeConfig::from_toml_str("", "simba.toml", vec![("SIMBA_SESION__X".into(), "1".into())])
             .expect_err("bad table");
         assert!(e.to_string().contains("did you mean SIMBA_SESSION__"), "{e}");
+    }
+
+    /// ADR 0007: `[metrics] listen` is an address; nothing listens without it.
+    #[test]
+    fn metrics_listen() {
+        assert_eq!(parse("").expect("empty").metrics_listen, None);
+        let r = parse("[metrics]\nlisten = \"127.0.0.1:9464\"\n");
+        if cfg!(feature = "prometheus") {
+            assert_eq!(r.expect("valid").metrics_listen, Some(([127, 0, 0, 1], 9464).into()));
+        } else {
+            let e = r.expect_err("needs the feature").to_string();
+            assert!(e.contains("cargo feature `prometheus`"), "{e}");
+        }
+        let e = parse("[metrics]\nlisten = \"localhost\"\n").expect_err("bad address").to_string();
+        assert!(e.contains("line 2, [metrics] listen") && e.contains("127.0.0.1:9464"), "{e}");
+        let e = parse("[metrics]\nlisen = \"127.0.0.1:1\"\n").expect_err("typo").to_string();
+        assert!(e.contains("unknown field `lisen`") && e.contains("`listen`"), "{e}");
     }
 
     /// Bad input: unknown keys name the nearest valid key, with the line.

@@ -141,11 +141,26 @@ impl RuntimeBuilder {
             partitioned.extend(PARTITIONED_JOBS.iter().copied());
         }
         let plan = plan(&config, &scheduled, &partitioned)?;
+        #[cfg(feature = "prometheus")]
+        if config.metrics_listen.is_some() {
+            crate::metrics::recorder()?;
+        }
         let simba = match self.backend {
             Some(make) => make(config.session, self.seed)?,
             None => Simba::connect(&config.backend_url, config.session).await.inspect_err(|e| {
                 tracing::error!(url = %redact(&config.backend_url), error = %e, "cannot connect to the backend");
             })?,
+        };
+        #[cfg(feature = "prometheus")]
+        let metrics = match config.metrics_listen {
+            Some(addr) => match crate::metrics::serve(addr, &simba).await {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    simba.close().await;
+                    return Err(e);
+                }
+            },
+            None => None,
         };
         tracing::info!(
             config = %config.source,
@@ -172,7 +187,14 @@ impl RuntimeBuilder {
             let handle = tokio::spawn(run_group(Arc::clone(&simba.shared), g, stop.clone()));
             groups.push((stop, handle));
         }
-        Ok(RunningRuntime { simba, elections, groups, shutdown: self.shutdown })
+        Ok(RunningRuntime {
+            simba,
+            elections,
+            groups,
+            shutdown: self.shutdown,
+            #[cfg(feature = "prometheus")]
+            metrics,
+        })
     }
 
     /// [`start`](RuntimeBuilder::start), then wait for SIGINT / SIGTERM (or the
@@ -196,12 +218,21 @@ pub struct RunningRuntime {
     elections: Vec<Election>,
     groups: Vec<(CancellationToken, JoinHandle<()>)>,
     shutdown: Option<ShutdownFuture>,
+    #[cfg(feature = "prometheus")]
+    metrics: Option<crate::metrics::MetricsServer>,
 }
 
 impl RunningRuntime {
     /// The client the runtime uses (its one session).
     pub fn simba(&self) -> &Simba {
         &self.simba
+    }
+
+    /// Where `/metrics` and `/healthz` are served, when `[metrics] listen` is set (feature
+    /// `prometheus`).
+    #[cfg(feature = "prometheus")]
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(crate::metrics::MetricsServer::local_addr)
     }
 
     /// Hands every job and partition over in the H1 order, then closes the session.
@@ -215,6 +246,10 @@ impl RunningRuntime {
         let stops = self.elections.iter().map(Election::stop);
         let _ = futures_util::future::join_all(stops).await;
         self.simba.close().await;
+        #[cfg(feature = "prometheus")]
+        if let Some(m) = self.metrics {
+            m.stop().await;
+        }
     }
 }
 

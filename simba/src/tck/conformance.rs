@@ -293,6 +293,52 @@ pub async fn every_valid_name_works<B: Backend>(b: B) {
     ok(b.close_session(&a).await, "close");
 }
 
+/// ADR 0007: `inspect` is a read-only snapshot. It lists live sessions (with times no larger
+/// than granted), held leases with their holder and token, and groups with their live
+/// members; it drops what was released, closed or expired; and polling it never keeps a
+/// session alive.
+pub async fn inspect_is_a_read_only_snapshot<B: Backend>(b: B) {
+    let (lease, group) = (unique("inspect"), unique("inspect-g"));
+    let a = open(&b).await;
+    let c = open(&b).await;
+    let t = won(&b, &a, &lease).await;
+    ok(b.join_group(&a, &group).await, "join_group a");
+    ok(b.join_group(&c, &group).await, "join_group c");
+    let snap = ok(b.inspect().await, "inspect");
+    let Some(l) = snap.lease(&lease) else { panic!("held lease `{lease}` not listed: {snap:?}") };
+    assert_eq!((&l.session, l.token), (&a, t), "holder and token of `{lease}`");
+    if let (Some(at), Some(now)) = (l.acquired_at, snap.taken_at) {
+        let held = now.duration_since(at).unwrap_or_default();
+        assert!(held < Duration::from_secs(10), "held for {held:?} on the store's clock");
+    }
+    let mut both = vec![a.clone(), c.clone()];
+    both.sort();
+    assert_eq!(snap.members(&group), both.as_slice(), "members of `{group}`");
+    for id in &both {
+        let Some(s) = snap.session(id) else { panic!("live session {id} not listed: {snap:?}") };
+        assert!(s.remaining.is_none_or(|r| r <= TTL + Duration::from_millis(50)), "{s:?}");
+        assert!(s.age.is_none_or(|r| r < Duration::from_secs(10)), "{s:?}");
+    }
+    assert!(snap.leases.windows(2).all(|w| w[0].name < w[1].name), "leases not ordered by name");
+    assert!(snap.sessions.windows(2).all(|w| w[0].id < w[1].id), "sessions not ordered by id");
+    // Released and closed: gone from the snapshot.
+    assert!(ok(b.release(&a, &lease, t).await, "release"));
+    ok(b.close_session(&c).await, "close_session");
+    let snap = ok(b.inspect().await, "inspect");
+    assert!(snap.lease(&lease).is_none(), "released lease still listed");
+    assert_eq!(snap.members(&group), std::slice::from_ref(&a), "closed session still a member");
+    assert!(snap.session(&c).is_none(), "closed session still listed");
+    // Polled but never renewed, `a` expires: inspect does not renew.
+    let start = Instant::now();
+    while start.elapsed() < TTL + Duration::from_millis(700) {
+        ok(b.inspect().await, "inspect");
+        sleep(Duration::from_millis(150)).await;
+    }
+    let snap = ok(b.inspect().await, "inspect");
+    assert!(snap.session(&a).is_none() && snap.members(&group).is_empty(), "expired session listed: {snap:?}");
+    assert_eq!(ok(b.keep_alive(&a, HeldDigest::default()).await, "keep_alive"), KeepAlive::Expired);
+}
+
 fn engine_config() -> SimbaConfig {
     SimbaConfig::builder()
         .lease_duration(TTL)
@@ -376,7 +422,8 @@ macro_rules! conformance_suite {
             group_membership_follows_sessions,
             releases_are_broadcast_where_supported,
             concurrent_acquire_has_one_winner,
-            every_valid_name_works
+            every_valid_name_works,
+            inspect_is_a_read_only_snapshot
         );
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn engine_handover_and_failover() {

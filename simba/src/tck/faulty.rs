@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
-use crate::backend::{Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+use crate::backend::{
+    Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
+};
 
 /// A backend operation, to aim a fault at or to count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,10 +30,21 @@ pub enum Op {
     ClaimSlot,
     /// Group calls: join, leave and members.
     Group,
+    /// [`Backend::inspect`].
+    Inspect,
 }
 
-const OPS: [Op; 8] =
-    [Op::OpenSession, Op::KeepAlive, Op::Acquire, Op::Release, Op::CloseSession, Op::Owned, Op::ClaimSlot, Op::Group];
+const OPS: [Op; 9] = [
+    Op::OpenSession,
+    Op::KeepAlive,
+    Op::Acquire,
+    Op::Release,
+    Op::CloseSession,
+    Op::Owned,
+    Op::ClaimSlot,
+    Op::Group,
+    Op::Inspect,
+];
 
 /// What to do to the calls of one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,7 +77,7 @@ type Hook = Box<dyn Fn(Op) + Send + Sync>;
 #[derive(Default)]
 struct Ctl {
     faults: Mutex<HashMap<Op, Fault>>,
-    counts: [AtomicU64; 8],
+    counts: [AtomicU64; 9],
     times: Mutex<Vec<(Op, tokio::time::Instant)>>,
     hook: Mutex<Option<Hook>>,
 }
@@ -198,6 +211,9 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     }
     async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
         self.call(Op::Group, None, self.inner.members(group)).await
+    }
+    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
+        self.call(Op::Inspect, None, self.inner.inspect()).await
     }
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         self.inner.subscribe_releases()

@@ -58,6 +58,7 @@
 //! feature, and its failover is asynchronous, with the durability caveat above.
 
 mod connect;
+mod inspect;
 mod scripts;
 mod subscriber;
 
@@ -71,7 +72,9 @@ use tokio::sync::broadcast;
 use tokio::time::timeout;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::{Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+use super::{
+    Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
+};
 use connect::{call_error, check_eviction_policy, check_url, connect_error, describe_info, no_answer, redact};
 use scripts::{SCRIPTS, token_sum};
 use subscriber::Subscriber;
@@ -535,6 +538,10 @@ impl Backend for RedisBackend {
         let mut ids: Vec<SessionId> = ids.into_iter().map(SessionId::new).collect();
         ids.sort();
         Ok(ids)
+    }
+
+    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
+        self.inspect_store().await
     }
 
     /// Released lease names, from one pub/sub subscription per backend instance (shared by

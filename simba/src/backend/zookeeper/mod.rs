@@ -31,6 +31,7 @@
 //! closes a session that the engine stopped renewing for its granted lifetime, so that a hung
 //! or crashed engine does not hold its leases forever (see `session.rs`).
 
+mod inspect;
 mod ops;
 mod session;
 mod shared;
@@ -48,7 +49,9 @@ use zookeeper_client as zk;
 use self::session::{SessionMap, ZkSession};
 use self::shared::{SHARED_SESSION_TIMEOUT, SharedClient, watch_releases};
 use self::url::ConnectSpec;
-use super::{Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+use super::{
+    Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
+};
 
 const LEASES: &str = "/simba/leases";
 const SLOTS: &str = "/simba/slots";
@@ -405,6 +408,10 @@ impl Backend for ZooKeeperBackend {
             Err(zk::Error::NoNode) => Ok(Vec::new()),
             Err(e) => Err(self.err(&format!("list the members of group `{group}`"), e)),
         }
+    }
+
+    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
+        self.inspect_store().await
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {

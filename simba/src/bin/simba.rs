@@ -1,0 +1,6 @@
+//! The `simba` command-line tool: `simba status`, `simba watch`, `simba check` (see
+//! `simba --help` and the README's "Operations" section).
+
+fn main() -> std::process::ExitCode {
+    simba::cli::main()
+}

@@ -1,0 +1,247 @@
+//! The `simba` command-line tool (feature `cli`): `status`, `watch` and `check` against the
+//! backend named by `simba.toml` or `--backend URL` (ADR 0007).
+//!
+//! Exit codes: 0 success; 1 `check` found a problem; 2 bad input (clap's usage errors, an
+//! invalid configuration) or an unreachable backend (the message names the URL, never its
+//! password, and the cause).
+
+mod check;
+mod render;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::backend::{BackendError, SharedBackend};
+use crate::runtime::redact;
+use crate::{Error, RuntimeConfig};
+
+/// Everything went as asked (and every check passed).
+pub const EXIT_OK: u8 = 0;
+/// `simba check` found a failed check.
+pub const EXIT_CHECK_FAILED: u8 = 1;
+/// Bad input or an unreachable backend.
+pub const EXIT_ERROR: u8 = 2;
+
+/// Inspect and check a simba cluster: sessions, leases, groups, backend settings.
+#[derive(Debug, Parser)]
+#[command(name = "simba", version, about, long_about = None)]
+struct Cli {
+    /// The backend URL (overrides the configuration's `[backend] url`), e.g. postgres://user@host/db.
+    #[arg(long, global = true, value_name = "URL")]
+    backend: Option<String>,
+    /// The configuration file (default: $SIMBA_CONFIG, else ./simba.toml, else the embedded default).
+    #[arg(long, short = 'c', global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print JSON instead of tables (one object; `watch` prints one per line).
+    #[arg(long, global = true)]
+    json: bool,
+    /// Give up on an unreachable backend after this long.
+    #[arg(long, global = true, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    timeout: Duration,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Sessions, leases and groups as the backend sees them.
+    Status,
+    /// `status`, refreshed live until Ctrl-C.
+    Watch {
+        /// Time between refreshes.
+        #[arg(long, short = 'n', value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+        interval: Duration,
+        /// Stop after this many refreshes (default: run until Ctrl-C).
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+    },
+    /// Validate the configuration, connect, and check the backend's safety settings.
+    Check,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("must be greater than zero".to_owned()),
+        Err(e) => Err(format!("{e} (write e.g. 5s or 500ms)")),
+    }
+}
+
+/// Runs the tool with the process's arguments and standard streams; for `fn main`.
+pub fn main() -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "simba: cannot start the async runtime: {e}");
+            return std::process::ExitCode::from(EXIT_ERROR);
+        }
+    };
+    let code = runtime.block_on(run(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr()));
+    std::process::ExitCode::from(code)
+}
+
+/// Runs the tool with `args` (the first is the program name), writing to `out` and `err`;
+/// returns the exit code. Used by [`main`] and by tests.
+pub async fn run<I, T>(args: I, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send)) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            // Plain text: clap's own wording, suggestions and usage, without colours.
+            let text = e.render().to_string();
+            return if e.use_stderr() {
+                let _ = write!(err, "{text}");
+                EXIT_ERROR
+            } else {
+                let _ = write!(out, "{text}");
+                EXIT_OK
+            };
+        }
+    };
+    match execute(&cli, out, err).await {
+        Ok(code) => code,
+        Err(message) => {
+            let _ = writeln!(err, "simba: {message}");
+            EXIT_ERROR
+        }
+    }
+}
+
+async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send)) -> Result<u8, String> {
+    let config = load_config(cli);
+    if let Command::Check = cli.command {
+        return Ok(check::run(cli, config, out, err).await);
+    }
+    let config = config.map_err(|e| e.to_string())?;
+    let url = config.backend_url.clone();
+    let backend = connect(&url, cli.timeout).await?;
+    match &cli.command {
+        Command::Status => {
+            let view = render::View::read(&*backend, &url, cli.timeout).await?;
+            render::write(&view, cli.json, out).map_err(|e| format!("cannot write the output: {e}"))?;
+        }
+        Command::Watch { interval, count } => {
+            let mut n = 0u64;
+            loop {
+                let view = render::View::read(&*backend, &url, cli.timeout).await;
+                let written = match &view {
+                    Ok(v) if cli.json => render::write(v, true, out),
+                    Ok(v) => write!(out, "\x1b[2J\x1b[H").and_then(|()| render::write(v, false, out)),
+                    Err(e) => writeln!(err, "simba: {e} (retrying)"),
+                };
+                written.and_then(|()| out.flush()).map_err(|e| format!("cannot write the output: {e}"))?;
+                n += 1;
+                if count.is_some_and(|c| n >= c) {
+                    break;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(*interval) => {}
+                    _ = tokio::signal::ctrl_c() => break,
+                }
+            }
+        }
+        Command::Check => {}
+    }
+    Ok(EXIT_OK)
+}
+
+/// The configuration as the runtime reads it, with `--config` and `--backend` applied.
+fn load_config(cli: &Cli) -> Result<RuntimeConfig, Error> {
+    let mut config = match &cli.config {
+        Some(path) => RuntimeConfig::load_file(path)?,
+        None => RuntimeConfig::load()?,
+    };
+    if let Some(url) = &cli.backend {
+        config.backend_url = url.clone();
+    }
+    Ok(config)
+}
+
+/// Connects to `url` within `timeout`, to read. A SQLite URL must name an existing file
+/// (reading a cluster's state never creates a database); an evicting Redis is read anyway
+/// (`check` reports its policy).
+async fn connect(url: &str, timeout: Duration) -> Result<SharedBackend, String> {
+    let shown = redact(url);
+    if let Some(path) = sqlite_path(url)
+        && !path.exists()
+    {
+        return Err(format!(
+            "cannot reach the backend at {shown}: no database file {} (run a node with this URL first, or pass --backend)",
+            path.display()
+        ));
+    }
+    match tokio::time::timeout(timeout, connect_any(url, true)).await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(e @ BackendError::Unavailable { .. })) => {
+            Err(format!("cannot reach the backend at {shown}: {}", chain(&e)))
+        }
+        Ok(Err(e)) => Err(format!("cannot use the backend at {shown}: {}", chain(&e))),
+        Err(_) => Err(format!("cannot reach the backend at {shown}: no answer within {timeout:?}")),
+    }
+}
+
+/// The file a `sqlite:` URL names, if it names one.
+fn sqlite_path(url: &str) -> Option<PathBuf> {
+    let rest = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or(rest);
+    (!path.is_empty() && !path.starts_with(":memory:")).then(|| PathBuf::from(path))
+}
+
+/// An error with its sources, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s = format!("{s}: {c}");
+        }
+        source = cause.source();
+    }
+    s
+}
+
+/// The backend for `url`: type-erased, or the Redis backend itself (for its eviction
+/// policy). Accepts the schemes [`crate::Simba::connect`] accepts.
+pub(crate) enum Connected {
+    Plain(SharedBackend),
+    Redis(crate::backend::redis::RedisBackend),
+}
+
+async fn connect_any(url: &str, accept_eviction: bool) -> Result<SharedBackend, BackendError> {
+    Ok(match connect_kind(url, accept_eviction).await? {
+        Connected::Plain(b) => b,
+        Connected::Redis(r) => std::sync::Arc::new(r),
+    })
+}
+
+/// With `accept_eviction`, an evicting Redis is accepted: reading is harmless, and `check`
+/// reports the policy as a failed check of its own.
+pub(crate) async fn connect_kind(url: &str, accept_eviction: bool) -> Result<Connected, BackendError> {
+    use crate::backend::*;
+    use std::sync::Arc;
+    let scheme = url.split_once("://").map_or_else(|| url.split(':').next().unwrap_or(url), |(s, _)| s);
+    Ok(match scheme {
+        "memory" => Connected::Plain(Arc::new(memory::MemoryBackend::new())),
+        "sqlite" => Connected::Plain(Arc::new(sqlite::SqliteBackend::connect(url).await?)),
+        "postgres" | "postgresql" => Connected::Plain(Arc::new(postgres::PostgresBackend::connect(url).await?)),
+        "mysql" | "mariadb" => Connected::Plain(Arc::new(mysql::MySqlBackend::connect(url).await?)),
+        "redis" | "rediss" => {
+            let options = redis::RedisOptions::default().allow_eviction(accept_eviction);
+            Connected::Redis(redis::RedisBackend::connect_with(url, options).await?)
+        }
+        "zk" | "zookeeper" => Connected::Plain(Arc::new(zookeeper::ZooKeeperBackend::connect(url).await?)),
+        other => {
+            return Err(BackendError::Misconfigured(format!(
+                "unsupported backend URL scheme `{other}`: use memory://, sqlite://PATH, postgres://, mysql://, redis:// or zk://"
+            )));
+        }
+    })
+}

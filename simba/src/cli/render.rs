@@ -1,0 +1,210 @@
+//! `simba status`: what the backend's snapshot says, as tables or JSON.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+
+use crate::backend::{DynBackend, StoreSnapshot};
+use crate::runtime::redact;
+
+/// A snapshot with what operators ask of it: leases per session, partitions per member.
+pub(super) struct View {
+    backend: String,
+    snapshot: StoreSnapshot,
+    /// The store's clock, else the local one: the reference of "held for".
+    now: SystemTime,
+}
+
+struct GroupView<'a> {
+    name: &'a str,
+    /// Member, partitions it holds.
+    members: Vec<(&'a str, usize)>,
+    /// Partition leases held by a session that is not a member (handing over).
+    others: usize,
+}
+
+impl View {
+    pub(super) async fn read(backend: &dyn DynBackend, url: &str, timeout: Duration) -> Result<View, String> {
+        let shown = redact(url);
+        let snapshot = match tokio::time::timeout(timeout, backend.inspect()).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(format!("cannot read the backend at {shown}: {}", super::chain(&e))),
+            Err(_) => return Err(format!("cannot read the backend at {shown}: no answer within {timeout:?}")),
+        };
+        let now = snapshot.taken_at.unwrap_or_else(SystemTime::now);
+        Ok(View { backend: shown, snapshot, now })
+    }
+
+    fn leases_of(&self, session: &str) -> usize {
+        self.snapshot.leases.iter().filter(|l| l.session.as_str() == session).count()
+    }
+
+    fn held_for(&self, at: Option<SystemTime>) -> Option<Duration> {
+        at.map(|at| self.now.duration_since(at).unwrap_or_default())
+    }
+
+    fn groups(&self) -> Vec<GroupView<'_>> {
+        self.snapshot
+            .groups
+            .iter()
+            .map(|g| {
+                let prefix = format!("{}.", g.name);
+                let mut held: BTreeMap<&str, usize> = BTreeMap::new();
+                for l in &self.snapshot.leases {
+                    let partition = l.name.strip_prefix(&prefix);
+                    if partition.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+                        *held.entry(l.session.as_str()).or_default() += 1;
+                    }
+                }
+                let members: Vec<(&str, usize)> =
+                    g.members.iter().map(|m| (m.as_str(), held.remove(m.as_str()).unwrap_or(0))).collect();
+                GroupView { name: &g.name, members, others: held.values().sum() }
+            })
+            .collect()
+    }
+}
+
+impl GroupView<'_> {
+    fn spread(&self) -> (usize, usize) {
+        let counts = self.members.iter().map(|(_, n)| *n);
+        (counts.clone().min().unwrap_or(0), counts.max().unwrap_or(0))
+    }
+
+    /// Balanced when every member holds its share: counts differ by at most one and no
+    /// partition sits with a non-member.
+    fn balanced(&self) -> bool {
+        let (min, max) = self.spread();
+        max - min <= 1 && self.others == 0
+    }
+}
+
+/// `12.3s`, `4m05s`, `2h10m`; `-` when unknown.
+pub(super) fn human(d: Option<Duration>) -> String {
+    let Some(d) = d else { return "-".to_owned() };
+    let s = d.as_secs();
+    if s < 60 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+fn ms(d: Option<Duration>) -> Value {
+    d.map_or(Value::Null, |d| json!(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
+}
+
+fn epoch_ms(t: Option<SystemTime>) -> Value {
+    ms(t.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok()))
+}
+
+/// A table with left-aligned columns separated by two spaces.
+fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}  "));
+            }
+        }
+        s
+    };
+    writeln!(out, "{}", line(header.to_vec()))?;
+    for r in rows {
+        writeln!(out, "{}", line(r.iter().map(String::as_str).collect()))?;
+    }
+    Ok(())
+}
+
+pub(super) fn write(view: &View, json: bool, out: &mut dyn Write) -> std::io::Result<()> {
+    if json {
+        let value = to_json(view);
+        return writeln!(out, "{value}");
+    }
+    let s = &view.snapshot;
+    let clock = match s.taken_at {
+        Some(_) => "the backend's clock",
+        None => "this machine's clock (the backend does not tell its own)",
+    };
+    writeln!(out, "backend: {}  (times on {clock})", view.backend)?;
+    writeln!(out)?;
+    writeln!(out, "SESSIONS ({})", s.sessions.len())?;
+    let rows: Vec<Vec<String>> = s
+        .sessions
+        .iter()
+        .map(|x| vec![x.id.to_string(), human(x.age), human(x.remaining), view.leases_of(x.id.as_str()).to_string()])
+        .collect();
+    table(out, &["ID", "AGE", "EXPIRES IN", "LEASES"], &rows)?;
+    writeln!(out)?;
+    writeln!(out, "LEASES ({})", s.leases.len())?;
+    let rows: Vec<Vec<String>> = s
+        .leases
+        .iter()
+        .map(|l| vec![l.name.clone(), l.session.to_string(), l.token.to_string(), human(view.held_for(l.acquired_at))])
+        .collect();
+    table(out, &["NAME", "HOLDER", "TOKEN", "HELD FOR"], &rows)?;
+    let groups = view.groups();
+    writeln!(out)?;
+    writeln!(out, "GROUPS ({})", groups.len())?;
+    let rows: Vec<Vec<String>> = groups
+        .iter()
+        .map(|g| {
+            let per: Vec<String> = g.members.iter().map(|(m, n)| format!("{}={n}", short(m))).collect();
+            let (min, max) = g.spread();
+            let balance = if g.balanced() { "balanced" } else { "unbalanced" };
+            let mut balance = format!("{balance} ({min}..{max} per member)");
+            if g.others > 0 {
+                balance.push_str(&format!(", {} with non-members", g.others));
+            }
+            vec![g.name.to_owned(), g.members.len().to_string(), per.join(" "), balance]
+        })
+        .collect();
+    table(out, &["GROUP", "MEMBERS", "PARTITIONS PER MEMBER", "BALANCE"], &rows)
+}
+
+/// The first 8 characters of a session id (enough to tell members apart in one row).
+fn short(id: &str) -> &str {
+    id.char_indices().nth(8).map_or(id, |(i, _)| &id[..i])
+}
+
+fn to_json(view: &View) -> Value {
+    let s = &view.snapshot;
+    let sessions: Vec<Value> = s
+        .sessions
+        .iter()
+        .map(|x| {
+            json!({"id": x.id.as_str(), "age_ms": ms(x.age), "expires_in_ms": ms(x.remaining),
+                   "leases": view.leases_of(x.id.as_str())})
+        })
+        .collect();
+    let leases: Vec<Value> = s
+        .leases
+        .iter()
+        .map(|l| {
+            json!({"name": l.name, "session": l.session.as_str(), "token": l.token,
+                   "acquired_at_ms": epoch_ms(l.acquired_at), "held_for_ms": ms(view.held_for(l.acquired_at))})
+        })
+        .collect();
+    let groups: Vec<Value> = view
+        .groups()
+        .iter()
+        .map(|g| {
+            let members: Vec<Value> = g.members.iter().map(|(m, n)| json!({"session": m, "partitions": n})).collect();
+            json!({"name": g.name, "members": members, "partitions_with_non_members": g.others,
+                   "balanced": g.balanced()})
+        })
+        .collect();
+    json!({"backend": view.backend, "taken_at_ms": epoch_ms(s.taken_at), "sessions": sessions,
+           "leases": leases, "groups": groups})
+}

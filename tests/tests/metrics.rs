@@ -1,0 +1,171 @@
+//! Metrics and health (ADR 0007): the runtime serves `/metrics` and `/healthz` when
+//! `[metrics] listen` is set; the test scrapes them over HTTP after a scripted sequence
+//! (elect, step down, a failed renewal, an expired session) and checks each series' value.
+//!
+//! One test function: the Prometheus recorder is global to the process.
+
+use std::time::Duration;
+
+use simba::backend::memory::MemoryBackend;
+use simba::job::{Misfire, PartitionedJob, Schedule, ScheduledJob};
+use simba::tck::{Fault, FaultyBackend, Op};
+use simba::{Runtime, RuntimeConfig, Term};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::{Instant, sleep};
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+const CONFIG: &str = r#"
+[session]
+lease_duration = "1500ms"
+renew_interval = "300ms"
+retry_jitter = "100ms"
+
+[metrics]
+listen = "127.0.0.1:0"
+"#;
+
+fn tick(_: Term) -> simba::job::JobFuture {
+    simba::__private::job_future(async { Ok::<(), std::io::Error>(()) })
+}
+
+fn flaky(_: Term) -> simba::job::JobFuture {
+    simba::__private::job_future(async { Err::<(), _>(std::io::Error::other("always fails")) })
+}
+
+fn worker(term: Term, _partition: u32) -> simba::job::JobFuture {
+    simba::__private::job_future(async move {
+        term.cancelled().await;
+        Ok::<(), std::io::Error>(())
+    })
+}
+
+const TICK: ScheduledJob = ScheduledJob {
+    name: "tick",
+    lease: "tick",
+    schedule: Schedule::FixedRate(Duration::from_millis(100)),
+    misfire: Misfire::Skip,
+    run: tick,
+};
+const FLAKY: ScheduledJob = ScheduledJob {
+    name: "flaky",
+    lease: "flaky",
+    schedule: Schedule::FixedRate(Duration::from_millis(100)),
+    misfire: Misfire::Skip,
+    run: flaky,
+};
+const PARTS: PartitionedJob =
+    PartitionedJob { name: "parts", group: "grp", partitions: 3, schedule: None, misfire: Misfire::Skip, run: worker };
+
+/// `(status code, body)` of `GET path`.
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect to the metrics endpoint");
+    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes()).await.expect("send");
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).await.expect("read");
+    let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP reply");
+    let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("a status code");
+    (code, body.to_owned())
+}
+
+/// The value of the series `name{labels...}` (labels may be a subset) in a Prometheus text.
+fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
+        let (series, v) = line.rsplit_once(' ')?;
+        let (n, rest) = series.split_once('{').map_or((series, ""), |(n, r)| (n, r));
+        let all = labels.iter().all(|(k, val)| rest.contains(&format!("{k}=\"{val}\"")));
+        (n == name && all).then(|| v.parse().ok()).flatten()
+    })
+}
+
+async fn eventually(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < within, "{what} not within {within:?}");
+        sleep(MS(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_healthz_after_elect_step_down_and_expire() {
+    let store = MemoryBackend::new();
+    let (faulty, faults) = FaultyBackend::new(store.clone());
+    let config = RuntimeConfig::from_toml_str(CONFIG, "test.toml", Vec::new()).expect("config");
+    let running = Runtime::builder()
+        .config(config)
+        .without_registry()
+        .backend(faulty)
+        .job(TICK)
+        .job(FLAKY)
+        .partitioned(PARTS)
+        .start()
+        .await
+        .expect("start");
+    let addr = running.metrics_addr().expect("[metrics] listen starts the endpoint");
+    let simba = running.simba().clone();
+    let first = simba.live().await.expect("live");
+
+    // Elected: both jobs run, every partition is held, the session is live.
+    eventually("three partitions and a few runs", Duration::from_secs(5), async || {
+        let m = get(addr, "/metrics").await.1;
+        value(&m, "simba_partitions_held", &[("group", "grp")]) == Some(3.0)
+            && value(&m, "simba_job_runs_total", &[("job", "tick")]).is_some_and(|v| v >= 3.0)
+    })
+    .await;
+    let (code, body) = get(addr, "/healthz").await;
+    assert_eq!((code, body.trim()), (200, "live"));
+    let m = get(addr, "/metrics").await.1;
+    assert_eq!(value(&m, "simba_session_state", &[("state", "live")]), Some(1.0), "{m}");
+    assert_eq!(value(&m, "simba_session_state", &[("state", "suspended")]), Some(0.0), "{m}");
+    assert_eq!(value(&m, "simba_terms_gained_total", &[("lease", "tick")]), Some(1.0), "{m}");
+    assert_eq!(value(&m, "simba_terms_gained_total", &[("lease", "grp.2")]), Some(1.0), "{m}");
+    let runs = value(&m, "simba_job_runs_total", &[("job", "flaky")]).expect("flaky runs");
+    let failures = value(&m, "simba_job_failures_total", &[("job", "flaky")]).expect("flaky failures");
+    assert!(runs >= 1.0 && (runs - failures).abs() <= 1.0, "runs {runs}, failures {failures}");
+    assert_eq!(value(&m, "simba_job_failures_total", &[("job", "tick")]), None, "tick never failed");
+    assert!(value(&m, "simba_job_duration_seconds_count", &[("job", "tick")]).is_some_and(|v| v >= 3.0), "{m}");
+    assert!(value(&m, "simba_job_lateness_seconds_bucket", &[("job", "tick"), ("le", "+Inf")]).is_some(), "{m}");
+    assert!(value(&m, "simba_renewal_duration_seconds_count", &[]).is_some_and(|v| v >= 1.0), "{m}");
+
+    // Step down: an election of the same client loses its term with reason stepped_down.
+    let manual = simba.election("manual");
+    manual.start(()).expect("start");
+    eventually("leader of `manual`", Duration::from_secs(3), async || manual.term().is_some()).await;
+    manual.step_down(Duration::from_secs(60)).await.expect("step down");
+    eventually("stepped_down counted", Duration::from_secs(3), async || {
+        let m = get(addr, "/metrics").await.1;
+        value(&m, "simba_terms_lost_total", &[("lease", "manual"), ("reason", "stepped_down")]) == Some(1.0)
+    })
+    .await;
+
+    // Renewals fail: suspended, /healthz answers 503, failures are counted.
+    faults.set(Op::KeepAlive, Fault::Fail);
+    eventually("503 while suspended", Duration::from_secs(3), async || get(addr, "/healthz").await.0 == 503).await;
+    let m = get(addr, "/metrics").await.1;
+    assert_eq!(value(&m, "simba_session_state", &[("state", "suspended")]), Some(1.0), "{m}");
+    assert!(value(&m, "simba_renewal_failures_total", &[]).is_some_and(|v| v >= 1.0), "{m}");
+    faults.clear();
+    eventually("200 again", Duration::from_secs(3), async || get(addr, "/healthz").await.0 == 200).await;
+
+    // The store expires the session: every term is lost with session_expired, then won again
+    // in a new session.
+    store.expire_session(&first);
+    eventually("terms regained in a new session", Duration::from_secs(5), async || {
+        let m = get(addr, "/metrics").await.1;
+        value(&m, "simba_terms_gained_total", &[("lease", "tick")]) == Some(2.0)
+            && value(&m, "simba_partitions_held", &[("group", "grp")]) == Some(3.0)
+    })
+    .await;
+    let m = get(addr, "/metrics").await.1;
+    assert_ne!(simba.session_id(), Some(first));
+    assert_eq!(value(&m, "simba_terms_lost_total", &[("lease", "tick"), ("reason", "session_expired")]), Some(1.0));
+    assert_eq!(value(&m, "simba_terms_lost_total", &[("lease", "grp.0"), ("reason", "session_expired")]), Some(1.0));
+    assert_eq!(value(&m, "simba_session_state", &[("state", "live")]), Some(1.0));
+    let (code, _) = get(addr, "/healthz").await;
+    assert_eq!(code, 200);
+    let (code, _) = get(addr, "/nope").await;
+    assert_eq!(code, 404);
+
+    running.shutdown().await;
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the endpoint stops with the runtime");
+}
