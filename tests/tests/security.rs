@@ -236,7 +236,8 @@ async fn zookeeper_digest_acl() {
 
 /// The redaction test: the test password, given in a URL, in `SIMBA_BACKEND__PASSWORD` and in
 /// a `password_file`, never appears in `Debug` of the configuration, in errors, in the logs
-/// (every level) or in `snapshot()`, including when connecting fails.
+/// (every level), in `snapshot()`, in the `simba` CLI's tables and `--json` (with the right and
+/// the wrong password) or in `/metrics` and `/healthz`, including when connecting fails.
 #[tokio::test(flavor = "multi_thread")]
 async fn secrets_never_leak() {
     let logs = logs();
@@ -311,14 +312,53 @@ async fn secrets_never_leak() {
         let lock = running.simba().lock(unique("sec")).acquire().await.unwrap();
         let shown = format!("{:?}\n{:?}\n{good:?}", running.simba(), running.simba().snapshot());
         assert_hidden(var, &shown, &secrets);
+        // The metrics endpoint of a runtime whose configuration holds the password (the
+        // recorder is process-wide: the first backend only).
+        if checked == 0 {
+            let toml = format!("[backend]\nurl = \"{url}\"\n[metrics]\nlisten = \"127.0.0.1:0\"\n");
+            let with_metrics = RuntimeConfig::from_toml_str(&toml, "simba.toml", Vec::new()).unwrap();
+            let metered = simba::Runtime::builder().config(with_metrics).without_registry().start().await.unwrap();
+            let addr = metered.metrics_addr().expect("[metrics] listen starts the endpoint");
+            let held = metered.simba().lock(unique("sec-metrics")).acquire().await.unwrap();
+            for path in ["/metrics", "/healthz"] {
+                assert_hidden(&format!("{var} {path}"), &http_get(addr, path).await, &secrets);
+            }
+            held.release().await.unwrap();
+            metered.shutdown().await;
+        }
         lock.release().await.unwrap();
         running.shutdown().await;
+        // The command-line tool, tables and JSON, with the right and the wrong password.
+        for (u, sub) in [(&url, "status"), (&bad, "status"), (&url, "check"), (&bad, "check")] {
+            for json in [false, true] {
+                let mut argv = vec!["simba", "--timeout", "3s", "--backend", u.as_str(), sub];
+                if json {
+                    argv.push("--json");
+                }
+                let (mut out, mut err) = (Vec::new(), Vec::new());
+                let code = simba::cli::run(argv, &mut out, &mut err).await;
+                let shown = format!("{}{}", String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
+                assert!(!shown.is_empty(), "simba {sub} printed nothing (exit {code})");
+                assert_hidden(&format!("{var}: simba {sub} (json: {json}, exit {code})"), &shown, &secrets);
+            }
+        }
         checked += 1;
     }
     let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
     assert!(checked == 0 || text.contains("cannot connect to the backend"), "the failures were logged:\n{text}");
     assert_hidden("the logs", &text, &secrets);
     eprintln!("secrets_never_leak: {checked} backends, {} bytes of logs checked", text.len());
+}
+
+/// The body (and status line) of `GET path` on `addr`.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes()).await.unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "GET {path}: {reply}");
+    reply
 }
 
 /// Safe defaults: a runtime on SQLite creates its file 0600 and opens no listening socket.
