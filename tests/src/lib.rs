@@ -100,3 +100,4 @@ pub fn server_url(var: &str) -> Option<String> {
         }
     }
 }
+pub mod model;
