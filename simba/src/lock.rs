@@ -8,7 +8,7 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
 use crate::client::Shared;
-use crate::election::{abandon, spawn_attempt};
+use crate::election::{abandon, attempt_finished, spawn_attempt};
 use crate::events::Event;
 use crate::term::SessionCell;
 use crate::{Error, RevokeReason, Term};
@@ -106,7 +106,7 @@ impl Lock {
                     return Err(Error::Closed);
                 }
             };
-            self.shared.lock_state().inflight.remove(&name);
+            attempt_finished(&self.shared, &name);
             if let Some(Ok(Acquire::Won(token))) = outcome {
                 let now = Instant::now();
                 let term = {
