@@ -1,5 +1,6 @@
 //! Shared helpers for simba's integration tests.
 
+pub mod model;
 pub mod node_log;
 pub mod proxy;
 pub mod servers;
@@ -100,4 +101,3 @@ pub fn server_url(var: &str) -> Option<String> {
         }
     }
 }
-pub mod model;
