@@ -7,6 +7,7 @@
 //! judged on the transition itself) and the invariants of a state.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::{Duration, Instant};
@@ -29,6 +30,9 @@ pub struct Transition<S, A, I> {
     pub next: S,
     /// An invariant broken by the transition itself (judged over the real time it spans).
     pub violation: Option<Violation<I>>,
+    /// Bits naming the behaviours this transition exercised (the model defines them); the
+    /// report ORs them, so a test can show that a configuration is not vacuous.
+    pub observed: u64,
 }
 
 /// A transition system that the explorer can search.
@@ -74,6 +78,8 @@ pub struct Report<S, A, I> {
     pub elapsed: Duration,
     /// Whether every reachable state was explored (false when `max_states` cut it short).
     pub complete: bool,
+    /// The union of the `observed` bits of every transition explored.
+    pub observed: u64,
     /// The first violation found, with a shortest path to it.
     pub counterexample: Option<Counterexample<S, A, I>>,
 }
@@ -158,13 +164,15 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
     let mut seen: Seen = HashMap::default();
     let mut layer: Vec<(u64, M::State)> = Vec::new();
     let mut transitions = 0u64;
+    let mut observed = 0u64;
     let initial = model.initial_states();
-    let report = |seen: &Seen, transitions, depth, complete, cex| Report {
+    let report = |seen: &Seen, transitions, depth, complete, observed, cex| Report {
         states: seen.len(),
         transitions,
         depth,
         elapsed: start.elapsed(),
         complete,
+        observed,
         counterexample: cex,
     };
     for s in &initial {
@@ -174,7 +182,7 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
         }
         if let Some(v) = model.check(s) {
             let cex = Counterexample { initial: s.clone(), actions: Vec::new(), violation: v };
-            return report(&seen, 0, 0, false, Some(cex));
+            return report(&seen, 0, 0, false, 0, Some(cex));
         }
         layer.push((fp, s.clone()));
     }
@@ -187,21 +195,24 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
             model.successors(&s, &mut out);
             for t in out.drain(..) {
                 transitions += 1;
+                observed |= t.observed;
                 if let Some(v) = t.violation {
                     let cex = rebuild(model, &initial, &seen, fp, t.action, v);
-                    return report(&seen, transitions, depth + 1, false, Some(cex));
+                    return report(&seen, transitions, depth + 1, false, observed, Some(cex));
                 }
                 let nfp = fingerprint(&t.next);
-                if seen.contains_key(&nfp) {
-                    continue;
+                match seen.entry(nfp) {
+                    Entry::Occupied(_) => continue,
+                    Entry::Vacant(e) => {
+                        e.insert(fp);
+                    }
                 }
-                seen.insert(nfp, fp);
                 if let Some(v) = model.check(&t.next) {
                     let cex = rebuild(model, &initial, &seen, fp, t.action, v);
-                    return report(&seen, transitions, depth + 1, false, Some(cex));
+                    return report(&seen, transitions, depth + 1, false, observed, Some(cex));
                 }
                 if seen.len() >= max_states {
-                    return report(&seen, transitions, depth + 1, false, None);
+                    return report(&seen, transitions, depth + 1, false, observed, None);
                 }
                 next_layer.push((nfp, t.next));
             }
@@ -211,7 +222,7 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
         }
         std::mem::swap(&mut layer, &mut next_layer);
     }
-    report(&seen, transitions, depth, true, None)
+    report(&seen, transitions, depth, true, observed, None)
 }
 
 /// Rebuilds the path to `parent` from the parent links, replays it to recover the actions,

@@ -547,6 +547,105 @@ impl LeaseModel {
     }
 }
 
+/// Behaviours a configuration exercises, as bits of [`Report::observed`](super::Report): the
+/// correct-model test asserts that each configuration reaches the ones it is meant to cover,
+/// so a bound that silently cut them off would fail the test rather than pass vacuously.
+pub mod seen {
+    /// A node adopted a term.
+    pub const TERM: u64 = 1;
+    /// A node adopted a term with token 2 or more (the lease was won again after a term).
+    pub const LATER_TERM: u64 = 1 << 1;
+    /// The backend expired a session on its clock.
+    pub const EXPIRY: u64 = 1 << 2;
+    /// A message stayed in flight across a tick boundary (a delayed message).
+    pub const DELAYED: u64 = 1 << 3;
+    /// A tick passed with the clocks at different rates while a node held a term.
+    pub const DRIFT: u64 = 1 << 4;
+    /// A node holding a term paused.
+    pub const PAUSED_HOLDER: u64 = 1 << 5;
+    /// A node with a live session crashed and restarted.
+    pub const CRASH: u64 = 1 << 6;
+    /// A node read a `Won` reply that no longer answered its current attempt (K4).
+    pub const LATE_WIN: u64 = 1 << 7;
+    /// A node renewed its session (read an `Alive` reply).
+    pub const RENEWED: u64 = 1 << 8;
+    /// A handover: a node adopted a term while the other node had held the lease before.
+    pub const HANDOVER: u64 = 1 << 9;
+
+    /// The names of the bits set in `bits`.
+    pub fn names(bits: u64) -> Vec<&'static str> {
+        const NAMES: [&str; 10] = [
+            "term",
+            "later-term",
+            "expiry",
+            "delayed",
+            "drift",
+            "paused-holder",
+            "crash",
+            "late-win",
+            "renewed",
+            "handover",
+        ];
+        NAMES.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, n)| *n).collect()
+    }
+}
+
+impl LeaseModel {
+    /// The [`seen`] bits of the transition `s --a--> next` (`next` may be mirrored: only
+    /// symmetric facts are read from it).
+    fn observe(&self, s: &State, a: Action, next: &State) -> u64 {
+        let terms = |st: &State| {
+            let mut n = 0;
+            for node in &st.nodes {
+                for t in node.terms {
+                    n += usize::from(t != 0);
+                }
+            }
+            n
+        };
+        match a {
+            Action::Tick(r, keep) => {
+                let mut o = 0;
+                if next.sessions.len() < s.sessions.len() {
+                    o |= seen::EXPIRY;
+                }
+                if matches!(keep, Straggle::One(_)) {
+                    o |= seen::DELAYED;
+                }
+                if (r[0] != r[1] || r[0] != r[2]) && terms(s) > 0 {
+                    o |= seen::DRIFT;
+                }
+                o
+            }
+            Action::Pause(i, _) if s.nodes[usize::from(i)].terms.iter().any(|t| *t != 0) => seen::PAUSED_HOLDER,
+            Action::Crash(i) if s.nodes[usize::from(i)].session.is_some() => seen::CRASH,
+            Action::NodeReceives(m) => match m.body {
+                Body::Alive { .. } => seen::RENEWED,
+                Body::AcqReply { result: AcqResult::Won(t), sid, .. } => {
+                    let i = usize::from(m.node);
+                    if m.fate != Fate::Live || s.nodes[i].session.is_none_or(|ss| ss.sid != sid) {
+                        return seen::LATE_WIN;
+                    }
+                    if terms(next) <= terms(s) {
+                        return 0;
+                    }
+                    let mut o = seen::TERM;
+                    if t >= 2 {
+                        o |= seen::LATER_TERM;
+                    }
+                    // The other node had adopted a smaller token of this lease before.
+                    if s.nodes[1 - i].max_adopted.iter().any(|x| *x != 0 && *x < t) {
+                        o |= seen::HANDOVER;
+                    }
+                    o
+                }
+                _ => 0,
+            },
+            _ => 0,
+        }
+    }
+}
+
 impl Model for LeaseModel {
     type State = State;
     type Action = Action;
@@ -585,7 +684,8 @@ impl Model for LeaseModel {
     fn successors(&self, s: &State, out: &mut Vec<Transition<State, Action, Invariant>>) {
         for a in self.actions(s) {
             if let Some((next, violation)) = self.apply(s, a) {
-                out.push(Transition { action: a, next, violation });
+                let observed = self.observe(s, a, &next);
+                out.push(Transition { action: a, next, violation, observed });
             }
         }
     }
