@@ -98,11 +98,11 @@ impl Lock {
             let outcome = tokio::select! {
                 r = &mut attempt => r.ok(),
                 _ = deadline_or_pending(until) => {
-                    abandon(&self.shared, &cell, &name, attempt);
+                    abandon(attempt);
                     return Ok(None);
                 }
                 _ = self.shared.shutdown.cancelled() => {
-                    abandon(&self.shared, &cell, &name, attempt);
+                    abandon(attempt);
                     return Err(Error::Closed);
                 }
             };
