@@ -86,17 +86,19 @@ fn correct_model_holds_exhaustively() {
     );
 }
 
-/// The larger configurations, in a release build: drift, delays, pauses and a crash at once
-/// (`Config::combined`), and clock rates chosen anew at every tick (`Config::drift_per_tick`).
+/// The larger configurations, in a release build: drift and delays with pauses, with a
+/// crash, and with clock rates chosen anew at every tick. 16.4 million states, about 110 s
+/// and 1.2 GB on two cores.
 #[test]
 #[ignore = "a release build: cargo test --release -p simba-tests --test model_check -- --ignored --nocapture"]
 fn larger_configurations_hold_exhaustively() {
     check_all(
         vec![
-            ("combined", Config::combined(), COMMON | seen::CRASH | seen::DRIFT | seen::DELAYED | seen::PAUSED_HOLDER),
+            ("drift + pauses", Config::drift_pauses(), COMMON | seen::DRIFT | seen::DELAYED | seen::PAUSED_HOLDER),
             ("drift per tick", Config::drift_per_tick(), COMMON | seen::DRIFT | seen::DELAYED),
+            ("drift + crash", Config::drift_crash(), COMMON | seen::CRASH | seen::DRIFT | seen::DELAYED),
         ],
-        100_000_000,
+        30_000_000,
     );
 }
 
