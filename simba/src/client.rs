@@ -56,6 +56,8 @@ pub(crate) struct Shared {
     /// Names of released leases, fed by the backend where it broadcasts them (K2).
     pub(crate) releases: broadcast::Sender<String>,
     pub(crate) shutdown: CancellationToken,
+    /// Woken when an acquisition stops being in flight (K3: the next one waits for it).
+    pub(crate) attempt_done: tokio::sync::Notify,
     rng: Mutex<StdRng>,
     actor: Mutex<Option<JoinHandle<()>>>,
 }
@@ -171,6 +173,7 @@ impl SimbaBuilder {
             events,
             releases,
             shutdown: CancellationToken::new(),
+            attempt_done: tokio::sync::Notify::new(),
             rng: Mutex::new(rng),
             actor: Mutex::new(None),
             backend,

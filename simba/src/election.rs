@@ -436,7 +436,7 @@ impl Actor {
             let outcome = tokio::select! {
                 r = &mut attempt => r.ok(),
                 cmd = self.cmds.recv() => {
-                    abandon(&self.shared, &cell, &self.ctl.name, attempt);
+                    abandon(attempt);
                     match cmd {
                         None => break 'contend,
                         Some(Cmd::Stop(r)) => { stop_reply = Some(r); break 'contend; }
@@ -514,7 +514,7 @@ impl Actor {
     }
 
     fn done_attempt(&self) {
-        self.shared.lock_state().inflight.remove(&self.ctl.name);
+        attempt_finished(&self.shared, &self.ctl.name);
     }
 
     /// K4: adopts a won lease as a term only if the reply came before the session's local
@@ -534,6 +534,7 @@ impl Actor {
                 None
             }
         };
+        self.shared.attempt_done.notify_waiters();
         if adopted.is_none() {
             tracing::debug!(lease = %name, token, "not adopting a won lease (late reply, ended session or stale token); releasing it");
             self.shared.release_in_background(Arc::clone(cell), Arc::clone(name), token);
@@ -662,18 +663,73 @@ impl Actor {
     }
 }
 
-/// Sends one acquisition for `name` with the D2 timeout. Its result arrives on the returned
-/// channel; if the election abandoned the attempt meanwhile, whatever it won is released (K4).
-pub(crate) fn spawn_attempt(
-    shared: &Arc<Shared>,
-    cell: &Arc<SessionCell>,
-    name: &Arc<str>,
-) -> oneshot::Receiver<BackendResult<Acquire>> {
-    shared.lock_state().inflight.insert(Arc::clone(name));
+/// An acquisition in flight, as the election or the lock sees it: a future of its result.
+/// Dropping it before the result was taken abandons the attempt (see [`abandon`]), so that a
+/// caller that gives up (a stop, a step-down, a dropped `lock()` future) never leaves the
+/// name marked in flight for good.
+pub(crate) struct Attempt {
+    rx: oneshot::Receiver<BackendResult<Acquire>>,
+    shared: Arc<Shared>,
+    cell: Arc<SessionCell>,
+    name: Arc<str>,
+    taken: bool,
+}
+
+impl Future for Attempt {
+    type Output = Result<BackendResult<Acquire>, oneshot::error::RecvError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let r = std::task::ready!(std::pin::Pin::new(&mut self.rx).poll(cx));
+        self.taken = true;
+        std::task::Poll::Ready(r)
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if self.taken {
+            return;
+        }
+        self.rx.close();
+        // A result that already arrived is ours to handle; otherwise the attempt's task
+        // handles it when its reply or its timeout comes (K3).
+        if let Ok(r) = self.rx.try_recv() {
+            if let Ok(Acquire::Won(token)) = r
+                && tokio::runtime::Handle::try_current().is_ok()
+            {
+                self.shared.release_in_background(Arc::clone(&self.cell), Arc::clone(&self.name), token);
+            }
+            attempt_finished(&self.shared, &self.name);
+        }
+    }
+}
+
+/// Sends one acquisition for `name` with the D2 timeout. Its result arrives through the
+/// returned [`Attempt`]; if the election abandoned the attempt meanwhile, whatever it won is
+/// released (K4).
+///
+/// K3: the name stays in `inflight` until the receiver took the result or, for an abandoned
+/// attempt, until its reply or its timeout; a new attempt waits for that before it is sent,
+/// so a late `Won` of an abandoned attempt never releases a term adopted by the next one.
+pub(crate) fn spawn_attempt(shared: &Arc<Shared>, cell: &Arc<SessionCell>, name: &Arc<str>) -> Attempt {
     let (tx, rx) = oneshot::channel();
-    let to = shared.timing.call_timeout(shared.timing.config.renew_interval(), Instant::now(), Some(cell.deadline()));
+    let attempt =
+        Attempt { rx, shared: Arc::clone(shared), cell: Arc::clone(cell), name: Arc::clone(name), taken: false };
     let (shared, cell, name) = (Arc::clone(shared), Arc::clone(cell), Arc::clone(name));
     tokio::spawn(async move {
+        loop {
+            let done = shared.attempt_done.notified();
+            if shared.lock_state().inflight.insert(Arc::clone(&name)) {
+                break;
+            }
+            done.await;
+        }
+        if tx.is_closed() {
+            attempt_finished(&shared, &name);
+            return;
+        }
+        let to =
+            shared.timing.call_timeout(shared.timing.config.renew_interval(), Instant::now(), Some(cell.deadline()));
         let r = match tokio::time::timeout(to, shared.backend.acquire(&cell.id, &name)).await {
             Ok(r) => r,
             Err(_) => Err(crate::backend::BackendError::Unavailable {
@@ -681,24 +737,25 @@ pub(crate) fn spawn_attempt(
                 source: None,
             }),
         };
-        if let Err(Ok(Acquire::Won(token))) = tx.send(r) {
-            shared.lock_state().inflight.remove(&name);
-            shared.release_in_background(cell, name, token);
+        if let Err(r) = tx.send(r) {
+            // Abandoned: it was in flight until now.
+            if let Ok(Acquire::Won(token)) = r {
+                shared.release_in_background(Arc::clone(&cell), Arc::clone(&name), token);
+            }
+            attempt_finished(&shared, &name);
         }
     });
-    rx
+    attempt
 }
 
-/// Gives up an attempt in flight; a win that already arrived is released (K4).
-pub(crate) fn abandon(
-    shared: &Arc<Shared>,
-    cell: &Arc<SessionCell>,
-    name: &Arc<str>,
-    mut attempt: oneshot::Receiver<BackendResult<Acquire>>,
-) {
-    attempt.close();
-    if let Ok(Ok(Acquire::Won(token))) = attempt.try_recv() {
-        shared.release_in_background(Arc::clone(cell), Arc::clone(name), token);
-    }
+/// The attempt for `name` is no longer in flight; a waiting attempt may go (K3).
+pub(crate) fn attempt_finished(shared: &Shared, name: &str) {
     shared.lock_state().inflight.remove(name);
+    shared.attempt_done.notify_waiters();
+}
+
+/// Gives up an attempt in flight; a win that already arrived is released (K4). An attempt
+/// still under way stays in flight until its reply or its timeout (K3).
+pub(crate) fn abandon(attempt: Attempt) {
+    drop(attempt);
 }

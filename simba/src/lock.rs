@@ -8,7 +8,7 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
 use crate::client::Shared;
-use crate::election::{abandon, spawn_attempt};
+use crate::election::{abandon, attempt_finished, spawn_attempt};
 use crate::events::Event;
 use crate::term::SessionCell;
 use crate::{Error, RevokeReason, Term};
@@ -98,15 +98,15 @@ impl Lock {
             let outcome = tokio::select! {
                 r = &mut attempt => r.ok(),
                 _ = deadline_or_pending(until) => {
-                    abandon(&self.shared, &cell, &name, attempt);
+                    abandon(attempt);
                     return Ok(None);
                 }
                 _ = self.shared.shutdown.cancelled() => {
-                    abandon(&self.shared, &cell, &name, attempt);
+                    abandon(attempt);
                     return Err(Error::Closed);
                 }
             };
-            self.shared.lock_state().inflight.remove(&name);
+            attempt_finished(&self.shared, &name);
             if let Some(Ok(Acquire::Won(token))) = outcome {
                 let now = Instant::now();
                 let term = {

@@ -211,8 +211,19 @@ fn end_session(shared: &Shared, cell: &Arc<SessionCell>, reason: RevokeReason) {
 
 /// A keep-alive digest did not match: ask the backend what the session owns. Held terms it
 /// no longer lists were taken over (T6); leases it lists that no term or acquisition knows
-/// are orphans of abandoned attempts, released with their token (K4).
+/// are orphans of abandoned attempts, released with their token (K4). Only the terms held
+/// when the listing is asked for are judged by it: a term adopted while it is under way may
+/// be missing from it, and revoking it would let the election win the same token again as a
+/// new term (T2, T3).
 async fn reconcile(shared: &Arc<Shared>, cell: &Arc<SessionCell>, period: std::time::Duration) {
+    let covered: HashSet<(Arc<str>, u64)> = {
+        let st = shared.lock_state();
+        st.held
+            .iter()
+            .filter(|(_, t)| Arc::ptr_eq(t.session(), cell))
+            .map(|(n, t)| (Arc::clone(n), t.token()))
+            .collect()
+    };
     let call_timeout = shared.timing.call_timeout(period, Instant::now(), Some(cell.deadline()));
     let owned = match timeout(call_timeout, shared.backend.owned(&cell.id)).await {
         Ok(Ok(o)) => o,
@@ -232,6 +243,7 @@ async fn reconcile(shared: &Arc<Shared>, cell: &Arc<SessionCell>, period: std::t
             .held
             .iter()
             .filter(|(_, t)| Arc::ptr_eq(t.session(), cell) && t.revoke_reason().is_none())
+            .filter(|(n, t)| covered.contains(&(Arc::clone(n), t.token())))
             .filter(|(n, t)| !owned_set.contains(&(&***n, t.token())))
             .map(|(n, _)| n.clone())
             .collect();

@@ -1,0 +1,255 @@
+//! The configuration of the lease model: the timing, the bounds, the mutants (deliberately
+//! broken rules) and the invariants of SPEC rule V1.
+
+/// Number of nodes (clients).
+pub const NODES: usize = 2;
+/// Largest number of lease names.
+pub const MAX_NAMES: usize = 2;
+/// Largest number of sessions a run may open.
+pub const MAX_SESSIONS: u8 = 6;
+/// Largest number of messages in flight at once.
+pub const NET_CAP: usize = 16;
+
+/// A deliberately broken rule, to show that the invariants catch it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutant {
+    /// (a) The deadline is computed from the reply's arrival instead of `sent_at` (breaks D1).
+    DeadlineFromArrival,
+    /// (b) The node's formula ignores drift (`drift = 0`) while the clock rates differ (D1, D6).
+    IgnoreDrift,
+    /// (c) The node adopts a `Won` reply that does not answer its current attempt (one it
+    /// abandoned, gave up on after the D2 timeout, or sent for a session that has ended since)
+    /// into its current live session, instead of releasing or ignoring it (breaks K4; the
+    /// released-token check is kept).
+    AdoptLateReply,
+    /// (d) The backend frees a lease on release without comparing the token (breaks T7).
+    ReleaseWithoutToken,
+    /// (e) Abandoning an attempt frees the election's attempt slot at once, so a new attempt
+    /// may run while the abandoned one can still come back with `Won` and release what it won
+    /// (relaxes K3 the way `election.rs` `abandon()` does).
+    AbandonFreesSlot,
+    /// A keep-alive reply that lists the session's leases revokes (`TakenOver`) every held
+    /// term it does not list, including a term adopted after the backend took that snapshot;
+    /// the election then wins the same token again and adopts it as a new term (breaks T3,
+    /// the way `session.rs` `reconcile()` does).
+    ReconcileStaleSnapshot,
+}
+
+/// How clock rates are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateMode {
+    /// Each clock's rate is chosen once per run (one initial state per allowed combination).
+    Fixed,
+    /// The rates are chosen anew at every tick, within the drift bound.
+    PerTick,
+}
+
+/// When nodes send their requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// At any instant their rules allow (one call per slot): the most general schedule.
+    Anytime,
+    /// On the engine's timers: a session is opened as soon as there is none; a keep-alive is
+    /// sent `renew_interval` after the previous one was sent, or after the backoff
+    /// `clamp(remaining / 2, 1, renew_interval)` when it failed (D5), at the last whole tick
+    /// before that instant; an election attempts
+    /// at once when a session opens or its term ends, and `renew_interval / 2` after an
+    /// attempt that won nothing (K1, without jitter and without the release broadcast of K2).
+    Timers,
+}
+
+/// The timing and the bounds of one model.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Lease names contended for, 1 or 2.
+    pub names: usize,
+    /// Candidate clock rates, in clock units per real tick.
+    pub rates: Vec<i16>,
+    /// `drift` as `(numerator, denominator)`. A node's rate lies within
+    /// `[(1 - drift), (1 + drift)]` times the backend's, and the node's formula (D1) uses it.
+    pub drift: (i16, i16),
+    /// How rates are chosen.
+    pub rate_mode: RateMode,
+    /// `lease_duration`, in backend clock units: the backend expires a session this long after
+    /// the last renewal it processed.
+    pub lease: i16,
+    /// `margin`, in node clock units.
+    pub margin: i16,
+    /// `renew_interval`, in node clock units: the call timeout of every backend call (D2).
+    pub renew_interval: i16,
+    /// Longest network delay of one message, in ticks (a message not delivered by then is lost).
+    pub max_delay: u8,
+    /// How many messages may be in flight across a tick boundary at once (`None`: any
+    /// number). The others are delivered within the instant they were sent, or lost. Replies
+    /// waiting for a paused node are not counted: they sit in its socket.
+    pub max_stragglers: Option<u8>,
+    /// Longest pause of a node, in ticks (0: no pauses).
+    pub max_pause: u8,
+    /// How many times, in one run, a node may crash and restart.
+    pub max_crashes: u8,
+    /// Sessions the backend may open in one run.
+    pub max_sessions: u8,
+    /// Tokens the backend may grant per name in one run.
+    pub max_tokens: u8,
+    /// When nodes send their requests.
+    pub schedule: Schedule,
+    /// The broken rule, if any.
+    pub mutant: Option<Mutant>,
+}
+
+impl Config {
+    /// The common timing: clock rates of 3 or 4 units per tick with `drift = 1/4` (the
+    /// tight case: a node clock at 3 under a backend clock at 4), `lease_duration` 8,
+    /// `margin` 1, `renew_interval` 4 (the D2 call timeout spans two ticks at rate 3, so a
+    /// reply one tick late is still awaited), so a node trusts a grant for
+    /// `8 * 3/4 - 1 = 5` of its units. Messages take at most one tick and at most one
+    /// message straggles across a tick boundary; engine timers; one lease name; 2 sessions
+    /// and 2 tokens per run; no pauses, no crashes.
+    pub fn base() -> Self {
+        Config {
+            names: 1,
+            rates: vec![3, 4],
+            drift: (1, 4),
+            rate_mode: RateMode::Fixed,
+            lease: 8,
+            margin: 1,
+            renew_interval: 4,
+            max_delay: 1,
+            max_stragglers: Some(1),
+            max_pause: 0,
+            max_crashes: 0,
+            max_sessions: 2,
+            max_tokens: 2,
+            schedule: Schedule::Timers,
+            mutant: None,
+        }
+    }
+
+    /// Drift: every allowed combination of the rates 3 and 4 for the backend and the two
+    /// nodes, fixed per run ([`Config::base`]).
+    pub fn drift() -> Self {
+        Config::base()
+    }
+
+    /// Rates chosen anew at every tick within drift (3 or 4 per tick for each clock).
+    pub fn drift_per_tick() -> Self {
+        Config { rate_mode: RateMode::PerTick, ..Config::base() }
+    }
+
+    /// Handovers: all clocks at rate 3, 3 tokens per run (enough for a lease to pass
+    /// n0 -> n1 -> n0, or for a late release to chase a later term).
+    pub fn handover() -> Self {
+        Config { rates: vec![3], max_tokens: 3, ..Config::base() }
+    }
+
+    /// Pauses: all clocks at rate 3, a node may pause for a tick at any instant (replies wait
+    /// in its socket, its timers fire when it resumes); messages cross a tick boundary only
+    /// by waiting for a paused node.
+    pub fn pauses() -> Self {
+        Config { rates: vec![3], max_stragglers: Some(0), max_pause: 1, ..Config::base() }
+    }
+
+    /// Crashes: all clocks at rate 3, one crash per run at any instant (the node forgets
+    /// everything, its requests in flight are still processed, and it opens a new session:
+    /// 3 sessions per run); no message crosses a tick boundary.
+    pub fn crashes() -> Self {
+        Config { rates: vec![3], max_stragglers: Some(0), max_crashes: 1, max_sessions: 3, ..Config::base() }
+    }
+
+    /// Drift and delays with pauses, for a release build (`--ignored`): [`Config::drift`]
+    /// with 1-tick pauses.
+    pub fn drift_pauses() -> Self {
+        Config { max_pause: 1, ..Config::base() }
+    }
+
+    /// Drift and delays with a crash, for a release build (`--ignored`): [`Config::drift`]
+    /// with one crash and 3 sessions.
+    pub fn drift_crash() -> Self {
+        Config { max_crashes: 1, max_sessions: 3, ..Config::base() }
+    }
+
+    /// Drift, delays, pauses and a crash at once: it did not finish within 7 GB in a release
+    /// build (tens of millions of states), so no test runs it.
+    pub fn combined() -> Self {
+        Config { max_pause: 1, max_crashes: 1, max_sessions: 3, ..Config::base() }
+    }
+
+    /// Everything at once and wider: rates 3, 4 and 5, pauses, a crash, 3 sessions and 3
+    /// tokens. It did not finish within 7 GB and 5 minutes (release build, loaded 2-core
+    /// machine), so no test runs it; it is here for a machine that has the memory.
+    pub fn full() -> Self {
+        Config { rates: vec![3, 4, 5], max_pause: 1, max_crashes: 1, max_sessions: 3, max_tokens: 3, ..Config::base() }
+    }
+
+    /// This configuration with `mutant`.
+    pub fn with_mutant(mut self, mutant: Mutant) -> Self {
+        self.mutant = Some(mutant);
+        self
+    }
+
+    /// Checks the configuration rules of SPEC C1 and the model's own limits.
+    pub fn validate(&self) -> Result<(), String> {
+        let (num, den) = self.drift;
+        if !(1..=MAX_NAMES).contains(&self.names) {
+            return Err(format!("names must be 1..={MAX_NAMES}"));
+        }
+        if den <= 0 || num < 0 || 2 * num >= den {
+            return Err("drift must be in [0, 0.5)".into());
+        }
+        if self.renew_interval * 2 > self.lease {
+            return Err("C1: renew_interval * 2 <= lease_duration".into());
+        }
+        if i32::from(self.lease) * i32::from(den - num) / i32::from(den) - i32::from(self.margin)
+            <= i32::from(self.renew_interval)
+        {
+            return Err("C1: lease_duration * (1 - drift) - margin > renew_interval".into());
+        }
+        if self.rates.iter().any(|r| *r <= 0) || self.rates.is_empty() {
+            return Err("rates must be positive".into());
+        }
+        if self.max_sessions > MAX_SESSIONS {
+            return Err(format!("max_sessions must be at most {MAX_SESSIONS}"));
+        }
+        if self.max_stragglers.is_some_and(|k| k > 1) {
+            return Err("max_stragglers must be None, 0 or 1".into());
+        }
+        if self.rate_triples().is_empty() {
+            return Err("no combination of rates is within drift".into());
+        }
+        Ok(())
+    }
+
+    /// Whether a node clock at `rn` per tick is within drift of a backend clock at `rb`.
+    fn within_drift(&self, rb: i16, rn: i16) -> bool {
+        let (num, den) = (i32::from(self.drift.0), i32::from(self.drift.1));
+        let (rb, rn) = (i32::from(rb), i32::from(rn));
+        rb * (den - num) <= rn * den && rn * den <= rb * (den + num)
+    }
+
+    /// Every allowed `(backend, node 0, node 1)` rate combination.
+    pub fn rate_triples(&self) -> Vec<[i16; 3]> {
+        let mut v = Vec::new();
+        for &rb in &self.rates {
+            for &r0 in &self.rates {
+                for &r1 in &self.rates {
+                    if self.within_drift(rb, r0) && self.within_drift(rb, r1) {
+                        v.push([rb, r0, r1]);
+                    }
+                }
+            }
+        }
+        v
+    }
+}
+
+/// The invariants of rule V1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Invariant {
+    /// No two nodes consider a term of the same name valid at the same real instant.
+    TermDisjointness,
+    /// Tokens granted per name strictly increase, and so do the tokens a node adopts per name.
+    TokenMonotonicity,
+    /// While a node believes its session live (local clock < deadline), the backend has not
+    /// expired or closed that session (judged at the same real instant).
+    DurableSession,
+}

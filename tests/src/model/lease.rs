@@ -1,0 +1,726 @@
+//! The lease protocol as a transition system: two nodes, one backend, one or two lease names,
+//! a network that delays, reorders and loses messages, clocks whose rates differ within
+//! `drift`, pauses and crashes. See `docs/adr/0006-protocol-model.md`.
+//!
+//! # Time
+//!
+//! Real time advances in ticks ([`Action::Tick`]). Each clock (the backend's and each node's
+//! monotonic clock) advances by its own integer rate per tick. Every timestamp in the state is
+//! stored *relative to its owner's clock now* (a node's deadline is "this many node-clock units
+//! from now", a backend session's expiry "this many backend-clock units from now"), so the
+//! absolute clock readings never enter the state: no rule depends on them, and the state space
+//! is finite without a horizon on real time. The counterexample printer rebuilds the absolute
+//! readings by summing the rates of the ticks along the trace.
+//!
+//! Actions happen at integer instants; between two instants nothing changes but the clocks.
+//! The invariants are judged at every state (an instant) and, for the durable-session
+//! property, over the open interval a tick spans, where a backend session may expire between
+//! two instants while the node still believes it live.
+//!
+//! # Bounds
+//!
+//! Session ids and fencing tokens are absolute counters, bounded by `max_sessions` and
+//! `max_tokens`: the backend refuses to open one session more or to grant one token more (the
+//! request stays in the network), which cuts those traces. Every trace within these bounds is
+//! explored, whatever its length.
+
+mod render;
+mod steps;
+
+use std::fmt::Write as _;
+
+use super::bag::Bag;
+use super::config::{Config, Invariant, MAX_NAMES, Mutant, NODES, RateMode, Schedule};
+use super::explore::{Model, Transition, Violation};
+use super::state::*;
+
+/// Narration of a step, used only when printing a counterexample.
+struct Log {
+    /// Absolute clocks now `(backend, node 0, node 1)`.
+    clocks: [i64; 3],
+    /// Real ticks so far.
+    now: u64,
+    lines: Option<Vec<String>>,
+}
+
+impl Log {
+    fn off() -> Self {
+        Log { clocks: [0; 3], now: 0, lines: None }
+    }
+
+    fn on(&self) -> bool {
+        self.lines.is_some()
+    }
+
+    fn note(&mut self, f: impl FnOnce(&[i64; 3]) -> String) {
+        if let Some(l) = &mut self.lines {
+            l.push(f(&self.clocks));
+        }
+    }
+
+    /// Absolute reading of node `i`'s clock at relative time `rel`.
+    fn node_at(c: &[i64; 3], i: usize, rel: i16) -> i64 {
+        c[1 + i] + i64::from(rel)
+    }
+}
+
+/// The lease protocol model.
+#[derive(Clone, Debug)]
+pub struct LeaseModel {
+    cfg: Config,
+    triples: Vec<[i16; 3]>,
+}
+
+impl LeaseModel {
+    /// A model of `cfg`.
+    ///
+    /// # Panics
+    ///
+    /// If `cfg` breaks a rule of [`Config::validate`].
+    pub fn new(cfg: Config) -> Self {
+        if let Err(e) = cfg.validate() {
+            panic!("invalid model configuration: {e}");
+        }
+        let triples = cfg.rate_triples();
+        LeaseModel { cfg, triples }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn is(&self, m: Mutant) -> bool {
+        self.cfg.mutant == Some(m)
+    }
+
+    /// D1 without `sent_at`: `remaining * (1 - drift) - margin`, never negative.
+    fn validity(&self, remaining: i16) -> i16 {
+        let (num, den) = if self.is(Mutant::IgnoreDrift) { (0, 1) } else { self.cfg.drift };
+        let v = i32::from(remaining) * i32::from(den - num) / i32::from(den) - i32::from(self.cfg.margin);
+        i16::try_from(v.max(0)).expect("validity fits in i16")
+    }
+
+    /// The base instant of the D1 formula, relative to the node's clock now.
+    fn deadline_base(&self, sent: i16) -> i16 {
+        if self.is(Mutant::DeadlineFromArrival) { 0 } else { sent }
+    }
+
+    /// The floor below which a relative `sent` no longer changes any outcome.
+    fn sent_floor(&self) -> i16 {
+        -(self.cfg.lease + 1)
+    }
+
+    fn push_reply(&self, s: &mut State, node: u8, body: Body, fate: Fate) {
+        let keep_dropped = self.is(Mutant::AdoptLateReply) && matches!(body, Body::AcqReply { .. });
+        if fate != Fate::Dropped || keep_dropped {
+            s.net.push(Msg { node, body, fate, age: 0 });
+        }
+    }
+
+    /// Marks the call of node `i` selected by `pred` as given up: its request is `Dropped`,
+    /// its reply is removed (nobody reads it).
+    fn drop_calls(&self, s: &mut State, i: usize, pred: impl Fn(&Msg) -> bool) {
+        let keep_dropped_acq = self.is(Mutant::AdoptLateReply);
+        s.net.retain_mut(|m| {
+            if usize::from(m.node) != i || m.fate == Fate::Dropped || !pred(m) {
+                return true;
+            }
+            if m.body.is_request() {
+                m.fate = Fate::Dropped;
+                if let Body::KeepAlive { held, .. } = &mut m.body {
+                    *held = [0; MAX_NAMES];
+                }
+                true
+            } else if keep_dropped_acq && matches!(m.body, Body::AcqReply { .. }) {
+                m.fate = Fate::Dropped;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Ends node `i`'s session: terms revoked, keep-alive given up; after a passed deadline the
+    /// session is closed on the backend (the engine's `close_in_background`).
+    fn end_session(&self, s: &mut State, i: usize, why: &'static str, log: &mut Log) {
+        let Some(ss) = s.nodes[i].session.take() else { return };
+        let revoked: Vec<(u8, u8)> =
+            (0..self.cfg.names).filter(|n| s.nodes[i].terms[*n] != 0).map(|n| (n as u8, s.nodes[i].terms[n])).collect();
+        s.nodes[i].terms = [0; MAX_NAMES];
+        self.drop_calls(s, i, |m| matches!(m.body, Body::KeepAlive { .. } | Body::Alive { .. } | Body::Expired));
+        let close = why == "DeadlinePassed";
+        if close {
+            s.net.push(Msg { node: i as u8, body: Body::Close { sid: ss.sid }, fate: Fate::Live, age: 0 });
+        }
+        log.note(|_| {
+            let mut l = format!("n{i}: session s{} ends ({why})", ss.sid);
+            for (n, t) in &revoked {
+                let _ = write!(l, "; term {}#{t} revoked", name_of(*n));
+            }
+            if close {
+                let _ = write!(l, "; close(s{}) sent", ss.sid);
+            }
+            l
+        });
+    }
+
+    /// Releases what a won acquisition of node `i` brought (T7, K4).
+    fn release_won(&self, s: &mut State, i: usize, (sid, name, token): (u8, u8, u8), why: &str, log: &mut Log) {
+        let n = usize::from(name);
+        if let Some(ss) = &mut s.nodes[i].session
+            && ss.sid == sid
+        {
+            ss.released[n] = ss.released[n].max(token);
+        }
+        s.net.push(Msg { node: i as u8, body: Body::Release { sid, name, token }, fate: Fate::Live, age: 0 });
+        log.note(|_| format!("n{i}: {why}: sends release({}, s{sid}, token {token})", name_of(name)));
+    }
+
+    /// Adopts `token` as node `i`'s term of `name`; checks the node's tokens increase.
+    fn adopt(&self, s: &mut State, i: usize, name: u8, token: u8, log: &mut Log) -> Option<Violation<Invariant>> {
+        let n = usize::from(name);
+        let node = &mut s.nodes[i];
+        node.terms[n] = token;
+        node.retry_at[n] = 0;
+        let prev = node.max_adopted[n];
+        node.max_adopted[n] = prev.max(token);
+        let deadline = node.session.map_or(0, |ss| ss.deadline);
+        log.note(|c| {
+            format!(
+                "n{i}: adopts term {}#{token} (valid while n{i} clock < {})",
+                name_of(name),
+                Log::node_at(c, i, deadline)
+            )
+        });
+        (token <= prev).then(|| Violation {
+            invariant: Invariant::TokenMonotonicity,
+            detail: format!("n{i} adopted token {token} of lease {} after token {prev}", name_of(name)),
+        })
+    }
+
+    /// A node sends a request: opens a session, renews it, or acquires a name; `None` when
+    /// its rules do not allow it now.
+    fn send(&self, n: &mut State, a: Action, log: &mut Log) -> bool {
+        let names = self.cfg.names;
+        let paused = [n.nodes[0].paused > 0, n.nodes[1].paused > 0];
+        let rates = n.rates;
+        let running = |i: u8| usize::from(i) < NODES && !paused[usize::from(i)];
+        match a {
+            Action::Open(i) => {
+                let node = &mut n.nodes[usize::from(i)];
+                if !running(i) || node.session.is_some() || node.opening.is_some() {
+                    return false;
+                }
+                node.opening = Some(Call { sent: 0, expires: self.cfg.renew_interval });
+                n.net.push(Msg { node: i, body: Body::Open, fate: Fate::Live, age: 0 });
+                log.note(|c| format!("n{i}: sends open-session (sent at n{i}={})", c[1 + usize::from(i)]));
+            }
+            Action::KeepAlive(i) => {
+                let node = &mut n.nodes[usize::from(i)];
+                let terms = node.terms;
+                if !running(i) {
+                    return false;
+                }
+                let timers = self.cfg.schedule == Schedule::Timers;
+                // Actions happen at whole ticks: the renewal timer fires at the last instant
+                // before its due time would pass, not at the first one after (which could come
+                // after the deadline when a tick is long compared with the slack between
+                // renew_interval and the local validity).
+                let next_step = match self.cfg.rate_mode {
+                    RateMode::Fixed => rates[1 + usize::from(i)],
+                    RateMode::PerTick => self.cfg.rates.iter().copied().max().unwrap_or(1),
+                };
+                let Some(ss) = node
+                    .session
+                    .as_mut()
+                    .filter(|ss| ss.deadline > 0 && ss.ka.is_none() && (!timers || ss.renew_at < next_step))
+                else {
+                    return false;
+                };
+                let sid = ss.sid;
+                ss.ka = Some(Call { sent: 0, expires: self.cfg.renew_interval.min(ss.deadline) });
+                ss.ka_held = terms;
+                n.net.push(Msg { node: i, body: Body::KeepAlive { sid, held: terms }, fate: Fate::Live, age: 0 });
+                log.note(|c| format!("n{i}: sends keep-alive(s{sid}) at n{i}={}", c[1 + usize::from(i)]));
+            }
+            Action::Acquire(i, name) => {
+                let k = usize::from(name);
+                let node = &mut n.nodes[usize::from(i)];
+                let due = self.cfg.schedule == Schedule::Anytime || node.retry_at.get(k).is_some_and(|t| *t == 0);
+                if !running(i) || k >= names || node.attempts[k].is_some() || node.terms[k] != 0 || !due {
+                    return false;
+                }
+                let Some(ss) = node.session.filter(|ss| ss.deadline > 0) else { return false };
+                node.attempts[k] =
+                    Some(Attempt { sid: ss.sid, expires: self.cfg.renew_interval.min(ss.deadline), detached: false });
+                n.net.push(Msg { node: i, body: Body::Acquire { sid: ss.sid, name }, fate: Fate::Live, age: 0 });
+                log.note(|_| format!("n{i}: sends acquire({}, s{})", name_of(name), ss.sid));
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// [`apply_raw`](Self::apply_raw), then the symmetry reduction: the two nodes are
+    /// interchangeable once their rates are swapped too, so of a state and its mirror image
+    /// the one with the smaller fingerprint stands for both.
+    fn apply(&self, s: &State, a: Action) -> Option<(State, Option<Violation<Invariant>>)> {
+        let (n, v) = self.apply_raw(s, a, &mut Log::off())?;
+        Some((self.symmetric(n), v))
+    }
+
+    /// The representative of `s` and its mirror image: the one whose node 0 (with its rate)
+    /// orders first, and on a tie the one whose network orders first.
+    fn symmetric(&self, s: State) -> State {
+        let a = (s.rates[1], s.nodes[0]);
+        let b = (s.rates[2], s.nodes[1]);
+        match a.cmp(&b) {
+            std::cmp::Ordering::Less => s,
+            std::cmp::Ordering::Greater => self.mirror(&s),
+            std::cmp::Ordering::Equal => {
+                let m = self.mirror(&s);
+                if m.net < s.net { m } else { s }
+            }
+        }
+    }
+
+    /// [`Schedule::Timers`]: every running node sends what its rules and timers allow.
+    fn eager_sends(&self, s: &mut State, log: &mut Log) {
+        for i in 0..NODES as u8 {
+            self.send(s, Action::Open(i), log);
+            self.send(s, Action::KeepAlive(i), log);
+            for n in 0..self.cfg.names as u8 {
+                self.send(s, Action::Acquire(i, n), log);
+            }
+        }
+    }
+
+    /// `s` with the nodes swapped.
+    fn mirror(&self, s: &State) -> State {
+        let mut m = *s;
+        m.nodes.swap(0, 1);
+        m.rates.swap(1, 2);
+        for msg in &mut m.net {
+            msg.node = 1 - msg.node;
+        }
+        self.canon(&mut m);
+        m
+    }
+
+    /// `a` with the nodes swapped.
+    fn mirror_action(a: Action) -> Action {
+        let o = |i: u8| 1 - i;
+        match a {
+            Action::Tick(r, k) => Action::Tick(
+                [r[0], r[2], r[1]],
+                match k {
+                    Straggle::One(m) => Straggle::One(Msg { node: o(m.node), ..m }),
+                    k => k,
+                },
+            ),
+            Action::Open(i) => Action::Open(o(i)),
+            Action::KeepAlive(i) => Action::KeepAlive(o(i)),
+            Action::Acquire(i, n) => Action::Acquire(o(i), n),
+            Action::StepDown(i, n) => Action::StepDown(o(i), n),
+            Action::Pause(i, t) => Action::Pause(o(i), t),
+            Action::Crash(i) => Action::Crash(o(i)),
+            Action::NodeReceives(m) => Action::NodeReceives(Msg { node: o(m.node), ..m }),
+            Action::BackendReceives(m) => Action::BackendReceives(Msg { node: o(m.node), ..m }),
+        }
+    }
+
+    /// Applies `a` to `s`: the successor and any violation of the transition, or `None` when
+    /// `a` is not enabled in `s`.
+    fn apply_raw(&self, s: &State, a: Action, log: &mut Log) -> Option<(State, Option<Violation<Invariant>>)> {
+        let mut n = *s;
+        let names = self.cfg.names;
+        let running = |i: u8| usize::from(i) < NODES && s.nodes[usize::from(i)].paused == 0;
+        let v = match a {
+            Action::Tick(r, k) => self.tick(&mut n, r, k, log),
+            Action::Open(_) | Action::KeepAlive(_) | Action::Acquire(..) => {
+                if self.cfg.schedule == Schedule::Timers || !self.send(&mut n, a, log) {
+                    return None;
+                }
+                None
+            }
+            Action::StepDown(i, name) => {
+                let k = usize::from(name);
+                if !running(i) || k >= names {
+                    return None;
+                }
+                let iu = usize::from(i);
+                let node = n.nodes[iu];
+                if node.terms[k] != 0 {
+                    let ss = node.session.expect("a term belongs to the current session");
+                    let t = node.terms[k];
+                    n.nodes[iu].terms[k] = 0;
+                    log.note(|_| format!("n{i}: steps down from {}#{t}: term revoked", name_of(name)));
+                    self.release_won(&mut n, iu, (ss.sid, name, t), "handover (H1, T7)", log);
+                } else if let Some(att) = node.attempts[k].filter(|a| !a.detached) {
+                    if self.is(Mutant::AbandonFreesSlot) {
+                        n.nodes[iu].attempts[k] = None;
+                    } else {
+                        n.nodes[iu].attempts[k] = Some(Attempt { detached: true, ..att });
+                    }
+                    for m in &mut n.net {
+                        let of_it = matches!(m.body, Body::Acquire { name: x, .. } | Body::AcqReply { name: x, .. } if x == name);
+                        if usize::from(m.node) == iu && m.fate == Fate::Live && of_it {
+                            m.fate = Fate::Detached;
+                        }
+                    }
+                    log.note(|_| format!("n{i}: steps down while acquiring {}: attempt abandoned", name_of(name)));
+                } else {
+                    return None;
+                }
+                None
+            }
+            Action::Pause(i, ticks) => {
+                if !running(i) || ticks == 0 || ticks > self.cfg.max_pause {
+                    return None;
+                }
+                n.nodes[usize::from(i)].paused = ticks;
+                log.note(|_| format!("n{i}: pauses for {ticks} tick(s)"));
+                None
+            }
+            Action::Crash(i) => {
+                if n.crashes >= self.cfg.max_crashes || usize::from(i) >= NODES {
+                    return None;
+                }
+                n.crashes += 1;
+                let iu = usize::from(i);
+                let ghost = n.nodes[iu].max_adopted;
+                n.nodes[iu] = Node { max_adopted: ghost, ..Node::default() };
+                n.net.retain_mut(|m| {
+                    if usize::from(m.node) != iu {
+                        return true;
+                    }
+                    if !m.body.is_request() {
+                        return false;
+                    }
+                    if matches!(m.body, Body::Open | Body::KeepAlive { .. } | Body::Acquire { .. }) {
+                        m.fate = Fate::Dropped;
+                        if let Body::KeepAlive { held, .. } = &mut m.body {
+                            *held = [0; MAX_NAMES];
+                        }
+                    }
+                    true
+                });
+                log.note(|_| format!("n{i}: crashes and restarts (memory lost; its backend sessions live on)"));
+                None
+            }
+            Action::NodeReceives(m) => {
+                let i = usize::from(m.node);
+                if m.body.is_request() || !running(m.node) || !n.take_msg(&m) {
+                    return None;
+                }
+                self.node_receives(&mut n, i, m, log)
+            }
+            Action::BackendReceives(m) => {
+                if !m.body.is_request() || !n.take_msg(&m) {
+                    return None;
+                }
+                self.backend_receives(&mut n, m, log)?
+            }
+        };
+        if self.cfg.schedule == Schedule::Timers {
+            self.eager_sends(&mut n, log);
+        }
+        self.canon(&mut n);
+        Some((n, v))
+    }
+
+    /// Canonical form: the network is sorted, and identical `Release` and `Close` messages are
+    /// one (both are idempotent: once a `(session, token)` pair no longer holds a lease it never
+    /// does again, and a closed session stays closed), which keeps the network finite.
+    ///
+    /// It also forgets what can no longer matter, which keeps equivalent states equal:
+    /// - a `Release` that does not name the lease's current holder and token is a no-op now
+    ///   and forever (tokens only grow), and a `Close` of a dead session is a no-op: both are
+    ///   removed (under [`Mutant::ReleaseWithoutToken`], whose releases ignore the token and
+    ///   are not idempotent, only those of dead sessions are removed, and none is merged);
+    /// - a node's ghost `max_adopted` and its session's `released` only ever meet tokens that
+    ///   could still be adopted: those of `Won` replies in flight and of the lease record
+    ///   (its token if held, the next one if free). Below all of them, their value is
+    ///   indistinguishable from 0, and set to 0.
+    fn canon(&self, s: &mut State) {
+        let leases = s.leases;
+        let sessions = s.sessions;
+        let live = |sid: u8| sessions.iter().any(|(x, _)| *x == sid);
+        let ignore_token = self.is(Mutant::ReleaseWithoutToken);
+        s.net.retain(|m| match m.body {
+            Body::Release { sid, name, token } => {
+                let l = leases[usize::from(name)];
+                if ignore_token { live(sid) } else { l.holder == sid && l.token == token }
+            }
+            Body::Close { sid } => live(sid),
+            _ => true,
+        });
+        for n in 0..self.cfg.names {
+            let l = s.leases[n];
+            let record_next = if l.holder != 0 { l.token } else { l.token + 1 };
+            for i in 0..NODES {
+                let mut low = record_next;
+                for m in &s.net {
+                    if let Body::AcqReply { name, result: AcqResult::Won(t), .. } = m.body
+                        && usize::from(m.node) == i
+                        && usize::from(name) == n
+                    {
+                        low = low.min(t);
+                    }
+                }
+                let node = &mut s.nodes[i];
+                if node.max_adopted[n] < low {
+                    node.max_adopted[n] = 0;
+                }
+                if let Some(ss) = &mut node.session
+                    && ss.released[n] < low
+                {
+                    ss.released[n] = 0;
+                }
+            }
+        }
+        if self.cfg.schedule == Schedule::Anytime {
+            for node in &mut s.nodes {
+                node.retry_at = [0; MAX_NAMES];
+                if let Some(ss) = &mut node.session {
+                    ss.renew_at = 0;
+                }
+            }
+        }
+        s.net.sort_by_key_cached(Msg::key);
+        if ignore_token {
+            s.net.dedup_by(|a, b| a == b && matches!(a.body, Body::Close { .. }));
+        } else {
+            s.net.dedup_by(|a, b| a == b && matches!(a.body, Body::Release { .. } | Body::Close { .. }));
+        }
+    }
+
+    /// The candidate actions in `s` (some may turn out disabled).
+    fn actions(&self, s: &State) -> Vec<Action> {
+        let mut v = Vec::new();
+        let rates = match self.cfg.rate_mode {
+            RateMode::Fixed => std::slice::from_ref(&s.rates),
+            RateMode::PerTick => &self.triples[..],
+        };
+        let mut keeps = Vec::new();
+        match self.cfg.max_stragglers {
+            None => keeps.push(Straggle::All),
+            Some(0) => keeps.push(Straggle::None),
+            Some(_) => {
+                keeps.push(Straggle::None);
+                let mut last = None;
+                for m in &s.net {
+                    let waits = !m.body.is_request() && s.nodes[usize::from(m.node)].paused > 0;
+                    if waits || m.age >= self.cfg.max_delay || last == Some(*m) {
+                        continue;
+                    }
+                    last = Some(*m);
+                    keeps.push(Straggle::One(*m));
+                }
+            }
+        }
+        for r in rates {
+            v.extend(keeps.iter().map(|k| Action::Tick(*r, *k)));
+        }
+        for i in 0..NODES as u8 {
+            if self.cfg.schedule == Schedule::Anytime {
+                v.push(Action::Open(i));
+                v.push(Action::KeepAlive(i));
+                v.extend((0..self.cfg.names as u8).map(|name| Action::Acquire(i, name)));
+            }
+            v.extend((0..self.cfg.names as u8).map(|name| Action::StepDown(i, name)));
+            for t in 1..=self.cfg.max_pause {
+                v.push(Action::Pause(i, t));
+            }
+            v.push(Action::Crash(i));
+        }
+        let mut last = None;
+        for m in &s.net {
+            if last == Some(*m) {
+                continue;
+            }
+            last = Some(*m);
+            v.push(if m.body.is_request() { Action::BackendReceives(*m) } else { Action::NodeReceives(*m) });
+        }
+        v
+    }
+}
+
+/// Behaviours a configuration exercises, as bits of [`Report::observed`](super::Report): the
+/// correct-model test asserts that each configuration reaches the ones it is meant to cover,
+/// so a bound that silently cut them off would fail the test rather than pass vacuously.
+pub mod seen {
+    /// A node adopted a term.
+    pub const TERM: u64 = 1;
+    /// A node adopted a term with token 2 or more (the lease was won again after a term).
+    pub const LATER_TERM: u64 = 1 << 1;
+    /// The backend expired a session on its clock.
+    pub const EXPIRY: u64 = 1 << 2;
+    /// A message stayed in flight across a tick boundary (a delayed message).
+    pub const DELAYED: u64 = 1 << 3;
+    /// A tick passed with the clocks at different rates while a node held a term.
+    pub const DRIFT: u64 = 1 << 4;
+    /// A node holding a term paused.
+    pub const PAUSED_HOLDER: u64 = 1 << 5;
+    /// A node with a live session crashed and restarted.
+    pub const CRASH: u64 = 1 << 6;
+    /// A node read a `Won` reply that no longer answered its current attempt (K4).
+    pub const LATE_WIN: u64 = 1 << 7;
+    /// A node renewed its session (read an `Alive` reply).
+    pub const RENEWED: u64 = 1 << 8;
+    /// A handover: a node adopted a term while the other node had held the lease before.
+    pub const HANDOVER: u64 = 1 << 9;
+
+    /// The names of the bits set in `bits`.
+    pub fn names(bits: u64) -> Vec<&'static str> {
+        const NAMES: [&str; 10] = [
+            "term",
+            "later-term",
+            "expiry",
+            "delayed",
+            "drift",
+            "paused-holder",
+            "crash",
+            "late-win",
+            "renewed",
+            "handover",
+        ];
+        NAMES.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, n)| *n).collect()
+    }
+}
+
+impl LeaseModel {
+    /// The [`seen`] bits of the transition `s --a--> next` (`next` may be mirrored: only
+    /// symmetric facts are read from it).
+    fn observe(&self, s: &State, a: Action, next: &State) -> u64 {
+        let terms = |st: &State| {
+            let mut n = 0;
+            for node in &st.nodes {
+                for t in node.terms {
+                    n += usize::from(t != 0);
+                }
+            }
+            n
+        };
+        match a {
+            Action::Tick(r, keep) => {
+                let mut o = 0;
+                if next.sessions.len() < s.sessions.len() {
+                    o |= seen::EXPIRY;
+                }
+                if matches!(keep, Straggle::One(_)) {
+                    o |= seen::DELAYED;
+                }
+                if (r[0] != r[1] || r[0] != r[2]) && terms(s) > 0 {
+                    o |= seen::DRIFT;
+                }
+                o
+            }
+            Action::Pause(i, _) if s.nodes[usize::from(i)].terms.iter().any(|t| *t != 0) => seen::PAUSED_HOLDER,
+            Action::Crash(i) if s.nodes[usize::from(i)].session.is_some() => seen::CRASH,
+            Action::NodeReceives(m) => match m.body {
+                Body::Alive { .. } => seen::RENEWED,
+                Body::AcqReply { result: AcqResult::Won(t), sid, .. } => {
+                    let i = usize::from(m.node);
+                    if m.fate != Fate::Live || s.nodes[i].session.is_none_or(|ss| ss.sid != sid) {
+                        return seen::LATE_WIN;
+                    }
+                    if terms(next) <= terms(s) {
+                        return 0;
+                    }
+                    let mut o = seen::TERM;
+                    if t >= 2 {
+                        o |= seen::LATER_TERM;
+                    }
+                    // The other node had adopted a smaller token of this lease before.
+                    if s.nodes[1 - i].max_adopted.iter().any(|x| *x != 0 && *x < t) {
+                        o |= seen::HANDOVER;
+                    }
+                    o
+                }
+                _ => 0,
+            },
+            _ => 0,
+        }
+    }
+}
+
+impl Model for LeaseModel {
+    type State = State;
+    type Action = Action;
+    type Invariant = Invariant;
+
+    fn initial_states(&self) -> Vec<State> {
+        let empty = |rates| State {
+            rates,
+            crashes: 0,
+            sessions: Bag::default(),
+            next_sid: 0,
+            leases: [Lease::default(); MAX_NAMES],
+            granted: [0; MAX_NAMES],
+            nodes: [Node::default(); NODES],
+            net: Bag::default(),
+        };
+        let rates = match self.cfg.rate_mode {
+            RateMode::Fixed => self.triples.clone(),
+            RateMode::PerTick => vec![[0; 3]],
+        };
+        let mut v: Vec<State> = Vec::new();
+        for r in rates {
+            let mut s = empty(r);
+            if self.cfg.schedule == Schedule::Timers {
+                self.eager_sends(&mut s, &mut Log::off());
+                self.canon(&mut s);
+            }
+            let s = self.symmetric(s);
+            if !v.contains(&s) {
+                v.push(s);
+            }
+        }
+        v
+    }
+
+    fn successors(&self, s: &State, out: &mut Vec<Transition<State, Action, Invariant>>) {
+        for a in self.actions(s) {
+            if let Some((next, violation)) = self.apply(s, a) {
+                let observed = self.observe(s, a, &next);
+                out.push(Transition { action: a, next, violation, observed });
+            }
+        }
+    }
+
+    fn check(&self, s: &State) -> Option<Violation<Invariant>> {
+        for n in 0..self.cfg.names {
+            let valid: Vec<usize> = (0..NODES)
+                .filter(|&i| s.nodes[i].terms[n] != 0 && s.nodes[i].session.is_some_and(|ss| ss.deadline > 0))
+                .collect();
+            if valid.len() > 1 {
+                return Some(Violation {
+                    invariant: Invariant::TermDisjointness,
+                    detail: format!(
+                        "n0 and n1 both hold a valid term of lease {} (tokens {} and {})",
+                        name_of(n as u8),
+                        s.nodes[0].terms[n],
+                        s.nodes[1].terms[n]
+                    ),
+                });
+            }
+        }
+        for (i, node) in s.nodes.iter().enumerate() {
+            if let Some(ss) = node.session
+                && ss.deadline > 0
+                && s.expiry(ss.sid).is_none()
+            {
+                return Some(Violation {
+                    invariant: Invariant::DurableSession,
+                    detail: format!(
+                        "n{i} believes s{} live ({} node units before its deadline) but the backend has expired it",
+                        ss.sid, ss.deadline
+                    ),
+                });
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,446 @@
+//! The transitions of the lease model: a tick of real time, a node reading a reply, the
+//! backend processing a request.
+
+use super::{LeaseModel, Log};
+use crate::model::bag::Bag;
+use crate::model::config::{Invariant, MAX_NAMES, MAX_SESSIONS, Mutant, NODES};
+use crate::model::explore::Violation;
+use crate::model::state::*;
+
+impl LeaseModel {
+    /// One real tick with clock rates `r`.
+    pub(super) fn tick(
+        &self,
+        s: &mut State,
+        r: [i16; 3],
+        keep: Straggle,
+        log: &mut Log,
+    ) -> Option<Violation<Invariant>> {
+        let mut violation = None;
+        // Durable session over the open interval (now, now + 1): the backend session may expire
+        // strictly inside it while the node still believes it live.
+        for (i, node) in s.nodes.iter().enumerate() {
+            if let Some(ss) = node.session
+                && ss.deadline > 0
+                && let Some(e) = s.expiry(ss.sid)
+            {
+                let (rb, rn) = (i32::from(r[0]), i32::from(r[1 + i]));
+                let (e, d) = (i32::from(e), i32::from(ss.deadline));
+                if e < rb && e * rn < d * rb {
+                    violation.get_or_insert_with(|| Violation {
+                        invariant: Invariant::DurableSession,
+                        detail: format!(
+                            "between instants, the backend expires s{} after {e}/{rb} of the tick while n{i} \
+                             believes it live for {d}/{rn} of the tick",
+                            ss.sid
+                        ),
+                    });
+                }
+            }
+        }
+        if log.on() {
+            log.now += 1;
+            for (k, c) in log.clocks.iter_mut().enumerate() {
+                *c += i64::from(r[k]);
+            }
+        }
+        log.note(|_| format!("one tick passes: backend clock +{}, n0 clock +{}, n1 clock +{}", r[0], r[1], r[2]));
+        // Backend sessions expire.
+        for (_, e) in &mut s.sessions {
+            *e -= r[0];
+        }
+        let mut dead: Bag<u8, { MAX_SESSIONS as usize }> = Bag::default();
+        for (sid, e) in s.sessions.iter() {
+            if *e <= 0 {
+                dead.push(*sid);
+            }
+        }
+        if !dead.is_empty() {
+            s.sessions.retain(|(_, e)| *e > 0);
+            for l in &mut s.leases {
+                if dead.contains(&l.holder) {
+                    l.holder = 0;
+                }
+            }
+            log.note(|_| format!("backend: session(s) {dead:?} expired on the backend clock"));
+        }
+        // Messages age; one older than max_delay is lost, and so is every one not chosen to
+        // straggle across this tick boundary.
+        let paused = [s.nodes[0].paused > 0, s.nodes[1].paused > 0];
+        let max_delay = self.cfg.max_delay;
+        let mut kept_one = false;
+        let before = s.net.len();
+        s.net.retain_mut(|m| {
+            if !m.body.is_request() && paused[usize::from(m.node)] {
+                return true;
+            }
+            let survives = match keep {
+                Straggle::All => true,
+                Straggle::None => false,
+                Straggle::One(k) if !kept_one && *m == k => {
+                    kept_one = true;
+                    true
+                }
+                Straggle::One(_) => false,
+            };
+            m.age += 1;
+            survives && m.age <= max_delay
+        });
+        let lost = before - s.net.len();
+        if let Straggle::One(m) = keep {
+            log.note(|_| format!("network: {m} stays in flight across the tick"));
+        }
+        if lost > 0 {
+            log.note(|_| format!("network: {lost} message(s) in flight lost"));
+        }
+        // Node clocks, pauses and timers.
+        let floor = self.sent_floor();
+        for i in 0..NODES {
+            let rn = r[1 + i];
+            let node = &mut s.nodes[i];
+            node.paused = node.paused.saturating_sub(1);
+            let dec = |call: &mut Call| {
+                call.sent = (call.sent - rn).max(floor);
+                call.expires = (call.expires - rn).max(0);
+            };
+            if let Some(c) = &mut node.opening {
+                dec(c);
+            }
+            for t in &mut node.retry_at {
+                *t = (*t - rn).max(0);
+            }
+            if let Some(ss) = &mut node.session {
+                ss.deadline = (ss.deadline - rn).max(0);
+                ss.renew_at = (ss.renew_at - rn).max(0);
+                if let Some(c) = &mut ss.ka {
+                    dec(c);
+                }
+            }
+            for a in node.attempts.iter_mut().flatten() {
+                a.expires = (a.expires - rn).max(0);
+            }
+            if node.paused > 0 {
+                continue;
+            }
+            // Timers fire (a paused node's fire when it resumes).
+            if node.session.is_some_and(|ss| ss.deadline == 0) {
+                self.end_session(s, i, "DeadlinePassed", log);
+            }
+            let node = &mut s.nodes[i];
+            if let Some(ss) = &mut node.session
+                && ss.ka.is_some_and(|c| c.expires == 0)
+            {
+                ss.ka = None;
+                ss.ka_held = [0; MAX_NAMES];
+                ss.renew_at = (ss.deadline / 2).clamp(1, self.cfg.renew_interval);
+                self.drop_calls(s, i, |m| {
+                    matches!(m.body, Body::KeepAlive { .. } | Body::Alive { .. } | Body::Expired)
+                });
+                log.note(|_| format!("n{i}: keep-alive timed out (D2)"));
+            }
+            let node = &mut s.nodes[i];
+            if node.opening.is_some_and(|c| c.expires == 0) {
+                node.opening = None;
+                self.drop_calls(s, i, |m| matches!(m.body, Body::Open | Body::Opened { .. }));
+                log.note(|_| format!("n{i}: open-session timed out (D2)"));
+            }
+            for n in 0..self.cfg.names {
+                let node = &mut s.nodes[i];
+                if node.attempts[n].is_some_and(|a| a.expires == 0) {
+                    node.attempts[n] = None;
+                    node.retry_at[n] = self.cfg.renew_interval / 2;
+                    let name = n as u8;
+                    self.drop_calls(
+                        s,
+                        i,
+                        |m| matches!(m.body, Body::Acquire { name: x, .. } | Body::AcqReply { name: x, .. } if x == name),
+                    );
+                    log.note(|_| format!("n{i}: acquire {} timed out (D2); its reply will be ignored", name_of(name)));
+                }
+            }
+        }
+        violation
+    }
+
+    /// Node `i` reads reply `m` (already removed from the network).
+    pub(super) fn node_receives(&self, s: &mut State, i: usize, m: Msg, log: &mut Log) -> Option<Violation<Invariant>> {
+        match m.body {
+            Body::Opened { sid, remaining } => {
+                let Some(call) = s.nodes[i].opening.filter(|_| m.fate == Fate::Live) else {
+                    log.note(|_| format!("n{i}: ignores a stale Opened(s{sid})"));
+                    return None;
+                };
+                s.nodes[i].opening = None;
+                let base = self.deadline_base(call.sent);
+                let d = base + self.validity(remaining);
+                log.note(|c| {
+                    format!(
+                        "n{i}: reads Opened(s{sid}, remaining {remaining}): deadline = {} + {} = {} (n{i} clock)",
+                        Log::node_at(c, i, base),
+                        self.validity(remaining),
+                        Log::node_at(c, i, d)
+                    )
+                });
+                if d <= 0 {
+                    s.net.push(Msg { node: i as u8, body: Body::Close { sid }, fate: Fate::Live, age: 0 });
+                    log.note(|_| format!("n{i}: granted too little time; close(s{sid}) sent"));
+                } else {
+                    s.nodes[i].session = Some(Sess {
+                        sid,
+                        deadline: d,
+                        ka: None,
+                        ka_held: [0; MAX_NAMES],
+                        renew_at: (call.sent + self.cfg.renew_interval).max(0),
+                        released: [0; MAX_NAMES],
+                    });
+                    s.nodes[i].retry_at = [0; MAX_NAMES];
+                }
+                None
+            }
+            Body::Alive { remaining, owned } => {
+                let Some(ss) = s.nodes[i].session.filter(|ss| ss.ka.is_some() && m.fate == Fate::Live) else {
+                    log.note(|_| format!("n{i}: ignores a stale keep-alive reply"));
+                    return None;
+                };
+                let call = ss.ka.expect("checked above");
+                if ss.deadline <= 0 {
+                    // D3: a late reply never revives a passed deadline.
+                    self.end_session(s, i, "DeadlinePassed", log);
+                    return None;
+                }
+                let base = self.deadline_base(call.sent);
+                let new = base + self.validity(remaining);
+                let d = ss.deadline.max(new);
+                log.note(|c| {
+                    format!(
+                        "n{i}: reads Alive(remaining {remaining}) for the keep-alive sent at n{i}={}: deadline = \
+                         max({}, {} + {}) = {}",
+                        Log::node_at(c, i, call.sent),
+                        Log::node_at(c, i, ss.deadline),
+                        Log::node_at(c, i, base),
+                        self.validity(remaining),
+                        Log::node_at(c, i, d)
+                    )
+                });
+                if let Some(ss) = &mut s.nodes[i].session {
+                    ss.ka = None;
+                    ss.ka_held = [0; MAX_NAMES];
+                    ss.deadline = d;
+                    ss.renew_at = (call.sent + self.cfg.renew_interval).max(0);
+                }
+                if let Some(owned) = owned {
+                    self.reconcile(s, i, ss.sid, ss.ka_held, owned, log);
+                }
+                None
+            }
+            Body::Expired => {
+                if m.fate != Fate::Live || s.nodes[i].session.is_none_or(|ss| ss.ka.is_none()) {
+                    return None;
+                }
+                log.note(|_| format!("n{i}: reads Expired"));
+                self.end_session(s, i, "SessionExpired", log);
+                None
+            }
+            Body::AcqReply { sid, name, result } => self.acq_reply(s, i, m.fate, sid, name, result, log),
+            _ => None,
+        }
+    }
+
+    /// A digest mismatch: held terms the backend no longer lists are taken over; leases it
+    /// lists that no term or attempt knows are orphans, released with their token. The
+    /// snapshot was taken when the backend processed the keep-alive, so it only speaks about
+    /// the terms the keep-alive's digest (`held`) covered: a term adopted since is not judged.
+    fn reconcile(
+        &self,
+        s: &mut State,
+        i: usize,
+        sid: u8,
+        held: [u8; MAX_NAMES],
+        owned: [u8; MAX_NAMES],
+        log: &mut Log,
+    ) {
+        for n in 0..self.cfg.names {
+            let t = s.nodes[i].terms[n];
+            let covered = held[n] == t || self.is(Mutant::ReconcileStaleSnapshot);
+            if t != 0 && covered && owned[n] != t {
+                s.nodes[i].terms[n] = 0;
+                log.note(|_| format!("n{i}: term {}#{t} revoked (TakenOver)", name_of(n as u8)));
+            }
+        }
+        for (n, &t) in owned.iter().enumerate().take(self.cfg.names) {
+            let node = &s.nodes[i];
+            if t != 0 && node.terms[n] == 0 && node.attempts[n].is_none() {
+                self.release_won(s, i, (sid, n as u8, t), "orphan listed by the backend", log);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn acq_reply(
+        &self,
+        s: &mut State,
+        i: usize,
+        fate: Fate,
+        sid: u8,
+        name: u8,
+        result: AcqResult,
+        log: &mut Log,
+    ) -> Option<Violation<Invariant>> {
+        let n = usize::from(name);
+        log.note(|_| format!("n{i}: reads acquire reply {result:?} for {} (s{sid}, {fate:?})", name_of(name)));
+        let session_live = s.nodes[i].session.is_some_and(|ss| ss.deadline > 0);
+        let current = fate == Fate::Live && s.nodes[i].session.is_some_and(|ss| ss.sid == sid);
+        if self.is(Mutant::AdoptLateReply)
+            && !current
+            && let AcqResult::Won(t) = result
+            && session_live
+            && s.nodes[i].terms[n] == 0
+            && s.nodes[i].session.is_some_and(|ss| t > ss.released[n])
+        {
+            match fate {
+                Fate::Live => s.nodes[i].attempts[n] = None,
+                Fate::Detached if s.nodes[i].attempts[n].is_some_and(|a| a.detached) => s.nodes[i].attempts[n] = None,
+                _ => {}
+            }
+            log.note(|_| format!("n{i}: MUTANT (c) adopts a reply that does not answer its current attempt"));
+            return self.adopt(s, i, name, t, log);
+        }
+        match fate {
+            Fate::Live => {
+                s.nodes[i].attempts[n] = None;
+                s.nodes[i].retry_at[n] = self.cfg.renew_interval / 2;
+                if let AcqResult::Won(t) = result {
+                    let adoptable = s.nodes[i].session.is_some_and(|ss| {
+                        ss.sid == sid && ss.deadline > 0 && t > ss.released[n] && s.nodes[i].terms[n] == 0
+                    });
+                    if adoptable {
+                        return self.adopt(s, i, name, t, log);
+                    }
+                    self.release_won(s, i, (sid, name, t), "not adoptable (K4)", log);
+                }
+            }
+            Fate::Detached => {
+                if !self.is(Mutant::AbandonFreesSlot) {
+                    s.nodes[i].attempts[n] = None;
+                }
+                if let AcqResult::Won(t) = result {
+                    self.release_won(s, i, (sid, name, t), "late win of an abandoned attempt (K4)", log);
+                }
+            }
+            Fate::Dropped => {}
+        }
+        None
+    }
+
+    /// The backend processes request `m` (already removed). `None` when a bound forbids it.
+    pub(super) fn backend_receives(
+        &self,
+        s: &mut State,
+        m: Msg,
+        log: &mut Log,
+    ) -> Option<Option<Violation<Invariant>>> {
+        let i = m.node;
+        let lease = self.cfg.lease;
+        match m.body {
+            Body::Open => {
+                if s.next_sid >= self.cfg.max_sessions {
+                    return None;
+                }
+                s.next_sid += 1;
+                let sid = s.next_sid;
+                s.sessions.push((sid, lease));
+                log.note(|c| {
+                    format!("backend: opens s{sid} for n{i}, expires at B={}; replies Opened", c[0] + i64::from(lease))
+                });
+                self.push_reply(s, i, Body::Opened { sid, remaining: lease }, m.fate);
+            }
+            Body::KeepAlive { sid, held } => {
+                if let Some(e) = s.sessions.iter_mut().find(|(x, _)| *x == sid) {
+                    e.1 = lease;
+                    let mut owned = [0; MAX_NAMES];
+                    for (n, l) in s.leases.iter().enumerate().take(self.cfg.names) {
+                        if l.holder == sid {
+                            owned[n] = l.token;
+                        }
+                    }
+                    let owned = (owned != held).then_some(owned);
+                    let names = self.cfg.names;
+                    log.note(|c| {
+                        format!(
+                            "backend: renews s{sid} (from n{i}), expires at B={}; replies Alive(remaining {lease}){}",
+                            c[0] + i64::from(lease),
+                            owned.map_or(String::new(), |o| format!(", digest differs, owned {:?}", &o[..names]))
+                        )
+                    });
+                    self.push_reply(s, i, Body::Alive { remaining: lease, owned }, m.fate);
+                } else {
+                    log.note(|_| format!("backend: keep-alive of s{sid} (from n{i}): expired; replies Expired"));
+                    self.push_reply(s, i, Body::Expired, m.fate);
+                }
+            }
+            Body::Acquire { sid, name } => {
+                let n = usize::from(name);
+                let mut granted_violation = None;
+                let result = if s.expiry(sid).is_none() {
+                    AcqResult::Expired
+                } else if s.leases[n].holder == sid {
+                    AcqResult::Won(s.leases[n].token)
+                } else if s.leases[n].holder == 0 {
+                    if s.leases[n].token >= self.cfg.max_tokens {
+                        return None;
+                    }
+                    s.leases[n].token += 1;
+                    s.leases[n].holder = sid;
+                    let t = s.leases[n].token;
+                    if t <= s.granted[n] {
+                        granted_violation = Some(Violation {
+                            invariant: Invariant::TokenMonotonicity,
+                            detail: format!(
+                                "the backend granted token {t} of {} after token {}",
+                                name_of(name),
+                                s.granted[n]
+                            ),
+                        });
+                    }
+                    s.granted[n] = s.granted[n].max(t);
+                    AcqResult::Won(t)
+                } else {
+                    AcqResult::Held
+                };
+                log.note(|_| format!("backend: acquire {} for s{sid} (from n{i}): {result:?}", name_of(name)));
+                self.push_reply(s, i, Body::AcqReply { sid, name, result }, m.fate);
+                if granted_violation.is_some() {
+                    return Some(granted_violation);
+                }
+            }
+            Body::Release { sid, name, token } => {
+                let l = &mut s.leases[usize::from(name)];
+                let frees = l.holder == sid && (token == l.token || self.is(Mutant::ReleaseWithoutToken));
+                let current = *l;
+                if frees {
+                    l.holder = 0;
+                }
+                log.note(|_| {
+                    format!(
+                        "backend: release({}, s{sid}, token {token}) (from n{i}); record is s{}#{}: {}",
+                        name_of(name),
+                        current.holder,
+                        current.token,
+                        if frees { "freed" } else { "no-op" }
+                    )
+                });
+            }
+            Body::Close { sid } => {
+                s.sessions.retain(|(x, _)| *x != sid);
+                for l in &mut s.leases {
+                    if l.holder == sid {
+                        l.holder = 0;
+                    }
+                }
+                log.note(|_| format!("backend: closes s{sid} (from n{i}); its leases are free"));
+            }
+            _ => return None,
+        }
+        Some(None)
+    }
+}
