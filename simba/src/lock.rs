@@ -8,7 +8,7 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
 use crate::client::Shared;
-use crate::election::{abandon, attempt_finished, spawn_attempt};
+use crate::election::{abandon, spawn_attempt};
 use crate::events::Event;
 use crate::term::SessionCell;
 use crate::{Error, RevokeReason, Term};
@@ -106,19 +106,27 @@ impl Lock {
                     return Err(Error::Closed);
                 }
             };
-            attempt_finished(&self.shared, &name);
-            if let Some(Ok(Acquire::Won(token))) = outcome {
-                let now = Instant::now();
-                let term = {
-                    let mut st = self.shared.lock_state();
-                    if cell.is_live_at(now) && token > cell.max_released(&name) && !st.closed {
+            let won = match outcome {
+                Some(Ok(Acquire::Won(token))) => Some(token),
+                _ => None,
+            };
+            // The attempt leaves `inflight` and its term enters `held` in one critical section:
+            // a keep-alive's reconciliation in between would see the lease owned by the
+            // session but neither held nor in flight, and release it as an orphan (T6).
+            let now = Instant::now();
+            let term = {
+                let mut st = self.shared.lock_state();
+                st.inflight.remove(&*name);
+                won.filter(|&token| cell.is_live_at(now) && token > cell.max_released(&name) && !st.closed).map(
+                    |token| {
                         let term = Term::new(Arc::clone(&name), token, Arc::clone(&cell), now);
                         st.held.insert(Arc::clone(&name), term.clone());
-                        Some(term)
-                    } else {
-                        None
-                    }
-                };
+                        term
+                    },
+                )
+            };
+            self.shared.attempt_done.notify_waiters();
+            if let Some(token) = won {
                 match term {
                     Some(term) => {
                         tracing::debug!(lease = %name, token, session = %cell.id, "lock acquired");
