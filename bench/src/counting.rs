@@ -7,8 +7,8 @@
 //! which is what they cost in latency.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -52,6 +52,7 @@ impl Traffic {
 pub(crate) struct CountingProxy {
     addr: SocketAddr,
     counters: Arc<Counters>,
+    conns: Arc<Mutex<Vec<Arc<Counters>>>>,
     task: JoinHandle<()>,
 }
 
@@ -62,15 +63,19 @@ impl CountingProxy {
         let addr = listener.local_addr()?;
         let counters = Arc::new(Counters::default());
         let c = Arc::clone(&counters);
+        let conns: Arc<Mutex<Vec<Arc<Counters>>>> = Arc::default();
+        let cs = Arc::clone(&conns);
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let c = Arc::clone(&c);
+                let mine = Arc::new(Counters::default());
+                cs.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::clone(&mine));
                 tokio::spawn(async move {
-                    let _ = serve(client, upstream, c).await;
+                    let _ = serve(client, upstream, c, mine).await;
                 });
             }
         });
-        Ok(CountingProxy { addr, counters, task })
+        Ok(CountingProxy { addr, counters, conns, task })
     }
 
     /// The address clients connect to.
@@ -80,11 +85,12 @@ impl CountingProxy {
 
     /// The counters now.
     pub(crate) fn read(&self) -> Traffic {
-        Traffic {
-            up: self.counters.up.load(Ordering::SeqCst),
-            down: self.counters.down.load(Ordering::SeqCst),
-            exchanges: self.counters.exchanges.load(Ordering::SeqCst),
-        }
+        read(&self.counters)
+    }
+
+    /// The counters of each connection so far, in the order they were accepted.
+    pub(crate) fn per_connection(&self) -> Vec<Traffic> {
+        self.conns.lock().unwrap_or_else(PoisonError::into_inner).iter().map(|c| read(c)).collect()
     }
 }
 
@@ -94,7 +100,15 @@ impl Drop for CountingProxy {
     }
 }
 
-async fn serve(client: TcpStream, upstream: SocketAddr, c: Arc<Counters>) -> std::io::Result<()> {
+fn read(c: &Counters) -> Traffic {
+    Traffic {
+        up: c.up.load(Ordering::SeqCst),
+        down: c.down.load(Ordering::SeqCst),
+        exchanges: c.exchanges.load(Ordering::SeqCst),
+    }
+}
+
+async fn serve(client: TcpStream, upstream: SocketAddr, c: Arc<Counters>, mine: Arc<Counters>) -> std::io::Result<()> {
     let server = TcpStream::connect(upstream).await?;
     client.set_nodelay(true)?;
     server.set_nodelay(true)?;
@@ -102,7 +116,7 @@ async fn serve(client: TcpStream, upstream: SocketAddr, c: Arc<Counters>) -> std
     let (mut sr, mut sw) = server.into_split();
     // true while the server spoke last: the next client bytes start a new exchange.
     let server_spoke = Arc::new(AtomicBool::new(true));
-    let (c1, s1) = (Arc::clone(&c), Arc::clone(&server_spoke));
+    let (c1, s1, m1) = (Arc::clone(&c), Arc::clone(&server_spoke), Arc::clone(&mine));
     let up = tokio::spawn(async move {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -113,8 +127,10 @@ async fn serve(client: TcpStream, upstream: SocketAddr, c: Arc<Counters>) -> std
             }
             if s1.swap(false, Ordering::SeqCst) {
                 c1.exchanges.fetch_add(1, Ordering::SeqCst);
+                m1.exchanges.fetch_add(1, Ordering::SeqCst);
             }
             c1.up.fetch_add(n as u64, Ordering::SeqCst);
+            m1.up.fetch_add(n as u64, Ordering::SeqCst);
             sw.write_all(&buf[..n]).await?;
         }
     });
@@ -127,6 +143,7 @@ async fn serve(client: TcpStream, upstream: SocketAddr, c: Arc<Counters>) -> std
                 return Ok::<_, std::io::Error>(());
             }
             c.down.fetch_add(n as u64, Ordering::SeqCst);
+            mine.down.fetch_add(n as u64, Ordering::SeqCst);
             server_spoke.store(true, Ordering::SeqCst);
             cw.write_all(&buf[..n]).await?;
         }

@@ -1,12 +1,14 @@
 //! The measures P1-P7 and their anchors.
 
 use std::net::SocketAddr;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use futures_util::StreamExt;
 use rand::Rng;
+use simba::backend::{Acquire, Backend, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
 use simba::job::{JobFuture, Misfire, PartitionedJob, Schedule, ScheduledJob};
 use simba::{FnListener, LockGuard, Runtime, RuntimeConfig, Simba, SimbaConfig, Term};
 use tokio::sync::mpsc;
@@ -125,26 +127,107 @@ pub(crate) struct P1Row {
     pub(crate) held: bool,
 }
 
+/// A backend that counts the keep-alives the engine sends through it.
+struct Counted<B> {
+    inner: B,
+    keep_alives: Arc<AtomicU64>,
+}
+
+impl<B: Backend> Backend for Counted<B> {
+    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
+        self.inner.open_session(ttl).await
+    }
+    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+        self.keep_alives.fetch_add(1, Ordering::SeqCst);
+        self.inner.keep_alive(session, held).await
+    }
+    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        self.inner.acquire(session, name).await
+    }
+    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
+        self.inner.release(session, name, token).await
+    }
+    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
+        self.inner.close_session(session).await
+    }
+    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
+        self.inner.owned(session).await
+    }
+    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
+        self.inner.claim_slot(session, name, token, slot).await
+    }
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        self.inner.join_group(session, group).await
+    }
+    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        self.inner.leave_group(session, group).await
+    }
+    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
+        self.inner.members(group).await
+    }
+    fn subscribe_releases(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.inner.subscribe_releases()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+/// A client on `url` whose keep-alives are counted.
+async fn counted_client(kind: Kind, url: &str, cfg: SimbaConfig) -> Result<(Simba, Arc<AtomicU64>)> {
+    use simba::backend::{postgres::PostgresBackend, redis::RedisBackend, zookeeper::ZooKeeperBackend};
+    let n = Arc::new(AtomicU64::new(0));
+    let keep_alives = Arc::clone(&n);
+    let simba = match kind {
+        Kind::Redis => Simba::new(Counted { inner: RedisBackend::connect(url).await?, keep_alives }, cfg)?,
+        Kind::Postgres => Simba::new(Counted { inner: PostgresBackend::connect(url).await?, keep_alives }, cfg)?,
+        Kind::ZooKeeper => Simba::new(Counted { inner: ZooKeeperBackend::connect(url).await?, keep_alives }, cfg)?,
+        other => bail!("P1 does not run on {other:?}"),
+    };
+    timeout(Duration::from_secs(15), simba.live())
+        .await
+        .map_err(|_| anyhow!("no live session on {url} within 15 s"))??;
+    Ok((simba, n))
+}
+
 /// P1 on our engine: one node holds 1, 1k, 10k, 100k leases; its traffic through a counting
-/// proxy over `PERIODS` renewal periods.
+/// proxy over a window of about `PERIODS` renewal periods, divided by the keep-alives sent in
+/// the window.
 pub(crate) async fn p1(t: &Target, levels: &[usize], run: &str) -> Result<Vec<P1Row>> {
     const PERIODS: u32 = 5;
     let proxy = CountingProxy::start(upstream(&t.url)?).await?;
     let url = via(&t.url, proxy.addr())?;
     let period = Duration::from_millis(600);
-    let simba = client(&url, config(Duration::from_secs(3), period)?).await?;
+    let (simba, keep_alives) = counted_client(t.kind, &url, config(Duration::from_secs(3), period)?).await?;
     let sid = simba.session_id();
     let mut guards = Vec::new();
     let mut rows = Vec::new();
+    let debug = std::env::var("SIMBA_BENCH_DEBUG").is_ok();
     for &n in levels {
         let have = guards.len();
         acquire_many(&simba, &format!("p1.{run}"), have, n, &mut guards).await?;
         sleep(period * 2).await;
+        // Start the window half a period after a keep-alive, end it half a period after
+        // another: every keep-alive in it is whole.
+        let k0 = keep_alives.load(Ordering::SeqCst);
+        while keep_alives.load(Ordering::SeqCst) == k0 {
+            sleep(Duration::from_millis(1)).await;
+        }
+        sleep(period / 2).await;
         let before = proxy.read();
+        let conns0 = proxy.per_connection();
+        let k1 = keep_alives.load(Ordering::SeqCst);
         sleep(period * PERIODS).await;
         let d = proxy.read().since(before);
+        let k = keep_alives.load(Ordering::SeqCst) - k1;
+        if debug {
+            for (i, c) in proxy.per_connection().iter().enumerate() {
+                let c0 = conns0.get(i).copied().unwrap_or_default();
+                eprintln!("P1 {} {n}: connection {i}: {:?} (keep-alives {k})", t.kind.label(), c.since(c0));
+            }
+        }
         let held = simba.session_id() == sid && guards.iter().all(|g| g.term().is_valid());
-        rows.push(per_period(t.kind.label(), n, d, f64::from(PERIODS), held));
+        rows.push(per_period(t.kind.label(), n, d, k.max(1) as f64, held));
     }
     // Close first: the session's end revokes every term, so dropping the guards sends nothing.
     simba.close().await;
@@ -413,9 +496,9 @@ pub(crate) async fn p2(t: &Target, plan: Plan, run: &str) -> Result<P2Row> {
         }
         if let Some(r) = raw.as_mut() {
             let raw_name = if t.kind == Kind::Redis { format!("raw.{run}") } else { "raw.1000".to_owned() };
-            let r = std::sync::Arc::new(tokio::sync::Mutex::new(r));
+            let r = Arc::new(tokio::sync::Mutex::new(r));
             let (n, secs) = timed(plan.rep_len, || {
-                let r = std::sync::Arc::clone(&r);
+                let r = Arc::clone(&r);
                 let (raw_name, holder) = (raw_name.clone(), holder.clone());
                 async move {
                     let mut r = r.lock().await;
