@@ -209,7 +209,8 @@ fn end_session(shared: &Shared, cell: &Arc<SessionCell>, reason: RevokeReason) {
 /// no longer lists were taken over (T6); leases it lists that no term or acquisition knows
 /// are orphans of abandoned attempts, released with their token (K4).
 async fn reconcile(shared: &Arc<Shared>, cell: &Arc<SessionCell>, period: std::time::Duration) {
-    let call_timeout = shared.timing.call_timeout(period, Instant::now(), Some(cell.deadline()));
+    let asked_at = Instant::now();
+    let call_timeout = shared.timing.call_timeout(period, asked_at, Some(cell.deadline()));
     let owned = match timeout(call_timeout, shared.backend.owned(&cell.id)).await {
         Ok(Ok(o)) => o,
         Ok(Err(e)) => {
@@ -228,6 +229,9 @@ async fn reconcile(shared: &Arc<Shared>, cell: &Arc<SessionCell>, period: std::t
             .held
             .iter()
             .filter(|(_, t)| Arc::ptr_eq(t.session(), cell) && t.revoke_reason().is_none())
+            // A term that started after the list was asked for may be missing from it only
+            // because the list is older than the term: not a takeover.
+            .filter(|(_, t)| t.started_at() < asked_at)
             .filter(|(n, t)| !owned_set.contains(&(&***n, t.token())))
             .map(|(n, _)| n.clone())
             .collect();
