@@ -88,7 +88,7 @@ async fn main() -> Result<()> {
     let plan = if args.quick {
         Plan { quick: true, reps: 2, rep_len: Duration::from_millis(500) }
     } else {
-        Plan { quick: false, reps: 3, rep_len: Duration::from_secs(2) }
+        Plan { quick: false, reps: 3, rep_len: Duration::from_millis(1500) }
     };
     let wants = |m: &str| args.only.as_ref().is_none_or(|o| o.iter().any(|x| x == m));
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
@@ -113,7 +113,12 @@ async fn main() -> Result<()> {
         }
     }
     if wants("p1") {
-        let levels: &[usize] = if plan.quick { &[1, 100, 1000] } else { &[1, 1000, 10_000, 100_000] };
+        let levels: Vec<usize> = match std::env::var("SIMBA_BENCH_P1_LEVELS") {
+            Ok(v) => v.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?,
+            Err(_) if plan.quick => vec![1, 100, 1000],
+            Err(_) => vec![1, 1000, 10_000, 100_000],
+        };
+        let levels = levels.as_slice();
         for kind in [Kind::Redis, Kind::Postgres, Kind::ZooKeeper] {
             step(&format!("P1 renewal cost, {}", kind.label()));
             match measures::p1(target(&ts, kind)?, levels, &run).await {

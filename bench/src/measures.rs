@@ -90,15 +90,17 @@ pub(crate) fn via(url: &str, addr: SocketAddr) -> Result<String> {
     Ok(url.replacen(&orig, &addr.to_string(), 1))
 }
 
-/// Acquires locks `p{from}..p{to}` with 64 acquisitions in flight.
+/// Acquires locks `p{from}..p{to}` with `IN_FLIGHT` acquisitions in flight (ZooKeeper and
+/// Redis pipeline them on one connection; SQL backends queue them on their pool).
 async fn acquire_many(simba: &Simba, prefix: &str, from: usize, to: usize, out: &mut Vec<LockGuard>) -> Result<()> {
+    const IN_FLIGHT: usize = 256;
     let got: Vec<_> = futures_util::stream::iter(from..to)
         .map(|i| {
             let s = simba.clone();
             let name = format!("{prefix}.{i}");
             async move { timeout(Duration::from_secs(60), s.lock(name).acquire()).await }
         })
-        .buffer_unordered(64)
+        .buffer_unordered(IN_FLIGHT)
         .collect()
         .await;
     for g in got {
@@ -203,6 +205,25 @@ pub(crate) async fn p1(t: &Target, levels: &[usize], run: &str) -> Result<Vec<P1
     let mut guards = Vec::new();
     let mut rows = Vec::new();
     let debug = std::env::var("SIMBA_BENCH_DEBUG").is_ok();
+    if debug {
+        let mut ev = simba.events();
+        let label = t.kind.label();
+        tokio::spawn(async move {
+            loop {
+                let e = match ev.recv().await {
+                    Ok(e) => e,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => break,
+                };
+                if !matches!(
+                    e,
+                    simba::Event::Elected { .. } | simba::Event::Revoked { reason: simba::RevokeReason::Stopped, .. }
+                ) {
+                    eprintln!("P1 {label} event: {e:?}");
+                }
+            }
+        });
+    }
     for &n in levels {
         let have = guards.len();
         acquire_many(&simba, &format!("p1.{run}"), have, n, &mut guards).await?;
@@ -227,6 +248,10 @@ pub(crate) async fn p1(t: &Target, levels: &[usize], run: &str) -> Result<Vec<P1
             }
         }
         let held = simba.session_id() == sid && guards.iter().all(|g| g.term().is_valid());
+        if debug {
+            let invalid = guards.iter().filter(|g| !g.term().is_valid()).count();
+            eprintln!("P1 {} {n}: session kept {}, invalid terms {invalid}", t.kind.label(), simba.session_id() == sid);
+        }
         rows.push(per_period(t.kind.label(), n, d, k.max(1) as f64, held));
     }
     // Close first: the session's end revokes every term, so dropping the guards sends nothing.
