@@ -456,6 +456,7 @@ impl Results {
             );
         }
         let _ = writeln!(w);
+        let _ = writeln!(w, "{CAUSES}");
         if !plots.is_empty() {
             let _ = writeln!(w, "## Plots\n");
             for p in plots {
@@ -465,6 +466,29 @@ impl Results {
         m
     }
 }
+
+/// What the design does where a goal is missed (checked by reading the code and the
+/// per-connection counters; update it with the engine).
+const CAUSES: &str = "## Where goals are missed, and why\n\n\
+- **P1 PostgreSQL, 2 round trips**: the keep-alive is one statement, but sqlx's pool pings each \
+connection it gets back (sqlx-core 0.9 `return_to_pool`). Fix: renew on a dedicated connection \
+kept outside the pool (reconnected on error), as the release listener already is.\n\
+- **P1 ZooKeeper, about 2 round trips**: one `sync` per renewal plus the driver's own pings. At \
+10,000 and 100,000 leases the keep-alive digest kept mismatching after the bulk acquisition, so \
+renewals listed the owned leases (`owned`) each time: bytes grow with the leases, and at 100,000 \
+some terms were revoked. Cause not established; suspect the backend's watch-fed record of held \
+leases (`digest_matches` in `backend/zookeeper/session.rs`) lagging or missing events under a \
+burst of creations.\n\
+- **P2 SQL, ratio about 0.35**: an acquisition is a lock-free probe, then `BEGIN`, `SELECT ... FOR \
+UPDATE`, an `UPDATE` and `COMMIT`: 5 statements (plus pool pings) against the anchor's one \
+`UPDATE`. Fix: one conditional upsert (`INSERT ... ON CONFLICT (name) DO UPDATE ... WHERE` the \
+holder's session is dead `RETURNING token`, with the acquirer's liveness in the same statement).\n\
+- **P2 Redis, ratio about 0.6-0.7**: one script call each way, like the anchor, so the gap is CPU: \
+heavier Lua (session check, token counter, owned set and digest, publish on release) and the \
+engine's per-acquisition work (a spawned attempt task, the local queue, state locks, events) on a \
+2-core machine shared with the server. Not profiled yet.\n\
+- **P4 on MariaDB and SQLite**: no release broadcast, so the candidate waits for its next \
+attempt (`renew_interval/2 + jitter`); no goal is set there.\n";
 
 fn p4_goal(system: &str) -> Option<f64> {
     matches!(system, "Redis" | "ZooKeeper" | "PostgreSQL").then_some(P4_GOAL_MS)
