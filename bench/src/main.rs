@@ -1,0 +1,194 @@
+//! simba's benchmarks beside their anchors: runs P1-P7 against the servers of
+//! `scripts/backends.sh` and writes `BENCHMARKS.md` and `benches/*.svg`.
+//!
+//! Run it with `bash scripts/bench.sh` (starts the servers, builds in release, runs this,
+//! stops the servers). `SIMBA_BENCH_QUICK=1` (or `--quick`) makes a smoke run with small sizes;
+//! `--only p1,p3` runs some measures; `--out DIR` writes there instead of the current
+//! directory. Design: docs/adr/0009-benchmarks.md.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod counting;
+mod measures;
+mod report;
+mod stats;
+
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+use measures::{Kind, Plan, Target};
+use tokio::time::Instant;
+
+use crate::report::Results;
+
+fn targets() -> Result<Vec<Target>> {
+    let mut v = Vec::new();
+    for (kind, var) in [
+        (Kind::Redis, "SIMBA_TEST_REDIS_URL"),
+        (Kind::Postgres, "SIMBA_TEST_POSTGRES_URL"),
+        (Kind::MySql, "SIMBA_TEST_MYSQL_URL"),
+        (Kind::ZooKeeper, "SIMBA_TEST_ZK_URL"),
+    ] {
+        match std::env::var(var) {
+            Ok(url) if !url.is_empty() => v.push(Target { kind, url }),
+            _ => {
+                return Err(anyhow!(
+                    "{var} is not set: run `bash scripts/bench.sh`, or start the servers with `eval \"$(bash scripts/backends.sh start)\"` first"
+                ));
+            }
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("simba-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    v.push(Target { kind: Kind::Sqlite, url: format!("sqlite://{}", dir.join("bench.db").display()) });
+    Ok(v)
+}
+
+fn target(ts: &[Target], kind: Kind) -> Result<&Target> {
+    ts.iter().find(|t| t.kind == kind).ok_or_else(|| anyhow!("no {kind:?} target"))
+}
+
+struct Args {
+    quick: bool,
+    only: Option<Vec<String>>,
+    out: std::path::PathBuf,
+}
+
+fn args() -> Result<Args> {
+    let mut a = Args {
+        quick: std::env::var("SIMBA_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0"),
+        only: None,
+        out: ".".into(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        match x.as_str() {
+            "--quick" => a.quick = true,
+            "--only" => {
+                let v = it.next().ok_or_else(|| anyhow!("--only needs a list such as p1,p3"))?;
+                a.only = Some(v.split(',').map(|s| s.trim().to_lowercase()).collect());
+            }
+            "--out" => a.out = it.next().ok_or_else(|| anyhow!("--out needs a directory"))?.into(),
+            other => {
+                return Err(anyhow!(
+                    "unknown argument `{other}`: use --quick, --only p1,p2,... or --out DIR (SIMBA_BENCH_QUICK=1 = --quick)"
+                ));
+            }
+        }
+    }
+    Ok(a)
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> Result<()> {
+    let args = args()?;
+    let ts = targets()?;
+    let started = Instant::now();
+    let run = format!("{:08x}", rand::random::<u32>());
+    let plan = if args.quick {
+        Plan { quick: true, reps: 2, rep_len: Duration::from_millis(500) }
+    } else {
+        Plan { quick: false, reps: 3, rep_len: Duration::from_millis(1500) }
+    };
+    let wants = |m: &str| args.only.as_ref().is_none_or(|o| o.iter().any(|x| x == m));
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    println!(
+        "simba benchmarks: {} mode, {cores} cores, run {run}{}",
+        if plan.quick { "quick" } else { "full" },
+        args.only.as_ref().map(|o| format!(", only {}", o.join(","))).unwrap_or_default()
+    );
+    let mut r = Results::new(plan, cores);
+    let step = |name: &str| println!("[{:>6.1} s] {name}", started.elapsed().as_secs_f64());
+
+    if wants("p7") {
+        step("P7 memory per lease and idle CPU (Redis)");
+        let (leases, idle, window) = if plan.quick {
+            (5_000, 1_000, Duration::from_secs(3))
+        } else {
+            (100_000, 10_000, Duration::from_secs(20))
+        };
+        match measures::p7(target(&ts, Kind::Redis)?, leases, idle, window, &run).await {
+            Ok(p) => r.p7.push(p),
+            Err(e) => r.error("P7 Redis", e),
+        }
+    }
+    if wants("p1") {
+        let levels: Vec<usize> = match std::env::var("SIMBA_BENCH_P1_LEVELS") {
+            Ok(v) => v.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?,
+            Err(_) if plan.quick => vec![1, 100, 1000],
+            Err(_) => vec![1, 1000, 10_000, 100_000],
+        };
+        let levels = levels.as_slice();
+        for kind in [Kind::Redis, Kind::Postgres, Kind::ZooKeeper] {
+            step(&format!("P1 renewal cost, {}", kind.label()));
+            match measures::p1(target(&ts, kind)?, levels, &run).await {
+                Ok(rows) => r.p1.extend(rows),
+                Err(e) => r.error(&format!("P1 {}", kind.label()), e),
+            }
+        }
+        step("P1 anchor: Redlock-style extend per lock (Redis)");
+        match measures::p1_anchor(&target(&ts, Kind::Redis)?.url, levels, &run).await {
+            Ok(rows) => r.p1.extend(rows),
+            Err(e) => r.error("P1 anchor", e),
+        }
+    }
+    if wants("p2") {
+        for t in &ts {
+            step(&format!("P2 acquire+release throughput, {}", t.kind.label()));
+            match measures::p2(t, plan, &run).await {
+                Ok(row) => r.p2.push(row),
+                Err(e) => r.error(&format!("P2 {}", t.kind.label()), e),
+            }
+        }
+    }
+    if wants("p5") {
+        let slots = if plan.quick { 10 } else { 200 };
+        step(&format!("P5 cron lateness, {slots} one-second slots (Redis) beside tokio-cron-scheduler"));
+        match measures::p5(target(&ts, Kind::Redis)?, slots, &run).await {
+            Ok((ours, tcs)) => r.p5 = Some((ours, tcs)),
+            Err(e) => r.error("P5", e),
+        }
+    }
+    // P4 runs before P3: a crashed client of P3 leaves its driver tasks behind (as a hung
+    // process would), which would add noise to P4's millisecond figures.
+    if wants("p4") {
+        let cfg = simba::SimbaConfig::default();
+        let trials = if plan.quick { 4 } else { 20 };
+        for t in &ts {
+            step(&format!("P4 graceful handover, {} ({trials} trials)", t.kind.label()));
+            match measures::handovers(t, cfg, trials, 4, false, &run).await {
+                Ok(v) => r.p4.push((t.kind.label().to_owned(), v)),
+                Err(e) => r.error(&format!("P4 {}", t.kind.label()), e),
+            }
+        }
+    }
+    if wants("p3") {
+        let cfg = measures::config(Duration::from_secs(1), Duration::from_millis(333))?;
+        let trials = if plan.quick { 6 } else { 50 };
+        for t in &ts {
+            step(&format!("P3 crash failover, {} ({trials} trials, lease 1 s)", t.kind.label()));
+            match measures::handovers(t, cfg, trials, 10, true, &run).await {
+                Ok(v) => r.p3.push((t.kind.label().to_owned(), v, cfg.failover_bound())),
+                Err(e) => r.error(&format!("P3 {}", t.kind.label()), e),
+            }
+        }
+    }
+    if wants("p6") {
+        let kinds: &[Kind] = if plan.quick { &[Kind::Redis] } else { &[Kind::Redis, Kind::Postgres, Kind::ZooKeeper] };
+        for &kind in kinds {
+            step(&format!("P6 partition rebalance, {}", kind.label()));
+            match measures::p6(target(&ts, kind)?, &run).await {
+                Ok(rows) => r.p6.extend(rows),
+                Err(e) => r.error(&format!("P6 {}", kind.label()), e),
+            }
+        }
+    }
+    r.wall = started.elapsed();
+    step("writing BENCHMARKS.md and benches/*.svg");
+    println!("{}", r.table());
+    r.write(&args.out)?;
+    if !r.errors.is_empty() {
+        return Err(anyhow!("{} measure(s) failed: {}", r.errors.len(), r.errors.join("; ")));
+    }
+    Ok(())
+}

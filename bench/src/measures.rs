@@ -1,0 +1,955 @@
+//! The measures P1-P7 and their anchors.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use futures_util::StreamExt;
+use rand::Rng;
+use simba::backend::{Acquire, Backend, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+use simba::job::{JobFuture, Misfire, PartitionedJob, Schedule, ScheduledJob};
+use simba::{FnListener, LockGuard, Runtime, RuntimeConfig, Simba, SimbaConfig, Term};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep, timeout};
+
+use crate::counting::{CountingProxy, Traffic};
+
+/// A backend under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Redis.
+    Redis,
+    /// PostgreSQL.
+    Postgres,
+    /// MariaDB (mysql://).
+    MySql,
+    /// ZooKeeper.
+    ZooKeeper,
+    /// SQLite (a file).
+    Sqlite,
+}
+
+impl Kind {
+    /// The backend's name in tables.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Kind::Redis => "Redis",
+            Kind::Postgres => "PostgreSQL",
+            Kind::MySql => "MariaDB",
+            Kind::ZooKeeper => "ZooKeeper",
+            Kind::Sqlite => "SQLite",
+        }
+    }
+}
+
+/// A backend and its URL.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    /// Which backend.
+    pub(crate) kind: Kind,
+    /// Its URL.
+    pub(crate) url: String,
+}
+
+/// How long and how often to measure.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    /// Smoke-run sizes.
+    pub(crate) quick: bool,
+    /// Repetitions of throughput measures.
+    pub(crate) reps: usize,
+    /// Length of one throughput repetition.
+    pub(crate) rep_len: Duration,
+}
+
+/// A configuration with this lease and renewal period.
+pub(crate) fn config(lease: Duration, renew: Duration) -> Result<SimbaConfig> {
+    Ok(SimbaConfig::builder().lease_duration(lease).renew_interval(renew).build()?)
+}
+
+/// A connected client whose session is live.
+pub(crate) async fn client(url: &str, cfg: SimbaConfig) -> Result<Simba> {
+    let s = Simba::connect(url, cfg).await.with_context(|| format!("connect to {url}"))?;
+    timeout(Duration::from_secs(15), s.live()).await.map_err(|_| anyhow!("no live session on {url} within 15 s"))??;
+    Ok(s)
+}
+
+/// `host:port` of a `scheme://[user@]host:port[/...]` URL.
+pub(crate) fn upstream(url: &str) -> Result<SocketAddr> {
+    let rest = url.split_once("://").map(|(_, r)| r).ok_or_else(|| anyhow!("no scheme in {url}"))?;
+    let hostport = rest.split(['/', '?']).next().unwrap_or(rest);
+    let hostport = hostport.rsplit_once('@').map_or(hostport, |(_, h)| h);
+    hostport.parse().with_context(|| format!("{url}: expected an IP address and port"))
+}
+
+/// `url` with its host and port replaced by `addr`.
+pub(crate) fn via(url: &str, addr: SocketAddr) -> Result<String> {
+    let orig = upstream(url)?.to_string();
+    Ok(url.replacen(&orig, &addr.to_string(), 1))
+}
+
+/// Acquires locks `p{from}..p{to}` with `IN_FLIGHT` acquisitions in flight (ZooKeeper and
+/// Redis pipeline them on one connection; SQL backends queue them on their pool).
+async fn acquire_many(simba: &Simba, prefix: &str, from: usize, to: usize, out: &mut Vec<LockGuard>) -> Result<()> {
+    const IN_FLIGHT: usize = 256;
+    let got: Vec<_> = futures_util::stream::iter(from..to)
+        .map(|i| {
+            let s = simba.clone();
+            let name = format!("{prefix}.{i}");
+            async move { timeout(Duration::from_secs(60), s.lock(name).acquire()).await }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    for g in got {
+        out.push(g.map_err(|_| anyhow!("an acquisition took more than 60 s"))??);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// P1 renewal cost
+
+/// Traffic of one renewal period of one node holding `leases` leases.
+#[derive(Debug, Clone)]
+pub(crate) struct P1Row {
+    /// Backend or anchor.
+    pub(crate) system: String,
+    /// Held leases.
+    pub(crate) leases: usize,
+    /// Round trips per renewal.
+    pub(crate) round_trips: f64,
+    /// Request bytes per renewal.
+    pub(crate) up: f64,
+    /// Reply bytes per renewal.
+    pub(crate) down: f64,
+    /// Whether every lease was still held after the window.
+    pub(crate) held: bool,
+}
+
+/// A backend that counts the keep-alives the engine sends through it.
+struct Counted<B> {
+    inner: B,
+    keep_alives: Arc<AtomicU64>,
+}
+
+impl<B: Backend> Backend for Counted<B> {
+    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
+        self.inner.open_session(ttl).await
+    }
+    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+        self.keep_alives.fetch_add(1, Ordering::SeqCst);
+        self.inner.keep_alive(session, held).await
+    }
+    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        self.inner.acquire(session, name).await
+    }
+    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
+        self.inner.release(session, name, token).await
+    }
+    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
+        self.inner.close_session(session).await
+    }
+    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
+        self.inner.owned(session).await
+    }
+    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
+        self.inner.claim_slot(session, name, token, slot).await
+    }
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        self.inner.join_group(session, group).await
+    }
+    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        self.inner.leave_group(session, group).await
+    }
+    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
+        self.inner.members(group).await
+    }
+    fn subscribe_releases(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.inner.subscribe_releases()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+/// A client on `url` whose keep-alives are counted.
+async fn counted_client(kind: Kind, url: &str, cfg: SimbaConfig) -> Result<(Simba, Arc<AtomicU64>)> {
+    use simba::backend::{postgres::PostgresBackend, redis::RedisBackend, zookeeper::ZooKeeperBackend};
+    let n = Arc::new(AtomicU64::new(0));
+    let keep_alives = Arc::clone(&n);
+    let simba = match kind {
+        Kind::Redis => Simba::new(Counted { inner: RedisBackend::connect(url).await?, keep_alives }, cfg)?,
+        Kind::Postgres => Simba::new(Counted { inner: PostgresBackend::connect(url).await?, keep_alives }, cfg)?,
+        Kind::ZooKeeper => Simba::new(Counted { inner: ZooKeeperBackend::connect(url).await?, keep_alives }, cfg)?,
+        other => bail!("P1 does not run on {other:?}"),
+    };
+    timeout(Duration::from_secs(15), simba.live())
+        .await
+        .map_err(|_| anyhow!("no live session on {url} within 15 s"))??;
+    Ok((simba, n))
+}
+
+/// P1 on our engine: one node holds 1, 1k, 10k, 100k leases; its traffic through a counting
+/// proxy over a window of about `PERIODS` renewal periods, divided by the keep-alives sent in
+/// the window.
+pub(crate) async fn p1(t: &Target, levels: &[usize], run: &str) -> Result<Vec<P1Row>> {
+    const PERIODS: u32 = 5;
+    let proxy = CountingProxy::start(upstream(&t.url)?).await?;
+    let url = via(&t.url, proxy.addr())?;
+    let period = Duration::from_millis(600);
+    let (simba, keep_alives) = counted_client(t.kind, &url, config(Duration::from_secs(3), period)?).await?;
+    let sid = simba.session_id();
+    let mut guards = Vec::new();
+    let mut rows = Vec::new();
+    let debug = std::env::var("SIMBA_BENCH_DEBUG").is_ok();
+    if debug {
+        let mut ev = simba.events();
+        let label = t.kind.label();
+        tokio::spawn(async move {
+            loop {
+                let e = match ev.recv().await {
+                    Ok(e) => e,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => break,
+                };
+                if !matches!(
+                    e,
+                    simba::Event::Elected { .. } | simba::Event::Revoked { reason: simba::RevokeReason::Stopped, .. }
+                ) {
+                    eprintln!("P1 {label} event: {e:?}");
+                }
+            }
+        });
+    }
+    for &n in levels {
+        let have = guards.len();
+        acquire_many(&simba, &format!("p1.{run}"), have, n, &mut guards).await?;
+        sleep(period * 2).await;
+        // Start the window half a period after a keep-alive, end it half a period after
+        // another: every keep-alive in it is whole.
+        let k0 = keep_alives.load(Ordering::SeqCst);
+        while keep_alives.load(Ordering::SeqCst) == k0 {
+            sleep(Duration::from_millis(1)).await;
+        }
+        sleep(period / 2).await;
+        let before = proxy.read();
+        let conns0 = proxy.per_connection();
+        let k1 = keep_alives.load(Ordering::SeqCst);
+        sleep(period * PERIODS).await;
+        let d = proxy.read().since(before);
+        let k = keep_alives.load(Ordering::SeqCst) - k1;
+        if debug {
+            for (i, c) in proxy.per_connection().iter().enumerate() {
+                let c0 = conns0.get(i).copied().unwrap_or_default();
+                eprintln!("P1 {} {n}: connection {i}: {:?} (keep-alives {k})", t.kind.label(), c.since(c0));
+            }
+        }
+        let held = simba.session_id() == sid && guards.iter().all(|g| g.term().is_valid());
+        if debug {
+            let invalid = guards.iter().filter(|g| !g.term().is_valid()).count();
+            eprintln!("P1 {} {n}: session kept {}, invalid terms {invalid}", t.kind.label(), simba.session_id() == sid);
+        }
+        rows.push(per_period(t.kind.label(), n, d, k.max(1) as f64, held));
+    }
+    // Close first: the session's end revokes every term, so dropping the guards sends nothing.
+    simba.close().await;
+    drop(guards);
+    Ok(rows)
+}
+
+fn per_period(system: &str, leases: usize, d: Traffic, periods: f64, held: bool) -> P1Row {
+    P1Row {
+        system: system.to_owned(),
+        leases,
+        round_trips: d.exchanges as f64 / periods,
+        up: d.up as f64 / periods,
+        down: d.down as f64 / periods,
+        held,
+    }
+}
+
+/// The Redlock-style extend of one lock (compare the holder's token, then PEXPIRE), as
+/// Redisson's watchdog and ShedLock's keep-alive send once per held lock.
+const EXTEND: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+
+/// P1's anchor: one extend per lock on Redis, `leases` requests per renewal period. Sent with
+/// 64 in flight to finish in bounded time; bytes do not depend on it, and each request is its
+/// own exchange for the anchor's clients, so round trips are counted as requests.
+pub(crate) async fn p1_anchor(url: &str, levels: &[usize], run: &str) -> Result<Vec<P1Row>> {
+    let proxy = CountingProxy::start(upstream(url)?).await?;
+    let client = redis::Client::open(via(url, proxy.addr())?)?;
+    let conn = client.get_multiplexed_async_connection().await?;
+    let script = redis::Script::new(EXTEND);
+    let key = |i: usize| format!("bench:anchor:{run}:{i}");
+    let token = format!("token-{run}");
+    let mut rows = Vec::new();
+    let mut have = 0;
+    for &n in levels {
+        for chunk in (have..n).collect::<Vec<_>>().chunks(1000) {
+            let mut pipe = redis::pipe();
+            for &i in chunk {
+                pipe.cmd("SET").arg(key(i)).arg(&token).arg("NX").arg("PX").arg(60_000).ignore();
+            }
+            pipe.query_async::<()>(&mut conn.clone()).await?;
+        }
+        have = n;
+        // Load the script so that the window sees EVALSHA only.
+        let _: i64 = script.key(key(0)).arg(&token).arg(30_000).invoke_async(&mut conn.clone()).await?;
+        let before = proxy.read();
+        let extended: Vec<redis::RedisResult<i64>> = futures_util::stream::iter(0..n)
+            .map(|i| {
+                let mut c = conn.clone();
+                let (script, token, k) = (&script, &token, key(i));
+                async move { script.key(k).arg(token).arg(30_000).invoke_async::<i64>(&mut c).await }
+            })
+            .buffer_unordered(64)
+            .collect()
+            .await;
+        let d = proxy.read().since(before);
+        let held = extended.iter().all(|r| matches!(r, Ok(1)));
+        let mut row = per_period("Redis anchor: extend per lock", n, d, 1.0, held);
+        row.round_trips = n as f64;
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+// ---------------------------------------------------------------------------------------------
+// P2 acquire + release throughput
+
+/// A raw lock primitive on the backend's own connection(s), without simba.
+enum Raw {
+    Redis(redis::aio::MultiplexedConnection),
+    Pg(sqlx::PgPool),
+    My(sqlx::MySqlPool),
+    Lite(sqlx::SqlitePool),
+}
+
+impl Raw {
+    async fn acquire(&mut self, name: &str, holder: &str) -> Result<bool> {
+        Ok(match self {
+            Raw::Redis(c) => {
+                let r: Option<String> =
+                    redis::cmd("SET").arg(name).arg(holder).arg("NX").arg("PX").arg(15_000).query_async(c).await?;
+                r.is_some()
+            }
+            Raw::Pg(p) => {
+                sqlx::query(
+                    "UPDATE simba_bench_raw SET holder = $1, until_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint + 15000 \
+                     WHERE name = $2 AND (holder IS NULL OR until_ms < (extract(epoch from clock_timestamp()) * 1000)::bigint)",
+                )
+                .bind(holder)
+                .bind(name)
+                .execute(&*p)
+                .await?
+                .rows_affected()
+                    == 1
+            }
+            Raw::My(p) => {
+                sqlx::query(
+                    "UPDATE simba_bench_raw SET holder = ?, until_ms = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + 15000 \
+                     WHERE name = ? AND (holder IS NULL OR until_ms < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))",
+                )
+                .bind(holder)
+                .bind(name)
+                .execute(&*p)
+                .await?
+                .rows_affected()
+                    == 1
+            }
+            Raw::Lite(p) => {
+                sqlx::query(
+                    "UPDATE simba_bench_raw SET holder = ?, until_ms = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) + 15000 \
+                     WHERE name = ? AND (holder IS NULL OR until_ms < CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
+                )
+                .bind(holder)
+                .bind(name)
+                .execute(&*p)
+                .await?
+                .rows_affected()
+                    == 1
+            }
+        })
+    }
+
+    async fn release(&mut self, name: &str, holder: &str) -> Result<()> {
+        match self {
+            Raw::Redis(c) => {
+                let _: i64 = redis::cmd("DEL").arg(name).query_async(c).await?;
+            }
+            Raw::Pg(p) => {
+                sqlx::query("UPDATE simba_bench_raw SET holder = NULL WHERE name = $1 AND holder = $2")
+                    .bind(name)
+                    .bind(holder)
+                    .execute(&*p)
+                    .await?;
+            }
+            Raw::My(p) => {
+                sqlx::query("UPDATE simba_bench_raw SET holder = NULL WHERE name = ? AND holder = ?")
+                    .bind(name)
+                    .bind(holder)
+                    .execute(&*p)
+                    .await?;
+            }
+            Raw::Lite(p) => {
+                sqlx::query("UPDATE simba_bench_raw SET holder = NULL WHERE name = ? AND holder = ?")
+                    .bind(name)
+                    .bind(holder)
+                    .execute(&*p)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The raw table with the serial row and `CONC_NAMES` rows for the concurrent run.
+async fn raw_setup(raw: &Raw) -> Result<()> {
+    match raw {
+        Raw::Redis(_) => {}
+        Raw::Pg(p) => {
+            sqlx::query(
+                "CREATE TABLE IF NOT EXISTS simba_bench_raw (name TEXT PRIMARY KEY, holder TEXT, until_ms BIGINT)",
+            )
+            .execute(p)
+            .await?;
+            sqlx::query(
+                "INSERT INTO simba_bench_raw (name) SELECT 'raw.' || g FROM generate_series(0, 1000) g ON CONFLICT DO NOTHING",
+            )
+            .execute(p)
+            .await?;
+        }
+        Raw::My(p) => {
+            sqlx::query(
+                "CREATE TABLE IF NOT EXISTS simba_bench_raw (name VARCHAR(200) PRIMARY KEY, holder VARCHAR(64), until_ms BIGINT)",
+            )
+            .execute(p)
+            .await?;
+            sqlx::query(
+                "INSERT IGNORE INTO simba_bench_raw (name) WITH RECURSIVE s(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM s WHERE g < 1000) SELECT CONCAT('raw.', g) FROM s",
+            )
+            .execute(p)
+            .await?;
+        }
+        Raw::Lite(p) => {
+            sqlx::query(
+                "CREATE TABLE IF NOT EXISTS simba_bench_raw (name TEXT PRIMARY KEY, holder TEXT, until_ms INTEGER)",
+            )
+            .execute(p)
+            .await?;
+            sqlx::query(
+                "INSERT OR IGNORE INTO simba_bench_raw (name) WITH RECURSIVE s(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM s WHERE g < 1000) SELECT 'raw.' || g FROM s",
+            )
+            .execute(p)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// A client on `t` and, where there is one, the raw primitive on the same connection pool
+/// (Redis: a connection of its own to the same server).
+async fn client_and_raw(t: &Target, cfg: SimbaConfig) -> Result<(Simba, Option<Raw>)> {
+    use simba::backend::{mysql::MySqlBackend, postgres::PostgresBackend, sqlite::SqliteBackend};
+    let err = |e: simba::backend::BackendError| anyhow!("{e}");
+    let (simba, raw) = match t.kind {
+        Kind::Redis => {
+            let c = redis::Client::open(t.url.as_str())?.get_multiplexed_async_connection().await?;
+            (Simba::connect(&t.url, cfg).await?, Some(Raw::Redis(c)))
+        }
+        Kind::Postgres => {
+            let b = PostgresBackend::connect(&t.url).await.map_err(err)?;
+            let pool = b.pool().clone();
+            (Simba::new(b, cfg)?, Some(Raw::Pg(pool)))
+        }
+        Kind::MySql => {
+            let b = MySqlBackend::connect(&t.url).await.map_err(err)?;
+            let pool = b.pool().clone();
+            (Simba::new(b, cfg)?, Some(Raw::My(pool)))
+        }
+        Kind::Sqlite => {
+            let b = SqliteBackend::connect(&t.url).await.map_err(err)?;
+            let pool = b.pool().clone();
+            (Simba::new(b, cfg)?, Some(Raw::Lite(pool)))
+        }
+        Kind::ZooKeeper => (Simba::connect(&t.url, cfg).await?, None),
+    };
+    timeout(Duration::from_secs(15), simba.live()).await.map_err(|_| anyhow!("no live session within 15 s"))??;
+    if let Some(r) = &raw {
+        raw_setup(r).await?;
+    }
+    Ok((simba, raw))
+}
+
+/// P2 for one backend.
+#[derive(Debug, Clone)]
+pub(crate) struct P2Row {
+    /// Backend.
+    pub(crate) system: String,
+    /// Our serial acquire+release per second (median of the repetitions).
+    pub(crate) ours: f64,
+    /// The raw primitive's serial acquire+release per second.
+    pub(crate) raw: Option<f64>,
+    /// Ours, 16 contenders on 1,000 names, acquire+release per second.
+    pub(crate) ours_conc: f64,
+    /// Raw, 16 contenders on 1,000 names.
+    pub(crate) raw_conc: Option<f64>,
+}
+
+/// Serial and concurrent acquire+release throughput, ours beside the raw primitive.
+pub(crate) async fn p2(t: &Target, plan: Plan, run: &str) -> Result<P2Row> {
+    let cfg = config(Duration::from_secs(15), Duration::from_secs(5))?;
+    let (simba, mut raw) = client_and_raw(t, cfg).await?;
+    let name = format!("p2.{run}.serial");
+    let holder = format!("bench-{run}");
+    let mut ours = Vec::new();
+    let mut raws = Vec::new();
+    for rep in 0..=plan.reps {
+        // Repetition 0 warms up and is not counted; ours and raw alternate.
+        let (n, secs) = timed(plan.rep_len, || async {
+            let g = simba.lock(name.as_str()).acquire().await?;
+            g.release().await?;
+            Ok(())
+        })
+        .await?;
+        if rep > 0 {
+            ours.push(n as f64 / secs);
+        }
+        if let Some(r) = raw.as_mut() {
+            let raw_name = if t.kind == Kind::Redis { format!("raw.{run}") } else { "raw.1000".to_owned() };
+            let r = Arc::new(tokio::sync::Mutex::new(r));
+            let (n, secs) = timed(plan.rep_len, || {
+                let r = Arc::clone(&r);
+                let (raw_name, holder) = (raw_name.clone(), holder.clone());
+                async move {
+                    let mut r = r.lock().await;
+                    if !r.acquire(&raw_name, &holder).await? {
+                        bail!("the raw lock {raw_name} was held: is another benchmark running?");
+                    }
+                    r.release(&raw_name, &holder).await
+                }
+            })
+            .await?;
+            if rep > 0 {
+                raws.push(n as f64 / secs);
+            }
+        }
+    }
+    simba.close().await;
+    let (ours_conc, raw_conc) = p2_concurrent(t, plan, run).await?;
+    Ok(P2Row {
+        system: t.kind.label().to_owned(),
+        ours: crate::stats::median(&ours),
+        raw: raw.map(|_| crate::stats::median(&raws)),
+        ours_conc,
+        raw_conc,
+    })
+}
+
+/// Runs `op` back to back for `len`; returns how many completed and the seconds taken.
+async fn timed<F, Fut>(len: Duration, mut op: F) -> Result<(u64, f64)>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < len {
+        op().await?;
+        n += 1;
+    }
+    Ok((n, start.elapsed().as_secs_f64()))
+}
+
+const CONTENDERS: usize = 16;
+const CONC_NAMES: usize = 1000;
+
+/// 16 contenders (each its own client and session) take random names among 1,000: ours waits
+/// for a held name (as `acquire()` does); raw tries another name at once.
+async fn p2_concurrent(t: &Target, plan: Plan, run: &str) -> Result<(f64, Option<f64>)> {
+    let cfg = config(Duration::from_secs(15), Duration::from_secs(5))?;
+    let mut clients = Vec::new();
+    let mut raws = Vec::new();
+    for _ in 0..CONTENDERS {
+        let (s, r) = client_and_raw(t, cfg).await?;
+        clients.push(s);
+        if let Some(r) = r {
+            raws.push(r);
+        }
+    }
+    let mut ours = Vec::new();
+    let mut raw_rates = Vec::new();
+    for _ in 0..plan.reps {
+        let tasks = clients.iter().map(|s| {
+            let s = s.clone();
+            let run = run.to_owned();
+            async move {
+                let start = Instant::now();
+                let mut n = 0u64;
+                while start.elapsed() < plan.rep_len {
+                    let i = rand::rng().random_range(0..CONC_NAMES);
+                    let g = s.lock(format!("p2.{run}.c{i}")).acquire().await?;
+                    g.release().await?;
+                    n += 1;
+                }
+                Ok::<_, anyhow::Error>(n)
+            }
+        });
+        let start = Instant::now();
+        let mut total = 0;
+        for r in futures_util::future::join_all(tasks).await {
+            total += r?;
+        }
+        ours.push(total as f64 / start.elapsed().as_secs_f64());
+        if !raws.is_empty() {
+            let tasks = raws.iter_mut().enumerate().map(|(k, r)| {
+                let (run, redis) = (run.to_owned(), t.kind == Kind::Redis);
+                async move {
+                    let holder = format!("bench-{run}-{k}");
+                    let start = Instant::now();
+                    let mut n = 0u64;
+                    while start.elapsed() < plan.rep_len {
+                        let i = rand::rng().random_range(0..CONC_NAMES);
+                        let name = if redis { format!("raw.{run}.c{i}") } else { format!("raw.{i}") };
+                        if r.acquire(&name, &holder).await? {
+                            r.release(&name, &holder).await?;
+                            n += 1;
+                        }
+                    }
+                    Ok::<_, anyhow::Error>(n)
+                }
+            });
+            let start = Instant::now();
+            let mut total = 0;
+            for r in futures_util::future::join_all(tasks).await {
+                total += r?;
+            }
+            raw_rates.push(total as f64 / start.elapsed().as_secs_f64());
+        }
+    }
+    for c in clients {
+        c.close().await;
+    }
+    let raw = (!raw_rates.is_empty()).then(|| crate::stats::median(&raw_rates));
+    Ok((crate::stats::median(&ours), raw))
+}
+
+// ---------------------------------------------------------------------------------------------
+// P3 crash failover, P4 graceful handover
+
+/// One handover trial: A leads, B waits as a candidate, then A crashes (`crash`) or stops;
+/// the time from then until B's term starts, in ms.
+async fn handover_trial(url: &str, cfg: SimbaConfig, name: String, crash: bool) -> Result<f64> {
+    let a = client(url, cfg).await?;
+    let b = client(url, cfg).await?;
+    let (atx, mut arx) = mpsc::unbounded_channel::<Instant>();
+    let ea = a.election(name.as_str());
+    ea.start(FnListener::new(
+        move |_t: &Term| {
+            let _ = atx.send(Instant::now());
+        },
+        |_: &Term, _| {},
+    ))?;
+    timeout(Duration::from_secs(20), arx.recv()).await.map_err(|_| anyhow!("{name}: A not elected within 20 s"))?;
+    let (btx, mut brx) = mpsc::unbounded_channel::<Instant>();
+    let eb = b.election(name.as_str());
+    eb.start(FnListener::new(
+        move |_t: &Term| {
+            let _ = btx.send(Instant::now());
+        },
+        |_: &Term, _| {},
+    ))?;
+    // B has tried and failed; the crash lands at a random phase of A's renewal period.
+    let phase = rand::rng().random_range(0.0..1.0);
+    sleep(Duration::from_millis(200) + cfg.renew_interval().mul_f64(phase)).await;
+    if brx.try_recv().is_ok() {
+        bail!("{name}: B was elected while A led");
+    }
+    let t0 = Instant::now();
+    if crash {
+        a.crash_for_tests();
+    } else {
+        ea.stop().await?;
+    }
+    let limit = cfg.failover_bound() * 4 + Duration::from_secs(5);
+    let t1 = timeout(limit, brx.recv())
+        .await
+        .map_err(|_| anyhow!("{name}: B not elected within {limit:?}"))?
+        .ok_or_else(|| anyhow!("{name}: B's listener ended"))?;
+    b.close().await;
+    if !crash {
+        a.close().await;
+    }
+    Ok(t1.duration_since(t0).as_secs_f64() * 1e3)
+}
+
+/// `trials` handover trials on `t`, `parallel` at a time (each on its own lease name and two
+/// clients of its own).
+pub(crate) async fn handovers(
+    t: &Target,
+    cfg: SimbaConfig,
+    trials: usize,
+    parallel: usize,
+    crash: bool,
+    run: &str,
+) -> Result<Vec<f64>> {
+    let what = if crash { "p3" } else { "p4" };
+    let results: Vec<Result<f64>> = futures_util::stream::iter(0..trials)
+        .map(|i| handover_trial(&t.url, cfg, format!("{what}.{run}.{i}"), crash))
+        .buffer_unordered(parallel)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// P5 cron lateness
+
+static OURS_FIRES: Mutex<Vec<chrono::DateTime<chrono::Utc>>> = Mutex::new(Vec::new());
+static TCS_FIRES: Mutex<Vec<chrono::DateTime<chrono::Utc>>> = Mutex::new(Vec::new());
+
+fn record(v: &Mutex<Vec<chrono::DateTime<chrono::Utc>>>) {
+    let now = chrono::Utc::now();
+    v.lock().unwrap_or_else(PoisonError::into_inner).push(now);
+}
+
+fn p5_job(_term: Term) -> JobFuture {
+    record(&OURS_FIRES);
+    Box::pin(async { Ok(()) })
+}
+
+/// Lateness of each fire after the first, in ms: the fire time minus its slot (the whole
+/// second it falls in; both schedulers fire well within a second of the slot).
+fn lateness(fires: &[chrono::DateTime<chrono::Utc>]) -> Vec<f64> {
+    fires.iter().skip(1).map(|t| f64::from(t.timestamp_subsec_nanos()) / 1e6).collect()
+}
+
+/// Lateness of every-second cron jobs over `slots` seconds: ours (a runtime on `t`, so every
+/// fire includes the slot claim on the backend) beside tokio-cron-scheduler, in one process at
+/// the same time.
+pub(crate) async fn p5(t: &Target, slots: u64, run: &str) -> Result<(Vec<f64>, Vec<f64>)> {
+    let lease: &'static str = Box::leak(format!("p5.{run}").into_boxed_str());
+    let job = ScheduledJob {
+        name: "p5_cron",
+        lease,
+        schedule: Schedule::Cron { expr: "* * * * * *", time_zone: None },
+        misfire: Misfire::Skip,
+        run: p5_job,
+    };
+    let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
+    let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
+    let ours = Runtime::builder().config(cfg).without_registry().job(job).start().await?;
+    let mut tcs = tokio_cron_scheduler::JobScheduler::new().await?;
+    tcs.add(tokio_cron_scheduler::Job::new_async("* * * * * *", |_id, _l| {
+        record(&TCS_FIRES);
+        Box::pin(async {})
+    })?)
+    .await?;
+    tcs.start().await?;
+    sleep(Duration::from_secs(slots + 2)).await;
+    tcs.shutdown().await?;
+    ours.shutdown().await;
+    let o = std::mem::take(&mut *OURS_FIRES.lock().unwrap_or_else(PoisonError::into_inner));
+    let c = std::mem::take(&mut *TCS_FIRES.lock().unwrap_or_else(PoisonError::into_inner));
+    Ok((lateness(&o), lateness(&c)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// P6 partition rebalance
+
+static P6_STARTS: Mutex<u64> = Mutex::new(0);
+
+fn p6_worker(term: Term, _partition: u32) -> JobFuture {
+    *P6_STARTS.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    Box::pin(async move {
+        term.cancelled().await;
+        Ok(())
+    })
+}
+
+fn p6_starts() -> u64 {
+    *P6_STARTS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One step of P6.
+#[derive(Debug, Clone)]
+pub(crate) struct P6Row {
+    /// Backend.
+    pub(crate) system: String,
+    /// "3 -> 4" or "4 -> 3".
+    pub(crate) step: &'static str,
+    /// Time until every node holds its share, ms.
+    pub(crate) ms: f64,
+    /// Partition terms started during the step.
+    pub(crate) moved: u64,
+    /// The least number of partitions that must move.
+    pub(crate) minimum: u64,
+}
+
+const PARTITIONS: u32 = 64;
+
+/// 64 partitions on 3 nodes, a 4th joins, then one of the first three leaves (gracefully).
+pub(crate) async fn p6(t: &Target, run: &str) -> Result<Vec<P6Row>> {
+    let group: &'static str = Box::leak(format!("p6-{run}-{}", t.kind.label()).into_boxed_str());
+    let job = PartitionedJob {
+        name: "p6_part",
+        group,
+        partitions: PARTITIONS,
+        schedule: None,
+        misfire: Misfire::Skip,
+        run: p6_worker,
+    };
+    let start_node = || async {
+        let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
+        let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
+        Ok::<_, anyhow::Error>(Runtime::builder().config(cfg).without_registry().partitioned(job).start().await?)
+    };
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        nodes.push(start_node().await?);
+    }
+    let limit = Duration::from_secs(60);
+    wait_balanced(&nodes, group, limit).await.context("3 nodes")?;
+    let mut rows = Vec::new();
+    let before = p6_starts();
+    let t0 = Instant::now();
+    nodes.push(start_node().await?);
+    wait_balanced(&nodes, group, limit).await.context("3 -> 4 nodes")?;
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    // Terms may still start right after balance if a move was undone: let it settle.
+    sleep(Duration::from_millis(500)).await;
+    rows.push(P6Row {
+        system: t.kind.label().to_owned(),
+        step: "3 -> 4",
+        ms,
+        moved: p6_starts() - before,
+        minimum: 16,
+    });
+    let before = p6_starts();
+    let t0 = Instant::now();
+    let leaving = nodes.remove(0);
+    leaving.shutdown().await;
+    wait_balanced(&nodes, group, limit).await.context("4 -> 3 nodes")?;
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    sleep(Duration::from_millis(500)).await;
+    rows.push(P6Row {
+        system: t.kind.label().to_owned(),
+        step: "4 -> 3",
+        ms,
+        moved: p6_starts() - before,
+        minimum: 16,
+    });
+    for n in nodes {
+        n.shutdown().await;
+    }
+    Ok(rows)
+}
+
+async fn wait_balanced(nodes: &[simba::runtime::RunningRuntime], group: &str, limit: Duration) -> Result<()> {
+    let prefix = format!("{group}.");
+    let m = nodes.len() as u32;
+    let (lo, hi) = (PARTITIONS / m, PARTITIONS.div_ceil(m));
+    let start = Instant::now();
+    loop {
+        let counts: Vec<u32> = nodes
+            .iter()
+            .map(|n| {
+                n.simba().snapshot().terms.iter().filter(|t| t.valid && t.name.starts_with(&prefix)).count() as u32
+            })
+            .collect();
+        if counts.iter().sum::<u32>() == PARTITIONS && counts.iter().all(|c| (lo..=hi).contains(c)) {
+            return Ok(());
+        }
+        if start.elapsed() > limit {
+            bail!("not balanced within {limit:?}: partitions per node {counts:?}");
+        }
+        sleep(Duration::from_millis(5)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// P7 memory and idle CPU
+
+/// Resident set size of this process, bytes.
+fn rss() -> Result<u64> {
+    let s = std::fs::read_to_string("/proc/self/status")?;
+    let kb = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .ok_or_else(|| anyhow!("no VmRSS in /proc/self/status"))?;
+    Ok(kb * 1024)
+}
+
+/// User + system CPU time of this process, in clock ticks (USER_HZ, 100 on Linux).
+fn cpu_ticks() -> Result<u64> {
+    let s = std::fs::read_to_string("/proc/self/stat")?;
+    let after = s.rsplit_once(')').map(|(_, r)| r).ok_or_else(|| anyhow!("bad /proc/self/stat"))?;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 of stat; `after` starts at field 3.
+    Ok(f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0))
+}
+
+/// P7's figures.
+#[derive(Debug, Clone)]
+pub(crate) struct P7 {
+    /// Backend.
+    pub(crate) system: String,
+    /// Leases held for the memory figure.
+    pub(crate) leases: usize,
+    /// RSS growth per held lease, bytes.
+    pub(crate) bytes_per_lease: f64,
+    /// Leases held for the CPU figure.
+    pub(crate) idle_leases: usize,
+    /// Window of the CPU figure.
+    pub(crate) window: Duration,
+    /// CPU used over the window, percent of one core.
+    pub(crate) idle_cpu_pct: f64,
+}
+
+/// RSS delta per held lease at `leases`, and the idle CPU of a node holding `idle_leases`
+/// (default timing: lease 15 s, renewal every 5 s) over `window`.
+pub(crate) async fn p7(t: &Target, leases: usize, idle_leases: usize, window: Duration, run: &str) -> Result<P7> {
+    let cfg = SimbaConfig::default();
+    let simba = client(&t.url, cfg).await?;
+    let mut guards = Vec::with_capacity(leases);
+    // Warm the paths once so that one-off allocations are not counted.
+    acquire_many(&simba, &format!("p7.{run}.w"), 0, 100, &mut guards).await?;
+    sleep(Duration::from_millis(200)).await;
+    let r0 = rss()?;
+    acquire_many(&simba, &format!("p7.{run}.m"), 0, leases, &mut guards).await?;
+    sleep(Duration::from_millis(500)).await;
+    let r1 = rss()?;
+    let bytes_per_lease = (r1.saturating_sub(r0)) as f64 / leases as f64;
+    simba.close().await;
+    drop(guards);
+
+    let simba = client(&t.url, cfg).await?;
+    let mut guards = Vec::with_capacity(idle_leases);
+    acquire_many(&simba, &format!("p7.{run}.i"), 0, idle_leases, &mut guards).await?;
+    sleep(Duration::from_secs(1)).await;
+    let c0 = cpu_ticks()?;
+    let w0 = Instant::now();
+    sleep(window).await;
+    let c1 = cpu_ticks()?;
+    let secs = w0.elapsed().as_secs_f64();
+    let held = guards.iter().all(|g| g.term().is_valid());
+    simba.close().await;
+    drop(guards);
+    if !held {
+        bail!("P7: a lease was lost during the idle window");
+    }
+    Ok(P7 {
+        system: t.kind.label().to_owned(),
+        leases,
+        bytes_per_lease,
+        idle_leases,
+        window,
+        idle_cpu_pct: (c1 - c0) as f64 / 100.0 / secs * 100.0,
+    })
+}

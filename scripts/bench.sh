@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The project's benchmark command: starts the private test servers (scripts/backends.sh),
+# builds simba-bench in release, runs P1-P7 (BENCHMARKS.md explains them), writes
+# BENCHMARKS.md and benches/*.svg at the repository root, then stops the servers.
+#
+#   bash scripts/bench.sh                      # full run, ~10 min on 2 cores
+#   SIMBA_BENCH_QUICK=1 bash scripts/bench.sh  # smoke run with small sizes, ~2 min
+#   bash scripts/bench.sh --only p2,p4         # some measures only (arguments go to simba-bench)
+#
+# Servers already started with `eval "$(bash scripts/backends.sh start)"` are reused
+# (backends.sh start is idempotent) and are stopped at the end only if this script started them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$SECONDS
+
+was_running=0
+if bash scripts/backends.sh status 2>/dev/null | awk 'NR > 1 && $4 == "yes" { f = 1 } END { exit !f }'; then was_running=1; fi
+eval "$(bash scripts/backends.sh start)"
+if (( was_running == 0 )); then
+  trap 'bash scripts/backends.sh stop >/dev/null 2>&1 || true' EXIT
+fi
+
+cargo build --release -p simba-bench
+bin=${CARGO_TARGET_DIR:-target}/release/simba-bench
+# A hard bound on the run: the full measures take ~8 min.
+timeout "${SIMBA_BENCH_TIMEOUT:-1200}" "$bin" --out . "$@"
+echo "bench.sh: done in $((SECONDS - started)) s (BENCHMARKS.md, benches/*.svg)"
