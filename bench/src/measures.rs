@@ -167,6 +167,9 @@ impl<B: Backend> Backend for Counted<B> {
     async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
         self.inner.members(group).await
     }
+    async fn inspect(&self) -> BackendResult<simba::backend::StoreSnapshot> {
+        self.inner.inspect().await
+    }
     fn subscribe_releases(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         self.inner.subscribe_releases()
     }
