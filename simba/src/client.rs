@@ -218,38 +218,13 @@ impl Simba {
     /// `mysql`), `redis://...` (feature `redis`) or `zk://host:port/chroot` (feature
     /// `zookeeper`).
     pub async fn connect(url: &str, config: SimbaConfig) -> Result<Simba, Error> {
-        let connect_err = |source| Error::Backend { op: "connect", name: None, source };
-        let scheme = url.split_once("://").map_or_else(|| url.split(':').next().unwrap_or(url), |(s, _)| s);
-        match scheme {
-            "memory" => Simba::new(crate::backend::memory::MemoryBackend::new(), config),
-            #[cfg(feature = "sqlite")]
-            "sqlite" => {
-                let b = crate::backend::sqlite::SqliteBackend::connect(url).await.map_err(connect_err)?;
-                Simba::new(b, config)
-            }
-            #[cfg(feature = "postgres")]
-            "postgres" | "postgresql" => {
-                let b = crate::backend::postgres::PostgresBackend::connect(url).await.map_err(connect_err)?;
-                Simba::new(b, config)
-            }
-            #[cfg(feature = "mysql")]
-            "mysql" | "mariadb" => {
-                let b = crate::backend::mysql::MySqlBackend::connect(url).await.map_err(connect_err)?;
-                Simba::new(b, config)
-            }
-            #[cfg(feature = "redis")]
-            "redis" | "rediss" => {
-                let b = crate::backend::redis::RedisBackend::connect(url).await.map_err(connect_err)?;
-                Simba::new(b, config)
-            }
-            #[cfg(feature = "zookeeper")]
-            "zk" | "zookeeper" => {
-                let b = crate::backend::zookeeper::ZooKeeperBackend::connect(url).await.map_err(connect_err)?;
-                Simba::new(b, config)
-            }
-            other => Err(Error::InvalidConfig(format!(
-                "unsupported backend URL `{other}`: use memory://, sqlite://PATH, postgres://, mysql://, redis:// or zk:// (each needs its cargo feature: sqlite, postgres, mysql, redis, zookeeper)"
+        match crate::backend::connect_url(url).await {
+            Ok(Some(backend)) => SimbaBuilder { config, backend: Some(backend), seed: None }.build(),
+            Ok(None) => Err(Error::InvalidConfig(format!(
+                "unsupported backend URL `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis:// or zk:// (each needs its cargo feature: sqlite, postgres, mysql, redis, zookeeper)",
+                crate::backend::url_scheme(url)
             ))),
+            Err(source) => Err(Error::Backend { op: "connect", name: None, source }),
         }
     }
 

@@ -88,11 +88,13 @@ impl StoreSnapshot {
 }
 
 /// Milliseconds since the Unix epoch (a store's clock) as a `SystemTime`.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql", feature = "zookeeper"))]
 pub(crate) fn from_epoch_ms(ms: i64) -> Option<SystemTime> {
     u64::try_from(ms).ok().map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
 }
 
 /// A non-negative millisecond count as a `Duration` (negative values clamp to zero).
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub(crate) fn ms(v: i64) -> Duration {
     Duration::from_millis(u64::try_from(v).unwrap_or(0))
 }

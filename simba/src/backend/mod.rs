@@ -350,3 +350,29 @@ impl<B: Backend> DynBackend for B {
 
 /// A type-erased backend, as the engine holds it.
 pub(crate) type SharedBackend = Arc<dyn DynBackend>;
+
+/// The scheme of a backend URL: `postgres` in `postgres://...`, `sqlite` in `sqlite:x.db`.
+pub(crate) fn url_scheme(url: &str) -> &str {
+    url.split_once("://").map_or_else(|| url.split(':').next().unwrap_or(url), |(s, _)| s)
+}
+
+/// Connects to the backend that `url` names, with its default options; `Ok(None)` when no
+/// backend compiled into this build takes the URL's scheme. The one scheme dispatch shared by
+/// [`crate::Simba::connect`] and the `simba` tool.
+pub(crate) async fn connect_url(url: &str) -> BackendResult<Option<SharedBackend>> {
+    let backend: SharedBackend = match url_scheme(url) {
+        "memory" => Arc::new(memory::MemoryBackend::new()),
+        #[cfg(feature = "sqlite")]
+        "sqlite" => Arc::new(sqlite::SqliteBackend::connect(url).await?),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Arc::new(postgres::PostgresBackend::connect(url).await?),
+        #[cfg(feature = "mysql")]
+        "mysql" | "mariadb" => Arc::new(mysql::MySqlBackend::connect(url).await?),
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" => Arc::new(redis::RedisBackend::connect(url).await?),
+        #[cfg(feature = "zookeeper")]
+        "zk" | "zookeeper" => Arc::new(zookeeper::ZooKeeperBackend::connect(url).await?),
+        _ => return Ok(None),
+    };
+    Ok(Some(backend))
+}

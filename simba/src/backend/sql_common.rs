@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{BackendError, BackendResult, HeldDigest};
+use super::{BackendError, BackendResult};
 
 /// How long connecting may take, and how long a call waits for a pooled connection. A
 /// server that does not answer within it is reported as unreachable instead of hanging.
@@ -39,8 +39,9 @@ pub(crate) fn non_negative(database: &str, what: &str, v: i64) -> BackendResult<
 /// halves of their tokens, recombined with wrapping arithmetic exactly as
 /// [`HeldDigest::add`] does. Summing halves keeps the database's sums exact and far from
 /// overflow (each half sum fits in 63 bits for up to 2^31 leases).
-pub(crate) fn digest(database: &str, count: i64, low: i64, high: i64) -> BackendResult<HeldDigest> {
-    Ok(HeldDigest {
+#[cfg(feature = "postgres")]
+pub(crate) fn digest(database: &str, count: i64, low: i64, high: i64) -> BackendResult<super::HeldDigest> {
+    Ok(super::HeldDigest {
         count: non_negative(database, "lease count", count)?,
         token_sum: non_negative(database, "token sum", low)?
             .wrapping_add(non_negative(database, "token sum", high)?.wrapping_shl(32)),
@@ -178,9 +179,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "postgres")]
     fn digest_wraps_like_held_digest() {
         let t = (i64::MAX - 1) as u64;
-        let mut expected = HeldDigest::default();
+        let mut expected = crate::backend::HeldDigest::default();
         for _ in 0..3 {
             expected.add(t);
         }

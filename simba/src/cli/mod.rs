@@ -225,23 +225,16 @@ async fn connect_any(url: &str, accept_eviction: bool) -> Result<SharedBackend, 
 /// With `accept_eviction`, an evicting Redis is accepted: reading is harmless, and `check`
 /// reports the policy as a failed check of its own.
 pub(crate) async fn connect_kind(url: &str, accept_eviction: bool) -> Result<Connected, BackendError> {
-    use crate::backend::*;
-    use std::sync::Arc;
-    let scheme = url.split_once("://").map_or_else(|| url.split(':').next().unwrap_or(url), |(s, _)| s);
-    Ok(match scheme {
-        "memory" => Connected::Plain(Arc::new(memory::MemoryBackend::new())),
-        "sqlite" => Connected::Plain(Arc::new(sqlite::SqliteBackend::connect(url).await?)),
-        "postgres" | "postgresql" => Connected::Plain(Arc::new(postgres::PostgresBackend::connect(url).await?)),
-        "mysql" | "mariadb" => Connected::Plain(Arc::new(mysql::MySqlBackend::connect(url).await?)),
-        "redis" | "rediss" => {
-            let options = redis::RedisOptions::default().allow_eviction(accept_eviction);
-            Connected::Redis(redis::RedisBackend::connect_with(url, options).await?)
-        }
-        "zk" | "zookeeper" => Connected::Plain(Arc::new(zookeeper::ZooKeeperBackend::connect(url).await?)),
-        other => {
-            return Err(BackendError::Misconfigured(format!(
-                "unsupported backend URL scheme `{other}`: use memory://, sqlite://PATH, postgres://, mysql://, redis:// or zk://"
-            )));
-        }
-    })
+    use crate::backend::{connect_url, redis, url_scheme};
+    if matches!(url_scheme(url), "redis" | "rediss") {
+        let options = redis::RedisOptions::default().allow_eviction(accept_eviction);
+        return Ok(Connected::Redis(redis::RedisBackend::connect_with(url, options).await?));
+    }
+    match connect_url(url).await? {
+        Some(backend) => Ok(Connected::Plain(backend)),
+        None => Err(BackendError::Misconfigured(format!(
+            "unsupported backend URL scheme `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis:// or zk://",
+            url_scheme(url)
+        ))),
+    }
 }
