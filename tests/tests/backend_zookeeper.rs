@@ -395,6 +395,31 @@ async fn server_pause_and_restart() {
     // Releases are still broadcast to client 2 once its shared connection is back (the
     // driver reconnects with a backoff): it watches again after the reconnection.
     timeout(Duration::from_secs(10), b_c2.members("probe")).await.unwrap().unwrap();
+    // The driver's reconnection and the watcher's re-registration are separate steps: probe
+    // with releases of another name until one is heard, so that the handover below measures
+    // the watch (K2) and not the candidate's retry timer. Without re-registration this fails.
+    let mut heard = b_c2.subscribe_releases().unwrap();
+    let probe = unique("rewatch");
+    let rewatch = Instant::now();
+    let rewatched = loop {
+        let Acquire::Won(token) = b.acquire(&s, &probe).await.unwrap() else { panic!() };
+        assert!(b.release(&s, &probe, token).await.unwrap());
+        let got = timeout(Duration::from_millis(200), async {
+            loop {
+                match heard.recv().await {
+                    Ok(n) if n == probe => break true,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break false,
+                }
+            }
+        })
+        .await;
+        if got == Ok(true) {
+            break rewatch.elapsed();
+        }
+        assert!(rewatch.elapsed() < Duration::from_secs(10), "client 2 never watched releases again");
+    };
+    eprintln!("restart: client 2 hears releases again {rewatched:?} after its reconnection");
     let e2 = c2.election(name.clone());
     e2.start(()).unwrap();
     sleep(Duration::from_millis(300)).await;
@@ -402,7 +427,9 @@ async fn server_pause_and_restart() {
     e1.stop().await.unwrap();
     let t4 = wait_leader(&e2, Duration::from_secs(3)).await;
     eprintln!("restart: handover after the restart took {:?}", start.elapsed());
-    assert!(start.elapsed() < config.renew_interval() / 4 && t4.token() > t3.token() && t4.token() > after);
+    let took = start.elapsed();
+    assert!(took < config.renew_interval() / 4, "handover took {took:?}: the release watch did not wake client 2");
+    assert!(t4.token() > t3.token() && t4.token() > after, "token {} after {} and {after}", t4.token(), t3.token());
     for (b, s) in [(&b, &s), (&b2, &s2)] {
         b.close_session(s).await.unwrap();
     }
