@@ -23,7 +23,7 @@
 //! | `acquire` | won: 2 (`create`, then `exists` + watch); held: 2 (`create`, `exists`) |
 //! | `release` | 2 (`exists` to check `czxid` and owner, `delete` with version) |
 //! | `close_session` | 1 (`closeSession`: the server deletes every ephemeral node at once) |
-//! | `owned` | 1 + n (`getEphemerals`, then one `exists` + watch per node), only after a mismatch |
+//! | `owned` | 1 + k (`getEphemerals`, then one `exists` + watch per listed node not in the record), only after a mismatch |
 //! | `claim_slot` | 3 (`exists` + `getData` sent together, then one `multi`) |
 //! | `join_group` / `leave_group` / `members` | 1 (`create` / `delete` / `getChildren`) |
 //!

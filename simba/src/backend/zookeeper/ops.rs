@@ -106,22 +106,24 @@ impl ZooKeeperBackend {
             .filter(|n| !n.contains('/'))
             .map(str::to_owned)
             .collect();
-        self.count(names.len());
-        let reads: Vec<_> = names.iter().map(|n| s.client.check_and_watch_stat(&lease_path(n))).collect();
+        // The listing's reply came after every watch event of a node changed before it: the
+        // recorded nodes still listed are unchanged; only the others are read (S1: a
+        // reconciliation after one uncertain call costs one listing and one read, not one read
+        // per held lease).
+        let (mut owned, unknown) = s.reconcile(names);
+        self.count(unknown.len());
+        let reads: Vec<_> = unknown.iter().map(|n| s.client.check_and_watch_stat(&lease_path(n))).collect();
         let replies = futures_util::future::join_all(reads).await;
-        let mut owned = Vec::with_capacity(names.len());
-        let mut record = Vec::with_capacity(names.len());
-        for (name, reply) in names.into_iter().zip(replies) {
+        for (name, reply) in unknown.into_iter().zip(replies) {
             match reply? {
                 (Some(stat), watch) if stat.ephemeral_owner == s.owner => {
                     let token = stat.czxid as u64;
-                    owned.push((name.clone(), token));
-                    record.push((name, token, watch));
+                    s.track(&name, token, watch);
+                    owned.push((name, token));
                 }
                 _ => {}
             }
         }
-        s.replace(record);
         owned.sort();
         Ok(owned)
     }

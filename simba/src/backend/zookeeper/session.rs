@@ -17,7 +17,8 @@
 //! A call whose outcome the backend could not observe (dropped by the engine's timeout, or
 //! failed in transit after sending a create or delete) marks the record *uncertain*; the next
 //! keep-alive then reports a mismatch, and [`owned`](crate::backend::Backend::owned) reads the
-//! truth from the server (`getEphemerals` plus one stat per node) and rebuilds the record.
+//! truth from the server (`getEphemerals`, then one stat per listed node the record does not
+//! hold: a recorded node whose watch has not fired is unchanged) and updates the record.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -62,8 +63,31 @@ struct Held {
 #[derive(Default)]
 struct Leases {
     held: HashMap<String, Held>,
+    /// The digest of `held`, kept up to date by [`Leases::insert`] and [`Leases::remove`] so
+    /// that a keep-alive compares in O(1) however many leases are held.
+    digest: HeldDigest,
     /// A create or delete by this session may have taken effect unobserved.
     uncertain: bool,
+}
+
+impl Leases {
+    fn insert(&mut self, name: String, held: Held) {
+        self.digest.add(held.token);
+        if let Some(old) = self.held.insert(name, held) {
+            self.subtract(old.token);
+        }
+    }
+
+    fn remove(&mut self, name: &str) {
+        if let Some(old) = self.held.remove(name) {
+            self.subtract(old.token);
+        }
+    }
+
+    fn subtract(&mut self, token: u64) {
+        self.digest.count -= 1;
+        self.digest.token_sum = self.digest.token_sum.wrapping_sub(token);
+    }
 }
 
 /// The engine-facing life of the session: until when the engine renewed it, and whether the
@@ -195,10 +219,10 @@ impl ZkSession {
         let mut cx = Context::from_waker(&self.waker);
         // The first poll registers the waker.
         if watch.as_mut().poll(&mut cx).is_ready() {
-            lock(&self.leases).held.remove(name);
+            lock(&self.leases).remove(name);
             return;
         }
-        lock(&self.leases).held.insert(name.to_owned(), Held { token, watch });
+        lock(&self.leases).insert(name.to_owned(), Held { token, watch });
     }
 
     /// The token recorded for `name`, if its watch has not fired.
@@ -212,16 +236,36 @@ impl ZkSession {
     pub(super) fn untrack(&self, name: &str, token: u64) {
         let mut leases = lock(&self.leases);
         if leases.held.get(name).is_some_and(|h| h.token == token) {
-            leases.held.remove(name);
+            leases.remove(name);
         }
     }
 
-    /// Replaces the whole record with what the server listed (see `owned`).
-    pub(super) fn replace(&self, nodes: Vec<(String, u64, zk::OneshotWatcher)>) {
-        lock(&self.leases).held.clear();
-        for (name, token, watch) in nodes {
-            self.track(&name, token, watch);
+    /// Brings the record in line with `listed`, the names of the lease nodes the server lists
+    /// as this session's ephemerals (see `owned`); call it after that listing's reply, so that
+    /// every watch of a node changed before the listing has fired. Drops the records of nodes
+    /// not listed, and returns the recorded nodes that are listed, with their tokens (their
+    /// watch has not fired: they are the nodes this session created), and the listed names
+    /// without a record, which the caller must read.
+    pub(super) fn reconcile(&self, listed: Vec<String>) -> (Vec<(String, u64)>, Vec<String>) {
+        let mut leases = lock(&self.leases);
+        self.sweep(&mut leases);
+        let listed: std::collections::HashSet<String> = listed.into_iter().collect();
+        let gone: Vec<String> = leases.held.keys().filter(|n| !listed.contains(*n)).cloned().collect();
+        for name in &gone {
+            leases.remove(name);
         }
+        let mut known = Vec::with_capacity(leases.held.len());
+        let mut unknown = Vec::new();
+        for name in listed {
+            match leases.held.get(&name) {
+                Some(h) => {
+                    let token = h.token;
+                    known.push((name, token));
+                }
+                None => unknown.push(name),
+            }
+        }
+        (known, unknown)
     }
 
     /// The next keep-alive will report a mismatch, whatever the digest.
@@ -247,14 +291,7 @@ impl ZkSession {
     pub(super) fn digest_matches(&self, held: HeldDigest) -> bool {
         let mut leases = lock(&self.leases);
         self.sweep(&mut leases);
-        if leases.uncertain {
-            return false;
-        }
-        let mut digest = HeldDigest::default();
-        for h in leases.held.values() {
-            digest.add(h.token);
-        }
-        digest == held
+        !leases.uncertain && leases.digest == held
     }
 
     /// Drops the records whose watch fired. O(1) while no watch fired since the last sweep.
@@ -264,13 +301,16 @@ impl ZkSession {
             return;
         }
         let mut cx = Context::from_waker(&self.waker);
-        leases.held.retain(|name, h| match h.watch.as_mut().poll(&mut cx) {
-            Poll::Pending => true,
-            Poll::Ready(event) => {
+        let mut fired = Vec::new();
+        for (name, h) in &mut leases.held {
+            if let Poll::Ready(event) = h.watch.as_mut().poll(&mut cx) {
                 tracing::debug!(session = %self.id, lease = %name, token = h.token, event = ?event.event_type, "lease node changed");
-                false
+                fired.push(name.clone());
             }
-        });
+        }
+        for name in &fired {
+            leases.remove(name);
+        }
     }
 }
 
