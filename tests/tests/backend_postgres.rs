@@ -302,14 +302,15 @@ async fn renewal_cost_does_not_grow_with_leases() {
     let one = servers::renewal_traffic(&b, &wire, "s1", 1, N).await;
     let many = servers::renewal_traffic(&b, &wire, "s1", 500, N).await;
     eprintln!(
-        "S1 on PostgreSQL, per renewal over {N} renewals (the second Sync: sqlx checks a connection when it goes \
-         back to the pool, in the background):\n  1 lease:    {}\n  500 leases: {}",
+        "S1 on PostgreSQL, per renewal over {N} renewals (renewals use a connection of their own, outside the \
+         pool, so no ping follows them):\n  1 lease:    {}\n  500 leases: {}",
         one.per(N),
         many.per(N)
     );
     assert_eq!(one, many, "a renewal's traffic depends on the number of leases");
     assert_eq!(one.messages.get(&'E'), Some(&N), "one statement per renewal");
     assert_eq!(one.messages.get(&'Q'), None, "no simple query (BEGIN/COMMIT) per renewal");
+    assert_eq!(one.messages.get(&'S'), Some(&N), "one Sync per renewal: no pool ping after it (one round trip)");
     drop(b);
     drop(wire);
     exec(&root, format!("DROP DATABASE {database} WITH (FORCE)")).await;

@@ -11,13 +11,14 @@
 //! expression runs. `now()` would not do: it is frozen at the start of the transaction, so a
 //! call that waited on a lock could renew a session that expired meanwhile (breaking S3).
 //!
-//! Round trips per call (S1): keep-alive, release, close, claim, join, leave, owned and
-//! members are ONE statement each (data-modifying CTEs where several tables change).
-//! Acquire answers `Held` or `Expired` with one read; only when the lease looks free or
-//! already ours does it run a short transaction (`BEGIN`, lock the lease row, check and take,
-//! `COMMIT`). Under READ COMMITTED a statement's subqueries read the snapshot taken when it
-//! started, even after it waited for a row lock, so the liveness of the holder is checked
-//! by a statement that starts after the lease row is locked (see ADR 0002). Taking a lease
+//! Round trips per call (S1): every call is ONE statement (data-modifying CTEs where several
+//! tables change). Acquire calls the function `simba_acquire_v1`, created with the tables: it
+//! answers `Held` or `Expired` with one read; only when the lease looks free or already ours
+//! does it lock the lease row, then check and take it. Under READ COMMITTED a statement's
+//! subqueries read the snapshot taken when it started, even after it waited for a row lock,
+//! so the liveness of the holder is checked by a statement that starts after the lease row is
+//! locked (see ADR 0002); a `VOLATILE` PL/pgSQL function takes a new snapshot for each of its
+//! statements, so the three steps keep that order inside one round trip. Taking a lease
 //! from an expired holder also rewrites the holder's session row ("sealing" it): a renewal of
 //! that session that started before, and waited for the row, re-checks its expiry with a
 //! fresh clock and fails, so the expired session never comes back (S3).
@@ -33,7 +34,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -73,7 +74,7 @@ const MAX_CONNECTIONS: u32 = 10;
 /// creators, because two concurrent `CREATE TABLE IF NOT EXISTS` of the same table can fail
 /// in PostgreSQL. `COLLATE "C"` compares names and ids byte by byte, as [`SessionId`]'s `Ord`
 /// does, whatever the database's default collation.
-const SCHEMA: [&str; 4] = [
+const SCHEMA: [&str; 5] = [
     "CREATE TABLE IF NOT EXISTS simba_session (
     id         TEXT COLLATE \"C\" PRIMARY KEY,
     expires_at BIGINT NOT NULL,
@@ -97,12 +98,14 @@ const SCHEMA: [&str; 4] = [
     joined_at  BIGINT NOT NULL,
     PRIMARY KEY (group_name, session_id)
 )",
+    ACQUIRE_FUNCTION,
 ];
 
 /// Whether every table and index exists (on the search path). When they do, no DDL runs, so
 /// a user with only `SELECT, INSERT, UPDATE, DELETE` on the tables can connect.
 const SCHEMA_PRESENT: &str = "SELECT to_regclass('simba_session') IS NOT NULL AND to_regclass('simba_lease') IS NOT NULL \
-     AND to_regclass('simba_member') IS NOT NULL AND to_regclass('simba_lease_session') IS NOT NULL";
+     AND to_regclass('simba_member') IS NOT NULL AND to_regclass('simba_lease_session') IS NOT NULL \
+     AND to_regprocedure('simba_acquire_v1(text,text)') IS NOT NULL";
 
 /// The durability of commits for this connection. With `off`, a server crash loses the last
 /// commits, so a token already handed out could be handed out again (T3); the backend's own
@@ -161,41 +164,71 @@ const KEEP_ALIVE: &str = concat!(
 
 // ---- acquire ------------------------------------------------------------------------------
 
-/// `$1` name, `$2` session id. Whether the session is live, the lease's holder, and whether
-/// the holder is live, without locks: enough to answer `Expired` or `Held` in one read.
-const ACQUIRE_PROBE: &str = concat!(
-    "SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = $2 AND expires_at > ",
+/// `simba_acquire_v1(name, session)`: acquisition in one round trip (S1). Three statements,
+/// each with its own snapshot (a `VOLATILE` function's statements do not share the calling
+/// query's snapshot):
+///
+/// 1. Without locks, whether the session is live, the lease's holder, and whether the holder
+///    is live: enough to answer `Expired` (`o_live` false) or `Held` (`o_token` NULL).
+/// 2. Creates the lease row if missing (free, token 0) and locks it either way; reads its
+///    holder and token as of the lock (the newest committed version).
+/// 3. A statement that starts after the lock, so its snapshot includes every commit of the
+///    holder before it: takes the lease, incrementing the token, when the session is live and
+///    the holder is none, missing, or expired. An expired holder's row is sealed (rewritten)
+///    so that a renewal waiting for it fails (S3).
+///
+/// A retry after a lost reply finds the lease already ours: same term, same token. The lock
+/// is held until the calling statement's transaction ends, that is when the call returns.
+/// The `_v1` suffix versions the body: a changed body gets a new name, so that nodes of two
+/// versions never run each other's.
+const ACQUIRE_FUNCTION: &str = concat!(
+    "CREATE OR REPLACE FUNCTION simba_acquire_v1(p_name TEXT, p_session TEXT, OUT o_live BOOLEAN, OUT o_token BIGINT)
+LANGUAGE plpgsql VOLATILE AS $simba$
+DECLARE
+    v_holder TEXT;
+    v_holder_live BOOLEAN;
+    v_token BIGINT;
+BEGIN
+    SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > ",
     now_ms!(),
-    "), lease.session_id, EXISTS (SELECT 1 FROM simba_session s WHERE s.id = lease.session_id AND s.expires_at > ",
+    "),
+           lease.session_id,
+           EXISTS (SELECT 1 FROM simba_session s WHERE s.id = lease.session_id AND s.expires_at > ",
     now_ms!(),
-    ") FROM (SELECT 1) one LEFT JOIN simba_lease lease ON lease.name = $1"
+    ")
+      INTO o_live, v_holder, v_holder_live
+      FROM (SELECT 1) one LEFT JOIN simba_lease lease ON lease.name = p_name;
+    IF NOT o_live OR (v_holder_live AND v_holder IS DISTINCT FROM p_session) THEN
+        RETURN;
+    END IF;
+    INSERT INTO simba_lease (name, session_id, token) VALUES (p_name, NULL, 0)
+        ON CONFLICT (name) DO UPDATE SET token = simba_lease.token
+        RETURNING session_id, token INTO v_holder, v_token;
+    WITH me AS (SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > ",
+    now_ms!(),
+    ") AS live),
+         sealed AS (UPDATE simba_session SET expires_at = expires_at
+                    WHERE id = v_holder AND id <> p_session AND expires_at <= ",
+    now_ms!(),
+    " AND (SELECT live FROM me) RETURNING id),
+         free AS (SELECT (v_holder IS NULL OR EXISTS (SELECT 1 FROM sealed)
+                          OR NOT EXISTS (SELECT 1 FROM simba_session WHERE id = v_holder)) AS yes),
+         taken AS (UPDATE simba_lease SET session_id = p_session, token = simba_lease.token + 1, acquired_at = ",
+    now_ms!(),
+    "
+                   WHERE name = p_name AND session_id IS NOT DISTINCT FROM v_holder
+                     AND (SELECT live FROM me) AND (SELECT yes FROM free)
+                   RETURNING simba_lease.token)
+    SELECT (SELECT live FROM me), (SELECT token FROM taken) INTO o_live, o_token;
+    IF o_live AND o_token IS NULL AND v_holder = p_session THEN
+        o_token := v_token;
+    END IF;
+END
+$simba$"
 );
 
-/// `$1` name. Creates the lease row if missing (free, token 0) and locks it either way; returns
-/// its holder and token as of the lock (the newest committed version).
-const LOCK_LEASE: &str = "INSERT INTO simba_lease (name, session_id, token) VALUES ($1, NULL, 0) \
-     ON CONFLICT (name) DO UPDATE SET token = simba_lease.token RETURNING session_id, token";
-
-/// `$1` name, `$2` session id, `$3` holder read by [`LOCK_LEASE`] (or NULL). Runs after the
-/// lease row is locked, so its snapshot includes every commit of the holder before that.
-/// Takes the lease, incrementing the token, when the session is live and the holder is none,
-/// missing, or expired; an expired holder's row is sealed (rewritten) so that a renewal
-/// waiting for it fails (S3). Returns whether the session is live and the new token, if won.
-const TAKE_LEASE: &str = concat!(
-    "WITH me AS (SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = $2 AND expires_at > ",
-    now_ms!(),
-    ") AS live), ",
-    "sealed AS (UPDATE simba_session SET expires_at = expires_at WHERE id = $3 AND id <> $2 AND expires_at <= ",
-    now_ms!(),
-    " AND (SELECT live FROM me) RETURNING id), ",
-    "free AS (SELECT ($3::text IS NULL OR EXISTS (SELECT 1 FROM sealed) ",
-    "OR NOT EXISTS (SELECT 1 FROM simba_session WHERE id = $3)) AS yes), ",
-    "taken AS (UPDATE simba_lease SET session_id = $2, token = token + 1, acquired_at = ",
-    now_ms!(),
-    " WHERE name = $1 AND session_id IS NOT DISTINCT FROM $3 AND (SELECT live FROM me) AND (SELECT yes FROM free) ",
-    "RETURNING token) ",
-    "SELECT (SELECT live FROM me), (SELECT token FROM taken)"
-);
+/// `$1` name, `$2` session id: [`ACQUIRE_FUNCTION`]'s answer.
+const ACQUIRE: &str = "SELECT o_live, o_token FROM simba_acquire_v1($1, $2)";
 
 // ---- release / close ----------------------------------------------------------------------
 
@@ -271,6 +304,13 @@ pub struct PostgresBackend {
 #[derive(Debug)]
 struct Inner {
     pool: PgPool,
+    /// How to open the renewal connection.
+    options: PgConnectOptions,
+    /// The connection renewals use, outside the pool: the pool pings every connection it gets
+    /// back (sqlx 0.9), which would make a renewal two round trips (S1). Taken out while a
+    /// renewal runs and put back only after a reply, so a renewal that failed or was cancelled
+    /// mid-statement drops its connection and the next one connects afresh.
+    renewer: tokio::sync::Mutex<Option<PgConnection>>,
     /// `postgres://user@host:port/database`, for logs and error messages (no password).
     description: Arc<str>,
     releases: broadcast::Sender<String>,
@@ -387,11 +427,22 @@ impl PostgresBackend {
             tracing::warn!(backend = %description, "release listener not ready; candidates rely on their next attempt until it is");
         }
         tracing::debug!(backend = %description, "PostgreSQL backend ready");
-        Ok(PostgresBackend { inner: Arc::new(Inner { pool, description, releases, _listener: stop.drop_guard() }) })
+        let options = (*pool.connect_options()).clone();
+        Ok(PostgresBackend {
+            inner: Arc::new(Inner {
+                pool,
+                options,
+                renewer: tokio::sync::Mutex::new(None),
+                description,
+                releases,
+                _listener: stop.drop_guard(),
+            }),
+        })
     }
 
-    /// The schema as an SQL script, for administrators who create the tables by hand (then
-    /// grant `SELECT, INSERT, UPDATE, DELETE` on them to the user simba connects as).
+    /// The schema as an SQL script (three tables and the acquisition function), for
+    /// administrators who create it by hand (then grant `SELECT, INSERT, UPDATE, DELETE` on the
+    /// tables and `EXECUTE` on `simba_acquire_v1(text, text)` to the user simba connects as).
     pub fn schema() -> String {
         schema_script(&SCHEMA)
     }
@@ -469,7 +520,8 @@ async fn create_schema(pool: &PgPool, description: &str) -> BackendResult<()> {
                     &e.to_string(),
                     &schema_script(&SCHEMA),
                     &format!(
-                        "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_session, simba_lease, simba_member TO \"{user}\";"
+                        "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_session, simba_lease, simba_member TO \"{user}\";\n\
+                         GRANT EXECUTE ON FUNCTION simba_acquire_v1(text, text) TO \"{user}\";"
                     ),
                 ));
             }
@@ -548,12 +600,31 @@ impl Backend for PostgresBackend {
     }
 
     async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
-        // One statement whatever the number of leases (S1): constant round trips and bytes.
+        // One statement whatever the number of leases (S1): constant round trips and bytes,
+        // on the renewal connection (no pool ping after it).
+        let mut slot = self.inner.renewer.lock().await;
+        let mut conn = match slot.take() {
+            Some(conn) => conn,
+            None => match tokio::time::timeout(CONNECT_TIMEOUT, self.inner.options.connect()).await {
+                Ok(connected) => connected.map_err(self.err("connect for renewals"))?,
+                Err(_) => {
+                    return Err(BackendError::Unavailable {
+                        message: format!(
+                            "{}: connect for renewals failed: no answer within {CONNECT_TIMEOUT:?}",
+                            self.inner.description
+                        ),
+                        source: None,
+                    });
+                }
+            },
+        };
         let row: Option<(i64, i64, i64, i64)> = sqlx::query_as(KEEP_ALIVE)
             .bind(session.as_str())
-            .fetch_optional(self.pool())
+            .fetch_optional(&mut conn)
             .await
             .map_err(self.err("renew a session"))?;
+        *slot = Some(conn);
+        drop(slot);
         let Some((remaining, count, low, high)) = row else { return Ok(KeepAlive::Expired) };
         let listed = digest(&self.inner.description, count, low, high)?;
         Ok(KeepAlive::Alive {
@@ -563,38 +634,17 @@ impl Backend for PostgresBackend {
     }
 
     async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
-        let (live, holder, holder_live): (bool, Option<String>, bool) = sqlx::query_as(ACQUIRE_PROBE)
+        let (live, won): (bool, Option<i64>) = sqlx::query_as(ACQUIRE)
             .bind(name)
             .bind(session.as_str())
             .fetch_one(self.pool())
             .await
-            .map_err(self.err("read a lease"))?;
-        if !live {
-            return Ok(Acquire::Expired);
-        }
-        if holder_live && holder.as_deref() != Some(session.as_str()) {
-            return Ok(Acquire::Held);
-        }
-        // The lease looks free (or ours): decide again under the lease row's lock.
-        let mut tx = self.pool().begin().await.map_err(self.err("acquire a lease"))?;
-        let (holder, token): (Option<String>, i64) =
-            sqlx::query_as(LOCK_LEASE).bind(name).fetch_one(&mut *tx).await.map_err(self.err("lock a lease"))?;
-        let (live, won): (bool, Option<i64>) = sqlx::query_as(TAKE_LEASE)
-            .bind(name)
-            .bind(session.as_str())
-            .bind(holder.as_deref())
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(self.err("take a lease"))?;
-        let outcome = match won {
+            .map_err(self.err("acquire a lease"))?;
+        Ok(match won {
             _ if !live => Acquire::Expired,
             Some(token) => Acquire::Won(self.non_negative("token", token)?),
-            // A retry after a lost reply: same term, same token.
-            None if holder.as_deref() == Some(session.as_str()) => Acquire::Won(self.non_negative("token", token)?),
             None => Acquire::Held,
-        };
-        tx.commit().await.map_err(self.err("commit an acquisition"))?;
-        Ok(outcome)
+        })
     }
 
     async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
