@@ -8,11 +8,12 @@
 //! Time is the database's clock (B2): every "now" is computed inside SQL by `now_ms!`, in
 //! milliseconds since the Unix epoch. The client's clock is never sent to the database.
 //!
-//! Concurrency: every call that reads and then writes runs in a `BEGIN IMMEDIATE` transaction,
-//! which takes SQLite's single write lock before the first read. Two processes can therefore
-//! never both see a lease as free and both take it. Single-statement writes (`release`,
-//! `claim_slot`, `leave_group`) need no explicit transaction: SQLite takes the write lock when
-//! such a statement starts, so its reads and its write are atomic.
+//! Concurrency: every call that reads and then writes in several statements runs in a
+//! `BEGIN IMMEDIATE` transaction, which takes SQLite's single write lock before the first
+//! read. Two processes can therefore never both see a lease as free and both take it.
+//! Single-statement writes (`acquire`'s take, `release`, `claim_slot`, `leave_group`) need no
+//! explicit transaction: SQLite takes the write lock when such a statement starts, so its
+//! reads and its write are atomic.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -132,14 +133,18 @@ const DIGEST: &str = "SELECT COUNT(*), COALESCE(SUM(token & 4294967295), 0), COA
 /// `?1` session id. Returns a row if, and only if, the session is live.
 const SESSION_LIVE: &str = concat!("SELECT 1 FROM simba_session WHERE id = ?1 AND expires_at > ", now_ms!());
 
-/// `?1` name, `?2` session id. Creates the lease with token 1, or takes it over when it is
-/// released or its holder's session is missing or expired, incrementing the token. Returns
-/// the new token only when this statement won the lease; `last_slot` is kept across terms so
-/// that a cron slot never runs twice.
+/// `?1` name, `?2` session id. One statement, so one write lock and one commit: creates the
+/// lease with token 1, or takes it over when it is released or its holder's session is
+/// missing or expired, incrementing the token; only for a live caller (the `SELECT`'s `WHERE`,
+/// which also lets SQLite parse the upsert after a `SELECT`). Returns the new token only when
+/// this statement won the lease; `last_slot` is kept across terms so that a cron slot never
+/// runs twice.
 const TAKE_LEASE: &str = concat!(
-    "INSERT INTO simba_lease (name, session_id, token, acquired_at, last_slot) VALUES (?1, ?2, 1, ",
+    "INSERT INTO simba_lease (name, session_id, token, acquired_at, last_slot) SELECT ?1, ?2, 1, ",
     now_ms!(),
-    ", NULL) ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, ",
+    ", NULL WHERE EXISTS (SELECT 1 FROM simba_session WHERE id = ?2 AND expires_at > ",
+    now_ms!(),
+    ") ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, ",
     "token = simba_lease.token + 1, acquired_at = excluded.acquired_at ",
     "WHERE simba_lease.session_id IS NULL OR NOT EXISTS (SELECT 1 FROM simba_session s ",
     "WHERE s.id = simba_lease.session_id AND s.expires_at > ",
@@ -147,8 +152,15 @@ const TAKE_LEASE: &str = concat!(
     ") RETURNING token"
 );
 
-/// `?1` name. The current holder and token, read after [`TAKE_LEASE`] took nothing.
-const LEASE_HOLDER: &str = "SELECT session_id, token FROM simba_lease WHERE name = ?1";
+/// `?1` name, `?2` session id, read after [`TAKE_LEASE`] took nothing: whether the caller is
+/// live, and the lease's holder and token. Not atomic with the take, and need not be: when
+/// the caller holds the lease now it held it then (nobody else gives it a lease), and any
+/// other answer is a refusal, which is never unsafe.
+const AFTER_REFUSAL: &str = concat!(
+    "SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = ?2 AND expires_at > ",
+    now_ms!(),
+    "), lease.session_id, lease.token FROM (SELECT 1) one LEFT JOIN simba_lease lease ON lease.name = ?1"
+);
 
 // ---- release / close ----------------------------------------------------------------------
 
@@ -379,40 +391,29 @@ impl Backend for SqliteBackend {
     }
 
     async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
-        let mut tx = self.begin_immediate("acquire a lease").await?;
-        let live = sqlx::query(SESSION_LIVE)
-            .bind(session.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(self.err("check a session"))?;
-        if live.is_none() {
-            tx.rollback().await.map_err(self.err("end an acquisition"))?;
-            return Ok(Acquire::Expired);
-        }
+        // The common answer, a win, is one statement (P2 in BENCHMARKS.md): SQLite takes the
+        // write lock when a writing statement starts, so its reads and its write are atomic.
         let won: Option<i64> = sqlx::query_scalar(TAKE_LEASE)
             .bind(name)
             .bind(session.as_str())
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&self.pool)
             .await
             .map_err(self.err("take a lease"))?;
-        let outcome = match won {
-            Some(token) => Acquire::Won(non_negative("token", token)?),
-            None => {
-                let (holder, token): (Option<String>, i64) = sqlx::query_as(LEASE_HOLDER)
-                    .bind(name)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(self.err("read a lease holder"))?;
-                if holder.as_deref() == Some(session.as_str()) {
-                    // A retry after a lost reply: same term, same token.
-                    Acquire::Won(non_negative("token", token)?)
-                } else {
-                    Acquire::Held
-                }
-            }
-        };
-        tx.commit().await.map_err(self.err("commit an acquisition"))?;
-        Ok(outcome)
+        if let Some(token) = won {
+            return Ok(Acquire::Won(non_negative("token", token)?));
+        }
+        let (live, holder, token): (bool, Option<String>, Option<i64>) = sqlx::query_as(AFTER_REFUSAL)
+            .bind(name)
+            .bind(session.as_str())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(self.err("read a lease holder"))?;
+        Ok(match (holder, token) {
+            _ if !live => Acquire::Expired,
+            // A retry after a lost reply: same term, same token.
+            (Some(holder), Some(token)) if holder == session.as_str() => Acquire::Won(non_negative("token", token)?),
+            _ => Acquire::Held,
+        })
     }
 
     async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
