@@ -22,12 +22,13 @@
 //! the form this backend generates, 32 hexadecimal digits; any other id cannot exist and is
 //! answered `Expired`) and the digest's two numbers, zero-padded to a fixed width. Release,
 //! claim, leave, owned and members are one statement each; join is one `INSERT ... SELECT`.
-//! Acquire answers `Held` or `Expired` with one read; only when the lease looks free or
-//! already ours does it run a short transaction (`BEGIN`, lock the lease row, lock and read
-//! both sessions, take, `COMMIT`). InnoDB serves locking reads from the newest committed
-//! rows, whatever the REPEATABLE READ snapshot holds. Locking the holder's session row makes
-//! a concurrent renewal of an expired holder wait, then re-check its expiry with a fresh
-//! clock and fail, so the expired session never comes back (S3).
+//! Acquire is one `CALL` of the procedure `simba_acquire_v1`, created with the tables: it
+//! answers `Held` or `Expired` with one read; only when the lease looks free or already ours
+//! does it run a short transaction (lock the lease row, lock and read both sessions, take,
+//! `COMMIT`). InnoDB serves locking reads from the newest committed rows, whatever the
+//! REPEATABLE READ snapshot holds. Locking the holder's session row makes a concurrent
+//! renewal of an expired holder wait, then re-check its expiry with a fresh clock and fail,
+//! so the expired session never comes back (S3).
 //!
 //! Releases are not broadcast (MySQL has no `NOTIFY`): candidates take over on their next
 //! attempt (K2).
@@ -96,8 +97,14 @@ const SCHEMA_PRESENT: &str = "SELECT (SELECT COUNT(*) FROM information_schema.ta
      AND table_name IN ('simba_session', 'simba_lease', 'simba_member')), @@session.time_zone, \
      CAST(@@global.innodb_flush_log_at_trx_commit AS SIGNED)";
 
-/// MySQL error numbers for "you may not": ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR.
-const ACCESS_DENIED: [u16; 2] = [1044, 1142];
+/// MySQL error numbers for "you may not": ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR,
+/// ER_PROCACCESS_DENIED_ERROR.
+const ACCESS_DENIED: [u16; 3] = [1044, 1142, 1370];
+
+/// The server's error number of a database error.
+fn error_number(e: &sqlx::Error) -> Option<u16> {
+    e.as_database_error().and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>()).map(|d| d.number())
+}
 
 // ---- open_session -------------------------------------------------------------------------
 // Garbage collection of long-dead sessions, one autocommit statement each, leases first (the
@@ -146,31 +153,90 @@ const KEEP_ALIVE: &str = concat!(
 
 // ---- acquire ------------------------------------------------------------------------------
 
-/// session id, name. Whether the session is live, the lease's holder, and whether the holder
-/// is live, without locks: enough to answer `Expired` or `Held` in one read.
-const ACQUIRE_PROBE: &str = concat!(
-    "SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = ? AND expires_at > ",
+/// The acquisition procedure, created with the tables, in one round trip (S1):
+///
+/// 1. Without locks, whether the caller's session is live, the lease's holder, and whether
+///    the holder is live: enough to answer `Expired` or `Held`.
+/// 2. Otherwise, in a transaction: create the lease row if missing (free, token 0; not
+///    `INSERT IGNORE`, which would turn a too-long name into a silent truncation) or lock it;
+///    read its holder and token `FOR UPDATE` (InnoDB's locking reads see the newest committed
+///    rows, whatever the REPEATABLE READ snapshot holds); lock both session rows in key order
+///    (`WHERE id IN (...)`, so two acquisitions cannot deadlock on them) and read whether they
+///    are live; take the lease if the holder is none, missing or expired (the new token is the
+///    one read under the lock plus one). Holding the expired holder's session row makes a
+///    renewal of it that waited re-check its expiry with a fresh clock and fail (S3).
+///
+/// Its answer is one row: whether the caller's session is live, and the token won (NULL:
+/// held). A retry after a lost reply finds the lease already ours: same term, same token.
+///
+/// `SQL SECURITY INVOKER`: it runs with the caller's rights on the tables, never more. On
+/// any error it rolls back and re-raises, so the client sees a deadlock or a lock wait
+/// timeout as before and tries again. Parameters and variables are `utf8mb4_bin` like the
+/// columns, whatever the database's default collation. The `_v1` suffix versions the body.
+const ACQUIRE_PROCEDURE: &str = concat!(
+    "CREATE PROCEDURE simba_acquire_v1(
+    IN p_name VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_session VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+MODIFIES SQL DATA
+SQL SECURITY INVOKER
+BEGIN
+    DECLARE v_live BOOLEAN DEFAULT FALSE;
+    DECLARE v_holder VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT NULL;
+    DECLARE v_holder_live BOOLEAN DEFAULT FALSE;
+    DECLARE v_token BIGINT DEFAULT 0;
+    DECLARE v_won BIGINT DEFAULT NULL;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    acquire: BEGIN
+        SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > ",
     now_ms!(),
-    "), lease.session_id, EXISTS (SELECT 1 FROM simba_session s WHERE s.id = lease.session_id AND s.expires_at > ",
+    "),
+               lease.session_id,
+               EXISTS (SELECT 1 FROM simba_session s WHERE s.id = lease.session_id AND s.expires_at > ",
     now_ms!(),
-    ") FROM (SELECT 1 AS one) d LEFT JOIN simba_lease lease ON lease.name = ?"
+    ")
+          INTO v_live, v_holder, v_holder_live
+          FROM (SELECT 1 AS one) d LEFT JOIN simba_lease lease ON lease.name = p_name;
+        IF NOT v_live OR (v_holder_live AND NOT (v_holder <=> p_session)) THEN
+            LEAVE acquire;
+        END IF;
+        START TRANSACTION;
+        INSERT INTO simba_lease (name, session_id, token) VALUES (p_name, NULL, 0) ON DUPLICATE KEY UPDATE token = token;
+        SELECT session_id, token INTO v_holder, v_token FROM simba_lease WHERE name = p_name FOR UPDATE;
+        SELECT COALESCE(SUM(id = p_session AND expires_at > ",
+    now_ms!(),
+    "), 0) > 0,
+               COALESCE(SUM(id = v_holder AND expires_at > ",
+    now_ms!(),
+    "), 0) > 0
+          INTO v_live, v_holder_live
+          FROM simba_session WHERE id IN (p_session, v_holder) FOR UPDATE;
+        IF NOT v_live THEN
+            SET v_won = NULL;
+        ELSEIF v_holder <=> p_session THEN
+            SET v_won = v_token;
+        ELSEIF v_holder IS NOT NULL AND v_holder_live THEN
+            SET v_won = NULL;
+        ELSE
+            UPDATE simba_lease SET session_id = p_session, token = token + 1, acquired_at = ",
+    now_ms!(),
+    " WHERE name = p_name;
+            SET v_won = v_token + 1;
+        END IF;
+        COMMIT;
+    END acquire;
+    SELECT v_live, v_won;
+END"
 );
 
-/// name. Creates the lease row if missing (free, token 0) and locks it either way.
-const LOCK_LEASE: &str =
-    "INSERT INTO simba_lease (name, session_id, token) VALUES (?, NULL, 0) ON DUPLICATE KEY UPDATE token = token";
+/// name, session id: [`ACQUIRE_PROCEDURE`]'s answer.
+const ACQUIRE: &str = "CALL simba_acquire_v1(?, ?)";
 
-/// name. The holder and token, under the lock [`LOCK_LEASE`] took.
-const READ_LEASE: &str = "SELECT session_id, token FROM simba_lease WHERE name = ? FOR UPDATE";
+/// Whether the acquisition procedure exists in the current database.
+const PROCEDURE_PRESENT: &str = "SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() \
+     AND routine_type = 'PROCEDURE' AND routine_name = 'simba_acquire_v1'";
 
-/// session id, holder id (or NULL). Locks both session rows (in key order, so concurrent
-/// acquisitions cannot deadlock on them) and says which are live.
-const LOCK_SESSIONS: &str =
-    concat!("SELECT id, expires_at > ", now_ms!(), " FROM simba_session WHERE id IN (?, ?) FOR UPDATE");
-
-/// session id, name. The token was read under the lock, so the new one is that plus one.
-const TAKE_LEASE: &str =
-    concat!("UPDATE simba_lease SET session_id = ?, token = token + 1, acquired_at = ", now_ms!(), " WHERE name = ?");
+/// ER_SP_ALREADY_EXISTS: another process created the procedure first.
+const PROCEDURE_EXISTS: u16 = 1304;
 
 // ---- release / close ----------------------------------------------------------------------
 
@@ -316,10 +382,16 @@ impl MySqlBackend {
         Ok(backend)
     }
 
-    /// The schema as an SQL script, for administrators who create the tables by hand (then
-    /// grant `SELECT, INSERT, UPDATE, DELETE` on them to the user simba connects as).
+    /// The schema as a script for the `mysql` (or `mariadb`) command-line client: three tables
+    /// and the acquisition procedure (between `DELIMITER` lines, which only that client
+    /// understands), for administrators who create it by hand; then grant `SELECT, INSERT,
+    /// UPDATE, DELETE, EXECUTE` on the database to the user simba connects as.
     pub fn schema() -> String {
-        schema_script(&SCHEMA)
+        let mut script = schema_script(&SCHEMA);
+        script.push_str("DELIMITER //\n");
+        script.push_str(ACQUIRE_PROCEDURE);
+        script.push_str(" //\nDELIMITER ;\n");
+        script
     }
 
     /// The pool, for callers that want to read the tables (dashboards, tests).
@@ -347,32 +419,44 @@ impl MySqlBackend {
                 self.description
             )));
         }
-        if usize::try_from(present).is_ok_and(|n| n == SCHEMA.len()) {
-            return Ok(());
-        }
-        for statement in SCHEMA {
-            if let Err(e) = sqlx::query(statement).execute(&self.pool).await {
-                let denied = e
-                    .as_database_error()
-                    .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
-                    .is_some_and(|d| ACCESS_DENIED.contains(&d.number()));
-                if denied {
-                    let user = self.pool.connect_options().get_username().to_owned();
-                    return Err(schema_missing(
-                        &self.description,
-                        &user,
-                        &e.to_string(),
-                        &schema_script(&SCHEMA),
-                        &format!(
-                            "GRANT SELECT, INSERT, UPDATE, DELETE ON {}.* TO '{user}'@'%';",
-                            self.pool.connect_options().get_database().unwrap_or("your_database")
-                        ),
-                    ));
+        if usize::try_from(present).is_ok_and(|n| n != SCHEMA.len()) {
+            for statement in SCHEMA {
+                if let Err(e) = sqlx::query(statement).execute(&self.pool).await {
+                    return Err(self.schema_error(e));
                 }
-                return Err(self.err("create the schema")(e));
+            }
+        }
+        let procedure: i64 = sqlx::query_scalar(PROCEDURE_PRESENT)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(self.err("check for the schema"))?;
+        if procedure == 0 {
+            // Not a prepared statement: MySQL cannot prepare `CREATE PROCEDURE`.
+            match sqlx::raw_sql(AssertSqlSafe(ACQUIRE_PROCEDURE)).execute(&self.pool).await {
+                Ok(_) => {}
+                Err(e) if error_number(&e) == Some(PROCEDURE_EXISTS) => {}
+                Err(e) => return Err(self.schema_error(e)),
             }
         }
         Ok(())
+    }
+
+    /// A failed schema statement: the schema to run by hand when the user may not create it.
+    fn schema_error(&self, e: sqlx::Error) -> BackendError {
+        if error_number(&e).is_some_and(|n| ACCESS_DENIED.contains(&n)) {
+            let user = self.pool.connect_options().get_username().to_owned();
+            return schema_missing(
+                &self.description,
+                &user,
+                &e.to_string(),
+                &Self::schema(),
+                &format!(
+                    "GRANT SELECT, INSERT, UPDATE, DELETE, EXECUTE ON {}.* TO '{user}'@'%';",
+                    self.pool.connect_options().get_database().unwrap_or("your_database")
+                ),
+            );
+        }
+        self.err("create the schema")(e)
     }
 
     /// Maps a driver error to [`BackendError::Unavailable`], naming the call and the database.
@@ -462,49 +546,22 @@ fn is_lock_conflict(e: &BackendError) -> bool {
 
 impl MySqlBackend {
     async fn acquire_once(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
-        let (live, holder, holder_live): (bool, Option<String>, bool) = sqlx::query_as(ACQUIRE_PROBE)
-            .bind(session.as_str())
+        // `fetch_all`: a `CALL` answers its result set, then a status of its own.
+        let rows: Vec<(bool, Option<i64>)> = sqlx::query_as(ACQUIRE)
             .bind(name)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(self.err("read a lease"))?;
-        if !live {
-            return Ok(Acquire::Expired);
-        }
-        if holder_live && holder.as_deref() != Some(session.as_str()) {
-            return Ok(Acquire::Held);
-        }
-        // The lease looks free (or ours): decide again under the locks of the lease row and of
-        // both session rows.
-        let mut tx = self.pool.begin().await.map_err(self.err("acquire a lease"))?;
-        sqlx::query(LOCK_LEASE).bind(name).execute(&mut *tx).await.map_err(self.err("lock a lease"))?;
-        let (holder, token): (Option<String>, i64) =
-            sqlx::query_as(READ_LEASE).bind(name).fetch_one(&mut *tx).await.map_err(self.err("read a lease"))?;
-        let sessions: Vec<(String, bool)> = sqlx::query_as(LOCK_SESSIONS)
             .bind(session.as_str())
-            .bind(holder.as_deref())
-            .fetch_all(&mut *tx)
+            .fetch_all(&self.pool)
             .await
-            .map_err(self.err("lock sessions"))?;
-        let live = |id: &str| sessions.iter().any(|(s, live)| s == id && *live);
-        let outcome = if !live(session.as_str()) {
-            Acquire::Expired
-        } else if holder.as_deref() == Some(session.as_str()) {
-            // A retry after a lost reply: same term, same token.
-            Acquire::Won(self.non_negative("token", token)?)
-        } else if holder.as_deref().is_some_and(live) {
-            Acquire::Held
-        } else {
-            sqlx::query(TAKE_LEASE)
-                .bind(session.as_str())
-                .bind(name)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.err("take a lease"))?;
-            Acquire::Won(self.non_negative("token", token)? + 1)
-        };
-        tx.commit().await.map_err(self.err("commit an acquisition"))?;
-        Ok(outcome)
+            .map_err(self.err("acquire a lease"))?;
+        match rows.first() {
+            Some((false, _)) => Ok(Acquire::Expired),
+            Some((true, Some(token))) => Ok(Acquire::Won(self.non_negative("token", *token)?)),
+            Some((true, None)) => Ok(Acquire::Held),
+            None => Err(BackendError::Protocol(format!(
+                "{}: simba_acquire_v1 returned no row; was the procedure replaced by another?",
+                self.description
+            ))),
+        }
     }
 
     async fn close_once(&self, session: &SessionId) -> BackendResult<()> {
