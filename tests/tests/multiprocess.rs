@@ -35,16 +35,33 @@ impl Drop for Node {
 
 fn spawn(dir: &Path, name: &str) -> Node {
     let log = dir.join(format!("{name}.log"));
+    // Warnings and errors go to `<name>.stderr`, printed when a wait fails.
+    let stderr = std::fs::File::create(dir.join(format!("{name}.stderr"))).expect("node stderr file");
     let child = Command::new(env!("CARGO_BIN_EXE_simba-test-node"))
         .current_dir(dir)
         .env("SIMBA_CONFIG", dir.join("simba.toml"))
         .env("SIMBA_NODE_LOG", &log)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("spawn simba-test-node");
     Node { child, log }
+}
+
+/// The last lines each node wrote to its stderr, for a failure message.
+fn node_stderr(dir: &Path) -> String {
+    let mut out = String::new();
+    for name in ["a", "b", "c", "d"] {
+        let Ok(text) = std::fs::read_to_string(dir.join(format!("{name}.stderr"))) else { continue };
+        let lines: Vec<&str> = text.lines().collect();
+        out.push_str(&format!("--- node {name} stderr (last 20 of {} lines)\n", lines.len()));
+        for l in &lines[lines.len().saturating_sub(20)..] {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 #[derive(Debug, Default)]
@@ -98,10 +115,10 @@ fn shares(logs: &Logs, live: &[u32]) -> Vec<usize> {
     v
 }
 
-fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) -> Duration {
+fn wait_for(dir: &Path, what: &str, within: Duration, mut f: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        assert!(start.elapsed() < within, "{what}: not within {within:?}\n{}", node_stderr(dir));
         std::thread::sleep(Duration::from_millis(100));
     }
     start.elapsed()
@@ -124,8 +141,9 @@ fn three_processes_cron_failover_and_partitions() {
     let pids = |nodes: &[Node]| nodes.iter().map(|n| n.child.id()).collect::<Vec<_>>();
 
     // 16 partitions spread 6/5/5.
-    let took =
-        wait_for("6/5/5", Duration::from_secs(30), || shares(&read_logs(&all_logs), &pids(&nodes)) == vec![6, 5, 5]);
+    let took = wait_for(dir.path(), "6/5/5", Duration::from_secs(30), || {
+        shares(&read_logs(&all_logs), &pids(&nodes)) == vec![6, 5, 5]
+    });
     eprintln!("balanced 6/5/5 after {took:?}");
 
     // Every cron slot ran on exactly one process.
@@ -144,7 +162,7 @@ fn three_processes_cron_failover_and_partitions() {
     let mut victim = nodes.remove(idx);
     victim.child.kill().expect("kill -9");
     let _ = victim.child.wait();
-    wait_for("cron failover", Duration::from_secs(15), || {
+    wait_for(dir.path(), "cron failover", Duration::from_secs(15), || {
         read_logs(&all_logs).ticks.iter().any(|(t, _, _, pid)| *t > killed_at && *pid != holder)
     });
     let logs = read_logs(&all_logs);
@@ -157,7 +175,9 @@ fn three_processes_cron_failover_and_partitions() {
     assert!(token_after > token_before, "token went from {token_before} to {token_after}");
 
     // Partitions rebalance to 8/8 on the two survivors.
-    let took = wait_for("8/8", Duration::from_secs(30), || shares(&read_logs(&all_logs), &pids(&nodes)) == vec![8, 8]);
+    let took = wait_for(dir.path(), "8/8", Duration::from_secs(30), || {
+        shares(&read_logs(&all_logs), &pids(&nodes)) == vec![8, 8]
+    });
     eprintln!("rebalanced 8/8 {took:?} after the failover");
 
     // A node returns: back to 6/5/5.
@@ -167,7 +187,7 @@ fn three_processes_cron_failover_and_partitions() {
         v.extend(paths(&nodes[nodes.len() - 1..]));
         v
     };
-    let took = wait_for("6/5/5 again", Duration::from_secs(30), || {
+    let took = wait_for(dir.path(), "6/5/5 again", Duration::from_secs(30), || {
         shares(&read_logs(&all_logs), &pids(&nodes)) == vec![6, 5, 5]
     });
     eprintln!("balanced 6/5/5 again {took:?} after a node returned");
