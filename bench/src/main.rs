@@ -141,47 +141,69 @@ async fn main() -> Result<()> {
             }
         }
     }
-    if wants("p5") {
+    // P5 waits for 200 one-second slots and needs little CPU; it runs beside P4, P3 and P6,
+    // which mostly wait on lease timers too (the heavy measures, P7, P1 and P2, ran before
+    // it). This keeps the whole run short (issue 6: under 20 minutes from scratch); the
+    // anchor shares the same conditions, in the same process.
+    let p5 = async {
+        if !wants("p5") {
+            return None;
+        }
         let slots = if plan.quick { 10 } else { 200 };
-        step(&format!("P5 cron lateness, {slots} one-second slots (Redis) beside tokio-cron-scheduler"));
-        match measures::p5(target(&ts, Kind::Redis)?, slots, &run).await {
-            Ok((ours, tcs)) => r.p5 = Some((ours, tcs)),
-            Err(e) => r.error("P5", e),
-        }
-    }
-    // P4 runs before P3: a crashed client of P3 leaves its driver tasks behind (as a hung
-    // process would), which would add noise to P4's millisecond figures.
-    if wants("p4") {
-        let cfg = simba::SimbaConfig::default();
-        let trials = if plan.quick { 4 } else { 20 };
-        for t in &ts {
-            step(&format!("P4 graceful handover, {} ({trials} trials)", t.kind.label()));
-            match measures::handovers(t, cfg, trials, 4, false, &run).await {
-                Ok(v) => r.p4.push((t.kind.label().to_owned(), v)),
-                Err(e) => r.error(&format!("P4 {}", t.kind.label()), e),
+        step(&format!(
+            "P5 cron lateness, {slots} one-second slots (Redis) beside tokio-cron-scheduler, in the background"
+        ));
+        let res = match target(&ts, Kind::Redis) {
+            Ok(t) => measures::p5(t, slots, &run).await,
+            Err(e) => Err(e),
+        };
+        step("P5 done");
+        Some(res)
+    };
+    let rest = async {
+        // P4 runs before P3: a crashed client of P3 leaves its driver tasks behind (as a hung
+        // process would), which would add noise to P4's millisecond figures.
+        if wants("p4") {
+            let cfg = simba::SimbaConfig::default();
+            let trials = if plan.quick { 4 } else { 20 };
+            for t in &ts {
+                step(&format!("P4 graceful handover, {} ({trials} trials)", t.kind.label()));
+                match measures::handovers(t, cfg, trials, 4, false, &run).await {
+                    Ok(v) => r.p4.push((t.kind.label().to_owned(), v)),
+                    Err(e) => r.error(&format!("P4 {}", t.kind.label()), e),
+                }
             }
         }
-    }
-    if wants("p3") {
-        let cfg = measures::config(Duration::from_secs(1), Duration::from_millis(333))?;
-        let trials = if plan.quick { 6 } else { 50 };
-        for t in &ts {
-            step(&format!("P3 crash failover, {} ({trials} trials, lease 1 s)", t.kind.label()));
-            match measures::handovers(t, cfg, trials, 10, true, &run).await {
-                Ok(v) => r.p3.push((t.kind.label().to_owned(), v, cfg.failover_bound())),
-                Err(e) => r.error(&format!("P3 {}", t.kind.label()), e),
+        if wants("p3") {
+            let cfg = measures::config(Duration::from_secs(1), Duration::from_millis(333))?;
+            let trials = if plan.quick { 6 } else { 50 };
+            for t in &ts {
+                step(&format!("P3 crash failover, {} ({trials} trials, lease 1 s)", t.kind.label()));
+                match measures::handovers(t, cfg, trials, 10, true, &run).await {
+                    Ok(v) => r.p3.push((t.kind.label().to_owned(), v, cfg.failover_bound())),
+                    Err(e) => r.error(&format!("P3 {}", t.kind.label()), e),
+                }
             }
         }
-    }
-    if wants("p6") {
-        let kinds: &[Kind] = if plan.quick { &[Kind::Redis] } else { &[Kind::Redis, Kind::Postgres, Kind::ZooKeeper] };
-        for &kind in kinds {
-            step(&format!("P6 partition rebalance, {}", kind.label()));
-            match measures::p6(target(&ts, kind)?, &run).await {
-                Ok(rows) => r.p6.extend(rows),
-                Err(e) => r.error(&format!("P6 {}", kind.label()), e),
+        if wants("p6") {
+            let kinds: &[Kind] =
+                if plan.quick { &[Kind::Redis] } else { &[Kind::Redis, Kind::Postgres, Kind::ZooKeeper] };
+            for &kind in kinds {
+                step(&format!("P6 partition rebalance, {}", kind.label()));
+                match measures::p6(target(&ts, kind)?, &run).await {
+                    Ok(rows) => r.p6.extend(rows),
+                    Err(e) => r.error(&format!("P6 {}", kind.label()), e),
+                }
             }
         }
+        Ok::<(), anyhow::Error>(())
+    };
+    let (p5, rest) = tokio::join!(p5, rest);
+    rest?;
+    match p5 {
+        Some(Ok((ours, tcs))) => r.p5 = Some((ours, tcs)),
+        Some(Err(e)) => r.error("P5", e),
+        None => {}
     }
     r.wall = started.elapsed();
     step("writing BENCHMARKS.md and benches/*.svg");
