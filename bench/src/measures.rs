@@ -497,6 +497,10 @@ pub(crate) struct P2Row {
     pub(crate) ours: f64,
     /// The raw primitive's serial acquire+release per second.
     pub(crate) raw: Option<f64>,
+    /// Serial `Backend::acquire` + `Backend::release` straight on a backend of our own, without
+    /// the engine: splits the gap to the raw primitive into the backend's part and the
+    /// engine's.
+    pub(crate) direct: f64,
     /// Ours, 16 contenders on 1,000 names, acquire+release per second.
     pub(crate) ours_conc: f64,
     /// Raw, 16 contenders on 1,000 names.
@@ -543,14 +547,56 @@ pub(crate) async fn p2(t: &Target, plan: Plan, run: &str) -> Result<P2Row> {
         }
     }
     simba.close().await;
+    let direct = {
+        use simba::backend::{
+            mysql::MySqlBackend, postgres::PostgresBackend, redis::RedisBackend, sqlite::SqliteBackend,
+            zookeeper::ZooKeeperBackend,
+        };
+        let err = |e: simba::backend::BackendError| anyhow!("{e}");
+        let name = format!("p2.{run}.direct");
+        match t.kind {
+            Kind::Redis => direct_serial(&RedisBackend::connect(&t.url).await.map_err(err)?, plan, &name).await?,
+            Kind::Postgres => direct_serial(&PostgresBackend::connect(&t.url).await.map_err(err)?, plan, &name).await?,
+            Kind::MySql => direct_serial(&MySqlBackend::connect(&t.url).await.map_err(err)?, plan, &name).await?,
+            Kind::Sqlite => direct_serial(&SqliteBackend::connect(&t.url).await.map_err(err)?, plan, &name).await?,
+            Kind::ZooKeeper => {
+                direct_serial(&ZooKeeperBackend::connect(&t.url).await.map_err(err)?, plan, &name).await?
+            }
+        }
+    };
     let (ours_conc, raw_conc) = p2_concurrent(t, plan, run).await?;
     Ok(P2Row {
         system: t.kind.label().to_owned(),
         ours: crate::stats::median(&ours),
         raw: raw.map(|_| crate::stats::median(&raws)),
+        direct,
         ours_conc,
         raw_conc,
     })
+}
+
+/// Serial acquire + release per second straight on `b` (one session, no engine): median of
+/// the repetitions after a warm-up one.
+async fn direct_serial<B: Backend>(b: &B, plan: Plan, name: &str) -> Result<f64> {
+    let s = b.open_session(Duration::from_secs(60)).await.map_err(|e| anyhow!("{e}"))?.id;
+    let mut rates = Vec::new();
+    for rep in 0..=plan.reps {
+        let (n, secs) = timed(plan.rep_len, || async {
+            match b.acquire(&s, name).await.map_err(|e| anyhow!("{e}"))? {
+                Acquire::Won(token) => {
+                    b.release(&s, name, token).await.map_err(|e| anyhow!("{e}"))?;
+                    Ok(())
+                }
+                other => bail!("{name}: acquire answered {other:?} on a free lease"),
+            }
+        })
+        .await?;
+        if rep > 0 {
+            rates.push(n as f64 / secs);
+        }
+    }
+    b.close_session(&s).await.map_err(|e| anyhow!("{e}"))?;
+    Ok(crate::stats::median(&rates))
 }
 
 /// Runs `op` back to back for `len`; returns how many completed and the seconds taken.

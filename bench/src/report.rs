@@ -267,6 +267,16 @@ impl Results {
             self.plan.reps,
             self.plan.rep_len,
         );
+        // Set by scripts/bench.sh: the time it spent before the measures (servers, release build).
+        if let Some(setup) = std::env::var("SIMBA_BENCH_SETUP_SECS").ok().and_then(|v| v.parse::<f64>().ok()) {
+            let _ = writeln!(
+                w,
+                "Before the measures, `scripts/bench.sh` spent {setup:.0} s starting the servers and building in \
+                 release (from a clean target directory when run in a fresh clone); the whole command took about \
+                 {:.1} minutes.\n",
+                (setup + self.wall.as_secs_f64()) / 60.0
+            );
+        }
         if !self.errors.is_empty() {
             let _ = writeln!(w, "**Failed measures in this run:**\n");
             for e in &self.errors {
@@ -290,13 +300,12 @@ impl Results {
              extend (`GET` compare + `PEXPIRE` in one script) per held lock, with the redis crate; N requests per \
              period, sent 64 at a time (so the run stays short; each is its own request for a watchdog).\n\n\
              **Goal:** 1 round trip and constant bytes per renewal at 100,000 leases when nothing changed.\n\n\
-             Why PostgreSQL and ZooKeeper show about 2: the engine sends one request per renewal on every \
-             backend (one `EVALSHA` on Redis, one statement on PostgreSQL, one `sync` on ZooKeeper), but \
-             sqlx's pool pings every connection it gets back (`return_to_pool` in sqlx-core 0.9 calls \
-             `ping()`; no option turns it off), which adds one exchange after each reply, off the latency \
-             path; and the ZooKeeper driver sends its own pings on every connection (the session's and the \
-             watch connection), at a rate set by the session timeout, not by the leases. Bytes stay constant \
-             in both cases.\n"
+             Why ZooKeeper shows about 2: the engine sends one request per renewal on every backend (one \
+             `EVALSHA` on Redis, one statement on PostgreSQL, one `sync` on ZooKeeper), but the ZooKeeper \
+             driver also sends its own pings on every connection (the session's and the watch connection), at a \
+             rate set by the session timeout, not by the leases; bytes stay constant. PostgreSQL renews on a \
+             connection of its own outside sqlx's pool, which would otherwise ping the connection after every \
+             reply (`return_to_pool` in sqlx-core 0.9; no option turns it off).\n"
         );
         let _ = writeln!(
             w,
@@ -338,23 +347,26 @@ impl Results {
             "Serial: one task takes and releases one lock as fast as it can (`lock(name).acquire()` then \
              `release()`). **Anchor:** the raw primitive on the same connection pool (Redis: its own multiplexed \
              connection to the same server): Redis `SET NX PX` + `DEL`; on SQL a one-row conditional `UPDATE` to \
-             take and one to free. ZooKeeper has no raw anchor here. **Goal:** ratio ours/raw >= 0.8.\n\n\
+             take and one to free. ZooKeeper has no raw anchor here. **Goal:** ratio ours/raw >= 0.8. \
+             *Backend alone*: `Backend::acquire` + `Backend::release` called straight on a backend instance of \
+             its own (one session, no engine), to tell the backend's share of a gap from the engine's.\n\n\
              Concurrent: 16 contenders, each a client with its own session, take random names among 1,000. Ours \
              waits for a held name as `acquire()` does (woken by the release broadcast where the backend has one, \
              else after the retry delay); raw tries another name at once.\n"
         );
         let _ = writeln!(
             w,
-            "| backend | ours serial /s | raw serial /s | ratio | goal | ours 16 contenders /s | raw 16 contenders /s |"
+            "| backend | ours serial /s | backend alone /s | raw serial /s | ratio | goal | ours 16 contenders /s | raw 16 contenders /s |"
         );
-        let _ = writeln!(w, "| --- | ---: | ---: | ---: | --- | ---: | ---: |");
+        let _ = writeln!(w, "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |");
         for r in &self.p2 {
             let ratio = r.raw.map(|raw| r.ours / raw);
             let _ = writeln!(
                 w,
-                "| {} | {:.0} | {} | {} | {} | {:.0} | {} |",
+                "| {} | {:.0} | {:.0} | {} | {} | {} | {:.0} | {} |",
                 r.system,
                 r.ours,
+                r.direct,
                 r.raw.map_or("n/a".into(), |v| format!("{v:.0}")),
                 ratio.map_or("n/a".into(), |v| format!("{v:.2}")),
                 ratio.map_or("n/a", |v| verdict(v >= 0.8)),
@@ -471,23 +483,23 @@ impl Results {
 /// What the design does where a goal is missed (checked by reading the code and the
 /// per-connection counters; update it with the engine).
 const CAUSES: &str = "## Where goals are missed, and why\n\n\
-- **P1 PostgreSQL, 2 round trips**: the keep-alive is one statement, but sqlx's pool pings each \
-connection it gets back (sqlx-core 0.9 `return_to_pool`). Fix: renew on a dedicated connection \
-kept outside the pool (reconnected on error), as the release listener already is.\n\
-- **P1 ZooKeeper, about 2 round trips**: one `sync` per renewal plus the driver's own pings. At \
-10,000 and 100,000 leases the keep-alive digest kept mismatching after the bulk acquisition, so \
-renewals listed the owned leases (`owned`) each time: bytes grow with the leases, and at 100,000 \
-some terms were revoked. Cause not established; suspect the backend's watch-fed record of held \
-leases (`digest_matches` in `backend/zookeeper/session.rs`) lagging or missing events under a \
-burst of creations.\n\
-- **P2 SQL, ratio about 0.35**: an acquisition is a lock-free probe, then `BEGIN`, `SELECT ... FOR \
-UPDATE`, an `UPDATE` and `COMMIT`: 5 statements (plus pool pings) against the anchor's one \
-`UPDATE`. Fix: one conditional upsert (`INSERT ... ON CONFLICT (name) DO UPDATE ... WHERE` the \
-holder's session is dead `RETURNING token`, with the acquirer's liveness in the same statement).\n\
-- **P2 Redis, ratio about 0.6-0.7**: one script call each way, like the anchor, so the gap is CPU: \
-heavier Lua (session check, token counter, owned set and digest, publish on release) and the \
-engine's per-acquisition work (a spawned attempt task, the local queue, state locks, events) on a \
-2-core machine shared with the server. Not profiled yet.\n\
+- **P2 SQL** (PostgreSQL about 0.5, MariaDB about 0.4, SQLite just under 0.8): acquisition is one round \
+trip on every SQL backend (a PL/pgSQL function on PostgreSQL, a stored procedure on MariaDB, one upsert \
+on SQLite), so the gap is work on the server, not the wire: the anchor's take is one `UPDATE` of one \
+row, ours reads the caller's and the holder's sessions, locks the lease row, checks and takes it (three \
+statements in the function, six in the procedure, each with its plan and locks), and the release \
+notifies candidates (`NOTIFY` on PostgreSQL) where the anchor's does not. The *backend alone* column \
+shows what the backend costs without the engine; the rest of the gap (largest on PostgreSQL) is the \
+engine's per-acquisition work: one spawned attempt task per acquisition (so that an abandoned attempt \
+can finish on its own, K3), state locks and events, on a 2-core machine shared with the server. What \
+would close it: on PostgreSQL a single-statement fast path for a free lease (its snapshot-read hazards \
+are in ADR 0002); in the engine, running the attempt inline and spawning it only when abandoned.\n\
+- **P2 Redis, ratio about 0.75**: one script call each way, like the anchor's one command each way; the \
+*backend alone* column is no faster than ours, so the gap is the scripts' work on the server (a session \
+check, the token counter, the owned hash and its expiry on acquire; a compare, two deletes and a \
+`PUBLISH` on release, which the client's subscriber then reads) against `SET NX PX` and `DEL`.\n\
+- **P2 concurrent**: ours waits for a held name as `acquire()` does (for the release broadcast or the \
+retry delay) where the anchor moves on to another name at once; the two loops do not do the same work.\n\
 - **P4 on MariaDB and SQLite**: no release broadcast, so the candidate waits for its next \
 attempt (`renew_interval/2 + jitter`); no goal is set there.\n";
 

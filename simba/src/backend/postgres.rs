@@ -170,8 +170,10 @@ const KEEP_ALIVE: &str = concat!(
 ///
 /// 1. Without locks, whether the session is live, the lease's holder, and whether the holder
 ///    is live: enough to answer `Expired` (`o_live` false) or `Held` (`o_token` NULL).
-/// 2. Creates the lease row if missing (free, token 0) and locks it either way; reads its
-///    holder and token as of the lock (the newest committed version).
+/// 2. Locks the lease row (`SELECT ... FOR UPDATE`: no new row version) and reads its holder
+///    and token as of the lock (the newest committed version). A missing row is created
+///    already taken, with token 1, if the caller is live (`ON CONFLICT DO NOTHING`: when
+///    another caller created it meanwhile, lock that one instead).
 /// 3. A statement that starts after the lock, so its snapshot includes every commit of the
 ///    holder before it: takes the lease, incrementing the token, when the session is live and
 ///    the holder is none, missing, or expired. An expired holder's row is sealed (rewritten)
@@ -201,9 +203,26 @@ BEGIN
     IF NOT o_live OR (v_holder_live AND v_holder IS DISTINCT FROM p_session) THEN
         RETURN;
     END IF;
-    INSERT INTO simba_lease (name, session_id, token) VALUES (p_name, NULL, 0)
-        ON CONFLICT (name) DO UPDATE SET token = simba_lease.token
-        RETURNING session_id, token INTO v_holder, v_token;
+    SELECT session_id, token INTO v_holder, v_token FROM simba_lease WHERE name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO simba_lease (name, session_id, token, acquired_at)
+            SELECT p_name, p_session, 1, ",
+    now_ms!(),
+    "
+            WHERE EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > ",
+    now_ms!(),
+    ")
+            ON CONFLICT (name) DO NOTHING
+            RETURNING token INTO o_token;
+        IF o_token IS NOT NULL THEN
+            RETURN;
+        END IF;
+        SELECT session_id, token INTO v_holder, v_token FROM simba_lease WHERE name = p_name FOR UPDATE;
+        IF NOT FOUND THEN
+            o_live := FALSE;
+            RETURN;
+        END IF;
+    END IF;
     WITH me AS (SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > ",
     now_ms!(),
     ") AS live),
