@@ -285,7 +285,7 @@ spawn_postgres() {
   spawn postgres setpriv --reuid=postgres --regid=postgres --init-groups -- \
     "$bin/postgres" -D "$dir" -p "$port" -c listen_addresses=127.0.0.1 \
     -c unix_socket_directories="$sock" -c fsync=off -c synchronous_commit=off \
-    -c full_page_writes=off -c max_connections=200 -c ssl=on \
+    -c full_page_writes=off -c max_connections=500 -c ssl=on \
     -c ssl_cert_file="$dir/simba-server.pem" -c ssl_key_file="$dir/simba-server.key"
 }
 

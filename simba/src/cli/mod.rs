@@ -125,7 +125,12 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
     match &cli.command {
         Command::Status => {
             let view = render::View::read(&*backend, &url, cli.timeout).await?;
-            render::write(&view, cli.json, out).map_err(|e| format!("cannot write the output: {e}"))?;
+            match render::write(&view, cli.json, out).and_then(|()| out.flush()) {
+                Ok(()) => {}
+                // The reader went away (`simba status | head`): nothing left to say.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
+                Err(e) => return Err(format!("cannot write the output: {e}")),
+            }
         }
         Command::Watch { interval, count } => {
             let mut n = 0u64;
@@ -136,7 +141,11 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
                     Ok(v) => write!(out, "\x1b[2J\x1b[H").and_then(|()| render::write(v, false, out)),
                     Err(e) => writeln!(err, "simba: {e} (retrying)"),
                 };
-                written.and_then(|()| out.flush()).map_err(|e| format!("cannot write the output: {e}"))?;
+                match written.and_then(|()| out.flush()) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
+                    Err(e) => return Err(format!("cannot write the output: {e}")),
+                }
                 n += 1;
                 if count.is_some_and(|c| n >= c) {
                     break;

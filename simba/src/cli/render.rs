@@ -160,7 +160,8 @@ pub(super) fn write(view: &View, json: bool, out: &mut dyn Write) -> std::io::Re
     let rows: Vec<Vec<String>> = groups
         .iter()
         .map(|g| {
-            let per: Vec<String> = g.members.iter().map(|(m, n)| format!("{}={n}", short(m))).collect();
+            let width = distinct_prefix(g.members.iter().map(|(m, _)| *m));
+            let per: Vec<String> = g.members.iter().map(|(m, n)| format!("{}={n}", prefix(m, width))).collect();
             let (min, max) = g.spread();
             let balance = if g.balanced() { "balanced" } else { "unbalanced" };
             let mut balance = format!("{balance} ({min}..{max} per member)");
@@ -173,9 +174,21 @@ pub(super) fn write(view: &View, json: bool, out: &mut dyn Write) -> std::io::Re
     table(out, &["GROUP", "MEMBERS", "PARTITIONS PER MEMBER", "BALANCE"], &rows)
 }
 
-/// The first 8 characters of a session id (enough to tell members apart in one row).
-fn short(id: &str) -> &str {
-    id.char_indices().nth(8).map_or(id, |(i, _)| &id[..i])
+/// The first `n` characters of a session id.
+fn prefix(id: &str, n: usize) -> &str {
+    id.char_indices().nth(n).map_or(id, |(i, _)| &id[..i])
+}
+
+/// The shortest prefix length, at least 8, that tells all `ids` apart (ZooKeeper's session ids
+/// share their first characters, random ids do not).
+fn distinct_prefix<'a>(ids: impl Iterator<Item = &'a str> + Clone) -> usize {
+    let longest = ids.clone().map(|id| id.chars().count()).max().unwrap_or(0);
+    (8..longest)
+        .find(|&n| {
+            let mut seen = std::collections::HashSet::new();
+            ids.clone().all(|id| seen.insert(prefix(id, n)))
+        })
+        .unwrap_or(longest)
 }
 
 fn to_json(view: &View) -> Value {
@@ -207,4 +220,21 @@ fn to_json(view: &View) -> Value {
         .collect();
     json!({"backend": view.backend, "taken_at_ms": epoch_ms(s.taken_at), "sessions": sessions,
            "leases": leases, "groups": groups})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{distinct_prefix, prefix};
+
+    #[test]
+    fn member_labels_are_distinct() {
+        let random = ["1468c271f09684e8", "283c0a3a8e8a650e"];
+        assert_eq!(distinct_prefix(random.iter().copied()), 8);
+        // ZooKeeper session ids of one server share their first characters.
+        let zk = ["0x1000016b507001d", "0x1000016b507001f"];
+        let n = distinct_prefix(zk.iter().copied());
+        assert_ne!(prefix(zk[0], n), prefix(zk[1], n));
+        assert_eq!(n, 17);
+        assert_eq!(distinct_prefix(std::iter::empty()), 0);
+    }
 }

@@ -146,8 +146,8 @@ struct Op {
 
 async fn contend<R: FencedResource>(check: &'static str, r: Arc<R>, round: usize) -> Result<Vec<Op>, SpecFailure> {
     let clock = Arc::new(AtomicU64::new(0));
-    // Distinct tokens, shuffled and dealt to the writers, plus a few repeats for equal-token
-    // retries.
+    // Distinct tokens, shuffled and dealt to the writers (equal tokens, a holder's retry, are
+    // checked one at a time by the first check).
     let mut tokens: Vec<u64> = (1..=(WRITERS * WRITES_EACH) as u64).collect();
     tokens.shuffle(&mut rand::rng());
     let mut tasks = Vec::new();
