@@ -207,10 +207,7 @@ struct Report {
 /// a server ledger).
 async fn run(backend: &str, url: String, server: Option<Server>, ledger: Option<String>) {
     let _serial = SERIAL.lock().await;
-    let count: usize = std::env::var("SIMBA_FAULTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
+    let count: usize = std::env::var("SIMBA_FAULTS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
     let seed: u64 = std::env::var("SIMBA_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     eprintln!("[{backend}] {count} faults, seed {seed} (SIMBA_FAULT_SEED={seed} reproduces the sequence)");
     let mut rng = StdRng::seed_from_u64(seed);
