@@ -491,15 +491,16 @@ zookeeper-client pings a connection idle for 3/20 of its session timeout (450 ms
 shorter than the 600 ms renewal period), and the release-watch connection every 1.5 s. Constant in the \
 number of leases since a reconciliation reads only the nodes its record lacks (before, 100,000 leases \
 cost about 90 round trips and 2 MB per renewal, and terms were lost).\n\
-- **P2 SQL** (PostgreSQL about 0.5, MariaDB about 0.4, SQLite just under 0.8): acquisition is one round \
+- **P2 SQL** (PostgreSQL about 0.5, MariaDB about 0.4; SQLite measured 0.78 to 0.87 across runs, around the goal): acquisition is one round \
 trip on every SQL backend (a PL/pgSQL function on PostgreSQL, a stored procedure on MariaDB, one upsert \
 on SQLite), so the gap is work on the server, not the wire: the anchor's take is one `UPDATE` of one \
 row, ours reads the caller's and the holder's sessions, locks the lease row, checks and takes it (three \
 statements in the function, six in the procedure, each with its plan and locks), and the release \
 notifies candidates (`NOTIFY` on PostgreSQL) where the anchor's does not. The *backend alone* column \
-shows what the backend costs without the engine; the rest of the gap (largest on PostgreSQL) is the \
-engine's per-acquisition work: one spawned attempt task per acquisition (so that an abandoned attempt \
-can finish on its own, K3), state locks and events, on a 2-core machine shared with the server. What \
+shows what the backend costs without the engine; what separates ours from it is the engine's \
+per-acquisition work (one spawned attempt task per acquisition, so that an abandoned attempt can \
+finish on its own, K3; state locks and events), which varies from run to run on a 2-core machine \
+shared with the server. What \
 would close it: on PostgreSQL a single-statement fast path for a free lease (its snapshot-read hazards \
 are in ADR 0002); in the engine, running the attempt inline and spawning it only when abandoned.\n\
 - **P2 Redis, ratio about 0.75**: one script call each way, like the anchor's one command each way; the \
