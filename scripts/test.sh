@@ -12,4 +12,14 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p simba -p simba-macros --all-fe
 eval "$(bash scripts/backends.sh start)"
 trap 'bash scripts/backends.sh stop >/dev/null 2>&1 || true' EXIT
 
-cargo test --workspace --all-features --no-fail-fast
+# The fault suite's tables (faults by kind, worst time back to a leader) go to a file, printed
+# at the end: cargo shows a passing test's output only with --nocapture.
+report=$PWD/target/faults-report.md
+mkdir -p target && rm -f "$report"
+status=0
+SIMBA_RELIABILITY_OUT=$report cargo test --workspace --all-features --no-fail-fast || status=$?
+if [[ -f $report ]]; then
+  echo "== fault suite report ($report)"
+  cat "$report"
+fi
+exit "$status"
