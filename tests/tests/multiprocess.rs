@@ -49,14 +49,16 @@ fn spawn(dir: &Path, name: &str) -> Node {
     Node { child, log }
 }
 
-/// The last lines each node wrote to its stderr, for a failure message.
+/// The first and last lines each node wrote to its stderr, for a failure message.
 fn node_stderr(dir: &Path) -> String {
     let mut out = String::new();
     for name in ["a", "b", "c", "d"] {
         let Ok(text) = std::fs::read_to_string(dir.join(format!("{name}.stderr"))) else { continue };
         let lines: Vec<&str> = text.lines().collect();
-        out.push_str(&format!("--- node {name} stderr (last 20 of {} lines)\n", lines.len()));
-        for l in &lines[lines.len().saturating_sub(20)..] {
+        out.push_str(&format!("--- node {name} stderr ({} lines; first 8, last 8)\n", lines.len()));
+        let head = lines.len().min(8);
+        let tail = lines.len().saturating_sub(8).max(head);
+        for l in lines[..head].iter().chain(&lines[tail..]) {
             out.push_str(l);
             out.push('\n');
         }

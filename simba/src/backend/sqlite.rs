@@ -250,12 +250,29 @@ impl SqliteBackend {
             // database vanishes with its last connection, so the pool must never retire it.
             pool_options = pool_options.min_connections(1).max_connections(1).idle_timeout(None).max_lifetime(None);
         }
-        let pool = pool_options.connect_with(options).await.map_err(|e| {
-            BackendError::unavailable(
-                format!("cannot open SQLite database {description}: check that its directory exists and is writable"),
-                e,
-            )
-        })?;
+        // Switching a new file to WAL mode needs an exclusive lock that SQLite's busy timeout
+        // does not wait for: processes opening a fresh file at once can get "database is
+        // locked" (SQLITE_BUSY). Once the file is in WAL mode (a persistent setting) opening it
+        // never needs that lock again, so retry within the busy timeout.
+        let started = tokio::time::Instant::now();
+        let pool = loop {
+            match pool_options.clone().connect_with(options.clone()).await {
+                Ok(pool) => break pool,
+                Err(e) if is_busy(&e) && started.elapsed() < BUSY_TIMEOUT => {
+                    let pause = Duration::from_millis(10 + rand::random::<u64>() % 40);
+                    tracing::debug!(backend = %description, retry_in = ?pause, "database is locked while opening; retrying");
+                    tokio::time::sleep(pause).await;
+                }
+                Err(e) => {
+                    return Err(BackendError::unavailable(
+                        format!(
+                            "cannot open SQLite database {description}: check that its directory exists and is writable"
+                        ),
+                        e,
+                    ));
+                }
+            }
+        };
         Self::with_description(pool, description.into()).await
     }
 
@@ -298,6 +315,11 @@ impl SqliteBackend {
     fn err(&self, what: &'static str) -> impl FnOnce(sqlx::Error) -> BackendError + '_ {
         move |e| BackendError::unavailable(format!("{}: {what} failed", self.description), e)
     }
+}
+
+/// SQLITE_BUSY (5) and its extended codes (BUSY_RECOVERY 261, BUSY_SNAPSHOT 517, BUSY_TIMEOUT 773).
+fn is_busy(e: &sqlx::Error) -> bool {
+    e.as_database_error().and_then(|d| d.code()).is_some_and(|c| matches!(c.as_ref(), "5" | "261" | "517" | "773"))
 }
 
 /// Creates the database file readable and writable by its owner only (0600), if it does not
@@ -567,6 +589,27 @@ mod tests {
     }
 
     const TTL: Duration = Duration::from_secs(30);
+
+    /// Several processes starting at once on a fresh file: each opens it and switches it to
+    /// WAL mode, which takes an exclusive lock the busy timeout does not wait for. Every open
+    /// must succeed (before the retry, about 1 start in 20 of three processes failed with
+    /// "database is locked").
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_first_opens_of_a_fresh_file_succeed() {
+        for _ in 0..20 {
+            let db = TempDb::new();
+            let url = db.url();
+            let opens: Vec<_> = (0..6)
+                .map(|_| {
+                    let url = url.clone();
+                    tokio::spawn(async move { SqliteBackend::connect(&url).await.map(|_| ()) })
+                })
+                .collect();
+            for open in opens {
+                open.await.unwrap().unwrap();
+            }
+        }
+    }
 
     #[tokio::test]
     async fn token_increments_across_terms() {
