@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Private PostgreSQL, MariaDB, Redis and ZooKeeper instances for simba's tests.
+# Private PostgreSQL, MariaDB, Redis, ZooKeeper and etcd instances for simba's tests.
 #
 #   scripts/backends.sh start            install what is missing, start every server, print exports
+#   scripts/backends.sh install          only install what is missing (servers, and protoc for the build)
 #   scripts/backends.sh stop [--clean]   stop every server (--clean also deletes the base dir)
 #   scripts/backends.sh status           one line per server: name, port, pid, ready
 #   scripts/backends.sh env              print the exports: eval "$(scripts/backends.sh env)"
 #   scripts/backends.sh restart NAME     (re)start one server, reusing its data dir
 #   scripts/backends.sh pid NAME         print the PID of one server (exit 1 if not running)
 #
-# Servers (NAME): postgres, mysql (MariaDB), redis, redis-evicting, zk, zk-capped, zk-tls.
+# Servers (NAME): postgres, mysql (MariaDB), redis, redis-evicting, zk, zk-capped, zk-tls, etcd,
+# etcd-tls, and for the reliability tests (RELIABILITY.md): redis-persistent (AOF, fsync always),
+# redis-mtls and zk-mtls (TLS that requires a client certificate), redis-expired and
+# redis-wronghost (TLS with an expired server certificate, with one for another host name).
 # Everything listens on 127.0.0.1 only, on non-default ports, so the machine's own services
-# (5432, 3306, 6379, 2181) are never touched. See scripts/README.md.
+# (5432, 3306, 6379, 2181, 2379) are never touched. See scripts/README.md.
 set -euo pipefail
 
 SCRIPT=$(readlink -f "${BASH_SOURCE[0]}")
@@ -19,26 +23,49 @@ BASE=${SIMBA_BACKENDS_DIR:-$REPO/.backends}
 case $BASE in /*) ;; *) BASE=$PWD/$BASE ;; esac
 BASE=${BASE%/}
 
-NAMES=(postgres mysql redis redis-evicting zk zk-capped zk-tls)
+NAMES=(postgres mysql redis redis-evicting zk zk-capped zk-tls etcd etcd-tls redis-persistent redis-mtls zk-mtls
+  redis-expired redis-wronghost)
 
 # Ports: env var > ports remembered by the last `start` in this base dir > default.
 if [[ -f $BASE/ports.env ]]; then
   # shellcheck disable=SC1091
   . "$BASE/ports.env"
 fi
-POSTGRES_PORT=${SIMBA_BACKENDS_POSTGRES_PORT:-55432}
-MYSQL_PORT=${SIMBA_BACKENDS_MYSQL_PORT:-53306}
-REDIS_PORT=${SIMBA_BACKENDS_REDIS_PORT:-56379}
-REDIS_EVICTING_PORT=${SIMBA_BACKENDS_REDIS_EVICTING_PORT:-56380}
-ZK_PORT=${SIMBA_BACKENDS_ZK_PORT:-52181}
-ZK_CAPPED_PORT=${SIMBA_BACKENDS_ZK_CAPPED_PORT:-52182}
+# SIMBA_BACKENDS_PORT_OFFSET shifts every default port (a second set of servers for a second
+# checkout on the same machine: SIMBA_BACKENDS_PORT_OFFSET=400 SIMBA_BACKENDS_DIR=/elsewhere).
+OFF=${SIMBA_BACKENDS_PORT_OFFSET:-0}
+POSTGRES_PORT=${SIMBA_BACKENDS_POSTGRES_PORT:-$((OFF + 55432))}
+MYSQL_PORT=${SIMBA_BACKENDS_MYSQL_PORT:-$((OFF + 53306))}
+REDIS_PORT=${SIMBA_BACKENDS_REDIS_PORT:-$((OFF + 56379))}
+REDIS_EVICTING_PORT=${SIMBA_BACKENDS_REDIS_EVICTING_PORT:-$((OFF + 56380))}
+ZK_PORT=${SIMBA_BACKENDS_ZK_PORT:-$((OFF + 52181))}
+ZK_CAPPED_PORT=${SIMBA_BACKENDS_ZK_CAPPED_PORT:-$((OFF + 52182))}
 # TLS listeners beside the plain ports (PostgreSQL and MariaDB take TLS on their one port).
-REDIS_TLS_PORT=${SIMBA_BACKENDS_REDIS_TLS_PORT:-56443}
+REDIS_TLS_PORT=${SIMBA_BACKENDS_REDIS_TLS_PORT:-$((OFF + 56443))}
 # ZooKeeper with TLS: its own server (Netty), plain port for probes, secureClientPort beside it.
-ZK_TLS_PORT=${SIMBA_BACKENDS_ZK_TLS_PORT:-52443}
-ZK_TLS_SECURE_PORT=${SIMBA_BACKENDS_ZK_TLS_SECURE_PORT:-52444}
+ZK_TLS_PORT=${SIMBA_BACKENDS_ZK_TLS_PORT:-$((OFF + 52443))}
+ZK_TLS_SECURE_PORT=${SIMBA_BACKENDS_ZK_TLS_SECURE_PORT:-$((OFF + 52444))}
+# etcd: client and peer ports; etcd-tls serves TLS (client certificates) on its client port and
+# plain HTTP with password authentication on a second one. No two ports differ by a multiple
+# of 100, so that sets shifted by SIMBA_BACKENDS_PORT_OFFSET never collide.
+ETCD_PORT=${SIMBA_BACKENDS_ETCD_PORT:-$((OFF + 52379))}
+ETCD_PEER_PORT=${SIMBA_BACKENDS_ETCD_PEER_PORT:-$((OFF + 52380))}
+ETCD_TLS_PORT=${SIMBA_BACKENDS_ETCD_TLS_PORT:-$((OFF + 52389))}
+ETCD_TLS_PEER_PORT=${SIMBA_BACKENDS_ETCD_TLS_PEER_PORT:-$((OFF + 52390))}
+ETCD_TLS_AUTH_PORT=${SIMBA_BACKENDS_ETCD_TLS_AUTH_PORT:-$((OFF + 52391))}
+# Reliability servers (issue 16): a Redis that persists every write (ServerKill with restart),
+# TLS servers that require a client certificate, and TLS servers that present a bad certificate.
+REDIS_PERSISTENT_PORT=${SIMBA_BACKENDS_REDIS_PERSISTENT_PORT:-$((OFF + 56387))}
+REDIS_MTLS_PORT=${SIMBA_BACKENDS_REDIS_MTLS_PORT:-$((OFF + 56388))}
+REDIS_MTLS_TLS_PORT=${SIMBA_BACKENDS_REDIS_MTLS_TLS_PORT:-$((OFF + 56447))}
+REDIS_EXPIRED_PORT=${SIMBA_BACKENDS_REDIS_EXPIRED_PORT:-$((OFF + 56389))}
+REDIS_EXPIRED_TLS_PORT=${SIMBA_BACKENDS_REDIS_EXPIRED_TLS_PORT:-$((OFF + 56448))}
+REDIS_WRONGHOST_PORT=${SIMBA_BACKENDS_REDIS_WRONGHOST_PORT:-$((OFF + 56391))}
+REDIS_WRONGHOST_TLS_PORT=${SIMBA_BACKENDS_REDIS_WRONGHOST_TLS_PORT:-$((OFF + 56449))}
+ZK_MTLS_PORT=${SIMBA_BACKENDS_ZK_MTLS_PORT:-$((OFF + 52453))}
+ZK_MTLS_SECURE_PORT=${SIMBA_BACKENDS_ZK_MTLS_SECURE_PORT:-$((OFF + 52454))}
 # The password of the test users (PostgreSQL simba_pw, MariaDB simba_pw, Redis ACL user simba,
-# ZooKeeper digest simba); the exported URLs hold it percent-encoded.
+# ZooKeeper digest simba, etcd users simba and root); the exported URLs hold it percent-encoded.
 TEST_PASSWORD='S3cr3t@pw/8'
 TEST_PASSWORD_URL='S3cr3t%40pw%2F8'
 ZK_MAX_SESSION_MS=30000
@@ -61,6 +88,13 @@ canon() {
     zk | zookeeper) echo zk ;;
     zk-capped | zk_capped | zookeeper-capped) echo zk-capped ;;
     zk-tls | zk_tls | zookeeper-tls) echo zk-tls ;;
+    etcd) echo etcd ;;
+    etcd-tls | etcd_tls) echo etcd-tls ;;
+    redis-persistent | redis_persistent) echo redis-persistent ;;
+    redis-mtls | redis_mtls) echo redis-mtls ;;
+    redis-expired | redis_expired) echo redis-expired ;;
+    redis-wronghost | redis_wronghost) echo redis-wronghost ;;
+    zk-mtls | zk_mtls) echo zk-mtls ;;
     *) die "unknown server '$1' (one of: ${NAMES[*]})" ;;
   esac
 }
@@ -75,9 +109,18 @@ url_of() {
   case $1 in
     postgres) echo "postgres://postgres@127.0.0.1:$p/simba" ;;
     mysql) echo "mysql://root@127.0.0.1:$p/simba" ;;
-    redis | redis-evicting) echo "redis://127.0.0.1:$p" ;;
+    redis | redis-evicting | redis-persistent) echo "redis://127.0.0.1:$p" ;;
+    # The mTLS and bad-certificate servers: TLS URLs with the right CA and no client certificate.
+    redis-mtls) echo "rediss://127.0.0.1:$REDIS_MTLS_TLS_PORT?ca_file=$(tls_dir)/ca.pem" ;;
+    redis-expired) echo "rediss://127.0.0.1:$REDIS_EXPIRED_TLS_PORT?ca_file=$(tls_dir)/ca.pem" ;;
+    redis-wronghost) echo "rediss://127.0.0.1:$REDIS_WRONGHOST_TLS_PORT?ca_file=$(tls_dir)/ca.pem" ;;
     zk | zk-capped) echo "zk://127.0.0.1:$p" ;;
     zk-tls) echo "zk://127.0.0.1:$ZK_TLS_SECURE_PORT?tls=true&ca_file=$(tls_dir)/ca.pem" ;;
+    zk-mtls) echo "zk://127.0.0.1:$ZK_MTLS_SECURE_PORT?tls=true&ca_file=$(tls_dir)/ca.pem" ;;
+    etcd) echo "etcd://127.0.0.1:$p" ;;
+    etcd-tls)
+      local t; t=$(tls_dir)
+      echo "etcd://127.0.0.1:$p?tls=true&ca_file=$t/ca.pem&cert_file=$t/client.pem&key_file=$t/client.key" ;;
   esac
 }
 
@@ -143,6 +186,30 @@ gen_certs() {
   ) >>"$BASE/tls.log" 2>&1 || die "tls: openssl failed (see $BASE/tls.log)"
 }
 
+# Server certificates signed by the test CA that a client must refuse: one expired (valid in
+# January 2020 only) and one for another host name (other.invalid, not localhost/127.0.0.1).
+# Made once per base dir, also in a base dir whose other certificates predate them.
+gen_bad_certs() {
+  local d; d=$(tls_dir)
+  [[ -s $d/expired.pem && -s $d/wronghost.pem ]] && return 0
+  (
+    cd "$d"
+    rm -rf badca; mkdir -p badca; : >badca/index; echo 1000 >badca/serial
+    printf '%s\n' '[ca]' 'default_ca=d' '[d]' 'database=badca/index' 'new_certs_dir=badca' \
+      'serial=badca/serial' 'default_md=sha256' 'policy=p' 'copy_extensions=none' 'unique_subject=no' \
+      '[p]' 'commonName=supplied' '[expired]' 'subjectAltName=DNS:localhost,IP:127.0.0.1' \
+      'basicConstraints=CA:FALSE' 'extendedKeyUsage=serverAuth' '[wronghost]' \
+      'subjectAltName=DNS:other.invalid' 'basicConstraints=CA:FALSE' 'extendedKeyUsage=serverAuth' >badca.cnf
+    openssl req -newkey rsa:2048 -nodes -keyout expired.key -out expired.csr -subj "/CN=localhost"
+    openssl ca -batch -config badca.cnf -cert ca.pem -keyfile ca.key -in expired.csr -out expired.pem \
+      -extensions expired -startdate 20200101000000Z -enddate 20200201000000Z -notext
+    openssl req -newkey rsa:2048 -nodes -keyout wronghost.key -out wronghost.csr -subj "/CN=other.invalid"
+    openssl ca -batch -config badca.cnf -cert ca.pem -keyfile ca.key -in wronghost.csr -out wronghost.pem \
+      -extensions wronghost -days 3650 -notext
+    chmod 600 ./*.key
+  ) >>"$BASE/tls.log" 2>&1 || die "tls: openssl failed for the bad certificates (see $BASE/tls.log)"
+}
+
 # ---------------------------------------------------------------------------------------------
 # processes
 
@@ -162,8 +229,9 @@ owns() {
   case $name in
     postgres) marker="-D $(dir_of postgres)" ;;
     mysql) marker="--datadir=$(dir_of mysql)" ;;
-    redis | redis-evicting) marker=":$(port_of "$name")" ;;
-    zk | zk-capped | zk-tls) marker="$(dir_of "$name")/zoo.cfg" ;;
+    redis | redis-evicting | redis-persistent | redis-mtls | redis-expired | redis-wronghost) marker=":$(port_of "$name")" ;;
+    zk | zk-capped | zk-tls | zk-mtls) marker="$(dir_of "$name")/zoo.cfg" ;;
+    etcd | etcd-tls) marker="--data-dir=$(dir_of "$name")/data " ;;
   esac
   [[ $cmd == *"$marker"* ]]
 }
@@ -181,6 +249,11 @@ running_pid() {
 
 port_open() { timeout 1 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null; }
 
+http_get() { # http_get PORT PATH -> the HTTP response (status line, headers, body)
+  timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" &&
+    printf "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" "$2" >&3 && cat <&3' _ "$1" "$2" 2>/dev/null
+}
+
 zk_cmd() { # zk_cmd PORT WORD -> the 4-letter-word answer
   timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf %s "$2" >&3 && cat <&3' _ "$1" "$2" 2>/dev/null
 }
@@ -193,10 +266,12 @@ ready() {
     mysql)
       timeout 4 mariadb-admin --no-defaults --protocol=tcp -h 127.0.0.1 -P "$p" -u root \
         --connect-timeout=3 ping >/dev/null 2>&1 ;;
-    redis | redis-evicting)
+    redis | redis-evicting | redis-persistent | redis-mtls | redis-expired | redis-wronghost)
       [[ $(timeout 3 redis-cli -h 127.0.0.1 -p "$p" ping 2>/dev/null) == PONG ]] ;;
-    zk | zk-capped | zk-tls)
+    zk | zk-capped | zk-tls | zk-mtls)
       [[ $(zk_cmd "$p" srvr) == *"Mode: standalone"* ]] ;;
+    etcd) [[ $(http_get "$p" /health) == *'"health":"true"'* ]] ;;
+    etcd-tls) [[ $(http_get "$ETCD_TLS_AUTH_PORT" /health) == *'"health":"true"'* ]] ;;
   esac
 }
 
@@ -277,6 +352,13 @@ spawn_postgres() {
   if ! grep -q '^host all simba_pw ' "$dir/pg_hba.conf"; then
     sed -i '1i host all simba_pw 0.0.0.0/0 scram-sha-256' "$dir/pg_hba.conf"
   fi
+  # The user simba must present a client certificate the test CA signed, for its own name (mutual
+  # TLS, issue 16); other users are as before (the CA file only lets the server verify one).
+  if ! grep -q '^hostssl all simba ' "$dir/pg_hba.conf"; then
+    sed -i -e '1i hostssl all simba 0.0.0.0/0 trust clientcert=verify-full' \
+      -e '1i hostnossl all simba 0.0.0.0/0 reject' "$dir/pg_hba.conf"
+  fi
+  install -o postgres -g postgres -m 644 "$(tls_dir)/ca.pem" "$dir/simba-ca.pem"
   # After a kill -9: stale lock files whose PID is dead (or a zombie, which fools postgres).
   old=$(head -n1 "$dir/postmaster.pid" 2>/dev/null | tr -dc '0-9' || true)
   if [[ -f $dir/postmaster.pid ]] && ! alive "$old"; then
@@ -286,7 +368,8 @@ spawn_postgres() {
     "$bin/postgres" -D "$dir" -p "$port" -c listen_addresses=127.0.0.1 \
     -c unix_socket_directories="$sock" -c fsync=off -c synchronous_commit=off \
     -c full_page_writes=off -c max_connections=500 -c ssl=on \
-    -c ssl_cert_file="$dir/simba-server.pem" -c ssl_key_file="$dir/simba-server.key"
+    -c ssl_cert_file="$dir/simba-server.pem" -c ssl_key_file="$dir/simba-server.key" \
+    -c ssl_ca_file="$dir/simba-ca.pem"
 }
 
 spawn_mysql() {
@@ -322,7 +405,7 @@ spawn_zk() { # spawn_zk NAME MAX_SESSION_MS [JVM OPTIONS...]
   cp=$(zk_classpath)
   [[ -n $cp ]] || die "$name: /usr/share/java/zookeeper.jar not found"
   # The Netty server needs netty-codec, which zookeeper.jar's manifest does not name.
-  if [[ $name == zk-tls ]]; then cp+=":/usr/share/java/netty-codec.jar"; fi
+  if [[ $name == zk-tls || $name == zk-mtls ]]; then cp+=":/usr/share/java/netty-codec.jar"; fi
   cat >"$dir/zoo.cfg" <<EOF
 tickTime=200
 initLimit=10
@@ -340,6 +423,9 @@ EOF
   if [[ $name == zk-tls ]]; then
     printf 'secureClientPort=%s\nsecureClientPortAddress=127.0.0.1\n' "$ZK_TLS_SECURE_PORT" >>"$dir/zoo.cfg"
   fi
+  if [[ $name == zk-mtls ]]; then
+    printf 'secureClientPort=%s\nsecureClientPortAddress=127.0.0.1\n' "$ZK_MTLS_SECURE_PORT" >>"$dir/zoo.cfg"
+  fi
   cat >"$dir/log4j.properties" <<'EOF'
 log4j.rootLogger=INFO, CONSOLE
 log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
@@ -350,6 +436,46 @@ EOF
     -Djava.net.preferIPv4Stack=true -Dlog4j.configuration="file:$dir/log4j.properties" \
     -Dzookeeper.admin.enableServer=false "$@" -cp "$cp" \
     org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg"
+}
+
+spawn_etcd() { # spawn_etcd NAME
+  local name=$1 dir peer t clients advertise tls=()
+  dir=$(dir_of "$name"); t=$(tls_dir); mkdir -p "$dir"
+  if [[ $name == etcd ]]; then
+    peer=$ETCD_PEER_PORT; clients="http://127.0.0.1:$ETCD_PORT"; advertise=$clients
+  else
+    # TLS with client certificates (the common name is the user) on the client port, and
+    # plain HTTP for password users on a second port.
+    peer=$ETCD_TLS_PEER_PORT; advertise="https://127.0.0.1:$ETCD_TLS_PORT"
+    clients="$advertise,http://127.0.0.1:$ETCD_TLS_AUTH_PORT"
+    tls=(--cert-file="$t/server.pem" --key-file="$t/server.key" --trusted-ca-file="$t/ca.pem" --client-cert-auth)
+  fi
+  # Heartbeat 50 ms and election timeout 500 ms make the smallest lease TTL 1 s (etcd's is
+  # 1.5 election timeouts, rounded up to whole seconds: 2 s with its defaults), below the
+  # tests' 1.5 s leases. --unsafe-no-fsync: a test server (a kill -9 keeps what the kernel has).
+  spawn "$name" etcd --name "$name" --data-dir="$dir/data" --logger=zap --log-outputs=stderr \
+    --listen-client-urls "$clients" --advertise-client-urls "$advertise" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "$name=http://127.0.0.1:$peer" --initial-cluster-state new \
+    --initial-cluster-token "simba-$name" --heartbeat-interval=50 --election-timeout=500 \
+    --unsafe-no-fsync "${tls[@]}"
+}
+
+# etcd-tls: users root and simba (password TEST_PASSWORD), a role simba with read and write on
+# the prefix `simba` (the default key prefix and the tests' own prefixes), then authentication
+# on. Skipped once root can log in (authentication is on already).
+etcd_auth_setup() {
+  local e=(etcdctl --endpoints="http://127.0.0.1:$ETCD_TLS_AUTH_PORT" --dial-timeout=3s --command-timeout=5s)
+  "${e[@]}" --user="root:$TEST_PASSWORD" user get simba >/dev/null 2>&1 && return 0
+  {
+    "${e[@]}" user add root --new-user-password="$TEST_PASSWORD" || true
+    "${e[@]}" user grant-role root root || true
+    "${e[@]}" role add simba || true
+    "${e[@]}" role grant-permission simba --prefix=true readwrite simba
+    "${e[@]}" user add simba --new-user-password="$TEST_PASSWORD" || true
+    "${e[@]}" user grant-role simba simba
+    "${e[@]}" auth enable
+  } >>"$(log_of etcd-tls)" 2>&1 || fail_server etcd-tls "could not set up users and authentication"
 }
 
 spawn_one() {
@@ -382,6 +508,26 @@ spawn_one() {
         -Dzookeeper.ssl.keyStore.location="$(dir_of zk-tls)/keystore.pem" -Dzookeeper.ssl.keyStore.type=PEM \
         -Dzookeeper.ssl.trustStore.location="$t/ca.pem" -Dzookeeper.ssl.trustStore.type=PEM \
         -Dzookeeper.ssl.clientAuth=none ;;
+    etcd | etcd-tls) spawn_etcd "$name" ;;
+    # Every write appended and fsynced before the reply: a kill -9 loses no token.
+    redis-persistent) spawn_redis redis-persistent --maxmemory-policy noeviction --appendonly yes --appendfsync always ;;
+    redis-mtls)
+      local t; t=$(tls_dir)
+      spawn_redis redis-mtls --tls-port "$REDIS_MTLS_TLS_PORT" --tls-cert-file "$t/server.pem" \
+        --tls-key-file "$t/server.key" --tls-ca-cert-file "$t/ca.pem" --tls-auth-clients yes ;;
+    redis-expired | redis-wronghost)
+      local t b=${name#redis-} tp; t=$(tls_dir)
+      tp=$REDIS_EXPIRED_TLS_PORT; [[ $name == redis-wronghost ]] && tp=$REDIS_WRONGHOST_TLS_PORT
+      spawn_redis "$name" --tls-port "$tp" --tls-cert-file "$t/$b.pem" --tls-key-file "$t/$b.key" \
+        --tls-ca-cert-file "$t/ca.pem" --tls-auth-clients no ;;
+    zk-mtls)
+      local t; t=$(tls_dir); mkdir -p "$(dir_of zk-mtls)"
+      cat "$t/server.key" "$t/server.pem" >"$(dir_of zk-mtls)/keystore.pem"; chmod 600 "$(dir_of zk-mtls)/keystore.pem"
+      spawn_zk zk-mtls "$ZK_MAX_SESSION_MS" \
+        -Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory \
+        -Dzookeeper.ssl.keyStore.location="$(dir_of zk-mtls)/keystore.pem" -Dzookeeper.ssl.keyStore.type=PEM \
+        -Dzookeeper.ssl.trustStore.location="$t/ca.pem" -Dzookeeper.ssl.trustStore.type=PEM \
+        -Dzookeeper.ssl.clientAuth=need ;;
   esac
 }
 
@@ -421,17 +567,22 @@ post_start() {
       fi
       "$(pg_bin)/psql" -h 127.0.0.1 -p "$p" -U postgres -d postgres -Xq -v ON_ERROR_STOP=1 -c \
         "do \$\$ begin if not exists (select 1 from pg_roles where rolname = 'simba_pw') then
-           create role simba_pw login superuser password '$TEST_PASSWORD'; end if; end \$\$" \
-        >>"$(log_of postgres)" 2>&1 || fail_server postgres "could not create user simba_pw" ;;
+           create role simba_pw login superuser password '$TEST_PASSWORD'; end if;
+           if not exists (select 1 from pg_roles where rolname = 'simba') then
+           create role simba login superuser; end if; end \$\$" \
+        >>"$(log_of postgres)" 2>&1 || fail_server postgres "could not create users simba_pw and simba" ;;
     mysql)
       mariadb --no-defaults --protocol=tcp -h 127.0.0.1 -P "$p" -u root \
         -e "CREATE DATABASE IF NOT EXISTS simba CHARACTER SET utf8mb4;
             CREATE USER IF NOT EXISTS 'simba_pw'@'%' IDENTIFIED BY '$TEST_PASSWORD';
-            GRANT ALL ON simba.* TO 'simba_pw'@'%'" >>"$(log_of mysql)" 2>&1 ||
+            GRANT ALL ON simba.* TO 'simba_pw'@'%';
+            CREATE USER IF NOT EXISTS 'simba_x509'@'%' REQUIRE X509;
+            GRANT ALL ON simba.* TO 'simba_x509'@'%'" >>"$(log_of mysql)" 2>&1 ||
         fail_server mysql "could not create database simba" ;;
     redis)
       [[ $(redis-cli -h 127.0.0.1 -p "$p" ACL SETUSER simba reset on ">$TEST_PASSWORD" '~*' '&*' '+@all' 2>&1) == OK ]] ||
         fail_server redis "could not create the ACL user simba" ;;
+    etcd-tls) etcd_auth_setup ;;
   esac
 }
 
@@ -445,6 +596,12 @@ install_missing() {
   command -v redis-cli >/dev/null || pkgs+=(redis-tools)
   dpkg -s zookeeper >/dev/null 2>&1 && [[ -f /usr/share/java/zookeeper.jar ]] || pkgs+=(zookeeper)
   command -v java >/dev/null || pkgs+=(default-jre-headless)
+  command -v etcd >/dev/null || pkgs+=(etcd-server)
+  command -v etcdctl >/dev/null || pkgs+=(etcd-client)
+  # Not a server: the etcd-client crate's build script runs protoc, which needs the
+  # well-known .proto files of libprotobuf-dev (only recommended by protobuf-compiler).
+  command -v protoc >/dev/null || pkgs+=(protobuf-compiler)
+  [[ -f /usr/include/google/protobuf/descriptor.proto ]] || pkgs+=(libprotobuf-dev)
   command -v setpriv >/dev/null || pkgs+=(util-linux)
   command -v ps >/dev/null || pkgs+=(procps)
   ((${#pkgs[@]})) || return 0
@@ -469,6 +626,10 @@ write_ports() {
     done
     printf '%s=${%s:-%s}\n' SIMBA_BACKENDS_REDIS_TLS_PORT SIMBA_BACKENDS_REDIS_TLS_PORT "$REDIS_TLS_PORT"
     printf '%s=${%s:-%s}\n' SIMBA_BACKENDS_ZK_TLS_SECURE_PORT SIMBA_BACKENDS_ZK_TLS_SECURE_PORT "$ZK_TLS_SECURE_PORT"
+    for v in ETCD_PEER_PORT ETCD_TLS_PEER_PORT ETCD_TLS_AUTH_PORT REDIS_MTLS_TLS_PORT REDIS_EXPIRED_TLS_PORT \
+      REDIS_WRONGHOST_TLS_PORT ZK_MTLS_SECURE_PORT; do
+      printf '%s=${%s:-%s}\n' "SIMBA_BACKENDS_$v" "SIMBA_BACKENDS_$v" "${!v}"
+    done
   } >"$BASE/ports.env"
 }
 
@@ -501,6 +662,13 @@ env_text() {
   printf 'export SIMBA_TEST_REDIS_TLS_URL=%q\n' "rediss://127.0.0.1:$REDIS_TLS_PORT?ca_file=$ca"
   printf 'export SIMBA_TEST_REDIS_AUTH_URL=%q\n' "redis://simba:$TEST_PASSWORD_URL@127.0.0.1:$REDIS_PORT"
   printf 'export SIMBA_TEST_ZK_AUTH_URL=%q\n' "zk://simba:$TEST_PASSWORD_URL@127.0.0.1:$ZK_PORT"
+  # Mutual TLS (issue 16): URLs without the client certificate, which the test adds
+  # (SIMBA_TEST_TLS_DIR/client.pem, client.key; its common name is simba).
+  printf 'export SIMBA_TEST_POSTGRES_MTLS_URL=%q\n' \
+    "postgres://simba@127.0.0.1:$POSTGRES_PORT/simba?sslmode=verify-full&sslrootcert=$ca"
+  printf 'export SIMBA_TEST_MYSQL_MTLS_URL=%q\n' \
+    "mysql://simba_x509@127.0.0.1:$MYSQL_PORT/simba?ssl-mode=VERIFY_IDENTITY&ssl-ca=$ca"
+  printf 'export SIMBA_TEST_ETCD_AUTH_URL=%q\n' "etcd://simba:$TEST_PASSWORD_URL@127.0.0.1:$ETCD_TLS_AUTH_PORT"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -512,6 +680,7 @@ cmd_start() {
   lock
   touch "$BASE/.simba-backends"
   gen_certs
+  gen_bad_certs
   for n in "${NAMES[@]}"; do
     pid=$(running_pid "$n")
     if [[ -n $pid ]]; then
@@ -539,6 +708,7 @@ cmd_start() {
   post_start postgres
   post_start mysql
   post_start redis
+  post_start etcd-tls
   write_ports  # only now: a failed start with a bad port override is not remembered
   env_text >"$BASE/env.sh"
   t0=$(( (${EPOCHREALTIME/[.,]/} - t0) / 1000 ))
@@ -550,6 +720,7 @@ cmd_restart() {
   local n; n=$(canon "${1:?usage: backends.sh restart NAME}")
   lock
   gen_certs
+  gen_bad_certs
   stop_one "$n"
   (spawn_one "$n") || fail_server "$n" "could not be started"
   wait_ready "$n"
@@ -607,12 +778,13 @@ cmd_env() {
 
 case ${1:-} in
   start) cmd_start ;;
+  install) install_missing ;;
   stop) cmd_stop "${2:-}" ;;
   status) cmd_status ;;
   env) cmd_env ;;
   restart) cmd_restart "${2:-}" ;;
   pid) cmd_pid "${2:-}" ;;
   *)
-    sed -n '2,13p' "$SCRIPT" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,15p' "$SCRIPT" | sed 's/^# \{0,1\}//' >&2
     exit 2 ;;
 esac

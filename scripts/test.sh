@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The project's one test command (README.md, .ci/run): formatting, lints, private test servers
-# (PostgreSQL, MariaDB, Redis, ZooKeeper: installed if missing, started on loopback), every test,
-# then the servers are stopped again.
+# (PostgreSQL, MariaDB, Redis, ZooKeeper, etcd: installed if missing, started on loopback), headless
+# Chromium for the dashboard's browser tests (installed if missing), every test, then the
+# servers are stopped again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Before anything builds: the etcd feature's build script needs protoc (backends.sh installs it
+# with the servers).
+bash scripts/backends.sh install
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
@@ -11,6 +16,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p simba -p simba-macros --all-fe
 
 eval "$(bash scripts/backends.sh start)"
 trap 'bash scripts/backends.sh stop >/dev/null 2>&1 || true' EXIT
+eval "$(bash scripts/browser.sh install)"
 
 # The fault suite's tables (faults by kind, worst time back to a leader) go to a file, printed
 # at the end: cargo shows a passing test's output only with --nocapture.

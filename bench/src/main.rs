@@ -28,6 +28,7 @@ fn targets() -> Result<Vec<Target>> {
         (Kind::Postgres, "SIMBA_TEST_POSTGRES_URL"),
         (Kind::MySql, "SIMBA_TEST_MYSQL_URL"),
         (Kind::ZooKeeper, "SIMBA_TEST_ZK_URL"),
+        (Kind::Etcd, "SIMBA_TEST_ETCD_URL"),
     ] {
         match std::env::var(var) {
             Ok(url) if !url.is_empty() => v.push(Target { kind, url }),
@@ -101,15 +102,18 @@ async fn main() -> Result<()> {
     let step = |name: &str| println!("[{:>6.1} s] {name}", started.elapsed().as_secs_f64());
 
     if wants("p7") {
-        step("P7 memory per lease and idle CPU (Redis)");
         let (leases, idle, window) = if plan.quick {
             (5_000, 1_000, Duration::from_secs(3))
         } else {
             (100_000, 10_000, Duration::from_secs(20))
         };
-        match measures::p7(target(&ts, Kind::Redis)?, leases, idle, window, &run).await {
-            Ok(p) => r.p7.push(p),
-            Err(e) => r.error("P7 Redis", e),
+        // etcd too: its backend mirrors what its sessions hold (one entry per lease).
+        for kind in [Kind::Redis, Kind::Etcd] {
+            step(&format!("P7 memory per lease and idle CPU ({})", kind.label()));
+            match measures::p7(target(&ts, kind)?, leases, idle, window, &run).await {
+                Ok(p) => r.p7.push(p),
+                Err(e) => r.error(&format!("P7 {}", kind.label()), e),
+            }
         }
     }
     if wants("p1") {
@@ -119,7 +123,7 @@ async fn main() -> Result<()> {
             Err(_) => vec![1, 1000, 10_000, 100_000],
         };
         let levels = levels.as_slice();
-        for kind in [Kind::Redis, Kind::Postgres, Kind::ZooKeeper] {
+        for kind in [Kind::Redis, Kind::Postgres, Kind::ZooKeeper, Kind::Etcd] {
             step(&format!("P1 renewal cost, {}", kind.label()));
             match measures::p1(target(&ts, kind)?, levels, &run).await {
                 Ok(rows) => r.p1.extend(rows),
@@ -151,12 +155,9 @@ async fn main() -> Result<()> {
         }
         let slots = if plan.quick { 10 } else { 200 };
         step(&format!(
-            "P5 cron lateness, {slots} one-second slots (Redis) beside tokio-cron-scheduler, in the background"
+            "P5 cron lateness, {slots} one-second slots on every backend beside tokio-cron-scheduler, in the background"
         ));
-        let res = match target(&ts, Kind::Redis) {
-            Ok(t) => measures::p5(t, slots, &run).await,
-            Err(e) => Err(e),
-        };
+        let res = measures::p5(&ts, slots, &run).await;
         step("P5 done");
         Some(res)
     };
@@ -180,14 +181,16 @@ async fn main() -> Result<()> {
             for t in &ts {
                 step(&format!("P3 crash failover, {} ({trials} trials, lease 1 s)", t.kind.label()));
                 match measures::handovers(t, cfg, trials, 10, true, &run).await {
-                    Ok(v) => r.p3.push((t.kind.label().to_owned(), v, cfg.failover_bound())),
+                    Ok(v) => {
+                        r.p3.push((t.kind.label().to_owned(), v.iter().map(|h| h.ms).collect(), cfg.failover_bound()));
+                    }
                     Err(e) => r.error(&format!("P3 {}", t.kind.label()), e),
                 }
             }
         }
         if wants("p6") {
             let kinds: &[Kind] =
-                if plan.quick { &[Kind::Redis] } else { &[Kind::Redis, Kind::Postgres, Kind::ZooKeeper] };
+                if plan.quick { &[Kind::Redis] } else { &[Kind::Redis, Kind::Postgres, Kind::ZooKeeper, Kind::Etcd] };
             for &kind in kinds {
                 step(&format!("P6 partition rebalance, {}", kind.label()));
                 match measures::p6(target(&ts, kind)?, &run).await {
@@ -201,7 +204,16 @@ async fn main() -> Result<()> {
     let (p5, rest) = tokio::join!(p5, rest);
     rest?;
     match p5 {
-        Some(Ok((ours, tcs))) => r.p5 = Some((ours, tcs)),
+        Some(Ok((ours, tcs))) => {
+            let mut ok = Vec::new();
+            for (label, res) in ours {
+                match res {
+                    Ok(v) => ok.push((label, v)),
+                    Err(e) => r.error(&format!("P5 {label}"), e),
+                }
+            }
+            r.p5 = Some((ok, tcs));
+        }
         Some(Err(e)) => r.error("P5", e),
         None => {}
     }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use futures_util::StreamExt;
 use rand::Rng;
-use simba::backend::{Acquire, Backend, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+use simba::backend::etcd::etcd_client;
+use simba::backend::{Acquire, Backend, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId};
 use simba::job::{JobFuture, Misfire, PartitionedJob, Schedule, ScheduledJob};
 use simba::{FnListener, LockGuard, Runtime, RuntimeConfig, Simba, SimbaConfig, Term};
 use tokio::sync::mpsc;
@@ -27,11 +28,18 @@ pub(crate) enum Kind {
     MySql,
     /// ZooKeeper.
     ZooKeeper,
+    /// etcd.
+    Etcd,
     /// SQLite (a file).
     Sqlite,
 }
 
 impl Kind {
+    /// Whether the raw anchor's names need no row made first (key-value stores).
+    fn keyed(self) -> bool {
+        matches!(self, Kind::Redis | Kind::Etcd)
+    }
+
     /// The backend's name in tables.
     pub(crate) fn label(self) -> &'static str {
         match self {
@@ -39,6 +47,7 @@ impl Kind {
             Kind::Postgres => "PostgreSQL",
             Kind::MySql => "MariaDB",
             Kind::ZooKeeper => "ZooKeeper",
+            Kind::Etcd => "etcd",
             Kind::Sqlite => "SQLite",
         }
     }
@@ -158,7 +167,7 @@ impl<B: Backend> Backend for Counted<B> {
     async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
         self.inner.claim_slot(session, name, token, slot).await
     }
-    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
         self.inner.join_group(session, group).await
     }
     async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
@@ -180,19 +189,46 @@ impl<B: Backend> Backend for Counted<B> {
 
 /// A client on `url` whose keep-alives are counted.
 async fn counted_client(kind: Kind, url: &str, cfg: SimbaConfig) -> Result<(Simba, Arc<AtomicU64>)> {
-    use simba::backend::{postgres::PostgresBackend, redis::RedisBackend, zookeeper::ZooKeeperBackend};
+    use simba::backend::{
+        etcd::EtcdBackend, postgres::PostgresBackend, redis::RedisBackend, zookeeper::ZooKeeperBackend,
+    };
     let n = Arc::new(AtomicU64::new(0));
     let keep_alives = Arc::clone(&n);
     let simba = match kind {
         Kind::Redis => Simba::new(Counted { inner: RedisBackend::connect(url).await?, keep_alives }, cfg)?,
         Kind::Postgres => Simba::new(Counted { inner: PostgresBackend::connect(url).await?, keep_alives }, cfg)?,
         Kind::ZooKeeper => Simba::new(Counted { inner: ZooKeeperBackend::connect(url).await?, keep_alives }, cfg)?,
+        Kind::Etcd => Simba::new(Counted { inner: EtcdBackend::connect(url).await?, keep_alives }, cfg)?,
         other => bail!("P1 does not run on {other:?}"),
     };
     timeout(Duration::from_secs(15), simba.live())
         .await
         .map_err(|_| anyhow!("no live session on {url} within 15 s"))??;
     Ok((simba, n))
+}
+
+/// With `SIMBA_BENCH_DEBUG`: prints the client's events other than elections and stops to
+/// stderr, labelled (why a measure lost a lease).
+fn print_events(simba: &Simba, label: String) {
+    let mut ev = simba.events();
+    tokio::spawn(async move {
+        loop {
+            let e = match ev.recv().await {
+                Ok(e) => e,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    eprintln!("{label}: {n} events not shown (lagged)");
+                    continue;
+                }
+                Err(_) => break,
+            };
+            if !matches!(
+                e,
+                simba::Event::Elected { .. } | simba::Event::Revoked { reason: simba::RevokeReason::Stopped, .. }
+            ) {
+                eprintln!("{label} event: {e:?}");
+            }
+        }
+    });
 }
 
 /// P1 on our engine: one node holds 1, 1k, 10k, 100k leases; its traffic through a counting
@@ -209,23 +245,7 @@ pub(crate) async fn p1(t: &Target, levels: &[usize], run: &str) -> Result<Vec<P1
     let mut rows = Vec::new();
     let debug = std::env::var("SIMBA_BENCH_DEBUG").is_ok();
     if debug {
-        let mut ev = simba.events();
-        let label = t.kind.label();
-        tokio::spawn(async move {
-            loop {
-                let e = match ev.recv().await {
-                    Ok(e) => e,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(_) => break,
-                };
-                if !matches!(
-                    e,
-                    simba::Event::Elected { .. } | simba::Event::Revoked { reason: simba::RevokeReason::Stopped, .. }
-                ) {
-                    eprintln!("P1 {label} event: {e:?}");
-                }
-            }
-        });
+        print_events(&simba, format!("P1 {}", t.kind.label()));
     }
     for &n in levels {
         let have = guards.len();
@@ -327,6 +347,8 @@ pub(crate) async fn p1_anchor(url: &str, levels: &[usize], run: &str) -> Result<
 /// A raw lock primitive on the backend's own connection(s), without simba.
 enum Raw {
     Redis(redis::aio::MultiplexedConnection),
+    /// etcd: a `Txn` that puts the key if it is absent (create revision 0), and a `Delete`.
+    Etcd(Box<etcd_client::Client>),
     Pg(sqlx::PgPool),
     My(sqlx::MySqlPool),
     Lite(sqlx::SqlitePool),
@@ -339,6 +361,13 @@ impl Raw {
                 let r: Option<String> =
                     redis::cmd("SET").arg(name).arg(holder).arg("NX").arg("PX").arg(15_000).query_async(c).await?;
                 r.is_some()
+            }
+            Raw::Etcd(c) => {
+                let key = format!("bench/raw/{name}");
+                let txn = etcd_client::Txn::new()
+                    .when([etcd_client::Compare::create_revision(key.as_str(), etcd_client::CompareOp::Equal, 0)])
+                    .and_then([etcd_client::TxnOp::put(key.as_str(), holder, None)]);
+                c.txn(txn).await?.succeeded()
             }
             Raw::Pg(p) => {
                 sqlx::query(
@@ -384,6 +413,9 @@ impl Raw {
             Raw::Redis(c) => {
                 let _: i64 = redis::cmd("DEL").arg(name).query_async(c).await?;
             }
+            Raw::Etcd(c) => {
+                c.delete(format!("bench/raw/{name}"), None).await?;
+            }
             Raw::Pg(p) => {
                 sqlx::query("UPDATE simba_bench_raw SET holder = NULL WHERE name = $1 AND holder = $2")
                     .bind(name)
@@ -413,7 +445,7 @@ impl Raw {
 /// The raw table with the serial row and `CONC_NAMES` rows for the concurrent run.
 async fn raw_setup(raw: &Raw) -> Result<()> {
     match raw {
-        Raw::Redis(_) => {}
+        Raw::Redis(_) | Raw::Etcd(_) => {}
         Raw::Pg(p) => {
             sqlx::query(
                 "CREATE TABLE IF NOT EXISTS simba_bench_raw (name TEXT PRIMARY KEY, holder TEXT, until_ms BIGINT)",
@@ -457,9 +489,14 @@ async fn raw_setup(raw: &Raw) -> Result<()> {
 /// A client on `t` and, where there is one, the raw primitive on the same connection pool
 /// (Redis: a connection of its own to the same server).
 async fn client_and_raw(t: &Target, cfg: SimbaConfig) -> Result<(Simba, Option<Raw>)> {
-    use simba::backend::{mysql::MySqlBackend, postgres::PostgresBackend, sqlite::SqliteBackend};
+    use simba::backend::{etcd::EtcdBackend, mysql::MySqlBackend, postgres::PostgresBackend, sqlite::SqliteBackend};
     let err = |e: simba::backend::BackendError| anyhow!("{e}");
     let (simba, raw) = match t.kind {
+        Kind::Etcd => {
+            let b = EtcdBackend::connect(&t.url).await.map_err(err)?;
+            let c = b.client();
+            (Simba::new(b, cfg)?, Some(Raw::Etcd(Box::new(c))))
+        }
         Kind::Redis => {
             let c = redis::Client::open(t.url.as_str())?.get_multiplexed_async_connection().await?;
             (Simba::connect(&t.url, cfg).await?, Some(Raw::Redis(c)))
@@ -527,7 +564,7 @@ pub(crate) async fn p2(t: &Target, plan: Plan, run: &str) -> Result<P2Row> {
             ours.push(n as f64 / secs);
         }
         if let Some(r) = raw.as_mut() {
-            let raw_name = if t.kind == Kind::Redis { format!("raw.{run}") } else { "raw.1000".to_owned() };
+            let raw_name = if t.kind.keyed() { format!("raw.{run}") } else { "raw.1000".to_owned() };
             let r = Arc::new(tokio::sync::Mutex::new(r));
             let (n, secs) = timed(plan.rep_len, || {
                 let r = Arc::clone(&r);
@@ -549,8 +586,8 @@ pub(crate) async fn p2(t: &Target, plan: Plan, run: &str) -> Result<P2Row> {
     simba.close().await;
     let direct = {
         use simba::backend::{
-            mysql::MySqlBackend, postgres::PostgresBackend, redis::RedisBackend, sqlite::SqliteBackend,
-            zookeeper::ZooKeeperBackend,
+            etcd::EtcdBackend, mysql::MySqlBackend, postgres::PostgresBackend, redis::RedisBackend,
+            sqlite::SqliteBackend, zookeeper::ZooKeeperBackend,
         };
         let err = |e: simba::backend::BackendError| anyhow!("{e}");
         let name = format!("p2.{run}.direct");
@@ -562,6 +599,7 @@ pub(crate) async fn p2(t: &Target, plan: Plan, run: &str) -> Result<P2Row> {
             Kind::ZooKeeper => {
                 direct_serial(&ZooKeeperBackend::connect(&t.url).await.map_err(err)?, plan, &name).await?
             }
+            Kind::Etcd => direct_serial(&EtcdBackend::connect(&t.url).await.map_err(err)?, plan, &name).await?,
         }
     };
     let (ours_conc, raw_conc) = p2_concurrent(t, plan, run).await?;
@@ -656,7 +694,7 @@ async fn p2_concurrent(t: &Target, plan: Plan, run: &str) -> Result<(f64, Option
         ours.push(total as f64 / start.elapsed().as_secs_f64());
         if !raws.is_empty() {
             let tasks = raws.iter_mut().enumerate().map(|(k, r)| {
-                let (run, redis) = (run.to_owned(), t.kind == Kind::Redis);
+                let (run, redis) = (run.to_owned(), t.kind.keyed());
                 async move {
                     let holder = format!("bench-{run}-{k}");
                     let start = Instant::now();
@@ -690,11 +728,46 @@ async fn p2_concurrent(t: &Target, plan: Plan, run: &str) -> Result<(f64, Option
 // ---------------------------------------------------------------------------------------------
 // P3 crash failover, P4 graceful handover
 
+/// The release watch's query counter of a SQLite or MariaDB backend (issue 15 P4).
+type WatchCounter = Box<dyn Fn() -> u64 + Send + Sync>;
+
+/// A live client on `t`, and for SQLite and MariaDB the query counter of its backend's
+/// release watch.
+async fn watched_client(t: &Target, cfg: SimbaConfig) -> Result<(Simba, Option<WatchCounter>)> {
+    let (s, counter): (Simba, Option<WatchCounter>) = match t.kind {
+        Kind::Sqlite => {
+            let b = simba::backend::sqlite::SqliteBackend::connect(&t.url).await?;
+            let c = b.clone();
+            (Simba::new(b, cfg)?, Some(Box::new(move || c.release_watch_queries())))
+        }
+        Kind::MySql => {
+            let b = simba::backend::mysql::MySqlBackend::connect(&t.url).await?;
+            let c = b.clone();
+            (Simba::new(b, cfg)?, Some(Box::new(move || c.release_watch_queries())))
+        }
+        _ => return Ok((client(&t.url, cfg).await?, None)),
+    };
+    timeout(Duration::from_secs(15), s.live())
+        .await
+        .map_err(|_| anyhow!("no live session on {} within 15 s", t.url))??;
+    Ok((s, counter))
+}
+
+/// One handover trial's result.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Handover {
+    /// From the crash or `stop()` to the next term, ms.
+    pub(crate) ms: f64,
+    /// Release-watch queries per second of the candidate's node while it waited, and of the
+    /// leader's node over the same time (SQLite and MariaDB only).
+    pub(crate) watch_qps: Option<(f64, f64)>,
+}
+
 /// One handover trial: A leads, B waits as a candidate, then A crashes (`crash`) or stops;
 /// the time from then until B's term starts, in ms.
-async fn handover_trial(url: &str, cfg: SimbaConfig, name: String, crash: bool) -> Result<f64> {
-    let a = client(url, cfg).await?;
-    let b = client(url, cfg).await?;
+async fn handover_trial(t: &Target, cfg: SimbaConfig, name: String, crash: bool) -> Result<Handover> {
+    let (a, a_watch) = watched_client(t, cfg).await?;
+    let (b, b_watch) = watched_client(t, cfg).await?;
     let (atx, mut arx) = mpsc::unbounded_channel::<Instant>();
     let ea = a.election(name.as_str());
     ea.start(FnListener::new(
@@ -705,6 +778,8 @@ async fn handover_trial(url: &str, cfg: SimbaConfig, name: String, crash: bool) 
     ))?;
     timeout(Duration::from_secs(20), arx.recv()).await.map_err(|_| anyhow!("{name}: A not elected within 20 s"))?;
     let (btx, mut brx) = mpsc::unbounded_channel::<Instant>();
+    let watched = |w: &Option<WatchCounter>| w.as_ref().map_or(0, |f| f());
+    let (qa0, qb0, waiting_since) = (watched(&a_watch), watched(&b_watch), Instant::now());
     let eb = b.election(name.as_str());
     eb.start(FnListener::new(
         move |_t: &Term| {
@@ -722,18 +797,22 @@ async fn handover_trial(url: &str, cfg: SimbaConfig, name: String, crash: bool) 
     if crash {
         a.crash_for_tests();
     } else {
-        ea.stop().await?;
+        ea.stop().await;
     }
     let limit = cfg.failover_bound() * 4 + Duration::from_secs(5);
     let t1 = timeout(limit, brx.recv())
         .await
         .map_err(|_| anyhow!("{name}: B not elected within {limit:?}"))?
         .ok_or_else(|| anyhow!("{name}: B's listener ended"))?;
+    let waited = t1.duration_since(waiting_since).as_secs_f64();
+    let watch_qps = b_watch
+        .as_ref()
+        .map(|_| ((watched(&b_watch) - qb0) as f64 / waited, (watched(&a_watch) - qa0) as f64 / waited));
     b.close().await;
     if !crash {
         a.close().await;
     }
-    Ok(t1.duration_since(t0).as_secs_f64() * 1e3)
+    Ok(Handover { ms: t1.duration_since(t0).as_secs_f64() * 1e3, watch_qps })
 }
 
 /// `trials` handover trials on `t`, `parallel` at a time (each on its own lease name and two
@@ -745,10 +824,10 @@ pub(crate) async fn handovers(
     parallel: usize,
     crash: bool,
     run: &str,
-) -> Result<Vec<f64>> {
+) -> Result<Vec<Handover>> {
     let what = if crash { "p3" } else { "p4" };
-    let results: Vec<Result<f64>> = futures_util::stream::iter(0..trials)
-        .map(|i| handover_trial(&t.url, cfg, format!("{what}.{run}.{i}"), crash))
+    let results: Vec<Result<Handover>> = futures_util::stream::iter(0..trials)
+        .map(|i| handover_trial(t, cfg, format!("{what}.{run}.{i}"), crash))
         .buffer_unordered(parallel)
         .collect()
         .await;
@@ -758,16 +837,21 @@ pub(crate) async fn handovers(
 // ---------------------------------------------------------------------------------------------
 // P5 cron lateness
 
-static OURS_FIRES: Mutex<Vec<chrono::DateTime<chrono::Utc>>> = Mutex::new(Vec::new());
-static TCS_FIRES: Mutex<Vec<chrono::DateTime<chrono::Utc>>> = Mutex::new(Vec::new());
+/// Fire times by scheduler: the lease name of ours on each backend, `TCS` for the anchor.
+static FIRES: Mutex<Vec<(String, chrono::DateTime<chrono::Utc>)>> = Mutex::new(Vec::new());
+const TCS: &str = "tokio-cron-scheduler";
 
-fn record(v: &Mutex<Vec<chrono::DateTime<chrono::Utc>>>) {
+fn record(who: &str) {
     let now = chrono::Utc::now();
-    v.lock().unwrap_or_else(PoisonError::into_inner).push(now);
+    FIRES.lock().unwrap_or_else(PoisonError::into_inner).push((who.to_owned(), now));
 }
 
-fn p5_job(_term: Term) -> JobFuture {
-    record(&OURS_FIRES);
+fn fires_of(all: &[(String, chrono::DateTime<chrono::Utc>)], who: &str) -> Vec<chrono::DateTime<chrono::Utc>> {
+    all.iter().filter(|(w, _)| w == who).map(|(_, t)| *t).collect()
+}
+
+fn p5_job(term: Term) -> JobFuture {
+    record(term.name());
     Box::pin(async { Ok(()) })
 }
 
@@ -777,34 +861,57 @@ fn lateness(fires: &[chrono::DateTime<chrono::Utc>]) -> Vec<f64> {
     fires.iter().skip(1).map(|t| f64::from(t.timestamp_subsec_nanos()) / 1e6).collect()
 }
 
-/// Lateness of every-second cron jobs over `slots` seconds: ours (a runtime on `t`, so every
-/// fire includes the slot claim on the backend) beside tokio-cron-scheduler, in one process at
-/// the same time.
-pub(crate) async fn p5(t: &Target, slots: u64, run: &str) -> Result<(Vec<f64>, Vec<f64>)> {
-    let lease: &'static str = Box::leak(format!("p5.{run}").into_boxed_str());
-    let job = ScheduledJob {
-        name: "p5_cron",
-        lease,
-        schedule: Schedule::Cron { expr: "* * * * * *", time_zone: None },
-        misfire: Misfire::Skip,
-        run: p5_job,
-    };
-    let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
-    let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
-    let ours = Runtime::builder().config(cfg).without_registry().job(job).start().await?;
+/// Lateness of every-second cron jobs over `slots` seconds: ours on every backend of
+/// `targets` (one runtime each, so every fire includes the slot claim on that backend) beside
+/// tokio-cron-scheduler, all in one process at the same time. Returns our lateness per backend
+/// (a backend whose runtime did not start is reported with its error) and the anchor's.
+pub(crate) async fn p5(
+    targets: &[Target],
+    slots: u64,
+    run: &str,
+) -> Result<(Vec<(String, Result<Vec<f64>>)>, Vec<f64>)> {
+    let mut ours = Vec::new();
+    for t in targets {
+        let lease: &'static str = Box::leak(format!("p5.{}.{run}", t.kind.label()).into_boxed_str());
+        let job = ScheduledJob {
+            name: "p5_cron",
+            lease,
+            schedule: Schedule::Cron { expr: "* * * * * *", time_zone: None },
+            misfire: Misfire::Skip,
+            run: p5_job,
+        };
+        let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
+        let started = async {
+            let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
+            Ok::<_, anyhow::Error>(Runtime::builder().config(cfg).without_registry().job(job).start().await?)
+        }
+        .await;
+        ours.push((t.kind.label().to_owned(), lease, started));
+    }
     let mut tcs = tokio_cron_scheduler::JobScheduler::new().await?;
     tcs.add(tokio_cron_scheduler::Job::new_async("* * * * * *", |_id, _l| {
-        record(&TCS_FIRES);
+        record(TCS);
         Box::pin(async {})
     })?)
     .await?;
     tcs.start().await?;
     sleep(Duration::from_secs(slots + 2)).await;
     tcs.shutdown().await?;
-    ours.shutdown().await;
-    let o = std::mem::take(&mut *OURS_FIRES.lock().unwrap_or_else(PoisonError::into_inner));
-    let c = std::mem::take(&mut *TCS_FIRES.lock().unwrap_or_else(PoisonError::into_inner));
-    Ok((lateness(&o), lateness(&c)))
+    let mut stopped = Vec::new();
+    for (label, lease, started) in ours {
+        let r = match started {
+            Ok(rt) => {
+                rt.shutdown().await;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
+        stopped.push((label, lease, r));
+    }
+    let all = std::mem::take(&mut *FIRES.lock().unwrap_or_else(PoisonError::into_inner));
+    let out =
+        stopped.into_iter().map(|(label, lease, r)| (label, r.map(|()| lateness(&fires_of(&all, lease))))).collect();
+    Ok((out, lateness(&fires_of(&all, TCS))))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -979,6 +1086,9 @@ pub(crate) async fn p7(t: &Target, leases: usize, idle_leases: usize, window: Du
     drop(guards);
 
     let simba = client(&t.url, cfg).await?;
+    if std::env::var("SIMBA_BENCH_DEBUG").is_ok() {
+        print_events(&simba, format!("P7 {}", t.kind.label()));
+    }
     let mut guards = Vec::with_capacity(idle_leases);
     acquire_many(&simba, &format!("p7.{run}.i"), 0, idle_leases, &mut guards).await?;
     sleep(Duration::from_secs(1)).await;

@@ -14,9 +14,10 @@ use syn::{Expr, ItemFn, Lit, Meta, Token};
 
 use crate::signature;
 
-/// The longest lease name, in characters (rule T1; the same constant as `simba::MAX_NAME_LEN`,
-/// which this crate cannot depend on).
-const MAX_NAME_LEN: usize = 128;
+use simba_rules::lease::{MAX_NAME_LEN, name_problem};
+
+/// The most retries a job may ask for (the same as the runtime's `MAX_RETRY`).
+const MAX_RETRY: u32 = 100;
 
 /// The most partitions a group may have.
 const MAX_PARTITIONS: u32 = 100_000;
@@ -38,8 +39,10 @@ impl Kind {
 
     fn options(self) -> &'static [&'static str] {
         match self {
-            Kind::Scheduled => &["cron", "fixed_rate", "time_zone", "lease", "misfire"],
-            Kind::Partitioned => &["group", "partitions", "cron", "fixed_rate", "time_zone", "misfire"],
+            Kind::Scheduled => &["cron", "fixed_rate", "time_zone", "lease", "misfire", "retry", "backoff", "timeout"],
+            Kind::Partitioned => {
+                &["group", "partitions", "cron", "fixed_rate", "time_zone", "misfire", "retry", "backoff", "timeout"]
+            }
         }
     }
 
@@ -76,6 +79,17 @@ pub(crate) struct JobConfig {
     pub(crate) name: String,
     pub(crate) misfire: Misfire,
     pub(crate) job: JobKind,
+    /// `retry = N`.
+    pub(crate) retry: Option<u32>,
+    /// `backoff = "1s"`.
+    pub(crate) backoff: Option<Duration>,
+    /// `timeout = "30s"`.
+    pub(crate) timeout: Option<Duration>,
+    /// Whether the function takes the run context (`&JobContext`) as its last parameter.
+    pub(crate) context: bool,
+    /// The path the generated code names the `simba` crate by: `::simba`, or what
+    /// `crate = "..."` says (a renamed dependency, or a facade crate re-exporting simba).
+    pub(crate) krate: syn::Path,
 }
 
 /// What differs between the two macros.
@@ -108,6 +122,10 @@ struct Configuration {
     misfire: Option<Set<Misfire>>,
     group: Option<Set<(String, Span)>>,
     partitions: Option<Set<u32>>,
+    retry: Option<Set<u32>>,
+    backoff: Option<Set<Duration>>,
+    timeout: Option<Set<Duration>>,
+    krate: Option<Set<syn::Path>>,
 }
 
 /// The one helper that refuses a repeated option.
@@ -131,6 +149,10 @@ impl Configuration {
             misfire: None,
             group: None,
             partitions: None,
+            retry: None,
+            backoff: None,
+            timeout: None,
+            krate: None,
         }
     }
 
@@ -142,6 +164,16 @@ impl Configuration {
             "fixed_rate" => self.set_fixed_rate(key, value),
             "time_zone" => self.set_time_zone(key, value),
             "misfire" => self.set_misfire(key, value),
+            "retry" => self.set_retry(key, value),
+            "backoff" => {
+                let d = duration_lit(key, value, "\"1s\"")?;
+                set_once(&mut self.backoff, d, key, self.seen)
+            }
+            "timeout" => {
+                let d = duration_lit(key, value, "\"30s\"")?;
+                set_once(&mut self.timeout, d, key, self.seen)
+            }
+            "crate" => self.set_crate(key, value),
             "lease" if self.kind == Kind::Scheduled => self.set_lease(key, value),
             "group" if self.kind == Kind::Partitioned => self.set_group(key, value),
             "partitions" if self.kind == Kind::Partitioned => self.set_partitions(key, value),
@@ -201,17 +233,50 @@ impl Configuration {
 
     fn set_misfire(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
         let lit = string_lit(key, value, "\"skip\"")?;
-        let misfire = match lit.value().as_str() {
-            "skip" => Misfire::Skip,
-            "run_once" => Misfire::RunOnce,
-            other => {
+        let misfire = match simba_rules::misfire::parse(&lit.value()) {
+            Some(simba_rules::misfire::Policy::Skip) => Misfire::Skip,
+            Some(simba_rules::misfire::Policy::RunOnce) => Misfire::RunOnce,
+            None => {
                 return Err(syn::Error::new(
                     lit.span(),
-                    format!("unknown misfire policy `{other}`; valid policies: \"skip\" (the default), \"run_once\""),
+                    format!(
+                        "unknown misfire policy `{}`; valid policies: {}",
+                        lit.value(),
+                        simba_rules::misfire::VALID
+                    ),
                 ));
             }
         };
         set_once(&mut self.misfire, misfire, key, self.seen)
+    }
+
+    fn set_retry(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        let Expr::Lit(syn::ExprLit { lit: Lit::Int(lit), .. }) = value else {
+            return Err(syn::Error::new(
+                value.span(),
+                format!("`{key}` expects an integer literal from 0 to {MAX_RETRY}, e.g. `retry = 3`"),
+            ));
+        };
+        let retry = lit.base10_parse::<u32>().ok().filter(|r| *r <= MAX_RETRY).ok_or_else(|| {
+            syn::Error::new(lit.span(), format!("`retry` must be from 0 to {MAX_RETRY}, found {}", lit.base10_digits()))
+        })?;
+        set_once(&mut self.retry, retry, key, self.seen)
+    }
+
+    /// `crate = "path"`: the path of the simba crate in the generated code, as `#[tokio::main]`
+    /// takes one (a renamed dependency, or a facade crate that re-exports simba).
+    fn set_crate(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        let lit = string_lit(key, value, "\"my_simba\"")?;
+        let path = lit.parse::<syn::Path>().map_err(|_| {
+            syn::Error::new(
+                lit.span(),
+                format!(
+                    "`crate` expects the path of the simba crate, e.g. `crate = \"my_simba\"` or `crate = \"facade::simba\"`, found `{}`",
+                    lit.value()
+                ),
+            )
+        })?;
+        set_once(&mut self.krate, path, key, self.seen)
     }
 
     fn set_group(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
@@ -274,6 +339,28 @@ impl Configuration {
             }
         };
         let misfire = self.misfire.as_ref().map_or(Misfire::Skip, |m| m.value);
+        if schedule.is_none() {
+            let first = [
+                self.retry.as_ref().map(|s| s.key),
+                self.backoff.as_ref().map(|s| s.key),
+                self.timeout.as_ref().map(|s| s.key),
+            ]
+            .into_iter()
+            .flatten()
+            .next();
+            if let Some(opt) = first {
+                return Err(syn::Error::new(
+                    opt,
+                    "`retry`, `backoff` and `timeout` apply to scheduled runs: add `cron` or `fixed_rate`, or remove them",
+                ));
+            }
+        }
+        if let (Some(backoff), None) = (&self.backoff, &self.retry) {
+            return Err(syn::Error::new(backoff.key, "`backoff` needs `retry = N` beside it (how many retries)"));
+        }
+        let (retry, backoff, timeout) =
+            (self.retry.map(|s| s.value), self.backoff.map(|s| s.value), self.timeout.map(|s| s.value));
+        let context = signature::takes_context(self.kind, func);
         let job = match self.kind {
             Kind::Scheduled => {
                 let Some(schedule) = schedule else {
@@ -337,7 +424,8 @@ impl Configuration {
                 JobKind::Partitioned { group, partitions, schedule }
             }
         };
-        Ok(JobConfig { name, misfire, job })
+        let krate = self.krate.map_or_else(|| syn::parse_quote!(::simba), |k| k.value);
+        Ok(JobConfig { name, misfire, job, retry, backoff, timeout, context, krate })
     }
 }
 
@@ -422,6 +510,22 @@ fn unknown_option(kind: Kind, span: Span, name: &str) -> syn::Error {
     )
 }
 
+/// A positive duration written as a string literal (`"30s"`), or an error at the token.
+fn duration_lit(key: &syn::Ident, value: &Expr, example: &str) -> syn::Result<Duration> {
+    let lit = string_lit(key, value, example)?;
+    let text = lit.value();
+    match humantime::parse_duration(&text) {
+        Ok(d) if d.is_zero() => {
+            Err(syn::Error::new(lit.span(), format!("`{key}` must be longer than zero, e.g. {example}")))
+        }
+        Ok(d) => Ok(d),
+        Err(e) => Err(syn::Error::new(
+            lit.span(),
+            format!("invalid duration `{text}`: {e}; write a duration such as \"30s\", \"5m\" or \"250ms\""),
+        )),
+    }
+}
+
 /// The value as a string literal, or an error naming the option and an example.
 fn string_lit<'a>(key: &syn::Ident, value: &'a Expr, example: &str) -> syn::Result<&'a syn::LitStr> {
     match value {
@@ -433,18 +537,34 @@ fn string_lit<'a>(key: &syn::Ident, value: &'a Expr, example: &str) -> syn::Resu
     }
 }
 
+/// The croner parser with the settings of `simba_rules::cron`, the ones the runtime uses.
+fn cron_parser() -> croner::parser::CronParser {
+    use croner::parser::{CronParser, Seconds, Year};
+    use simba_rules::cron::{Field, SECONDS, YEAR};
+
+    let seconds = match SECONDS {
+        Field::Required => Seconds::Required,
+        Field::Optional => Seconds::Optional,
+        Field::Disallowed => Seconds::Disallowed,
+    };
+    let year = match YEAR {
+        Field::Required => Year::Required,
+        Field::Optional => Year::Optional,
+        Field::Disallowed => Year::Disallowed,
+    };
+    CronParser::builder().seconds(seconds).year(year).build()
+}
+
 /// Checks a cron expression the way the runtime parses it: croner with seconds required and
 /// no year field, so exactly 6 fields (or a nickname such as `@hourly`).
 fn check_cron(expr: &str) -> Result<(), String> {
-    use croner::parser::{CronParser, Seconds, Year};
-
-    let parser = CronParser::builder().seconds(Seconds::Required).year(Year::Disallowed).build();
+    let parser = cron_parser();
     match parser.parse(expr) {
         Ok(_) => Ok(()),
         Err(e) => {
             let fields = expr.split_whitespace().count();
             let trimmed = expr.trim_start();
-            if !trimmed.starts_with('@') && fields != 6 {
+            if !trimmed.starts_with('@') && fields != simba_rules::cron::FIELDS {
                 let fix =
                     if fields == 5 { format!("; for second 0 write \"0 {}\"", expr.trim()) } else { String::new() };
                 Err(format!(
@@ -456,24 +576,6 @@ fn check_cron(expr: &str) -> Result<(), String> {
             }
         }
     }
-}
-
-/// Why `name` is not a valid lease name (rule T1), or `None` when it is. A copy of
-/// `simba::name_problem`, which this crate cannot depend on; keep the two in step.
-fn name_problem(name: &str) -> Option<&'static str> {
-    if name.is_empty() {
-        return Some("a lease name needs 1 to 128 characters");
-    }
-    if name.chars().count() > MAX_NAME_LEN {
-        return Some("a lease name has at most 128 characters");
-    }
-    if name == "." || name == ".." {
-        return Some("`.` and `..` are not lease names (they are ZooKeeper path components)");
-    }
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')) {
-        return Some("a lease name may only contain A-Z, a-z, 0-9, `.`, `_`, `:` and `-`");
-    }
-    None
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Attribute macros for the `simba` crate: `#[simba_scheduled]` and `#[simba_partitioned]`.
 //!
 //! Use them through the `simba` crate (`use simba::{simba_scheduled, simba_partitioned};`),
-//! which re-exports them: the code they generate names `::simba`. Each macro keeps the
+//! which re-exports them: the code they generate names `::simba`, or the path given with
+//! `crate = "..."` (a renamed dependency, or a facade crate). Each macro keeps the
 //! function as written and adds a registry entry (`simba::job::ScheduledJob` or
 //! `simba::job::PartitionedJob`) that `simba::run()` finds at link time; the entry is plain
 //! data that can also be written by hand. Cron expressions, durations, time zones and lease

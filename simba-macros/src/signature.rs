@@ -49,10 +49,15 @@ pub(crate) fn check(kind: Kind, func: &ItemFn) -> syn::Result<()> {
         Kind::Scheduled => 1,
         Kind::Partitioned => 2,
     };
-    if params.len() != wanted {
+    if params.len() != wanted && params.len() != wanted + 1 {
         return Err(syn::Error::new(
             sig.paren_token.span.join(),
-            format!("a job takes {wanted} parameter{}, found {}: write {expected}", plural(wanted), params.len()),
+            format!(
+                "a job takes {wanted} parameter{}, or {} with the run context last (`ctx: &JobContext`), found {}: write {expected}",
+                plural(wanted),
+                wanted + 1,
+                params.len()
+            ),
         ));
     }
     let typed: Vec<&syn::PatType> = params
@@ -88,7 +93,25 @@ pub(crate) fn check(kind: Kind, func: &ItemFn) -> syn::Result<()> {
             "the second parameter is the partition's index and must be `u32`: `partition: u32`",
         ));
     }
+    if params.len() == wanted + 1
+        && let Some(ctx) = typed.last()
+        && !matches!(&*ctx.ty, Type::Reference(r) if r.mutability.is_none())
+    {
+        return Err(syn::Error::new(
+            ctx.ty.span(),
+            "the last parameter is the run context, by shared reference: `ctx: &JobContext`",
+        ));
+    }
     Ok(())
+}
+
+/// Whether the function takes the run context as an extra last parameter.
+pub(crate) fn takes_context(kind: Kind, func: &ItemFn) -> bool {
+    let wanted = match kind {
+        Kind::Scheduled => 1,
+        Kind::Partitioned => 2,
+    };
+    func.sig.inputs.len() == wanted + 1
 }
 
 fn is_u32(ty: &Type) -> bool {

@@ -117,7 +117,7 @@ impl Shared {
         cell.note_released(&name, token);
         let shared = Arc::clone(self);
         tokio::spawn(async move {
-            let to = shared.timing.config.renew_interval();
+            let to = cell.call_timeout(Instant::now());
             match tokio::time::timeout(to, shared.backend.release(&cell.id, &name, token)).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => tracing::debug!(lease = %name, token, error = %e, "background release failed"),
@@ -194,9 +194,9 @@ impl SimbaBuilder {
                 }
             });
         }
-        // The span carries `session` once one is open (recorded by the actor).
-        let span = tracing::info_span!("simba", backend = %shared.backend.describe(), session = tracing::field::Empty);
-        let actor = handle.spawn(tracing::Instrument::instrument(crate::session::run(Arc::clone(&shared)), span));
+        // The actor logs under `simba{backend}` while opening and under a fresh
+        // `simba{backend, session}` per session, children of the span current here.
+        let actor = handle.spawn(crate::session::run(Arc::clone(&shared), tracing::Span::current()));
         *shared.actor.lock().unwrap_or_else(PoisonError::into_inner) = Some(actor);
         Ok(Simba { shared })
     }
@@ -215,17 +215,23 @@ impl Simba {
 
     /// A client on the backend named by `url`: `memory://`, `sqlite://path/to/file.db`
     /// (feature `sqlite`), `postgres://...` (feature `postgres`), `mysql://...` (feature
-    /// `mysql`), `redis://...` (feature `redis`) or `zk://host:port/chroot` (feature
-    /// `zookeeper`).
+    /// `mysql`), `redis://...` (feature `redis`), `zk://host:port/chroot` (feature
+    /// `zookeeper`) or `etcd://host:port` (feature `etcd`).
     pub async fn connect(url: &str, config: SimbaConfig) -> Result<Simba, Error> {
         match crate::backend::connect_url(url).await {
             Ok(Some(backend)) => SimbaBuilder { config, backend: Some(backend), seed: None }.build(),
             Ok(None) => Err(Error::InvalidConfig(format!(
-                "unsupported backend URL `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis:// or zk:// (each needs its cargo feature: sqlite, postgres, mysql, redis, zookeeper)",
+                "unsupported backend URL `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis://, zk:// or etcd:// (each needs its cargo feature: sqlite, postgres, mysql, redis, zookeeper, etcd)",
                 crate::backend::url_scheme(url)
             ))),
             Err(source) => Err(Error::Backend { op: "connect", name: None, source }),
         }
+    }
+
+    /// The backend's jobs store (run history and job control, issue 12), where the backend
+    /// has one.
+    pub fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+        self.shared.backend.job_store()
     }
 
     /// The timing configuration.
@@ -321,12 +327,7 @@ impl Simba {
             self.wait_actor().await;
             return;
         };
-        let stops = elections.iter().map(|e| e.stop());
-        for r in futures_util::future::join_all(stops).await {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "stopping an election during close");
-            }
-        }
+        futures_util::future::join_all(elections.iter().map(Election::stop)).await;
         self.shared.shutdown.cancel();
         self.wait_actor().await;
     }

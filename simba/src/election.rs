@@ -144,7 +144,7 @@ impl ElectionCtl {
 /// })?;
 /// # simba.live().await?;
 /// # tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-/// election.stop().await?;
+/// election.stop().await;
 /// simba.close().await;
 /// # Ok(())
 /// # }
@@ -269,17 +269,19 @@ impl Election {
     /// token; deliver `on_revoked(term, Stopped)`; complete. After it completes the listener
     /// gets no more callbacks (L3). Called from the election's own task or callback, it does
     /// not wait (L5). Stopping an election that is not started does nothing.
-    pub async fn stop(&self) -> Result<(), Error> {
-        let Some(ctl) = self.ctl() else { return Ok(()) };
+    ///
+    /// It cannot fail: a release the backend refuses or does not answer is logged, and the
+    /// lease then frees with the session (T7), so there is no error to return.
+    pub async fn stop(&self) {
+        let Some(ctl) = self.ctl() else { return };
         let (tx, rx) = oneshot::channel();
         if ctl.cmds.send(Cmd::Stop(tx)).is_err() {
-            return Ok(());
+            return;
         }
         if inside_election(ctl.id) {
-            return Ok(());
+            return;
         }
         let _ = rx.await;
-        Ok(())
     }
 
     /// Gives the lease up in the H1 order (reason [`RevokeReason::SteppedDown`]) and stays out
@@ -385,6 +387,19 @@ struct Actor {
     task: Option<Mutex<TaskFn>>,
 }
 
+/// A command received while not leading: a stop, or a step-down (answered at once) into a
+/// cooldown (H4).
+fn idle_command(cmd: Option<Cmd>) -> LeaderExit {
+    match cmd {
+        None => LeaderExit::Stop(None),
+        Some(Cmd::Stop(r)) => LeaderExit::Stop(Some(r)),
+        Some(Cmd::StepDown(d, r)) => {
+            let _ = r.send(());
+            LeaderExit::Continue(Some(Instant::now() + d))
+        }
+    }
+}
+
 /// What ended a leader phase.
 enum LeaderExit {
     /// Contend again (after a cooldown, if any).
@@ -397,100 +412,111 @@ impl Actor {
     async fn run(mut self) {
         let mut releases = self.shared.releases.subscribe();
         let mut cooldown: Option<Instant> = None;
-        let mut stop_reply: Option<oneshot::Sender<()>> = None;
-        'contend: loop {
+        let stop_reply = loop {
             // Cooling down after step_down (H4).
-            if let Some(until) = cooldown.take() {
-                self.ctl.set(ElectionStatus::CoolingDown(until));
-                loop {
-                    tokio::select! {
-                        _ = sleep_until(until) => break,
-                        cmd = self.cmds.recv() => match cmd {
-                            None => break 'contend,
-                            Some(Cmd::Stop(r)) => { stop_reply = Some(r); break 'contend; }
-                            Some(Cmd::StepDown(_, r)) => { let _ = r.send(()); }
-                        }
-                    }
-                }
+            if let Some(until) = cooldown.take()
+                && let Err(reply) = self.cool_down(until).await
+            {
+                break reply;
             }
             self.ctl.set(ElectionStatus::Candidate);
-            // Wait for a live session.
-            let cell = loop {
-                let mut rx = self.shared.session.subscribe();
-                let current = rx.borrow_and_update().clone();
-                if let Some(c) = current.filter(|c| c.is_live_at(Instant::now())) {
-                    break c;
-                }
-                tokio::select! {
-                    r = rx.changed() => if r.is_err() { break 'contend },
-                    _ = self.shared.shutdown.cancelled() => break 'contend,
-                    cmd = self.cmds.recv() => match cmd {
-                        None => break 'contend,
-                        Some(Cmd::Stop(r)) => { stop_reply = Some(r); break 'contend; }
-                        Some(Cmd::StepDown(d, r)) => { let _ = r.send(()); cooldown = Some(Instant::now() + d); continue 'contend; }
-                    }
-                }
-            };
-            // One attempt at a time (K3).
-            let mut attempt = spawn_attempt(&self.shared, &cell, &self.ctl.name);
-            let outcome = tokio::select! {
-                r = &mut attempt => r.ok(),
-                cmd = self.cmds.recv() => {
-                    abandon(attempt);
-                    match cmd {
-                        None => break 'contend,
-                        Some(Cmd::Stop(r)) => { stop_reply = Some(r); break 'contend; }
-                        Some(Cmd::StepDown(d, r)) => { let _ = r.send(()); cooldown = Some(Instant::now() + d); continue 'contend; }
-                    }
-                }
-            };
-            match outcome {
-                Some(Ok(Acquire::Won(token))) => {
-                    if let Some(term) = self.adopt(&cell, token) {
-                        match self.lead(term, &cell).await {
-                            LeaderExit::Continue(c) => {
-                                cooldown = c;
-                                if cooldown.is_some() {
-                                    continue 'contend;
-                                }
-                            }
-                            LeaderExit::Stop(r) => {
-                                stop_reply = r;
-                                break 'contend;
-                            }
-                        }
-                    }
-                }
-                Some(Ok(Acquire::Held | Acquire::Expired)) => self.done_attempt(),
-                Some(Err(e)) => {
-                    self.done_attempt();
-                    tracing::debug!(lease = %self.ctl.name, error = %crate::session::error_chain(&e), "acquire failed");
-                }
-                None => self.done_attempt(),
+            match self.contend(&mut releases).await {
+                LeaderExit::Continue(c) => cooldown = c,
+                LeaderExit::Stop(r) => break r,
             }
-            // K1: retry after renew_interval / 2 + jitter, or at once when the lease is
-            // released (K2).
-            let retry_at = Instant::now() + self.shared.timing.candidate_delay(self.shared.unit_random());
-            let mut session_rx = self.shared.session.subscribe();
-            loop {
-                tokio::select! {
-                    _ = sleep_until(retry_at) => break,
-                    r = releases.recv() => match r {
-                        Ok(n) if *n == *self.ctl.name => break,
-                        Ok(_) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
-                    },
-                    _ = session_rx.changed() => break,
-                    cmd = self.cmds.recv() => match cmd {
-                        None => break 'contend,
-                        Some(Cmd::Stop(r)) => { stop_reply = Some(r); break 'contend; }
-                        Some(Cmd::StepDown(d, r)) => { let _ = r.send(()); cooldown = Some(Instant::now() + d); continue 'contend; }
-                    }
+        };
+        self.stopped(stop_reply).await;
+    }
+
+    /// H4: waits out a cooldown; a step-down meanwhile is answered and changes nothing.
+    /// `Err` with the reply to send when the election is stopped meanwhile.
+    async fn cool_down(&mut self, until: Instant) -> Result<(), Option<oneshot::Sender<()>>> {
+        self.ctl.set(ElectionStatus::CoolingDown(until));
+        loop {
+            tokio::select! {
+                _ = sleep_until(until) => return Ok(()),
+                cmd = self.cmds.recv() => match cmd {
+                    None => return Err(None),
+                    Some(Cmd::Stop(r)) => return Err(Some(r)),
+                    Some(Cmd::StepDown(_, r)) => { let _ = r.send(()); }
                 }
             }
         }
-        // Stopped: no callback after this (L3).
+    }
+
+    /// One round as a candidate: waits for a live session, sends one attempt (K3), leads if it
+    /// won, then waits to try again (K1, K2).
+    async fn contend(&mut self, releases: &mut tokio::sync::broadcast::Receiver<String>) -> LeaderExit {
+        let cell = match self.live_session().await {
+            Ok(cell) => cell,
+            Err(exit) => return exit,
+        };
+        let mut attempt = spawn_attempt(&self.shared, &cell, &self.ctl.name);
+        let outcome = tokio::select! {
+            r = &mut attempt => r.ok(),
+            cmd = self.cmds.recv() => {
+                abandon(attempt);
+                return idle_command(cmd);
+            }
+        };
+        match outcome {
+            Some(Ok(Acquire::Won(token))) => {
+                if let Some(term) = self.adopt(&cell, token) {
+                    match self.lead(term, &cell).await {
+                        LeaderExit::Continue(None) => {}
+                        exit => return exit,
+                    }
+                }
+            }
+            Some(Ok(Acquire::Held | Acquire::Expired)) => self.done_attempt(),
+            Some(Err(e)) => {
+                self.done_attempt();
+                tracing::debug!(lease = %self.ctl.name, error = %crate::session::error_chain(&e), "acquire failed");
+            }
+            None => self.done_attempt(),
+        }
+        self.wait_retry(releases).await
+    }
+
+    /// The live session, once there is one; `Err` when a command or the shutdown comes first.
+    async fn live_session(&mut self) -> Result<Arc<SessionCell>, LeaderExit> {
+        loop {
+            let mut rx = self.shared.session.subscribe();
+            let current = rx.borrow_and_update().clone();
+            if let Some(c) = current.filter(|c| c.is_live_at(Instant::now())) {
+                return Ok(c);
+            }
+            tokio::select! {
+                r = rx.changed() => if r.is_err() { return Err(LeaderExit::Stop(None)) },
+                _ = self.shared.shutdown.cancelled() => return Err(LeaderExit::Stop(None)),
+                cmd = self.cmds.recv() => return Err(idle_command(cmd)),
+            }
+        }
+    }
+
+    /// K1: waits `renew_interval / 2 + jitter` before the next attempt, or less when the lease
+    /// is released (K2) or the session changes.
+    async fn wait_retry(&mut self, releases: &mut tokio::sync::broadcast::Receiver<String>) -> LeaderExit {
+        let retry_at = Instant::now() + self.shared.timing.candidate_delay(self.shared.unit_random());
+        let mut session_rx = self.shared.session.subscribe();
+        loop {
+            tokio::select! {
+                _ = sleep_until(retry_at) => return LeaderExit::Continue(None),
+                r = releases.recv() => match r {
+                    Ok(n) if *n == *self.ctl.name => return LeaderExit::Continue(None),
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return LeaderExit::Continue(None),
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
+                },
+                _ = session_rx.changed() => return LeaderExit::Continue(None),
+                cmd = self.cmds.recv() => return idle_command(cmd),
+            }
+        }
+    }
+
+    /// Stopped: no callback after this (L3). Frees the name, answers the stop and anybody
+    /// still waiting.
+    async fn stopped(&mut self, stop_reply: Option<oneshot::Sender<()>>) {
         {
             let mut st = self.shared.lock_state();
             st.claims.remove(&self.ctl.name);
@@ -502,7 +528,6 @@ impl Actor {
         if let Some(r) = stop_reply {
             let _ = r.send(());
         }
-        // Answer anybody still waiting.
         self.cmds.close();
         while let Ok(cmd) = self.cmds.try_recv() {
             match cmd {
@@ -632,11 +657,7 @@ impl Actor {
         let name = &self.ctl.name;
         cell.note_released(name, term.token());
         if cell.is_live_at(Instant::now()) {
-            let to = self.shared.timing.call_timeout(
-                self.shared.timing.config.renew_interval(),
-                Instant::now(),
-                Some(cell.deadline()),
-            );
+            let to = cell.call_timeout(Instant::now());
             match tokio::time::timeout(to, self.shared.backend.release(&cell.id, name, term.token())).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
@@ -728,8 +749,7 @@ pub(crate) fn spawn_attempt(shared: &Arc<Shared>, cell: &Arc<SessionCell>, name:
             attempt_finished(&shared, &name);
             return;
         }
-        let to =
-            shared.timing.call_timeout(shared.timing.config.renew_interval(), Instant::now(), Some(cell.deadline()));
+        let to = cell.call_timeout(Instant::now());
         let r = match tokio::time::timeout(to, shared.backend.acquire(&cell.id, &name)).await {
             Ok(r) => r,
             Err(_) => Err(crate::backend::BackendError::Unavailable {

@@ -1,22 +1,26 @@
 #![doc = include_str!("docs/crate.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod admin;
 pub mod backend;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod client;
 mod config;
+pub mod dashboard;
 mod election;
 mod error;
 mod events;
 pub mod fencing;
 pub mod job;
+pub mod job_store;
 mod lock;
 pub mod metrics;
 mod name;
 pub mod runtime;
 mod secret;
 mod session;
+mod suggest;
 mod term;
 mod timing;
 
@@ -42,7 +46,13 @@ pub use simba_macros::{simba_partitioned, simba_scheduled};
 pub mod __private {
     pub use linkme;
 
-    use crate::job::{JobFuture, JobOutcome};
+    use crate::job::{JobContext, JobFuture, JobOutcome};
+
+    /// The context of the run being executed (a manual context outside the runtime, when a
+    /// generated wrapper is called by hand).
+    pub fn job_context() -> JobContext {
+        JobContext::current().unwrap_or_else(|| JobContext::manual(chrono::Utc::now(), "local"))
+    }
 
     /// Boxes a job run's future, converting its outcome.
     pub fn job_future<F, O>(f: F) -> JobFuture

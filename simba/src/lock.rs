@@ -60,27 +60,8 @@ impl Lock {
         crate::validate_name(&self.name)?;
         self.shared.ensure_open()?;
         let name: Arc<str> = self.name.as_str().into();
-        let queue = {
-            let mut st = self.shared.lock_state();
-            Arc::clone(st.lock_queues.entry(Arc::clone(&name)).or_default())
-        };
-        let local = match until {
-            None => queue.lock_owned().await,
-            Some(u) => match tokio::time::timeout_at(u, queue.lock_owned()).await {
-                Ok(g) => g,
-                Err(_) => return Ok(None),
-            },
-        };
-        {
-            let mut st = self.shared.lock_state();
-            if st.closed {
-                return Err(Error::Closed);
-            }
-            if !st.claims.insert(Arc::clone(&name)) {
-                return Err(Error::AlreadyStarted { name: self.name.clone() });
-            }
-        }
-        let claim = Claim { shared: Arc::clone(&self.shared), name: Arc::clone(&name) };
+        let Some(local) = self.local_turn(&name, until).await else { return Ok(None) };
+        let claim = self.claim(&name)?;
         let mut releases = self.shared.releases.subscribe();
         loop {
             let cell = if once {
@@ -139,22 +120,60 @@ impl Lock {
             if once {
                 return Ok(None);
             }
-            let retry_at = Instant::now() + self.shared.timing.candidate_delay(self.shared.unit_random());
-            let retry_at = until.map_or(retry_at, |u| retry_at.min(u));
-            loop {
-                tokio::select! {
-                    _ = sleep_until(retry_at) => break,
-                    r = releases.recv() => match r {
-                        Ok(n) if *n == *name => break,
-                        Ok(_) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
-                    },
-                    _ = self.shared.shutdown.cancelled() => return Err(Error::Closed),
-                }
-            }
+            self.wait_retry(&mut releases, &name, until).await?;
             if until.is_some_and(|u| Instant::now() >= u) {
                 return Ok(None);
+            }
+        }
+    }
+
+    /// Waits for this task's turn in the local queue of `name`; `None` when `until` came
+    /// first (the turn then drops the queue if nobody else waits on it).
+    async fn local_turn(&self, name: &Arc<str>, until: Option<Instant>) -> Option<LocalTurn> {
+        let mut local = LocalTurn { shared: Arc::clone(&self.shared), name: Arc::clone(name), guard: None };
+        let queue = {
+            let mut st = self.shared.lock_state();
+            Arc::clone(st.lock_queues.entry(Arc::clone(name)).or_default())
+        };
+        let waited = match until {
+            None => Ok(queue.lock_owned().await),
+            Some(u) => tokio::time::timeout_at(u, queue.lock_owned()).await,
+        };
+        local.guard = Some(waited.ok()?);
+        Some(local)
+    }
+
+    /// Claims `name` on this client (L4): refused while an election or another lock uses it.
+    fn claim(&self, name: &Arc<str>) -> Result<Claim, Error> {
+        let mut st = self.shared.lock_state();
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        if !st.claims.insert(Arc::clone(name)) {
+            return Err(Error::AlreadyStarted { name: self.name.clone() });
+        }
+        Ok(Claim { shared: Arc::clone(&self.shared), name: Arc::clone(name) })
+    }
+
+    /// K1/K2: waits the candidate delay (cut at `until`), or less when `name` is released.
+    async fn wait_retry(
+        &self,
+        releases: &mut tokio::sync::broadcast::Receiver<String>,
+        name: &str,
+        until: Option<Instant>,
+    ) -> Result<(), Error> {
+        let retry_at = Instant::now() + self.shared.timing.candidate_delay(self.shared.unit_random());
+        let retry_at = until.map_or(retry_at, |u| retry_at.min(u));
+        loop {
+            tokio::select! {
+                _ = sleep_until(retry_at) => return Ok(()),
+                r = releases.recv() => match r {
+                    Ok(n) if n == name => return Ok(()),
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Ok(()),
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
+                },
+                _ = self.shared.shutdown.cancelled() => return Err(Error::Closed),
             }
         }
     }
@@ -181,6 +200,28 @@ async fn deadline_or_pending(until: Option<Instant>) {
     }
 }
 
+/// This task's place in the local queue of a name: the queue's guard once it is this task's
+/// turn. Dropping it passes the turn on and removes the queue from `lock_queues` when no other
+/// task holds or waits for it, so names locked once do not stay in memory.
+struct LocalTurn {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+    guard: Option<OwnedMutexGuard<()>>,
+}
+
+impl Drop for LocalTurn {
+    fn drop(&mut self) {
+        // The guard holds a reference to the queue: drop it first.
+        drop(self.guard.take());
+        let mut st = self.shared.lock_state();
+        // Every other reference is a task holding or waiting for the queue, and new ones are
+        // only taken under the state lock: with the map's the only one left, nobody needs it.
+        if st.lock_queues.get(&self.name).is_some_and(|q| Arc::strong_count(q) == 1) {
+            st.lock_queues.remove(&self.name);
+        }
+    }
+}
+
 /// The local claim on a name; dropping it lets an election or another lock use the name.
 struct Claim {
     shared: Arc<Shared>,
@@ -198,7 +239,7 @@ impl Drop for Claim {
 pub struct LockGuard {
     term: Term,
     claim: Option<Claim>,
-    _local: OwnedMutexGuard<()>,
+    _local: LocalTurn,
 }
 
 impl LockGuard {
@@ -227,11 +268,7 @@ impl LockGuard {
         // A term lost to the session (deadline, expiry, takeover) is not ours to release.
         let handed_over = matches!(reason, RevokeReason::Stopped | RevokeReason::SteppedDown);
         if handed_over && cell.is_live_at(Instant::now()) {
-            let to = shared.timing.call_timeout(
-                shared.timing.config.renew_interval(),
-                Instant::now(),
-                Some(cell.deadline()),
-            );
+            let to = cell.call_timeout(Instant::now());
             match tokio::time::timeout(to, shared.backend.release(&cell.id, term.name(), term.token())).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(source)) => {
@@ -280,5 +317,49 @@ impl Drop for LockGuard {
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard").field("term", &self.term).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::backend::memory::MemoryBackend;
+    use crate::{Simba, SimbaConfig};
+
+    /// Issue 13 item 4 / issue 16 item 7: `lock_queues` shrinks when a name's queue empties,
+    /// so a service locking names made on the fly does not grow: after 10,000 distinct names
+    /// (released, dropped, timed out while queued) the map is empty.
+    #[tokio::test(start_paused = true)]
+    async fn issue13_4_lock_queues_shrink() {
+        let simba = Simba::new(MemoryBackend::new(), SimbaConfig::default()).expect("client");
+        for i in 0..10_000 {
+            let lock = simba.lock(format!("q.{i}"));
+            let guard = lock.acquire().await.expect("acquire");
+            match i % 3 {
+                0 => guard.release().await.expect("release"),
+                1 => drop(guard),
+                _ => {
+                    // Another task of this process queues behind the holder and gives up.
+                    let waited = simba.lock(format!("q.{i}")).try_acquire(Duration::from_millis(1)).await;
+                    assert!(waited.expect("try_acquire").is_none());
+                    assert_eq!(simba.shared.lock_state().lock_queues.len(), 1, "the holder's queue stays");
+                    drop(guard);
+                }
+            }
+        }
+        assert!(simba.shared.lock_state().lock_queues.is_empty(), "lock_queues must shrink");
+        // A name is still queued while held and waited for, and the queue still serialises.
+        let held = simba.lock("q.again").acquire().await.expect("acquire");
+        let other = simba.clone();
+        let waiter = tokio::spawn(async move { other.lock("q.again").acquire().await.map(|g| g.term().token()) });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!waiter.is_finished(), "the second task waits for its turn");
+        let first = held.term().token();
+        held.release().await.expect("release");
+        let second = waiter.await.expect("join").expect("acquire");
+        assert!(second > first);
+        assert!(simba.shared.lock_state().lock_queues.is_empty());
+        simba.close().await;
     }
 }

@@ -16,6 +16,8 @@
 //! | `simba_job_duration_seconds` | histogram | `job` | how long each run took |
 //! | `simba_job_lateness_seconds` | histogram | `job` | how late each run started after its slot |
 //! | `simba_partitions_held` | gauge | `group` | partitions of the group this process holds |
+//! | `simba_job_slots_total` | counter | `job`, `outcome` | slots by how they ended (`ran`, `failed`, `declined`, `missed`, ...; issue 12) |
+//! | `simba_job_paused` | gauge | `job` | 1 while this node's claims find the job paused |
 //!
 //! `reason` is `stopped`, `stepped_down`, `deadline_passed`, `session_expired` or
 //! `taken_over`. The session gauge describes the last client whose state changed: run one
@@ -49,6 +51,10 @@ pub mod names {
     pub const JOB_LATENESS: &str = "simba_job_lateness_seconds";
     /// Gauge, label `group`: partitions held by this process.
     pub const PARTITIONS_HELD: &str = "simba_partitions_held";
+    /// Counter, labels `job` and `outcome`: slots by how they ended.
+    pub const JOB_SLOTS: &str = "simba_job_slots_total";
+    /// Gauge, label `job`: 1 while the job is paused, as this node's claims see it.
+    pub const JOB_PAUSED: &str = "simba_job_paused";
 }
 
 const STATES: [(SessionStatus, &str); 4] = [
@@ -94,6 +100,14 @@ pub(crate) fn term_lost(lease: &str, reason: RevokeReason) {
 pub(crate) fn job_started(job: &str, lateness: Duration) {
     counter!(names::JOB_RUNS, "job" => job.to_owned()).increment(1);
     histogram!(names::JOB_LATENESS, "job" => job.to_owned()).record(lateness.as_secs_f64());
+}
+
+pub(crate) fn job_slot(job: &str, outcome: crate::job_store::Outcome) {
+    counter!(names::JOB_SLOTS, "job" => job.to_owned(), "outcome" => outcome.as_str()).increment(1);
+}
+
+pub(crate) fn job_paused(job: &str, paused: bool) {
+    gauge!(names::JOB_PAUSED, "job" => job.to_owned()).set(if paused { 1.0 } else { 0.0 });
 }
 
 pub(crate) fn job_finished(job: &str, took: Duration, failed: bool) {

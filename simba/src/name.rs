@@ -3,7 +3,7 @@
 use crate::Error;
 
 /// The longest lease name, in characters.
-pub const MAX_NAME_LEN: usize = 128;
+pub const MAX_NAME_LEN: usize = simba_rules::lease::MAX_NAME_LEN;
 
 /// Checks that `name` is a valid lease name: 1 to 128 characters of `[A-Za-z0-9._:-]`, and
 /// not `.` or `..` (rule T1). One name then means the same as a Redis key, a ZooKeeper path
@@ -20,22 +20,10 @@ pub fn validate_name(name: &str) -> Result<(), Error> {
     }
 }
 
-/// Why `name` is not a valid lease name, or `None` when it is. Shared with the macros, which
-/// check names at compile time.
+/// Why `name` is not a valid lease name, or `None` when it is. The rule lives in
+/// `simba_rules::lease`, which the macros use too to check names at compile time.
 pub fn name_problem(name: &str) -> Option<&'static str> {
-    if name.is_empty() {
-        return Some("a lease name needs 1 to 128 characters");
-    }
-    if name.chars().count() > MAX_NAME_LEN {
-        return Some("a lease name has at most 128 characters");
-    }
-    if name == "." || name == ".." {
-        return Some("`.` and `..` are not lease names (they are ZooKeeper path components)");
-    }
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')) {
-        return Some("a lease name may only contain A-Z, a-z, 0-9, `.`, `_`, `:` and `-`");
-    }
-    None
+    simba_rules::lease::name_problem(name)
 }
 
 #[cfg(test)]

@@ -23,44 +23,79 @@ pub(crate) fn redact_url(url: &str) -> String {
     let prefix = scheme.map(|s| format!("{s}://")).unwrap_or_default();
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, _) = rest.split_at(end);
-    let (userinfo, after) = if let Some(at) = authority.rfind('@') {
-        (Some(&rest[..at]), &rest[at + 1..])
-    } else if let Some(at) = rest.rfind('@')
+    // The last `@` after a `user:` ends the userinfo, also when the password holds an
+    // unencoded `@`, `/`, `?` or `#` (`user:p@ss/w?rd@host`: the authority's own `@` would cut
+    // the password short and show the rest; found by the property tests, issue 16).
+    let (userinfo, after) = if let Some(at) = rest.rfind('@')
         && let Some((user, _)) = rest[..at].split_once(':')
         && !user.contains(['/', '?', '#'])
     {
-        // `user:pa/ss@host`: an unencoded delimiter inside the password.
-        (Some(&rest[..at]), &rest[at + 1..])
+        (Some(&rest[..at]), at + 1)
+    } else if let Some(at) = authority.rfind('@') {
+        (Some(&rest[..at]), at + 1)
     } else {
-        (None, rest)
+        (None, 0)
     };
-    let shown_user = userinfo.map(|u| match u.split_once(':') {
-        Some((user, _)) => format!("{user}:{MASK}@"),
-        None if scheme.is_none() => format!("{MASK}@"),
-        None => format!("{u}@"),
-    });
-    format!("{prefix}{}{}", shown_user.unwrap_or_default(), redact_query(after))
+    // The byte ranges of `rest` to mask: the userinfo's password, and the values of secret
+    // query parameters, both where the query starts after the userinfo and where it starts at
+    // the first `?`: that last `@` may lie inside the query (`h:1/db?to=a@b&password=x`),
+    // and then the parameters after it are the query's too (found by the fuzz target `url_redaction`, issue 16).
+    let mut spans = Vec::new();
+    if let Some(u) = userinfo {
+        match u.split_once(':') {
+            Some((user, _)) => spans.push(user.len() + 1..u.len()),
+            None if scheme.is_none() => spans.push(0..u.len()),
+            None => {}
+        }
+    }
+    secret_param_spans(rest, after, &mut spans);
+    secret_param_spans(rest, 0, &mut spans);
+    format!("{prefix}{}", mask(rest, spans))
 }
 
-/// Masks the values of secret query parameters in `s` (`host/db?password=x&a=b`).
-fn redact_query(s: &str) -> String {
-    let Some((head, query)) = s.split_once('?') else { return s.to_owned() };
-    let (query, fragment) = match query.split_once('#') {
-        Some((q, f)) => (q, Some(f)),
-        None => (query, None),
-    };
-    let params: Vec<String> = query
-        .split('&')
-        .map(|kv| match kv.split_once('=') {
-            Some((k, _)) if is_secret_key(k) => format!("{k}={MASK}"),
-            _ => kv.to_owned(),
-        })
-        .collect();
-    let mut out = format!("{head}?{}", params.join("&"));
-    if let Some(f) = fragment {
-        out.push('#');
-        out.push_str(f);
+/// Pushes the byte ranges of the values of secret query parameters in `rest`, the query being
+/// what follows the first `?` at or after `from` (up to a `#`).
+fn secret_param_spans(rest: &str, from: usize, spans: &mut Vec<std::ops::Range<usize>>) {
+    let Some(q) = rest[from..].find('?') else { return };
+    let q = from + q + 1;
+    let end = rest[q..].find('#').map_or(rest.len(), |f| q + f);
+    let mut start = q;
+    for param in rest[q..end].split('&') {
+        if let Some((k, _)) = param.split_once('=')
+            && is_secret_key(k)
+        {
+            spans.push(start + k.len() + 1..start + param.len());
+        }
+        start += param.len() + 1;
     }
+}
+
+/// `s` with each run of the byte ranges `spans` (overlapping or touching ones merged; an
+/// empty one too: `password=` shows as `password=***`) replaced by the mask.
+fn mask(s: &str, mut spans: Vec<std::ops::Range<usize>>) -> String {
+    spans.sort_by_key(|r| (r.start, r.end));
+    let mut out = String::with_capacity(s.len());
+    let mut shown = 0;
+    let mut current: Option<std::ops::Range<usize>> = None;
+    for r in spans {
+        match &mut current {
+            Some(c) if r.start <= c.end => c.end = c.end.max(r.end),
+            _ => {
+                if let Some(c) = current.take() {
+                    out.push_str(&s[shown..c.start]);
+                    out.push_str(MASK);
+                    shown = c.end;
+                }
+                current = Some(r);
+            }
+        }
+    }
+    if let Some(c) = current {
+        out.push_str(&s[shown..c.start]);
+        out.push_str(MASK);
+        shown = c.end;
+    }
+    out.push_str(&s[shown..]);
     out
 }
 
@@ -108,6 +143,13 @@ pub(crate) fn tls_hint(error: &str) -> Option<&'static str> {
         )
     } else if e.contains("expired") && e.contains("certificate") {
         Some("the server's TLS certificate has expired")
+    } else if e.contains("certificaterequired") || e.contains("certificate required") || e.contains("badcertificate") {
+        // TLS 1.3 servers send certificate_required when a client gives none; Java's (ZooKeeper)
+        // sends bad_certificate.
+        Some(
+            "the server requires a client certificate it trusts and refused the handshake: give one and its \
+             key ([backend.tls] cert_file and key_file, or the URL's cert_file and key_file)",
+        )
     } else if e.contains("certificate") || e.contains("tls") || e.contains("handshake") {
         Some("the TLS handshake failed: check the server's TLS settings and [backend.tls]")
     } else {
@@ -198,6 +240,21 @@ mod tests {
         assert_eq!(redact_url("mysql://h/db?ssl-ca=/ca.pem#x"), "mysql://h/db?ssl-ca=/ca.pem#x");
         assert_eq!(redact_url("zk://h:1/c?auth=alice:pw&Token=t"), "zk://h:1/c?auth=***&Token=***");
         assert_eq!(redact_url("zk://u:p@h:1/c?digest=alice:pw"), "zk://u:***@h:1/c?digest=***");
+        assert_eq!(redact_url("postgres://h/db?password="), "postgres://h/db?password=***");
+    }
+
+    /// Found by the fuzz target `url_redaction` (issue 16): an unencoded `@` in the query
+    /// after a host with a port was taken for the end of a userinfo, and the secret parameters
+    /// after it lost their `?` and were shown.
+    #[test]
+    fn an_at_sign_in_the_query_hides_no_parameter() {
+        assert_eq!(
+            redact_url("postgres://db:5432/simba?user=ops@example.com&password=hunter2"),
+            "postgres://db:***@example.com&password=***"
+        );
+        assert_eq!(redact_url("rediss://h:1?a=@p@=x&password=rr#f"), "rediss://h:***@=x&password=***#f");
+        assert_eq!(redact_url("postgres://u:pw@h/db?password=a@b"), "postgres://u:***");
+        assert_eq!(redact_url("postgres://u:pa?ss@h/db?sslmode=require"), "postgres://u:***@h/db?sslmode=require");
     }
 
     #[test]

@@ -4,11 +4,13 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tracing::Instrument;
 
 use crate::RevokeReason;
-use crate::backend::{BackendError, KeepAlive};
+use crate::backend::{BackendError, KeepAlive, SessionGrant};
 use crate::client::{CLOSE_TIMEOUT, Shared};
 use crate::events::{Event, SessionStatus};
 use crate::term::SessionCell;
@@ -19,146 +21,195 @@ enum Ended {
     Shutdown,
 }
 
-pub(crate) async fn run(shared: Arc<Shared>) {
-    let t = shared.timing;
-    let mut open_backoff = t.config.min_backoff();
-    loop {
-        if shared.shutdown.is_cancelled() {
-            break;
-        }
-        set_status(&shared, SessionStatus::Opening);
-        let sent_at = Instant::now();
-        let ttl = t.config.lease_duration();
-        let opened = tokio::select! {
-            biased;
-            _ = shared.shutdown.cancelled() => break,
-            r = timeout(t.config.renew_interval(), shared.backend.open_session(ttl)) => r,
-        };
-        let grant = match opened {
-            Ok(Ok(g)) => g,
-            failed => {
-                let error = match failed {
-                    Ok(Err(e)) => error_chain(&e),
-                    _ => format!("no answer within {:?}", t.config.renew_interval()),
-                };
-                tracing::warn!(backend = %shared.backend.describe(), %error, retry_in = ?open_backoff, "cannot open a session");
-                shared.emit(Event::SessionOpenFailed { error });
-                tokio::select! {
-                    _ = shared.shutdown.cancelled() => break,
-                    _ = sleep(open_backoff) => {}
-                }
-                open_backoff = (open_backoff * 2).min(t.config.renew_interval());
-                continue;
-            }
-        };
-        open_backoff = t.config.min_backoff();
-        let now = Instant::now();
-        let deadline = t.deadline(sent_at, grant.remaining);
-        if deadline <= now {
-            tracing::warn!(session = %grant.id, granted = ?grant.remaining, "session granted too little time to be used; opening another");
-            close_in_background(&shared, grant.id.clone());
-            continue;
-        }
-        let cell = Arc::new(SessionCell::new(grant.id.clone(), deadline));
-        let mut plan = t.renew_plan(grant.remaining);
-        tracing::Span::current().record("session", tracing::field::display(&cell.id));
-        tracing::info!(session = %cell.id, granted = ?grant.remaining, "session opened");
-        shared.emit(Event::SessionOpened { session: cell.id.clone(), granted: grant.remaining });
-        let mut shortened_reported = false;
-        if plan.shortened {
-            report_shortened(&shared, &cell, grant.remaining, plan.period);
-            shortened_reported = true;
-        }
-        set_status(&shared, SessionStatus::Live);
-        shared.session.send_replace(Some(Arc::clone(&cell)));
+/// A session the backend opened: what it granted and when the request was sent (D1).
+struct Opened {
+    grant: SessionGrant,
+    sent_at: Instant,
+}
 
-        let mut next = sent_at + plan.period;
-        let mut suspended = false;
-        let ended = loop {
-            tokio::select! {
-                biased;
-                _ = shared.shutdown.cancelled() => break Ended::Shutdown,
-                _ = sleep_until(cell.deadline()) => break Ended::Lost(RevokeReason::DeadlinePassed),
-                _ = sleep_until(next) => {}
-            }
-            let sent_at = Instant::now();
-            let digest = shared.digest(&cell);
-            let call_timeout = t.call_timeout(plan.period, sent_at, Some(cell.deadline()));
-            let reply = tokio::select! {
-                biased;
-                _ = shared.shutdown.cancelled() => break Ended::Shutdown,
-                _ = sleep_until(cell.deadline()) => break Ended::Lost(RevokeReason::DeadlinePassed),
-                r = timeout(call_timeout, shared.backend.keep_alive(&cell.id, digest)) => r,
-            };
-            let now = Instant::now();
-            match reply {
-                Ok(Ok(KeepAlive::Alive { remaining, digest_matches })) => {
-                    crate::metrics::renewal(now - sent_at);
-                    // D1 from `sent_at`; D3: refused once the deadline passed.
-                    if !cell.extend(t.deadline(sent_at, remaining), now) {
-                        break Ended::Lost(RevokeReason::DeadlinePassed);
-                    }
-                    plan = t.renew_plan(remaining);
-                    if plan.shortened && !shortened_reported {
-                        report_shortened(&shared, &cell, remaining, plan.period);
-                        shortened_reported = true;
-                    }
-                    next = sent_at + plan.period;
-                    if suspended {
-                        suspended = false;
-                        tracing::info!(session = %cell.id, "session renewed again");
-                        shared.emit(Event::SessionResumed { session: cell.id.clone() });
-                        set_status(&shared, SessionStatus::Live);
-                    }
-                    if !digest_matches {
-                        reconcile(&shared, &cell, plan.period).await;
-                    }
-                }
-                Ok(Ok(KeepAlive::Expired)) => break Ended::Lost(RevokeReason::SessionExpired),
-                failed => {
-                    let error = match failed {
-                        Ok(Err(e)) => error_chain(&e),
-                        _ => format!("no answer within {call_timeout:?}"),
-                    };
-                    let backoff = t.backoff(now, cell.deadline());
-                    crate::metrics::renewal_failed();
-                    tracing::warn!(session = %cell.id, %error, retry_in = ?backoff, "renewal failed");
-                    if !suspended {
-                        suspended = true;
-                        set_status(&shared, SessionStatus::Suspended);
-                        shared.emit(Event::SessionSuspended { session: cell.id.clone(), error });
-                    }
-                    next = now + backoff;
-                }
-            }
+/// The session actor: opens a session, keeps it until it ends, and opens the next one until
+/// the client shuts down.
+///
+/// Logs of the opening phase carry the span `simba{backend}`; those of each live session a
+/// fresh span `simba{backend, session}` with that session's id alone, both children of
+/// `parent` (the span current when the client was built).
+pub(crate) async fn run(shared: Arc<Shared>, parent: tracing::Span) {
+    let backend = shared.backend.describe();
+    let opening = tracing::info_span!(parent: &parent, "simba", backend = %backend);
+    let mut open_backoff = shared.timing.config.min_backoff();
+    loop {
+        let Some(opened) = open(&shared, &mut open_backoff).instrument(opening.clone()).await else { break };
+        let span = tracing::info_span!(parent: &parent, "simba", backend = %backend, session = %opened.grant.id);
+        let stop = async {
+            let cell = start_session(&shared, &opened);
+            let ended = keep(&shared, &cell, opened.sent_at, opened.grant.remaining).await;
+            finish_session(&shared, &cell, ended).await
         };
-        match ended {
-            Ended::Lost(reason) => {
-                end_session(&shared, &cell, reason);
-                if reason != RevokeReason::SessionExpired {
-                    // The backend may still list the session: close it so that its leases
-                    // go to others now rather than at its expiry.
-                    close_in_background(&shared, cell.id.clone());
-                }
-            }
-            Ended::Shutdown => {
-                end_session(&shared, &cell, RevokeReason::Stopped);
-                match timeout(CLOSE_TIMEOUT, shared.backend.close_session(&cell.id)).await {
-                    Ok(Ok(())) => tracing::info!(session = %cell.id, "session closed"),
-                    Ok(Err(e)) => {
-                        tracing::warn!(session = %cell.id, error = %error_chain(&e), "closing the session failed; it expires on its own")
-                    }
-                    Err(_) => {
-                        tracing::warn!(session = %cell.id, "closing the session timed out; it expires on its own")
-                    }
-                }
-                break;
-            }
+        if stop.instrument(span).await {
+            break;
         }
     }
     set_status(&shared, SessionStatus::Closed);
     shared.session.send_replace(None);
     shared.emit(Event::Closed);
+}
+
+/// Opens a session whose grant can be used, retrying with a doubling backoff (capped at
+/// `renew_interval`) after a failure and after a grant too short to be used, so a backend
+/// that grants less than the margin is not asked again in a loop. `None` on shutdown.
+async fn open(shared: &Arc<Shared>, open_backoff: &mut Duration) -> Option<Opened> {
+    let t = shared.timing;
+    loop {
+        if shared.shutdown.is_cancelled() {
+            return None;
+        }
+        set_status(shared, SessionStatus::Opening);
+        let sent_at = Instant::now();
+        let reply = tokio::select! {
+            biased;
+            _ = shared.shutdown.cancelled() => return None,
+            r = timeout(t.config.renew_interval(), shared.backend.open_session(t.config.lease_duration())) => r,
+        };
+        match reply {
+            Ok(Ok(grant)) if t.deadline(sent_at, grant.remaining) > Instant::now() => {
+                *open_backoff = t.config.min_backoff();
+                return Some(Opened { grant, sent_at });
+            }
+            Ok(Ok(grant)) => {
+                tracing::warn!(session = %grant.id, granted = ?grant.remaining, retry_in = ?*open_backoff, "session granted too little time to be used (less than the margin after drift); opening another later (raise the server's session cap, or lower `margin`)");
+                close_in_background(shared, grant.id);
+            }
+            failed => {
+                let error = match failed {
+                    Ok(Err(e)) => error_chain(&e),
+                    _ => format!("no answer within {:?}", t.config.renew_interval()),
+                };
+                tracing::warn!(backend = %shared.backend.describe(), %error, retry_in = ?*open_backoff, "cannot open a session");
+                shared.emit(Event::SessionOpenFailed { error });
+            }
+        }
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return None,
+            _ = sleep(*open_backoff) => {}
+        }
+        *open_backoff = (*open_backoff * 2).min(t.config.renew_interval());
+    }
+}
+
+/// Publishes a freshly opened session as the live one.
+fn start_session(shared: &Shared, opened: &Opened) -> Arc<SessionCell> {
+    let t = shared.timing;
+    let grant = &opened.grant;
+    let plan = t.renew_plan(grant.remaining);
+    let cell = Arc::new(SessionCell::new(grant.id.clone(), t.deadline(opened.sent_at, grant.remaining), plan.period));
+    tracing::info!(session = %cell.id, granted = ?grant.remaining, "session opened");
+    shared.emit(Event::SessionOpened { session: cell.id.clone(), granted: grant.remaining });
+    set_status(shared, SessionStatus::Live);
+    shared.session.send_replace(Some(Arc::clone(&cell)));
+    cell
+}
+
+/// Renews `cell` once per period (S1) until it ends: D1 deadlines from each send, D2 call
+/// timeouts from the current period, D3 no revival, D4 a shortened period, D5 backoff.
+async fn keep(shared: &Arc<Shared>, cell: &Arc<SessionCell>, opened_at: Instant, granted: Duration) -> Ended {
+    let t = shared.timing;
+    let mut shortened_reported = false;
+    let mut next = renewed(shared, cell, opened_at, granted, &mut shortened_reported);
+    let mut suspended = false;
+    loop {
+        tokio::select! {
+            biased;
+            _ = shared.shutdown.cancelled() => return Ended::Shutdown,
+            _ = sleep_until(cell.deadline()) => return Ended::Lost(RevokeReason::DeadlinePassed),
+            _ = sleep_until(next) => {}
+        }
+        let sent_at = Instant::now();
+        let digest = shared.digest(cell);
+        let call_timeout = cell.call_timeout(sent_at);
+        let reply = tokio::select! {
+            biased;
+            _ = shared.shutdown.cancelled() => return Ended::Shutdown,
+            _ = sleep_until(cell.deadline()) => return Ended::Lost(RevokeReason::DeadlinePassed),
+            r = timeout(call_timeout, shared.backend.keep_alive(&cell.id, digest)) => r,
+        };
+        let now = Instant::now();
+        match reply {
+            Ok(Ok(KeepAlive::Alive { remaining, digest_matches })) => {
+                crate::metrics::renewal(now - sent_at);
+                // D1 from `sent_at`; D3: refused once the deadline passed.
+                if !cell.extend(t.deadline(sent_at, remaining), now) {
+                    return Ended::Lost(RevokeReason::DeadlinePassed);
+                }
+                next = renewed(shared, cell, sent_at, remaining, &mut shortened_reported);
+                if suspended {
+                    suspended = false;
+                    tracing::info!(session = %cell.id, "session renewed again");
+                    shared.emit(Event::SessionResumed { session: cell.id.clone() });
+                    set_status(shared, SessionStatus::Live);
+                }
+                if !digest_matches {
+                    reconcile(shared, cell).await;
+                }
+            }
+            Ok(Ok(KeepAlive::Expired)) => return Ended::Lost(RevokeReason::SessionExpired),
+            failed => {
+                let error = match failed {
+                    Ok(Err(e)) => error_chain(&e),
+                    _ => format!("no answer within {call_timeout:?}"),
+                };
+                let backoff = t.backoff(now, cell.deadline());
+                crate::metrics::renewal_failed();
+                tracing::warn!(session = %cell.id, %error, retry_in = ?backoff, "renewal failed");
+                if !suspended {
+                    suspended = true;
+                    set_status(shared, SessionStatus::Suspended);
+                    shared.emit(Event::SessionSuspended { session: cell.id.clone(), error });
+                }
+                next = now + backoff;
+            }
+        }
+    }
+}
+
+/// A grant of `remaining` arrived for a request sent at `sent_at`: sets the renewal period
+/// (D4; every D2 timeout follows it), reports a shortened grant once per session, and
+/// returns when to renew next.
+fn renewed(shared: &Shared, cell: &SessionCell, sent_at: Instant, remaining: Duration, reported: &mut bool) -> Instant {
+    let plan = shared.timing.renew_plan(remaining);
+    cell.set_period(plan.period);
+    if plan.shortened && !*reported {
+        report_shortened(shared, cell, remaining, plan.period);
+        *reported = true;
+    }
+    sent_at + plan.period
+}
+
+/// Ends a session that stopped; returns whether the actor stops too (shutdown).
+async fn finish_session(shared: &Arc<Shared>, cell: &Arc<SessionCell>, ended: Ended) -> bool {
+    match ended {
+        Ended::Lost(reason) => {
+            end_session(shared, cell, reason);
+            if reason != RevokeReason::SessionExpired {
+                // The backend may still list the session: close it so that its leases
+                // go to others now rather than at its expiry.
+                close_in_background(shared, cell.id.clone());
+            }
+            false
+        }
+        Ended::Shutdown => {
+            end_session(shared, cell, RevokeReason::Stopped);
+            match timeout(CLOSE_TIMEOUT, shared.backend.close_session(&cell.id)).await {
+                Ok(Ok(())) => tracing::info!(session = %cell.id, "session closed"),
+                Ok(Err(e)) => {
+                    tracing::warn!(session = %cell.id, error = %error_chain(&e), "closing the session failed; it expires on its own")
+                }
+                Err(_) => {
+                    tracing::warn!(session = %cell.id, "closing the session timed out; it expires on its own")
+                }
+            }
+            true
+        }
+    }
 }
 
 fn set_status(shared: &Shared, status: SessionStatus) {
@@ -169,7 +220,7 @@ fn set_status(shared: &Shared, status: SessionStatus) {
     }
 }
 
-fn report_shortened(shared: &Shared, cell: &SessionCell, granted: std::time::Duration, period: std::time::Duration) {
+fn report_shortened(shared: &Shared, cell: &SessionCell, granted: Duration, period: Duration) {
     tracing::warn!(
         session = %cell.id,
         granted = ?granted,
@@ -215,7 +266,7 @@ fn end_session(shared: &Shared, cell: &Arc<SessionCell>, reason: RevokeReason) {
 /// when the listing is asked for are judged by it: a term adopted while it is under way may
 /// be missing from it, and revoking it would let the election win the same token again as a
 /// new term (T2, T3).
-async fn reconcile(shared: &Arc<Shared>, cell: &Arc<SessionCell>, period: std::time::Duration) {
+async fn reconcile(shared: &Arc<Shared>, cell: &Arc<SessionCell>) {
     let covered: HashSet<(Arc<str>, u64)> = {
         let st = shared.lock_state();
         st.held
@@ -224,8 +275,7 @@ async fn reconcile(shared: &Arc<Shared>, cell: &Arc<SessionCell>, period: std::t
             .map(|(n, t)| (Arc::clone(n), t.token()))
             .collect()
     };
-    let call_timeout = shared.timing.call_timeout(period, Instant::now(), Some(cell.deadline()));
-    let owned = match timeout(call_timeout, shared.backend.owned(&cell.id)).await {
+    let owned = match timeout(cell.call_timeout(Instant::now()), shared.backend.owned(&cell.id)).await {
         Ok(Ok(o)) => o,
         Ok(Err(e)) => {
             tracing::warn!(session = %cell.id, error = %error_chain(&e), "listing owned leases failed; will check again at the next renewal");

@@ -46,14 +46,40 @@ impl fmt::Display for RevokeReason {
 pub(crate) struct SessionCell {
     pub(crate) id: SessionId,
     deadline: Mutex<Instant>,
+    /// The current renewal period: `renew_interval`, or less when the backend shortened the
+    /// grant (D4). Every D2 timeout follows it.
+    period: Mutex<Duration>,
     ended: AtomicBool,
     /// Highest token this session released, per lease name (rule K4).
     released: Mutex<std::collections::HashMap<String, u64>>,
 }
 
 impl SessionCell {
-    pub(crate) fn new(id: SessionId, deadline: Instant) -> Self {
-        SessionCell { id, deadline: Mutex::new(deadline), ended: AtomicBool::new(false), released: Mutex::default() }
+    pub(crate) fn new(id: SessionId, deadline: Instant, period: Duration) -> Self {
+        SessionCell {
+            id,
+            deadline: Mutex::new(deadline),
+            period: Mutex::new(period),
+            ended: AtomicBool::new(false),
+            released: Mutex::default(),
+        }
+    }
+
+    /// The current renewal period (D4).
+    pub(crate) fn period(&self) -> Duration {
+        *self.period.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets the renewal period after a grant (D4).
+    pub(crate) fn set_period(&self, period: Duration) {
+        *self.period.lock().unwrap_or_else(PoisonError::into_inner) = period;
+    }
+
+    /// D2, the one place it is applied: a backend call made for this session at `now` times
+    /// out after the CURRENT renewal period (shortened by D4 when the backend granted less),
+    /// and never later than the session's local deadline.
+    pub(crate) fn call_timeout(&self, now: Instant) -> Duration {
+        crate::timing::call_timeout(self.period(), now, self.deadline())
     }
 
     pub(crate) fn deadline(&self) -> Instant {

@@ -53,15 +53,6 @@ impl Timing {
         }
     }
 
-    /// D2: a backend call times out after the current renewal period, and never later than
-    /// the session's deadline (a reply after it could not be used anyway).
-    pub(crate) fn call_timeout(&self, period: Duration, now: Instant, deadline: Option<Instant>) -> Duration {
-        match deadline {
-            Some(d) => period.min(d.saturating_duration_since(now)),
-            None => period,
-        }
-    }
-
     /// D5: after a failed renewal, retry after `clamp(remaining / 2, min_backoff, renew_interval)`
     /// where `remaining` is the time left before the local deadline.
     pub(crate) fn backoff(&self, now: Instant, deadline: Instant) -> Duration {
@@ -74,6 +65,13 @@ impl Timing {
     pub(crate) fn candidate_delay(&self, unit: f64) -> Duration {
         self.config.renew_interval() / 2 + self.config.retry_jitter().mul_f64(unit.clamp(0.0, 1.0))
     }
+}
+
+/// D2: a backend call times out after the current renewal period, and never later than the
+/// session's deadline (a reply after it could not be used anyway). Applied through
+/// `SessionCell::call_timeout`, which passes the session's current period.
+pub(crate) fn call_timeout(period: Duration, now: Instant, deadline: Instant) -> Duration {
+    period.min(deadline.saturating_duration_since(now))
 }
 
 #[cfg(test)]
@@ -122,12 +120,11 @@ mod tests {
     /// D2: the call timeout is the renewal period, cut at the deadline.
     #[test]
     fn d2_call_timeout() {
-        let t = timing();
         let now = Instant::now();
         let p = Duration::from_secs(5);
-        assert_eq!(t.call_timeout(p, now, None), p);
-        assert_eq!(t.call_timeout(p, now, Some(now + Duration::from_secs(2))), Duration::from_secs(2));
-        assert_eq!(t.call_timeout(p, now, Some(now + Duration::from_secs(9))), p);
+        assert_eq!(call_timeout(p, now, now + Duration::from_secs(2)), Duration::from_secs(2));
+        assert_eq!(call_timeout(p, now, now + Duration::from_secs(9)), p);
+        assert_eq!(call_timeout(p, now, now), Duration::ZERO);
     }
 
     /// D5: the backoff is half the remaining time, clamped.

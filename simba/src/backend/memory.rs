@@ -3,16 +3,21 @@
 //! Its clock is Tokio's (`tokio::time::Instant`), so tests on paused time control when
 //! sessions expire. It is the reference implementation of the [`Backend`] contract.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use crate::job_store::{
+    BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SharedJobStore, SlotKind,
+    group_of, truncate_error,
+};
+
 use super::{
-    Acquire, Backend, BackendResult, GroupInfo, HeldDigest, KeepAlive, LeaseInfo, SessionGrant, SessionId, SessionInfo,
-    StoreSnapshot,
+    Acquire, Backend, BackendResult, GroupInfo, HeldDigest, Join, KeepAlive, LeaseInfo, SessionGrant, SessionId,
+    SessionInfo, StoreSnapshot,
 };
 
 /// An in-memory store shared by every clone (so several clients in one process can contend).
@@ -24,6 +29,7 @@ pub struct MemoryBackend {
 struct Inner {
     state: Mutex<State>,
     releases: broadcast::Sender<String>,
+    control: broadcast::Sender<String>,
     max_ttl: Option<Duration>,
 }
 
@@ -32,6 +38,33 @@ struct State {
     sessions: HashMap<SessionId, SessionRec>,
     leases: HashMap<String, LeaseRec>,
     members: HashMap<String, BTreeSet<SessionId>>,
+    jobs: JobsMem,
+}
+
+/// The jobs store's part of the state (issue 12).
+struct JobsMem {
+    retention: usize,
+    version: u64,
+    controls: BTreeMap<String, ControlRec>,
+    /// Per job: records by `(slot_ms, kind)`.
+    records: BTreeMap<String, BTreeMap<(i64, SlotKind), RunRecord>>,
+}
+
+impl Default for JobsMem {
+    fn default() -> Self {
+        JobsMem { retention: DEFAULT_RETENTION, version: 0, controls: BTreeMap::new(), records: BTreeMap::new() }
+    }
+}
+
+#[derive(Default, Clone)]
+struct ControlRec {
+    paused: bool,
+    last_slot: Option<i64>,
+    trigger_seq: u64,
+    trigger_ms: Option<i64>,
+    taken_seq: u64,
+    /// For a partition `g/i`: the newest request of `g` this partition took.
+    group_taken_seq: u64,
 }
 
 struct SessionRec {
@@ -67,7 +100,20 @@ impl MemoryBackend {
 
     fn build(max_ttl: Option<Duration>) -> Self {
         let (releases, _) = broadcast::channel(1024);
-        MemoryBackend { inner: Arc::new(Inner { state: Mutex::default(), releases, max_ttl }) }
+        let (control, _) = broadcast::channel(1024);
+        MemoryBackend { inner: Arc::new(Inner { state: Mutex::default(), releases, control, max_ttl }) }
+    }
+
+    /// Keeps at most `records` history records per job in this store (and every clone of it;
+    /// default [`DEFAULT_RETENTION`]). At least 1.
+    pub fn with_job_retention(self, records: usize) -> Self {
+        self.state().jobs.retention = records.max(1);
+        self
+    }
+
+    /// This store's jobs store (the same as [`Backend::job_store`]).
+    pub fn jobs(&self) -> MemoryJobStore {
+        MemoryJobStore { inner: Arc::clone(&self.inner) }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -240,16 +286,14 @@ impl Backend for MemoryBackend {
         }
     }
 
-    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
         let mut st = self.state();
         st.sweep(Instant::now());
         if !st.live(session) {
-            return Err(super::BackendError::Protocol(format!(
-                "session {session} expired; cannot join group `{group}`"
-            )));
+            return Ok(Join::Expired);
         }
         st.members.entry(group.to_owned()).or_default().insert(session.clone());
-        Ok(())
+        Ok(Join::Joined)
     }
 
     async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
@@ -300,6 +344,223 @@ impl Backend for MemoryBackend {
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         Some(self.inner.releases.subscribe())
+    }
+
+    fn job_store(&self) -> Option<SharedJobStore> {
+        Some(Arc::new(self.jobs()))
+    }
+
+    fn describe(&self) -> String {
+        "memory://".to_owned()
+    }
+}
+
+/// The in-memory jobs store: history and control beside the leases of a [`MemoryBackend`],
+/// fenced by them. The reference implementation of the [`JobStore`] contract; broadcasts
+/// control changes.
+#[derive(Clone)]
+pub struct MemoryJobStore {
+    inner: Arc<Inner>,
+}
+
+impl MemoryJobStore {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn changed(&self, job: &str) {
+        let _ = self.inner.control.send(job.to_owned());
+    }
+}
+
+impl JobsMem {
+    fn state_of(&self, job: &str) -> Option<JobState> {
+        let c = self.controls.get(job);
+        let last = self.records.get(job).and_then(|r| r.values().next_back().cloned());
+        if c.is_none() && last.is_none() {
+            return None;
+        }
+        let c = c.cloned().unwrap_or_default();
+        Some(JobState {
+            job: job.to_owned(),
+            paused: c.paused,
+            last_slot_ms: c.last_slot,
+            last,
+            trigger_pending_ms: (c.trigger_seq > c.taken_seq).then_some(c.trigger_ms).flatten(),
+        })
+    }
+
+    fn paused(&self, job: &str) -> bool {
+        let own = self.controls.get(job).is_some_and(|c| c.paused);
+        own || group_of(job).is_some_and(|g| self.controls.get(g).is_some_and(|c| c.paused))
+    }
+
+    fn insert(&mut self, mut rec: RunRecord) {
+        rec.error = rec.error.as_deref().map(truncate_error);
+        let retention = self.retention;
+        let recs = self.records.entry(rec.job.clone()).or_default();
+        recs.insert((rec.slot_ms, rec.kind), rec);
+        while recs.len() > retention {
+            recs.pop_first();
+        }
+    }
+}
+
+impl JobStore for MemoryJobStore {
+    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>> {
+        Box::pin(async move {
+            let mut st = self.state();
+            st.sweep(Instant::now());
+            let holder = st
+                .leases
+                .get(req.lease)
+                .is_some_and(|l| l.session.as_ref() == Some(req.session) && l.token == req.token);
+            if !holder {
+                return Ok(Claim::NotHolder);
+            }
+            let paused = st.jobs.paused(req.job);
+            let group = group_of(req.job).map(str::to_owned);
+            let group_ctl = group.as_deref().and_then(|g| st.jobs.controls.get(g).cloned()).unwrap_or_default();
+            let lease_last = st.leases.get(req.lease).and_then(|l| l.last_slot);
+            let ctl = st.jobs.controls.entry(req.job.to_owned()).or_default();
+            let slot_ms = match req.kind {
+                SlotKind::Scheduled | SlotKind::CaughtUp => {
+                    let last = ctl.last_slot.max(lease_last);
+                    if last.is_some_and(|l| l >= req.slot_ms) {
+                        return Ok(Claim::AlreadyClaimed);
+                    }
+                    ctl.last_slot = Some(req.slot_ms);
+                    if let Some(l) = st.leases.get_mut(req.lease) {
+                        l.last_slot = Some(req.slot_ms);
+                    }
+                    if paused {
+                        return Ok(Claim::Paused);
+                    }
+                    req.slot_ms
+                }
+                SlotKind::Manual => {
+                    let own = ctl.trigger_seq > ctl.taken_seq;
+                    let from_group = group_ctl.trigger_seq > ctl.group_taken_seq;
+                    if !own && !from_group {
+                        return Ok(Claim::AlreadyClaimed);
+                    }
+                    if paused {
+                        return Ok(Claim::Paused);
+                    }
+                    if own {
+                        ctl.taken_seq = ctl.trigger_seq;
+                        ctl.trigger_ms.unwrap_or(req.started_ms)
+                    } else {
+                        ctl.group_taken_seq = group_ctl.trigger_seq;
+                        group_ctl.trigger_ms.unwrap_or(req.started_ms)
+                    }
+                }
+            };
+            let rec = RunRecord {
+                job: req.job.to_owned(),
+                slot_ms,
+                kind: req.kind,
+                outcome: crate::job_store::Outcome::Running,
+                attempt: 1,
+                attempts: req.attempts.max(1),
+                session: req.session.as_str().to_owned(),
+                node: req.node.to_owned(),
+                token: req.token,
+                started_ms: Some(req.started_ms),
+                ended_ms: None,
+                error: None,
+            };
+            st.jobs.insert(rec.clone());
+            Ok(Claim::Claimed(rec))
+        })
+    }
+
+    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(async move {
+            let mut st = self.state();
+            let claimed = st
+                .jobs
+                .records
+                .get(&record.job)
+                .and_then(|r| r.get(&(record.slot_ms, record.kind)))
+                .is_some_and(|r| r.token == record.token);
+            if claimed {
+                st.jobs.insert(record.clone());
+            }
+            Ok(claimed)
+        })
+    }
+
+    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(async move {
+            let mut st = self.state();
+            let exists =
+                st.jobs.records.get(&record.job).is_some_and(|r| r.contains_key(&(record.slot_ms, record.kind)));
+            if exists {
+                return Ok(false);
+            }
+            st.jobs.insert(record.clone());
+            Ok(true)
+        })
+    }
+
+    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>> {
+        Box::pin(async move {
+            let st = self.state();
+            Ok(st.jobs.records.get(job).map(|r| r.values().rev().take(limit).cloned().collect()).unwrap_or_default())
+        })
+    }
+
+    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>> {
+        Box::pin(async move { Ok(self.state().jobs.state_of(job)) })
+    }
+
+    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
+        Box::pin(async move {
+            let st = self.state();
+            let names: BTreeSet<&String> = st.jobs.controls.keys().chain(st.jobs.records.keys()).collect();
+            Ok(names.into_iter().filter_map(|n| st.jobs.state_of(n)).collect())
+        })
+    }
+
+    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(async move {
+            let before = {
+                let mut st = self.state();
+                st.jobs.version += 1;
+                let c = st.jobs.controls.entry(job.to_owned()).or_default();
+                std::mem::replace(&mut c.paused, paused)
+            };
+            self.changed(job);
+            Ok(before)
+        })
+    }
+
+    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>> {
+        Box::pin(async move {
+            let id = {
+                let mut st = self.state();
+                st.jobs.version += 1;
+                let c = st.jobs.controls.entry(job.to_owned()).or_default();
+                c.trigger_seq += 1;
+                c.trigger_ms = Some(at_ms);
+                c.trigger_seq
+            };
+            self.changed(job);
+            Ok(id)
+        })
+    }
+
+    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
+        Box::pin(async move { Ok(self.state().jobs.version) })
+    }
+
+    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
+        Some(self.inner.control.subscribe())
+    }
+
+    fn retention(&self) -> usize {
+        self.state().jobs.retention
     }
 
     fn describe(&self) -> String {

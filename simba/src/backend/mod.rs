@@ -9,7 +9,7 @@
 //! Implementations shipped with simba: [`MemoryBackend`](memory::MemoryBackend) (tests),
 //! `SqliteBackend` (feature `sqlite`, the embedded default), `PostgresBackend` (feature
 //! `postgres`), `MySqlBackend` (feature `mysql`, MySQL and MariaDB), `RedisBackend` (feature
-//! `redis`) and `ZooKeeperBackend` (feature `zookeeper`). Every implementation runs the
+//! `redis`), `ZooKeeperBackend` (feature `zookeeper`) and `EtcdBackend` (feature `etcd`). Every implementation runs the
 //! conformance suite in `simba::tck` (feature `tck`, rule B4) against a real server.
 
 use std::error::Error as StdError;
@@ -23,18 +23,22 @@ use tokio::sync::broadcast;
 
 pub use inspect::{GroupInfo, LeaseInfo, SessionInfo, StoreSnapshot};
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 mod inspect;
+#[cfg(any(feature = "zookeeper", feature = "etcd"))]
+mod job_codec;
 pub mod memory;
-#[cfg(feature = "mysql")]
-pub mod mysql;
-#[cfg(feature = "postgres")]
-pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-mod sql_common;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+mod sql;
+#[cfg(feature = "mysql")]
+pub use sql::mysql;
+#[cfg(feature = "postgres")]
+pub use sql::postgres;
 #[cfg(feature = "sqlite")]
-pub mod sqlite;
+pub use sql::sqlite;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
 
@@ -137,6 +141,16 @@ pub enum Acquire {
     Expired,
 }
 
+/// The answer to a group join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Join {
+    /// The session is a member of the group: it joined now, or had joined before (joining
+    /// twice changes nothing).
+    Joined,
+    /// The joining session has expired or was closed; no membership was written (rule S3).
+    Expired,
+}
+
 /// A failure to talk to the store. The engine treats every error as "the store did not
 /// answer": it retries within the session's deadline and never infers ownership from it.
 #[derive(Debug, thiserror::Error)]
@@ -180,7 +194,8 @@ pub type BackendResult<T> = Result<T, BackendError>;
 ///
 /// * Sessions expire on the store's clock `remaining` after their last successful renewal
 ///   (B2). An expired or closed session never comes back: keep-alive answers
-///   [`KeepAlive::Expired`] and acquisitions answer [`Acquire::Expired`] (S3).
+///   [`KeepAlive::Expired`], acquisitions answer [`Acquire::Expired`] and joins answer
+///   [`Join::Expired`] (S3).
 /// * A session that is not renewed must end: where the store's own client keeps sessions alive
 ///   by itself (ZooKeeper's pings), the backend ends a session that had no successful
 ///   keep-alive for its granted lifetime, counted from the start of the last successful one.
@@ -240,7 +255,12 @@ pub trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = BackendResult<bool>> + Send;
 
     /// Adds `session` to group `group`. Membership ends with the session.
-    fn join_group(&self, session: &SessionId, group: &str) -> impl Future<Output = BackendResult<()>> + Send;
+    ///
+    /// Answers [`Join::Joined`] when the session is live, whether it joined now or before
+    /// (joining twice keeps one membership), and [`Join::Expired`] when the session has
+    /// expired or was closed: nothing is written then, as an expired session never comes
+    /// back (S3). Only a failure to talk to the store is an error.
+    fn join_group(&self, session: &SessionId, group: &str) -> impl Future<Output = BackendResult<Join>> + Send;
 
     /// Removes `session` from group `group`.
     fn leave_group(&self, session: &SessionId, group: &str) -> impl Future<Output = BackendResult<()>> + Send;
@@ -268,6 +288,12 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// The store's jobs store (run history and job control, issue 12), where the backend
+    /// has one; `None` (the default) turns history and control off for jobs on this backend.
+    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+        None
+    }
+
     /// A short description for logs and errors (no secrets).
     fn describe(&self) -> String;
 }
@@ -292,11 +318,12 @@ pub(crate) trait DynBackend: Send + Sync + 'static {
         token: u64,
         slot: i64,
     ) -> BoxFuture<'a, BackendResult<bool>>;
-    fn join_group<'a>(&'a self, s: &'a SessionId, group: &'a str) -> BoxFuture<'a, BackendResult<()>>;
+    fn join_group<'a>(&'a self, s: &'a SessionId, group: &'a str) -> BoxFuture<'a, BackendResult<Join>>;
     fn leave_group<'a>(&'a self, s: &'a SessionId, group: &'a str) -> BoxFuture<'a, BackendResult<()>>;
     fn members<'a>(&'a self, group: &'a str) -> BoxFuture<'a, BackendResult<Vec<SessionId>>>;
     fn inspect(&self) -> BoxFuture<'_, BackendResult<StoreSnapshot>>;
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>>;
+    fn job_store(&self) -> Option<crate::job_store::SharedJobStore>;
     fn describe(&self) -> String;
 }
 
@@ -328,7 +355,7 @@ impl<B: Backend> DynBackend for B {
     ) -> BoxFuture<'a, BackendResult<bool>> {
         Box::pin(Backend::claim_slot(self, s, name, token, slot))
     }
-    fn join_group<'a>(&'a self, s: &'a SessionId, group: &'a str) -> BoxFuture<'a, BackendResult<()>> {
+    fn join_group<'a>(&'a self, s: &'a SessionId, group: &'a str) -> BoxFuture<'a, BackendResult<Join>> {
         Box::pin(Backend::join_group(self, s, group))
     }
     fn leave_group<'a>(&'a self, s: &'a SessionId, group: &'a str) -> BoxFuture<'a, BackendResult<()>> {
@@ -342,6 +369,9 @@ impl<B: Backend> DynBackend for B {
     }
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         Backend::subscribe_releases(self)
+    }
+    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+        Backend::job_store(self)
     }
     fn describe(&self) -> String {
         Backend::describe(self)
@@ -372,6 +402,8 @@ pub(crate) async fn connect_url(url: &str) -> BackendResult<Option<SharedBackend
         "redis" | "rediss" => Arc::new(redis::RedisBackend::connect(url).await?),
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => Arc::new(zookeeper::ZooKeeperBackend::connect(url).await?),
+        #[cfg(feature = "etcd")]
+        "etcd" => Arc::new(etcd::EtcdBackend::connect(url).await?),
         _ => return Ok(None),
     };
     Ok(Some(backend))

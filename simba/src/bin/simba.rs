@@ -1,4 +1,4 @@
-//! The `simba` command-line tool: `simba status`, `simba watch`, `simba check` (see
+//! The `simba` command-line tool: `simba status`, `simba watch`, `simba check`, `simba dashboard` (see
 //! `simba --help` and the README's "Operations" section).
 
 fn main() -> std::process::ExitCode {

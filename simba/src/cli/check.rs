@@ -86,6 +86,26 @@ fn label(o: Outcome) -> &'static str {
     }
 }
 
+/// The kinds of store whose checks differ.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Store {
+    Sql,
+    ZooKeeper,
+    Etcd,
+    Other,
+}
+
+impl Store {
+    fn of(url: &str) -> Store {
+        match url.split(':').next().unwrap_or_default() {
+            "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => Store::Sql,
+            "zk" | "zookeeper" => Store::ZooKeeper,
+            "etcd" => Store::Etcd,
+            _ => Store::Other,
+        }
+    }
+}
+
 async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) {
     let url = &config.backend_url;
     let shown = redact(url);
@@ -115,74 +135,114 @@ async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) 
     let backend: SharedBackend = match connected {
         Connected::Plain(b) => b,
         Connected::Redis(r) => {
-            match r.eviction_policy().await {
-                Ok(Some(p)) if p == "noeviction" => report.add("redis maxmemory-policy", Outcome::Pass, "noeviction"),
-                Ok(Some(p)) => report.add(
-                    "redis maxmemory-policy",
-                    Outcome::Fail,
-                    format!("{p}: evicted keys reset tokens and free leases early; set maxmemory-policy noeviction"),
-                ),
-                Ok(None) => report.add("redis maxmemory-policy", Outcome::Skip, "CONFIG is disabled on this server"),
-                Err(e) => report.add("redis maxmemory-policy", Outcome::Fail, chain(&e)),
-            }
+            redis_checks(&r, report).await;
             Arc::new(r)
         }
+        Connected::Etcd(e) => {
+            etcd_checks(&e, cli.timeout, report).await;
+            Arc::new(e)
+        }
     };
-    let scheme = url.split(':').next().unwrap_or_default();
-    let sql = matches!(scheme, "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb");
+    let store = Store::of(url);
     // Every table (SQL) or key space the status reads, and the backend's clock.
     let local_before = SystemTime::now();
     match tokio::time::timeout(cli.timeout, backend.inspect()).await {
         Ok(Ok(snap)) => {
             let local_after = SystemTime::now();
-            let what = if sql { "schema" } else { "read access" };
-            let detail = if sql {
-                "simba_session, simba_lease and simba_member are readable".to_owned()
+            if store == Store::Sql {
+                report.add("schema", Outcome::Pass, "simba_session, simba_lease and simba_member are readable");
             } else {
-                format!("{} sessions, {} leases listed", snap.sessions.len(), snap.leases.len())
-            };
-            report.add(what, Outcome::Pass, detail);
-            clock_check(snap.taken_at, local_before, local_after, report);
+                let detail = format!("{} sessions, {} leases listed", snap.sessions.len(), snap.leases.len());
+                report.add("read access", Outcome::Pass, detail);
+            }
+            clock_check(snap.taken_at, store, local_before, local_after, report);
         }
         Ok(Err(e)) => report.add("schema", Outcome::Fail, chain(&e)),
         Err(_) => report.add("schema", Outcome::Fail, format!("no answer within {:?}", cli.timeout)),
     }
-    // D4: the backend must grant sessions as long as lease_duration (ZooKeeper caps them at
-    // maxSessionTimeout). A short-lived probe session, closed at once.
-    let wanted = config.session.lease_duration();
-    match tokio::time::timeout(cli.timeout, backend.open_session(wanted)).await {
-        Ok(Ok(grant)) => {
-            let _ = tokio::time::timeout(cli.timeout, backend.close_session(&grant.id)).await;
-            let name = if scheme.starts_with("zk") || scheme == "zookeeper" {
-                "zookeeper maxSessionTimeout"
-            } else {
-                "session lifetime"
-            };
-            // Stores that measure in whole units may grant a hair less than asked.
-            if grant.remaining + Duration::from_millis(50) >= wanted {
-                report.add(name, Outcome::Pass, format!("granted {:?} for lease_duration {wanted:?}", grant.remaining));
-            } else {
-                report.add(
-                    name,
-                    Outcome::Fail,
-                    format!(
-                        "the backend grants at most {:?}, less than lease_duration {wanted:?}: raise the server's cap \
-                         (ZooKeeper: maxSessionTimeout) or lower [session] lease_duration",
-                        grant.remaining
-                    ),
-                );
-            }
-        }
-        Ok(Err(e)) => {
-            report.add("session lifetime", Outcome::Fail, format!("cannot open a probe session: {}", chain(&e)))
-        }
-        Err(_) => report.add("session lifetime", Outcome::Fail, format!("no answer within {:?}", cli.timeout)),
+    lifetime_check(&*backend, config.session.lease_duration(), store, cli.timeout, report).await;
+}
+
+async fn redis_checks(r: &crate::backend::redis::RedisBackend, report: &mut Report) {
+    match r.eviction_policy().await {
+        Ok(Some(p)) if p == "noeviction" => report.add("redis maxmemory-policy", Outcome::Pass, "noeviction"),
+        Ok(Some(p)) => report.add(
+            "redis maxmemory-policy",
+            Outcome::Fail,
+            format!("{p}: evicted keys reset tokens and free leases early; set maxmemory-policy noeviction"),
+        ),
+        Ok(None) => report.add("redis maxmemory-policy", Outcome::Skip, "CONFIG is disabled on this server"),
+        Err(e) => report.add("redis maxmemory-policy", Outcome::Fail, chain(&e)),
     }
 }
 
-fn clock_check(store: Option<SystemTime>, before: SystemTime, after: SystemTime, report: &mut Report) {
-    let Some(store) = store else {
-        report.add("clock", Outcome::Skip, "this backend does not tell its clock (expiry is its own timer)");
+/// etcd: a leader, no alarm (a `NOSPACE` alarm refuses every write, renewals included).
+async fn etcd_checks(e: &crate::backend::etcd::EtcdBackend, timeout: Duration, report: &mut Report) {
+    const NAME: &str = "etcd cluster health";
+    let health = match tokio::time::timeout(timeout, e.cluster_health()).await {
+        Ok(Ok(h)) => h,
+        Ok(Err(err)) => return report.add(NAME, Outcome::Fail, chain(&err)),
+        Err(_) => return report.add(NAME, Outcome::Fail, format!("no answer within {timeout:?}")),
+    };
+    let members = format!("{} member{}", health.members, if health.members == 1 { "" } else { "s" });
+    let detail = match (health.leader, health.healthy()) {
+        (Some(leader), true) => format!("{members}, leader {leader:016x}, etcd {}, no alarms", health.version),
+        (None, _) => format!("{members}, no leader: the cluster cannot renew sessions; check that a majority runs"),
+        (Some(_), false) => format!(
+            "{members}, alarms: {}{}; a NOSPACE alarm refuses every write (compact, defragment, then \
+             `etcdctl alarm disarm`)",
+            health.alarms.join(", "),
+            health.errors.iter().map(|e| format!("; {e}")).collect::<String>()
+        ),
+    };
+    report.add(NAME, if health.healthy() { Outcome::Pass } else { Outcome::Fail }, detail);
+}
+
+/// D4: the backend must grant sessions as long as lease_duration (ZooKeeper caps them at
+/// maxSessionTimeout; etcd grants whole seconds). A short-lived probe session, closed at once.
+async fn lifetime_check(
+    backend: &dyn crate::backend::DynBackend,
+    wanted: Duration,
+    store: Store,
+    timeout: Duration,
+    report: &mut Report,
+) {
+    let name = match store {
+        Store::ZooKeeper => "zookeeper maxSessionTimeout",
+        Store::Etcd => "etcd lease TTL",
+        _ => "session lifetime",
+    };
+    let grant = match tokio::time::timeout(timeout, backend.open_session(wanted)).await {
+        Ok(Ok(grant)) => grant,
+        Ok(Err(e)) => return report.add(name, Outcome::Fail, format!("cannot open a probe session: {}", chain(&e))),
+        Err(_) => return report.add(name, Outcome::Fail, format!("no answer within {timeout:?}")),
+    };
+    let _ = tokio::time::timeout(timeout, backend.close_session(&grant.id)).await;
+    // Stores that measure in whole units may grant a hair less than asked.
+    if grant.remaining + Duration::from_millis(50) >= wanted {
+        report.add(name, Outcome::Pass, format!("granted {:?} for lease_duration {wanted:?}", grant.remaining));
+        return;
+    }
+    let fix = match store {
+        Store::Etcd => "etcd grants whole seconds: make [session] lease_duration a whole number of seconds",
+        _ => "raise the server's cap (ZooKeeper: maxSessionTimeout) or lower [session] lease_duration",
+    };
+    report.add(
+        name,
+        Outcome::Fail,
+        format!("the backend grants at most {:?}, less than lease_duration {wanted:?}: {fix}", grant.remaining),
+    );
+}
+
+fn clock_check(taken_at: Option<SystemTime>, kind: Store, before: SystemTime, after: SystemTime, report: &mut Report) {
+    let Some(store) = taken_at else {
+        let why = if kind == Store::Etcd {
+            "not needed: etcd expires sessions by its own lease TTL and simba compares no clock with it (cron \
+             slots use the nodes' clocks)"
+        } else {
+            "this backend does not tell its clock (expiry is its own timer)"
+        };
+        report.add("clock", Outcome::Skip, why);
         return;
     };
     let skew = if store < before {

@@ -1,11 +1,13 @@
-//! The `simba` command-line tool (feature `cli`): `status`, `watch` and `check` against the
-//! backend named by `simba.toml` or `--backend URL` (ADR 0007).
+//! The `simba` command-line tool (feature `cli`): `status`, `watch`, `check`, `dashboard`, and
+//! the jobs commands `jobs`, `history`, `pause`, `resume`, `trigger` (issue 12) against the backend named by `simba.toml` or `--backend URL` (ADR 0007, ADR 0010).
 //!
 //! Exit codes: 0 success; 1 `check` found a problem; 2 bad input (clap's usage errors, an
 //! invalid configuration) or an unreachable backend (the message names the URL, never its
 //! password, and the cause).
 
 mod check;
+mod dashboard;
+mod jobs;
 mod render;
 
 use std::ffi::OsString;
@@ -61,6 +63,53 @@ enum Command {
     },
     /// Validate the configuration, connect, and check the backend's safety settings.
     Check,
+    /// Serve the web dashboard of the backend until Ctrl-C (no node needed).
+    Dashboard {
+        /// Where to listen: an IP address and a port, e.g. 127.0.0.1:9465 (default: the
+        /// configuration's [dashboard] listen). A bare port is refused.
+        #[arg(long, value_name = "ADDR", value_parser = crate::dashboard::parse_listen)]
+        listen: Option<std::net::SocketAddr>,
+    },
+    /// Every job the backend's history knows: paused?, last outcome and slot, node, token,
+    /// failures in the last 24 h, pending run requests.
+    Jobs,
+    /// The newest records of one job (`JOB`, or `JOB/i` for a partition), newest first.
+    History {
+        /// The job name.
+        job: String,
+        /// How many records.
+        #[arg(long, short = 'n', value_name = "N", default_value_t = 20)]
+        limit: usize,
+    },
+    /// Pause a job cluster-wide (a group pauses every partition): it runs nowhere until resumed.
+    Pause {
+        /// The job name (`JOB` or `JOB/i`).
+        job: String,
+    },
+    /// Resume a paused job.
+    Resume {
+        /// The job name (`JOB` or `JOB/i`).
+        job: String,
+    },
+    /// Run a job once now, on the node holding its term (or the next holder), as a `manual` slot.
+    Trigger {
+        /// The job name (`JOB` or `JOB/i`; a group runs every partition once).
+        job: String,
+    },
+}
+
+impl Command {
+    /// The jobs command this is, if it is one.
+    fn jobs(&self) -> Option<jobs::JobsCommand> {
+        Some(match self {
+            Command::Jobs => jobs::JobsCommand::List,
+            Command::History { job, limit } => jobs::JobsCommand::History { job: job.clone(), limit: *limit },
+            Command::Pause { job } => jobs::JobsCommand::Pause { job: job.clone() },
+            Command::Resume { job } => jobs::JobsCommand::Resume { job: job.clone() },
+            Command::Trigger { job } => jobs::JobsCommand::Trigger { job: job.clone() },
+            _ => return None,
+        })
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -121,7 +170,17 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
     }
     let config = config.map_err(|e| e.to_string())?;
     let url = config.backend_url.clone();
+    let dashboard = match &cli.command {
+        Command::Dashboard { listen } => Some(dashboard::settings(&config, *listen)?),
+        _ => None,
+    };
     let backend = connect(&url, cli.timeout).await?;
+    if let Some(settings) = dashboard {
+        return dashboard::serve(backend, &url, &settings, out).await;
+    }
+    if let Some(cmd) = cli.command.jobs() {
+        return jobs::run(&cmd, &backend, &url, cli.json, out).await;
+    }
     match &cli.command {
         Command::Status => {
             let view = render::View::read(&*backend, &url, cli.timeout).await?;
@@ -156,7 +215,7 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
                 }
             }
         }
-        Command::Check => {}
+        _ => {}
     }
     Ok(EXIT_OK)
 }
@@ -218,16 +277,19 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// The backend for `url`: type-erased, or the Redis backend itself (for its eviction
-/// policy). Accepts the schemes [`crate::Simba::connect`] accepts.
+/// policy), or the etcd backend itself (for its cluster health). Accepts the schemes
+/// [`crate::Simba::connect`] accepts.
 pub(crate) enum Connected {
     Plain(SharedBackend),
     Redis(crate::backend::redis::RedisBackend),
+    Etcd(crate::backend::etcd::EtcdBackend),
 }
 
 async fn connect_any(url: &str, accept_eviction: bool) -> Result<SharedBackend, BackendError> {
     Ok(match connect_kind(url, accept_eviction).await? {
         Connected::Plain(b) => b,
         Connected::Redis(r) => std::sync::Arc::new(r),
+        Connected::Etcd(e) => std::sync::Arc::new(e),
     })
 }
 
@@ -239,10 +301,14 @@ pub(crate) async fn connect_kind(url: &str, accept_eviction: bool) -> Result<Con
         let options = redis::RedisOptions::default().allow_eviction(accept_eviction);
         return Ok(Connected::Redis(redis::RedisBackend::connect_with(url, options).await?));
     }
+    if url_scheme(url) == "etcd" {
+        return Ok(Connected::Etcd(crate::backend::etcd::EtcdBackend::connect(url).await?));
+    }
     match connect_url(url).await? {
         Some(backend) => Ok(Connected::Plain(backend)),
         None => Err(BackendError::Misconfigured(format!(
-            "unsupported backend URL scheme `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis:// or zk://",
+            "unsupported backend URL scheme `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis://, zk:// \
+             or etcd://",
             url_scheme(url)
         ))),
     }

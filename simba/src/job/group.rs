@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use super::{Misfire, PartitionFn, Timer, run_scheduled};
+use super::{Misfire, PartitionFn, Recording, Timer, run_scheduled};
 use crate::backend::SessionId;
 use crate::client::Shared;
 use crate::lock::{Lock, LockGuard};
@@ -31,6 +31,8 @@ pub(crate) struct GroupSpec {
     pub(crate) timer: Option<Timer>,
     pub(crate) misfire: Misfire,
     pub(crate) run: PartitionFn,
+    /// History and control; each partition records as `{job}/{i}`.
+    pub(crate) recording: Recording,
 }
 
 impl GroupSpec {
@@ -100,10 +102,10 @@ async fn round(
     held.retain(|_, w| !w.handle.is_finished());
     leaving.retain(|_, w| !w.handle.is_finished());
     let Some(cell) = shared.current_session().filter(|c| c.is_live_at(Instant::now())) else { return };
-    let to = shared.timing.call_timeout(shared.timing.config.renew_interval(), Instant::now(), Some(cell.deadline()));
+    let to = cell.call_timeout(Instant::now());
     if joined.as_ref() != Some(&cell.id) {
         match tokio::time::timeout(to, shared.backend.join_group(&cell.id, &spec.group)).await {
-            Ok(Ok(())) => {
+            Ok(Ok(crate::backend::Join::Joined)) => {
                 tracing::info!(group = %spec.group, session = %cell.id, "joined the group");
                 *joined = Some(cell.id.clone());
             }
@@ -111,7 +113,8 @@ async fn round(
                 tracing::warn!(group = %spec.group, error = %e, "cannot join the group; retrying");
                 return;
             }
-            Err(_) => return,
+            // Expired: the session loop opens a new session, which joins at the next round.
+            Ok(Ok(crate::backend::Join::Expired)) | Err(_) => return,
         }
     }
     let mut members = match tokio::time::timeout(to, shared.backend.members(&spec.group)).await {
@@ -194,7 +197,7 @@ fn start_worker(
                 // The worker logs inside this partition's span.
                 Some(timer) => tokio::spawn(tracing::Instrument::in_current_span(run_scheduled(
                     Arc::clone(&shared),
-                    Arc::clone(&spec.job),
+                    Recording { job: format!("{}/{i}", spec.job).into(), ..spec.recording.clone() },
                     timer,
                     spec.misfire,
                     term.clone(),

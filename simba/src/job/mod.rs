@@ -1,13 +1,19 @@
 //! Jobs: scheduled and partitioned work that runs only while this node holds its term.
 
+mod context;
 mod group;
+mod history;
 mod registry;
 mod schedule;
 
+pub use context::JobContext;
+pub use history::{RunPolicy, WallClock};
 pub use registry::{
-    JobFuture, JobOutcome, Misfire, PARTITIONED_JOBS, PartitionFn, PartitionedJob, SCHEDULED_JOBS, Schedule,
-    ScheduledFn, ScheduledJob,
+    JOB_POLICIES, JobFuture, JobOutcome, JobPolicy, Misfire, PARTITIONED_JOBS, PartitionFn, PartitionedJob,
+    SCHEDULED_JOBS, Schedule, ScheduledFn, ScheduledJob,
 };
+
+pub(crate) use history::{Recording, node_name};
 
 pub(crate) use group::{GroupSpec, run_group};
 pub use schedule::{ScheduleSpec, parse_cron, parse_time_zone};

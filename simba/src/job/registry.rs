@@ -81,6 +81,25 @@ pub struct PartitionedJob {
     pub run: PartitionFn,
 }
 
+/// The retry and timeout options of a job (`retry`, `backoff`, `timeout` on the macros;
+/// issue 12 item 3), registered apart from the job so that jobs written by hand keep their
+/// shape. `[jobs.NAME]` keys in `simba.toml` override them.
+#[derive(Debug, Clone, Copy)]
+pub struct JobPolicy {
+    /// The job's name.
+    pub name: &'static str,
+    /// How many times a failed run is retried while its term stays valid (0: never).
+    pub retry: u32,
+    /// The first wait before a retry (doubling, capped, jittered).
+    pub backoff: Option<Duration>,
+    /// A run that outlives this is cancelled and recorded `timed_out`.
+    pub timeout: Option<Duration>,
+}
+
+/// The options of every job that sets `retry`, `backoff` or `timeout` on its macro.
+#[linkme::distributed_slice]
+pub static JOB_POLICIES: [JobPolicy];
+
 /// Every scheduled job linked into the binary.
 #[linkme::distributed_slice]
 pub static SCHEDULED_JOBS: [ScheduledJob];

@@ -12,9 +12,11 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use tokio::time::{Instant, sleep_until};
 
+use super::history::{Claimed, Recording};
 use super::{JobFuture, Misfire, Schedule};
+use crate::Term;
 use crate::client::Shared;
-use crate::{Error, Term};
+use crate::job_store::{Outcome, SlotKind};
 
 /// A schedule as the runtime holds it (owned, so that `simba.toml` can override it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,9 +43,26 @@ impl From<Schedule> for ScheduleSpec {
     }
 }
 
+/// The croner parser with the settings of `simba_rules::cron`, the ones the macros check
+/// cron strings with at compile time.
+fn cron_parser() -> CronParser {
+    use simba_rules::cron::{Field, SECONDS, YEAR};
+    let seconds = match SECONDS {
+        Field::Required => Seconds::Required,
+        Field::Optional => Seconds::Optional,
+        Field::Disallowed => Seconds::Disallowed,
+    };
+    let year = match YEAR {
+        Field::Required => Year::Required,
+        Field::Optional => Year::Optional,
+        Field::Disallowed => Year::Disallowed,
+    };
+    CronParser::builder().seconds(seconds).year(year).build()
+}
+
 /// Parses a 6-field cron expression with seconds (the macros use the same parser).
 pub fn parse_cron(expr: &str) -> Result<Cron, String> {
-    CronParser::builder().seconds(Seconds::Required).year(Year::Disallowed).build().parse(expr).map_err(|e| {
+    cron_parser().parse(expr).map_err(|e| {
         format!("invalid cron expression {expr:?} (6 fields with seconds first, e.g. \"0 */5 * * * *\"): {e}")
     })
 }
@@ -104,118 +123,192 @@ fn until(t: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
     (t - now).to_std().unwrap_or(Duration::ZERO)
 }
 
+/// At most this many `missed` or `skipped_running` records are written for one gap.
+const MAX_GAP_RECORDS: usize = 100;
+
 /// Runs `run` on `timer` for as long as `term` is valid, one run at a time (J5). Returns when
 /// the term is cancelled (the election then hands over, H1) or ends.
+///
+/// Every slot goes through [`Recording::claim`] (one store round trip: fenced, monotonic,
+/// pause-aware, and writing the `running` record) and ends with a record of its outcome
+/// (issue 12). A pending run-now request runs as a `manual` slot at the start of the term and
+/// whenever the control version moves.
 pub(crate) async fn run_scheduled(
     shared: Arc<Shared>,
-    job: Arc<str>,
+    mut rec: Recording,
     timer: Timer,
     misfire: Misfire,
     term: Term,
     run: impl Fn(Term) -> JobFuture,
 ) -> Result<(), crate::BoxError> {
+    manual(&shared, &rec, &term, &run).await;
     match timer {
         Timer::Fixed(period) => {
             // Slots at start + k * period on the monotonic clock: no drift accumulates and
-            // sub-second periods stay exact. Slots that pass during a long run are skipped;
-            // the next run is on the grid again.
+            // sub-second periods stay exact. Slots that pass during a long run are skipped
+            // (recorded `skipped_running`); the next run is on the grid again.
             let start = Instant::now();
+            let start_wall = rec.now();
+            // Claimed slots must grow across terms even if this node's wall clock is behind
+            // the previous holder's: start after the last claimed one.
+            let mut last_ms = match rec.last_slot_ms(&term).await {
+                Ok(last) => last.unwrap_or(i64::MIN),
+                Err(e) => {
+                    tracing::warn!(job = %rec.job, error = %e, "cannot read the job's last slot; the store still refuses a claim of any slot at or before the last one claimed");
+                    i64::MIN
+                }
+            };
             let mut k: u128 = 1;
             loop {
                 let slot = start + grid(period, k);
-                tokio::select! {
-                    _ = term.cancelled() => return Ok(()),
-                    _ = sleep_until(slot) => {}
+                loop {
+                    tokio::select! {
+                        _ = term.cancelled() => return Ok(()),
+                        _ = sleep_until(slot) => break,
+                        _ = rec.control_changed() => manual(&shared, &rec, &term, &run).await,
+                    }
                 }
                 if !term.is_valid() {
                     return Ok(());
                 }
-                run_once(&job, &term, run(term.clone()), slot.elapsed()).await;
+                let grid_wall = start_wall + chrono::Duration::from_std(grid(period, k)).unwrap_or_default();
+                let slot_ms = grid_wall.timestamp_millis().max(last_ms.saturating_add(1));
+                last_ms = slot_ms;
+                let slot_wall = DateTime::from_timestamp_millis(slot_ms).unwrap_or(grid_wall);
+                if let Claimed::Run(r) = rec.claim(&shared, &term, slot_ms, SlotKind::Scheduled, false).await {
+                    rec.execute(&shared, &term, r, slot_wall, SlotKind::Scheduled, &run).await;
+                }
                 let elapsed = start.elapsed().as_nanos();
-                k = (k + 1).max(elapsed.div_ceil(period.as_nanos().max(1)));
+                let next = (k + 1).max(elapsed.div_ceil(period.as_nanos().max(1)));
+                for skipped in (k + 1).max(next.saturating_sub(MAX_GAP_RECORDS as u128))..next {
+                    let at = start_wall + chrono::Duration::from_std(grid(period, skipped)).unwrap_or_default();
+                    rec.append(at, Outcome::SkippedRunning, &term);
+                }
+                k = next;
             }
         }
         Timer::Cron { cron, tz } => {
-            let mut catch_up = misfire == Misfire::RunOnce;
-            let mut last: Option<DateTime<Utc>> = None;
+            let now = rec.now();
+            let (gap, catch_up) = gap_at_term_start(&rec, &term, &cron, tz, now, misfire).await;
+            for s in gap {
+                rec.append(s, Outcome::Missed, &term);
+            }
+            if let Some(slot) = catch_up
+                && term.is_valid()
+                && let Claimed::Run(r) =
+                    rec.claim(&shared, &term, slot.timestamp_millis(), SlotKind::CaughtUp, true).await
+            {
+                rec.execute(&shared, &term, r, slot, SlotKind::CaughtUp, &run).await;
+            }
+            let mut last: Option<DateTime<Utc>> = catch_up;
             loop {
-                let now = Utc::now();
-                let slot = if catch_up {
-                    catch_up = false;
-                    previous_slot(&cron, tz, now)
-                } else {
-                    // Never the same slot twice on this node, even if the wall clock steps back.
-                    let after = last.map_or(now, |l| l.max(now));
-                    next_slot(&cron, tz, after)
-                };
-                let Some(slot) = slot else {
-                    tracing::warn!(job = %job, "the cron expression has no further slot; the job will not run again");
+                let now = rec.now();
+                // Never the same slot twice on this node, even if the wall clock steps back.
+                let after = last.map_or(now, |l| l.max(now));
+                if let Some(l) = last {
+                    // Slots that passed while the previous run was in flight.
+                    for s in slots_between(&cron, tz, l, now).into_iter().rev().take(MAX_GAP_RECORDS).rev() {
+                        rec.append(s, Outcome::SkippedRunning, &term);
+                    }
+                }
+                let Some(slot) = next_slot(&cron, tz, after) else {
+                    tracing::warn!(job = %rec.metric, "the cron expression has no further slot; the job will not run again");
                     term.cancelled().await;
                     return Ok(());
                 };
                 // Sleep on the monotonic clock, then re-check the wall clock: it may have
                 // been adjusted while we slept.
                 loop {
-                    let wait = until(slot, Utc::now());
+                    let wait = until(slot, rec.now());
                     if wait.is_zero() {
                         break;
                     }
                     tokio::select! {
                         _ = term.cancelled() => return Ok(()),
                         _ = sleep_until(Instant::now() + wait) => {}
+                        _ = rec.control_changed() => manual(&shared, &rec, &term, &run).await,
                     }
                 }
                 last = Some(slot);
                 if !term.is_valid() {
                     return Ok(());
                 }
-                // The slot runs at most once across the cluster: record it with the term's
-                // token; a slot recorded by another term (another node, or a node whose wall
+                // The slot runs at most once across the cluster: claim it with the term's
+                // token; a slot claimed by another term (another node, or a node whose wall
                 // clock is behind) is skipped.
-                match claim(&shared, &term, slot).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::info!(job = %job, slot = %slot, "slot already ran (or the term ended); skipping it");
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::warn!(job = %job, slot = %slot, error = %e, "cannot record the slot; skipping it rather than risking a second run");
-                        continue;
-                    }
+                if let Claimed::Run(r) =
+                    rec.claim(&shared, &term, slot.timestamp_millis(), SlotKind::Scheduled, true).await
+                {
+                    rec.execute(&shared, &term, r, slot, SlotKind::Scheduled, &run).await;
                 }
-                let lateness = until(Utc::now(), slot);
-                run_once(&job, &term, run(term.clone()), lateness).await;
             }
         }
     }
 }
 
-async fn claim(shared: &Shared, term: &Term, slot: DateTime<Utc>) -> Result<bool, Error> {
-    let cell = term.session();
-    let to = shared.timing.call_timeout(shared.timing.config.renew_interval(), Instant::now(), Some(cell.deadline()));
-    match tokio::time::timeout(
-        to,
-        shared.backend.claim_slot(&cell.id, term.name(), term.token(), slot.timestamp_millis()),
-    )
-    .await
-    {
-        Ok(Ok(b)) => Ok(b),
-        Ok(Err(source)) => Err(Error::Backend { op: "record a cron slot", name: Some(term.name().to_owned()), source }),
-        Err(_) => Ok(false),
+/// Runs a pending run-now request, if the store has one for this job.
+async fn manual(shared: &Shared, rec: &Recording, term: &Term, run: &impl Fn(Term) -> JobFuture) {
+    if rec.store.is_none() || !term.is_valid() {
+        return;
+    }
+    let now = rec.now();
+    if let Claimed::Run(r) = rec.claim(shared, term, now.timestamp_millis(), SlotKind::Manual, true).await {
+        tracing::info!(job = %rec.job, token = term.token(), "running the job now, as requested");
+        rec.execute(shared, term, r, now, SlotKind::Manual, run).await;
     }
 }
 
-async fn run_once(job: &str, term: &Term, fut: JobFuture, lateness: Duration) {
-    let started = Instant::now();
-    crate::metrics::job_started(job, lateness);
-    tracing::debug!(job, lease = term.name(), token = term.token(), ?lateness, "job run starting");
-    let span = tracing::info_span!("job", job, lease = term.name(), token = term.token());
-    let result = tracing::Instrument::instrument(fut, span).await;
-    crate::metrics::job_finished(job, started.elapsed(), result.is_err());
-    match result {
-        Ok(()) => tracing::debug!(job, token = term.token(), took = ?started.elapsed(), "job run finished"),
-        Err(e) => tracing::error!(job, lease = term.name(), token = term.token(), error = %e, "job run failed"),
+/// The slots strictly between `from` and `to`, oldest first, at most the newest
+/// [`MAX_GAP_RECORDS`].
+fn slots_between(cron: &Cron, tz: Tz, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    let mut out = Vec::new();
+    let mut at = to - chrono::Duration::milliseconds(1);
+    while out.len() < MAX_GAP_RECORDS {
+        // `previous_slot` is at or before `at`, so before `to`.
+        let Some(s) = previous_slot(cron, tz, at) else { break };
+        if s <= from {
+            break;
+        }
+        out.push(s);
+        at = s - chrono::Duration::seconds(1);
     }
+    out.reverse();
+    out
+}
+
+/// At the start of a term: the slots nobody ran since the last claimed one (`missed`), and
+/// the slot to run once for them under [`Misfire::RunOnce`] (not itself reported missed).
+/// Without a store (or history for this job) there is no gap to see; `RunOnce` then tries
+/// the latest slot, which the slot claim refuses if it already ran.
+async fn gap_at_term_start(
+    rec: &Recording,
+    term: &Term,
+    cron: &Cron,
+    tz: Tz,
+    now: DateTime<Utc>,
+    misfire: Misfire,
+) -> (Vec<DateTime<Utc>>, Option<DateTime<Utc>>) {
+    let latest = previous_slot(cron, tz, now);
+    if rec.store.is_none() {
+        return (Vec::new(), if misfire == Misfire::RunOnce { latest } else { None });
+    }
+    let last = match rec.last_slot_ms(term).await {
+        Ok(last) => last.and_then(DateTime::from_timestamp_millis),
+        Err(e) => {
+            tracing::warn!(job = %rec.job, error = %e, "cannot read the job's last slot; not looking for missed slots");
+            return (Vec::new(), None);
+        }
+    };
+    let Some(last) = last else {
+        // A job that never ran has missed nothing; `RunOnce` still runs the latest slot.
+        return (Vec::new(), if misfire == Misfire::RunOnce { latest } else { None });
+    };
+    let mut gap = slots_between(cron, tz, last, now + chrono::Duration::milliseconds(1));
+    let catch_up = match misfire {
+        Misfire::RunOnce => gap.pop(),
+        Misfire::Skip => None,
+    };
+    (gap, catch_up)
 }
 
 #[cfg(test)]

@@ -28,6 +28,9 @@ use serde::Deserialize;
 use crate::job::{Misfire, ScheduleSpec, parse_cron, parse_time_zone};
 use crate::{Error, SimbaConfig};
 
+/// The largest `retry` a job may ask for.
+pub const MAX_RETRY: u32 = 100;
+
 /// The backend used when no configuration file exists: SQLite in `./simba.db`.
 pub const DEFAULT_BACKEND_URL: &str = "sqlite://simba.db";
 
@@ -43,6 +46,12 @@ pub struct JobOverride {
     pub misfire: Option<Misfire>,
     /// For partitioned jobs: the number of partitions.
     pub partitions: Option<u32>,
+    /// `retry = 3`: how many times a failed run is retried while its term stays valid.
+    pub retry: Option<u32>,
+    /// `backoff = "1s"`: the first wait before a retry (doubling, capped, jittered).
+    pub backoff: Option<Duration>,
+    /// `timeout = "30s"`: a run that outlives it is cancelled and recorded `timed_out`.
+    pub timeout: Option<Duration>,
 }
 
 /// The runtime's configuration, resolved from a file (or the embedded default) and the
@@ -62,6 +71,9 @@ pub struct RuntimeConfig {
     /// `[metrics] listen`: where the runtime serves `/metrics` and `/healthz` (feature
     /// `prometheus`); `None` (the default): nothing listens.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `[dashboard]`: where the runtime serves the web dashboard (feature `dashboard`);
+    /// `None` (the default): nothing listens.
+    pub dashboard: Option<crate::dashboard::DashboardConfig>,
 }
 
 impl std::fmt::Debug for RuntimeConfig {
@@ -72,6 +84,7 @@ impl std::fmt::Debug for RuntimeConfig {
             .field("session", &self.session)
             .field("jobs", &self.jobs)
             .field("metrics_listen", &self.metrics_listen)
+            .field("dashboard", &self.dashboard)
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +97,7 @@ impl Default for RuntimeConfig {
             session: SimbaConfig::default(),
             jobs: BTreeMap::new(),
             metrics_listen: None,
+            dashboard: None,
         }
     }
 }
@@ -99,6 +113,8 @@ struct FileConfig {
     jobs: BTreeMap<String, JobTable>,
     #[serde(default)]
     metrics: MetricsTable,
+    #[serde(default)]
+    dashboard: crate::dashboard::DashboardTable,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -149,9 +165,12 @@ struct JobTable {
     fixed_rate: Option<String>,
     misfire: Option<String>,
     partitions: Option<u32>,
+    retry: Option<u32>,
+    backoff: Option<String>,
+    timeout: Option<String>,
 }
 
-const SECTIONS: [&str; 4] = ["backend", "session", "jobs", "metrics"];
+const SECTIONS: [&str; 5] = ["backend", "session", "jobs", "metrics", "dashboard"];
 
 impl RuntimeConfig {
     /// Loads the configuration as [`crate::run`] does: the file named by `SIMBA_CONFIG`, else
@@ -267,21 +286,51 @@ impl RuntimeConfig {
                     None
                 }
             };
-            let misfire = match j.misfire.as_deref() {
+            let misfire = match j.misfire.as_deref().map(|m| (m, simba_rules::misfire::parse(m))) {
                 None => None,
-                Some("skip") => Some(Misfire::Skip),
-                Some("run_once") => Some(Misfire::RunOnce),
-                Some(other) => {
+                Some((_, Some(simba_rules::misfire::Policy::Skip))) => Some(Misfire::Skip),
+                Some((_, Some(simba_rules::misfire::Policy::RunOnce))) => Some(Misfire::RunOnce),
+                Some((other, None)) => {
                     return Err(err(format!(
-                        "{}: unknown misfire policy {other:?}: use \"skip\" or \"run_once\"",
-                        at(&section, "misfire")
+                        "{}: unknown misfire policy {other:?}: use {:?} or {:?}",
+                        at(&section, "misfire"),
+                        simba_rules::misfire::SKIP,
+                        simba_rules::misfire::RUN_ONCE
                     )));
                 }
             };
             if j.partitions == Some(0) {
                 return Err(err(format!("{}: partitions must be at least 1", at(&section, "partitions"))));
             }
-            jobs.insert(name, JobOverride { enabled: j.enabled, schedule, misfire, partitions: j.partitions });
+            if j.retry.is_some_and(|r| r > MAX_RETRY) {
+                return Err(err(format!(
+                    "{}: retry must be at most {MAX_RETRY} (a slot that fails that often needs a fix, not more attempts)",
+                    at(&section, "retry")
+                )));
+            }
+            let backoff = dur(&section, "backoff", &j.backoff)?;
+            if backoff.is_some_and(|d| d.is_zero()) {
+                return Err(err(format!("{}: backoff must be greater than zero", at(&section, "backoff"))));
+            }
+            let timeout = dur(&section, "timeout", &j.timeout)?;
+            if timeout.is_some_and(|d| d.is_zero()) {
+                return Err(err(format!(
+                    "{}: timeout must be greater than zero (leave it out for no timeout)",
+                    at(&section, "timeout")
+                )));
+            }
+            jobs.insert(
+                name,
+                JobOverride {
+                    enabled: j.enabled,
+                    schedule,
+                    misfire,
+                    partitions: j.partitions,
+                    retry: j.retry,
+                    backoff,
+                    timeout,
+                },
+            );
         }
         let b = file.backend;
         let url = b.url.unwrap_or_else(|| DEFAULT_BACKEND_URL.to_owned());
@@ -317,7 +366,8 @@ impl RuntimeConfig {
                 at("metrics", "listen")
             )));
         }
-        Ok(RuntimeConfig { source: source.to_owned(), backend_url, session, jobs, metrics_listen })
+        let dashboard = crate::dashboard::resolve(file.dashboard, |key| at("dashboard", key)).map_err(&err)?;
+        Ok(RuntimeConfig { source: source.to_owned(), backend_url, session, jobs, metrics_listen, dashboard })
     }
 
     /// The path `load()` reads, if any.
@@ -340,16 +390,25 @@ pub(crate) fn env_overrides() -> Vec<(String, String)> {
 }
 
 fn apply_override(table: &mut toml::Table, var: &str, value: &str) -> Result<(), String> {
-    let path: Vec<String> = var["SIMBA_".len()..].split("__").map(|s| s.to_ascii_lowercase()).collect();
+    // Overrides come from `env_overrides` (prefixed names only), but `from_toml_str` takes any
+    // list: a name without the prefix is an error, not a panic (found by the `config` fuzz
+    // target).
+    let Some(rest) = var.strip_prefix("SIMBA_") else {
+        return Err(format!(
+            "environment variable {var}: overrides are named SIMBA_<TABLE>__<KEY>, e.g. SIMBA_SESSION__LEASE_DURATION"
+        ));
+    };
+    let path: Vec<String> = rest.split("__").map(|s| s.to_ascii_lowercase()).collect();
     if path.len() < 2 || path.iter().any(String::is_empty) {
         return Err(format!(
             "environment variable {var}: write SIMBA_<TABLE>__<KEY>, e.g. SIMBA_SESSION__LEASE_DURATION"
         ));
     }
     if !SECTIONS.contains(&path[0].as_str()) {
-        let hint = nearest(&path[0], &SECTIONS).map(|s| format!(" (did you mean SIMBA_{}__...?)", s.to_uppercase()));
+        let hint = crate::suggest::nearest(&path[0], SECTIONS)
+            .map(|s| format!(" (did you mean SIMBA_{}__...?)", s.to_uppercase()));
         return Err(format!(
-            "environment variable {var}: unknown table `{}`; tables are backend, session, jobs and metrics{}",
+            "environment variable {var}: unknown table `{}`; tables are backend, session, jobs, metrics and dashboard{}",
             path[0],
             hint.unwrap_or_default()
         ));
@@ -380,21 +439,23 @@ fn apply_override(table: &mut toml::Table, var: &str, value: &str) -> Result<(),
     Ok(())
 }
 
-/// The secret values `text` and `overrides` hold: values of secret keys (`password = ...`)
-/// and the userinfo passwords and secret parameters of URLs, as written and as they appear
-/// once a quoted string is parsed.
-fn secrets_in(text: &str, overrides: &[(String, String)]) -> Vec<String> {
+/// The secret values `text` and `overrides` hold, each with what to show instead: values of
+/// secret keys (`password = ...`, as written and as they appear once a quoted string is
+/// parsed) by `***`, and URLs that hold a password or secret parameters by their redacted form.
+fn secrets_in(text: &str, overrides: &[(String, String)]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut add = |key: &str, value: &str| {
         let value = value.trim();
         let unquoted = value.trim_matches(|c| c == '"' || c == '\'');
         if crate::secret::is_secret_key(key) {
-            out.extend([value.to_owned(), unquoted.to_owned()]);
+            // Masked whole, never redacted as a URL: a password such as `p@ss` on a broken line
+            // would show as `***@ss` (found by the fuzz target `url_redaction`, issue 16).
+            out.extend([value, unquoted].map(|s| (s.to_owned(), crate::secret::MASK.to_owned())));
         } else {
             // Any URL: what redaction removes is secret.
             let shown = crate::secret::redact_url(unquoted);
             if shown != unquoted {
-                out.push(unquoted.to_owned());
+                out.push((unquoted.to_owned(), shown));
             }
         }
     };
@@ -406,19 +467,17 @@ fn secrets_in(text: &str, overrides: &[(String, String)]) -> Vec<String> {
     for (var, value) in overrides {
         add(var.rsplit("__").next().unwrap_or_default(), value);
     }
-    out.retain(|s| !s.is_empty());
+    out.retain(|(s, _)| !s.is_empty());
     // Longest first, so that a URL is masked before a part of it.
-    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
     out
 }
 
-/// `msg` with every secret replaced: a URL by its redacted form, anything else by `***`.
-fn scrub(msg: &str, secrets: &[String]) -> String {
+/// `msg` with every secret replaced by what to show instead.
+fn scrub(msg: &str, secrets: &[(String, String)]) -> String {
     let mut msg = msg.to_owned();
-    for s in secrets {
-        let shown = crate::secret::redact_url(s);
-        let replacement = if shown != *s { shown } else { crate::secret::MASK.to_owned() };
-        msg = msg.replace(s.as_str(), &replacement);
+    for (s, shown) in secrets {
+        msg = msg.replace(s.as_str(), shown);
     }
     msg
 }
@@ -430,34 +489,10 @@ fn with_hint(msg: &str) -> String {
     let expected: Vec<&str> = msg.split("expected one of ").nth(1).map_or_else(Vec::new, |s| {
         s.split(',').map(|p| p.trim().trim_matches(|c| c == '`' || c == '\n' || c == ' ')).collect()
     });
-    match nearest(field, &expected) {
+    match crate::suggest::nearest(field, expected.iter().copied()) {
         Some(n) => format!("{}\nhint: did you mean `{n}`?", msg.trim_end()),
         None => msg.to_owned(),
     }
-}
-
-/// The candidate closest to `word` by edit distance, if close enough to be a typo.
-fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    candidates
-        .iter()
-        .map(|c| (levenshtein(word, c), *c))
-        .filter(|(d, c)| *d <= 3.max(c.len() / 3))
-        .min()
-        .map(|(_, c)| c)
-}
-
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// The 1-based line of `key = ...` inside `[section]` in `text`.
@@ -556,6 +591,11 @@ fixed_rate = "250ms"
         let e = RuntimeConfig::from_toml_str("", "simba.toml", vec![("SIMBA_SESION__X".into(), "1".into())])
             .expect_err("bad table");
         assert!(e.to_string().contains("did you mean SIMBA_SESSION__"), "{e}");
+        for short in ["", "SIMBA", "é", "SIMB\u{e9}_X"] {
+            let e = RuntimeConfig::from_toml_str("", "simba.toml", vec![(short.into(), "1".into())])
+                .expect_err("not an override name");
+            assert!(e.to_string().contains("SIMBA_<TABLE>__<KEY>"), "{e}");
+        }
     }
 
     /// ADR 0007: `[metrics] listen` is an address; nothing listens without it.
@@ -573,6 +613,26 @@ fixed_rate = "250ms"
         assert!(e.contains("line 2, [metrics] listen") && e.contains("127.0.0.1:9464"), "{e}");
         let e = parse("[metrics]\nlisen = \"127.0.0.1:1\"\n").expect_err("typo").to_string();
         assert!(e.contains("unknown field `lisen`") && e.contains("`listen`"), "{e}");
+    }
+
+    /// Issue 12 item 3: `[jobs.NAME]` retry, backoff and timeout; bad values name file, line
+    /// and key.
+    #[test]
+    fn jobs_retry_backoff_timeout_keys() {
+        let c = parse("[jobs.report]\nretry = 3\nbackoff = \"2s\"\ntimeout = \"30s\"\n").expect("valid");
+        let r = &c.jobs["report"];
+        assert_eq!(
+            (r.retry, r.backoff, r.timeout),
+            (Some(3), Some(Duration::from_secs(2)), Some(Duration::from_secs(30)))
+        );
+        let e = parse("[jobs.report]\nretry = 3\ntimeout = \"soon\"\n").expect_err("bad").to_string();
+        assert!(e.contains("simba.toml") && e.contains("line 3, [jobs.report] timeout"), "{e}");
+        let e = parse("[jobs.report]\nbackoff = \"0s\"\n").expect_err("zero").to_string();
+        assert!(e.contains("line 2, [jobs.report] backoff") && e.contains("greater than zero"), "{e}");
+        let e = parse("[jobs.report]\nretry = 1000\n").expect_err("many").to_string();
+        assert!(e.contains("line 2, [jobs.report] retry") && e.contains("at most 100"), "{e}");
+        let e = parse("[jobs.report]\nretry = -1\n").expect_err("negative").to_string();
+        assert!(e.contains("retry"), "{e}");
     }
 
     /// Bad input: unknown keys name the nearest valid key, with the line.
@@ -604,5 +664,16 @@ fixed_rate = "250ms"
         assert!(e.contains("not both"), "{e}");
         let e = parse("[jobs.x]\nmisfire = \"later\"\n").expect_err("misfire").to_string();
         assert!(e.contains("\"skip\" or \"run_once\""), "{e}");
+    }
+
+    /// A password on a broken line (the TOML error quotes the line) is masked whole, also when
+    /// it holds an `@` (it was redacted as if a URL, showing `***@hunter2`; found by the fuzz
+    /// target `url_redaction`, issue 16).
+    #[test]
+    fn a_password_on_a_broken_line_is_masked_whole() {
+        for text in ["[backend]\npassword = \"p@hunter2\n", "[backend]\npassword = \"@s3cret\"dE/b?x\n"] {
+            let e = parse(text).expect_err("syntax").to_string();
+            assert!(e.contains("line 2") && !e.contains("hunter2") && !e.contains("s3cret"), "{e}");
+        }
     }
 }

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{DEFAULT_BACKEND_URL, JobOverride, RuntimeConfig};
+pub use config::{DEFAULT_BACKEND_URL, JobOverride, MAX_RETRY, RuntimeConfig};
 
 use crate::job::{
-    GroupSpec, Misfire, PARTITIONED_JOBS, PartitionedJob, SCHEDULED_JOBS, ScheduleSpec, ScheduledJob, Timer, run_group,
-    run_scheduled,
+    GroupSpec, JOB_POLICIES, JobPolicy, Misfire, PARTITIONED_JOBS, PartitionedJob, Recording, RunPolicy,
+    SCHEDULED_JOBS, ScheduleSpec, ScheduledJob, Timer, node_name, run_group, run_scheduled,
 };
 use crate::{Election, Error, Simba, Term};
 
@@ -43,6 +43,8 @@ impl Runtime {
             config: ConfigSource::Load,
             scheduled: Vec::new(),
             partitioned: Vec::new(),
+            policies: Vec::new(),
+            clock: crate::job::WallClock::System,
             registry: true,
             shutdown: None,
             backend: None,
@@ -54,7 +56,7 @@ impl Runtime {
 enum ConfigSource {
     Load,
     File(PathBuf),
-    Given(RuntimeConfig),
+    Given(Box<RuntimeConfig>),
 }
 
 type ShutdownFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -65,6 +67,8 @@ pub struct RuntimeBuilder {
     config: ConfigSource,
     scheduled: Vec<ScheduledJob>,
     partitioned: Vec<PartitionedJob>,
+    policies: Vec<JobPolicy>,
+    clock: crate::job::WallClock,
     registry: bool,
     shutdown: Option<ShutdownFuture>,
     backend: Option<MakeClient>,
@@ -99,7 +103,7 @@ impl RuntimeBuilder {
 
     /// Uses this configuration as it is.
     pub fn config(mut self, config: RuntimeConfig) -> Self {
-        self.config = ConfigSource::Given(config);
+        self.config = ConfigSource::Given(Box::new(config));
         self
     }
 
@@ -112,6 +116,20 @@ impl RuntimeBuilder {
     /// Adds a partitioned job written by hand.
     pub fn partitioned(mut self, job: PartitionedJob) -> Self {
         self.partitioned.push(job);
+        self
+    }
+
+    /// Sets the retry and timeout options of a job added by hand (the macros register them
+    /// for theirs); `[jobs.NAME]` keys still override them.
+    pub fn policy(mut self, policy: JobPolicy) -> Self {
+        self.policies.push(policy);
+        self
+    }
+
+    /// Computes cron slots and records on this wall clock instead of the system's (tests on
+    /// paused Tokio time: [`WallClock::follow_tokio_from`](crate::job::WallClock::follow_tokio_from)).
+    pub fn wall_clock(mut self, clock: crate::job::WallClock) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -132,15 +150,17 @@ impl RuntimeBuilder {
         let config = match self.config {
             ConfigSource::Load => RuntimeConfig::load()?,
             ConfigSource::File(p) => RuntimeConfig::load_file(&p)?,
-            ConfigSource::Given(c) => c,
+            ConfigSource::Given(c) => *c,
         };
         let mut scheduled = self.scheduled;
         let mut partitioned = self.partitioned;
+        let mut policies = self.policies;
         if self.registry {
             scheduled.extend(SCHEDULED_JOBS.iter().copied());
             partitioned.extend(PARTITIONED_JOBS.iter().copied());
+            policies.extend(JOB_POLICIES.iter().copied());
         }
-        let plan = plan(&config, &scheduled, &partitioned)?;
+        let plan = plan(&config, &scheduled, &partitioned, &policies)?;
         #[cfg(feature = "prometheus")]
         if config.metrics_listen.is_some() {
             crate::metrics::recorder()?;
@@ -162,6 +182,14 @@ impl RuntimeBuilder {
             },
             None => None,
         };
+        #[cfg(feature = "dashboard")]
+        let dashboard = match crate::dashboard::start_for_runtime(&simba, &config, &scheduled, &partitioned).await {
+            Ok(d) => d,
+            Err(e) => {
+                simba.close().await;
+                return Err(e);
+            }
+        };
         tracing::info!(
             config = %config.source,
             backend = %redact(&config.backend_url),
@@ -169,20 +197,39 @@ impl RuntimeBuilder {
             groups = plan.groups.len(),
             "simba runtime starting"
         );
+        let store = simba.job_store();
+        let control_stop = CancellationToken::new();
+        let control = store.as_ref().map(|s| {
+            let (tx, rx) = tokio::sync::watch::channel(0u64);
+            let every = simba.config().renew_interval();
+            tokio::spawn(control_loop(Arc::clone(s), every, tx, control_stop.clone()));
+            rx
+        });
+        let node = node_name();
+        let recording = |name: &str, policy: RunPolicy| Recording {
+            metric: name.into(),
+            job: name.into(),
+            store: store.clone(),
+            node: Arc::clone(&node),
+            policy,
+            control: control.clone(),
+            clock: self.clock,
+        };
         let mut elections = Vec::new();
         for job in plan.jobs {
             let election = simba.election(job.lease.clone());
             let shared = Arc::clone(&simba.shared);
             let run = job.run;
-            let name: Arc<str> = job.name.as_str().into();
+            let rec = recording(&job.name, job.policy);
             let (timer, misfire) = (job.timer, job.misfire);
             election.run_while_leader(move |term: Term| {
-                run_scheduled(Arc::clone(&shared), Arc::clone(&name), timer.clone(), misfire, term, move |t| run(t))
+                run_scheduled(Arc::clone(&shared), rec.clone(), timer.clone(), misfire, term, move |t| run(t))
             })?;
             elections.push(election);
         }
         let mut groups = Vec::new();
-        for g in plan.groups {
+        for mut g in plan.groups {
+            g.recording = recording(&g.job, g.recording.policy);
             let stop = CancellationToken::new();
             let handle = tokio::spawn(run_group(Arc::clone(&simba.shared), g, stop.clone()));
             groups.push((stop, handle));
@@ -191,9 +238,12 @@ impl RuntimeBuilder {
             simba,
             elections,
             groups,
+            control_stop,
             shutdown: self.shutdown,
             #[cfg(feature = "prometheus")]
             metrics,
+            #[cfg(feature = "dashboard")]
+            dashboard,
         })
     }
 
@@ -217,9 +267,12 @@ pub struct RunningRuntime {
     simba: Simba,
     elections: Vec<Election>,
     groups: Vec<(CancellationToken, JoinHandle<()>)>,
+    control_stop: CancellationToken,
     shutdown: Option<ShutdownFuture>,
     #[cfg(feature = "prometheus")]
     metrics: Option<crate::metrics::MetricsServer>,
+    #[cfg(feature = "dashboard")]
+    dashboard: Option<crate::dashboard::DashboardServer>,
 }
 
 impl RunningRuntime {
@@ -235,6 +288,12 @@ impl RunningRuntime {
         self.metrics.as_ref().map(crate::metrics::MetricsServer::local_addr)
     }
 
+    /// Where the dashboard is served, when `[dashboard] listen` is set (feature `dashboard`).
+    #[cfg(feature = "dashboard")]
+    pub fn dashboard_addr(&self) -> Option<std::net::SocketAddr> {
+        self.dashboard.as_ref().map(crate::dashboard::DashboardServer::local_addr)
+    }
+
     /// Hands every job and partition over in the H1 order, then closes the session.
     pub async fn shutdown(self) {
         for (stop, _) in &self.groups {
@@ -245,10 +304,15 @@ impl RunningRuntime {
         }
         let stops = self.elections.iter().map(Election::stop);
         let _ = futures_util::future::join_all(stops).await;
+        self.control_stop.cancel();
         self.simba.close().await;
         #[cfg(feature = "prometheus")]
         if let Some(m) = self.metrics {
             m.stop().await;
+        }
+        #[cfg(feature = "dashboard")]
+        if let Some(d) = self.dashboard {
+            d.stop().await;
         }
     }
 }
@@ -256,6 +320,49 @@ impl RunningRuntime {
 impl std::fmt::Debug for RunningRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunningRuntime").field("simba", &self.simba).finish_non_exhaustive()
+    }
+}
+
+/// Watches the jobs store's control (pause, resume, run now) for the whole node: one
+/// `control_version` call per renewal interval, and at once on a broadcast; every job's
+/// scheduler hears a move of `tx` (issue 12 item 2).
+async fn control_loop(
+    store: crate::job_store::SharedJobStore,
+    every: std::time::Duration,
+    tx: tokio::sync::watch::Sender<u64>,
+    stop: CancellationToken,
+) {
+    let mut sub = store.subscribe_control();
+    let mut last = store.control_version().await.ok();
+    loop {
+        let broadcast = async {
+            match sub.as_mut() {
+                Some(rx) => rx.recv().await.map(|_| ()).or_else(|e| match e {
+                    tokio::sync::broadcast::error::RecvError::Lagged(_) => Ok(()),
+                    tokio::sync::broadcast::error::RecvError::Closed => Err(()),
+                }),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            r = broadcast => {
+                match r {
+                    Ok(()) => tx.send_modify(|v| *v += 1),
+                    Err(()) => sub = None,
+                }
+                continue;
+            }
+            _ = tokio::time::sleep(every) => {}
+        }
+        match store.control_version().await {
+            Ok(v) if Some(v) != last => {
+                last = Some(v);
+                tx.send_modify(|x| *x += 1);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "cannot read the jobs control version; trying again"),
+        }
     }
 }
 
@@ -286,6 +393,7 @@ struct PlannedJob {
     lease: String,
     timer: Timer,
     misfire: Misfire,
+    policy: RunPolicy,
     run: crate::job::ScheduledFn,
 }
 
@@ -295,7 +403,12 @@ struct Plan {
 }
 
 /// Checks jobs against the configuration before anything starts (J4, J7).
-fn plan(config: &RuntimeConfig, scheduled: &[ScheduledJob], partitioned: &[PartitionedJob]) -> Result<Plan, Error> {
+fn plan(
+    config: &RuntimeConfig,
+    scheduled: &[ScheduledJob],
+    partitioned: &[PartitionedJob],
+    policies: &[JobPolicy],
+) -> Result<Plan, Error> {
     let bad = |msg: String| Error::InvalidConfig(format!("{}: {msg}", config.source));
     let mut names = BTreeSet::new();
     for n in scheduled.iter().map(|j| j.name).chain(partitioned.iter().map(|j| j.name)) {
@@ -332,13 +445,14 @@ fn plan(config: &RuntimeConfig, scheduled: &[ScheduledJob], partitioned: &[Parti
         if !leases.insert(j.lease.to_owned()) {
             return Err(bad(format!("two jobs use the lease `{}`: give one of them another `lease`", j.lease)));
         }
-        let spec = o.schedule.unwrap_or_else(|| ScheduleSpec::from(j.schedule));
+        let spec = o.schedule.clone().unwrap_or_else(|| ScheduleSpec::from(j.schedule));
         let timer = Timer::new(&spec).map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
         jobs.push(PlannedJob {
             name: j.name.to_owned(),
             lease: j.lease.to_owned(),
             timer,
             misfire: o.misfire.unwrap_or(j.misfire),
+            policy: policy_of(j.name, policies, &o),
             run: j.run,
         });
     }
@@ -354,7 +468,7 @@ fn plan(config: &RuntimeConfig, scheduled: &[ScheduledJob], partitioned: &[Parti
             return Err(bad(format!("[jobs.{}] partitions must be at least 1", j.name)));
         }
         crate::validate_name(&format!("{}.{}", j.group, partitions - 1))?;
-        let spec = o.schedule.or_else(|| j.schedule.map(ScheduleSpec::from));
+        let spec = o.schedule.clone().or_else(|| j.schedule.map(ScheduleSpec::from));
         let timer = spec.map(|s| Timer::new(&s)).transpose().map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
         groups.push(GroupSpec {
             job: j.name.into(),
@@ -363,9 +477,43 @@ fn plan(config: &RuntimeConfig, scheduled: &[ScheduledJob], partitioned: &[Parti
             timer,
             misfire: o.misfire.unwrap_or(j.misfire),
             run: j.run,
+            recording: Recording {
+                metric: j.name.into(),
+                job: j.name.into(),
+                store: None,
+                node: "".into(),
+                policy: policy_of(j.name, policies, &o),
+                control: None,
+                clock: crate::job::WallClock::System,
+            },
         });
     }
+    for p in policies {
+        if !names.contains(p.name) {
+            return Err(Error::InvalidConfig(format!(
+                "retry/timeout options are set for `{}`, which names no job: add the job, or fix the name",
+                p.name
+            )));
+        }
+    }
     Ok(Plan { jobs, groups })
+}
+
+/// The retry and timeout options of job `name`: the macro's (or the builder's), then the
+/// `[jobs.NAME]` keys.
+fn policy_of(name: &str, policies: &[JobPolicy], o: &JobOverride) -> RunPolicy {
+    let mut p = RunPolicy::default();
+    if let Some(reg) = policies.iter().rev().find(|p| p.name == name) {
+        p.attempts = reg.retry.saturating_add(1);
+        p.backoff = reg.backoff.unwrap_or(p.backoff);
+        p.timeout = reg.timeout;
+    }
+    if let Some(r) = o.retry {
+        p.attempts = r.saturating_add(1);
+    }
+    p.backoff = o.backoff.unwrap_or(p.backoff);
+    p.timeout = o.timeout.or(p.timeout);
+    p
 }
 
 /// `url` with every secret masked as `***`, for logs, errors and any output: the password

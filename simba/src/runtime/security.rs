@@ -44,11 +44,14 @@ pub(super) fn read_password_file(path: &Path) -> Result<String, String> {
     Ok(password.to_owned())
 }
 
+/// The schemes whose servers take a user and password.
+const WITH_CREDENTIALS: [&str; 8] = ["postgres", "postgresql", "mysql", "mariadb", "redis", "rediss", "zk", "etcd"];
+
 /// `url` with `user`, `password` and the TLS files merged in, in the parameters each driver
 /// reads: PostgreSQL `sslmode=verify-full&sslrootcert=...&sslcert=...&sslkey=...`, MySQL
 /// `ssl-mode=VERIFY_IDENTITY&ssl-ca=...&ssl-cert=...&ssl-key=...`, Redis `rediss://` and
-/// simba's `ca_file`/`cert_file`/`key_file`, ZooKeeper the userinfo for digest auth (TLS:
-/// see ADR 0008). Errors never hold the password.
+/// simba's `ca_file`/`cert_file`/`key_file`, ZooKeeper and etcd `tls=true` with those, and
+/// the userinfo for digest auth or etcd users (ADR 0008). Errors never hold the password.
 pub(super) fn secure_url(
     url: &str,
     user: Option<&str>,
@@ -86,9 +89,9 @@ pub(super) fn secure_url(
             push(&mut p, "ssl-key", &t.key_file);
             p
         }
-        ("redis" | "rediss" | "zk", Some(t)) => {
+        ("redis" | "rediss" | "zk" | "etcd", Some(t)) => {
             let mut p = Vec::new();
-            if scheme == "zk" {
+            if scheme == "zk" || scheme == "etcd" {
                 p.push(("tls", "true".to_owned()));
             }
             push(&mut p, "ca_file", &t.ca_file);
@@ -100,9 +103,7 @@ pub(super) fn secure_url(
             return Err(format!("[backend.tls] does not apply to the `{other}` backend (it has no server to talk to)"));
         }
     };
-    if (user.is_some() || password.is_some())
-        && !matches!(scheme.as_str(), "postgres" | "postgresql" | "mysql" | "mariadb" | "redis" | "rediss" | "zk")
-    {
+    if (user.is_some() || password.is_some()) && !WITH_CREDENTIALS.contains(&scheme.as_str()) {
         return Err(format!("user and password do not apply to the `{scheme}` backend (it has no server)"));
     }
     let mut out = url.to_owned();
@@ -197,6 +198,8 @@ mod tests {
         assert_eq!(u, format!("mysql://h/db?x=1&ssl-mode=VERIFY_IDENTITY&ssl-ca={shown}"));
         let u = secure_url("redis://h:1", None, None, Some(&tls(&ca))).expect("valid");
         assert_eq!(u, format!("rediss://h:1?ca_file={shown}"));
+        let u = secure_url("etcd://h:1,g:2/p", Some("simba"), Some("pw"), Some(&tls(&ca))).expect("valid");
+        assert_eq!(u, format!("etcd://simba:pw@h:1,g:2/p?tls=true&ca_file={shown}"));
         let missing = dir.join("nope.pem");
         let e = secure_url("redis://h:1", None, None, Some(&tls(&missing))).expect_err("must fail");
         assert!(e.contains("ca_file") && e.contains("nope.pem") && e.contains("cannot read"), "{e}");

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep};
 
-use crate::backend::{Acquire, Backend, HeldDigest, KeepAlive};
+use crate::backend::{Acquire, Backend, HeldDigest, Join, KeepAlive};
 use crate::{RevokeReason, Simba, SimbaConfig};
 
 /// The session lifetime the suite asks for. ZooKeeper test servers must allow it
@@ -144,10 +144,12 @@ pub async fn release_checks_session_and_token<B: Backend>(b: B) {
 }
 
 /// A crashed holder (no close, no renewal) loses its lease when its session expires on the
-/// store.
+/// store, not before the lifetime the store granted (`TTL`, or less where the store grants
+/// less: etcd grants whole seconds).
 pub async fn crashed_holder_lease_frees_on_expiry<B: Backend>(b: B) {
     let name = unique("crash");
-    let a = open(&b).await;
+    let grant = ok(b.open_session(TTL).await, "open_session");
+    let a = grant.id;
     let t = won(&b, &a, &name).await;
     let c = open(&b).await;
     let start = Instant::now();
@@ -162,7 +164,8 @@ pub async fn crashed_holder_lease_frees_on_expiry<B: Backend>(b: B) {
         sleep(Duration::from_millis(100)).await;
     };
     assert!(t2 > t);
-    assert!(start.elapsed() >= TTL - Duration::from_millis(200), "freed after only {:?}", start.elapsed());
+    let granted = grant.remaining.min(TTL);
+    assert!(start.elapsed() >= granted - Duration::from_millis(200), "freed after only {:?}", start.elapsed());
     ok(b.close_session(&c).await, "close");
 }
 
@@ -213,15 +216,15 @@ pub async fn group_membership_follows_sessions<B: Backend>(b: B) {
     let g = unique("grp");
     let a = open(&b).await;
     let c = open(&b).await;
-    ok(b.join_group(&a, &g).await, "join_group");
-    ok(b.join_group(&c, &g).await, "join_group");
-    ok(b.join_group(&c, &g).await, "joining twice");
+    assert_eq!(ok(b.join_group(&a, &g).await, "join_group"), Join::Joined);
+    assert_eq!(ok(b.join_group(&c, &g).await, "join_group"), Join::Joined);
+    assert_eq!(ok(b.join_group(&c, &g).await, "joining twice"), Join::Joined);
     let mut expected = vec![a.clone(), c.clone()];
     expected.sort();
     assert_eq!(ok(b.members(&g).await, "members"), expected);
     ok(b.leave_group(&c, &g).await, "leave_group");
     assert_eq!(ok(b.members(&g).await, "members"), vec![a.clone()]);
-    ok(b.join_group(&c, &g).await, "join_group");
+    assert_eq!(ok(b.join_group(&c, &g).await, "join_group"), Join::Joined);
     ok(b.close_session(&c).await, "close");
     assert_eq!(ok(b.members(&g).await, "members"), vec![a.clone()]);
     sleep(TTL + Duration::from_millis(700)).await;
@@ -229,9 +232,93 @@ pub async fn group_membership_follows_sessions<B: Backend>(b: B) {
     assert!(ok(b.members(&unique("empty")).await, "members").is_empty());
 }
 
-/// K2: where the store broadcasts releases, a release is heard.
-pub async fn releases_are_broadcast_where_supported<B: Backend>(b: B) {
-    let Some(mut rx) = b.subscribe_releases() else { return };
+/// S3 for groups: a session that was closed, or that expired, joins nothing: `join_group`
+/// answers [`Join::Expired`] (not an error), and the group does not list it.
+pub async fn join_of_an_ended_session_answers_expired<B: Backend>(b: B) {
+    let g = unique("grp-ended");
+    let closed = open(&b).await;
+    ok(b.close_session(&closed).await, "close_session");
+    assert_eq!(ok(b.join_group(&closed, &g).await, "join_group"), Join::Expired, "a closed session joined");
+    let expired = open(&b).await;
+    sleep(TTL + Duration::from_millis(700)).await;
+    assert_eq!(ok(b.join_group(&expired, &g).await, "join_group"), Join::Expired, "an expired session joined");
+    assert!(ok(b.members(&g).await, "members").is_empty(), "an ended session is listed as a member");
+    let live = open(&b).await;
+    assert_eq!(ok(b.join_group(&live, &g).await, "join_group"), Join::Joined);
+    assert_eq!(ok(b.members(&g).await, "members"), vec![live.clone()]);
+    ok(b.close_session(&live).await, "close_session");
+}
+
+/// What a backend's suite entry declares it supports; the suite holds it to that
+/// declaration, so a backend that stops doing what it declared fails instead of skipping.
+///
+/// ```
+/// use simba::tck::conformance::Capabilities;
+///
+/// let postgres = Capabilities::NONE.with_release_broadcast();
+/// assert!(postgres.release_broadcast());
+/// assert!(!Capabilities::NONE.release_broadcast());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    release_broadcast: bool,
+}
+
+impl Capabilities {
+    /// Nothing optional: the backend offers no release broadcast.
+    pub const NONE: Capabilities = Capabilities { release_broadcast: false };
+
+    /// The backend broadcasts released lease names (`Backend::subscribe_releases`, K2).
+    pub const fn with_release_broadcast(mut self) -> Self {
+        self.release_broadcast = true;
+        self
+    }
+
+    /// Whether the backend declared a release broadcast.
+    pub const fn release_broadcast(&self) -> bool {
+        self.release_broadcast
+    }
+}
+
+/// What a suite entry's builder returns: the backend, and whatever must live as long as the
+/// test and be cleaned up after it (a temporary directory, a server process). A builder may
+/// return the backend alone or a `(backend, guard)` pair; the guard drops when the test ends,
+/// also when it fails.
+pub struct Built<B> {
+    /// The backend under test.
+    pub backend: B,
+    /// Dropped when the test ends.
+    pub guard: Box<dyn std::any::Any + Send>,
+}
+
+impl<B: Backend> From<B> for Built<B> {
+    fn from(backend: B) -> Self {
+        Built { backend, guard: Box::new(()) }
+    }
+}
+
+impl<B: Backend, G: Send + 'static> From<(B, G)> for Built<B> {
+    fn from((backend, guard): (B, G)) -> Self {
+        Built { backend, guard: Box::new(guard) }
+    }
+}
+
+/// K2: a backend that declares a release broadcast offers a subscription and a release is
+/// heard on it; one that does not declare it offers none (a broadcast the engine would use
+/// but the suite would never check).
+pub async fn releases_are_broadcast_as_declared<B: Backend>(b: B, caps: Capabilities) {
+    let rx = b.subscribe_releases();
+    if !caps.release_broadcast() {
+        assert!(
+            rx.is_none(),
+            "`{}` offers a release subscription but its suite entry does not declare it: pass `Capabilities::NONE.with_release_broadcast()`",
+            b.describe()
+        );
+        return;
+    }
+    let Some(mut rx) = rx else {
+        panic!("`{}` declares a release broadcast but `subscribe_releases` returned None", b.describe())
+    };
     let name = unique("k2");
     let a = open(&b).await;
     let t = won(&b, &a, &name).await;
@@ -302,8 +389,8 @@ pub async fn inspect_is_a_read_only_snapshot<B: Backend>(b: B) {
     let a = open(&b).await;
     let c = open(&b).await;
     let t = won(&b, &a, &lease).await;
-    ok(b.join_group(&a, &group).await, "join_group a");
-    ok(b.join_group(&c, &group).await, "join_group c");
+    assert_eq!(ok(b.join_group(&a, &group).await, "join_group a"), Join::Joined);
+    assert_eq!(ok(b.join_group(&c, &group).await, "join_group c"), Join::Joined);
     let snap = ok(b.inspect().await, "inspect");
     let Some(l) = snap.lease(&lease) else { panic!("held lease `{lease}` not listed: {snap:?}") };
     assert_eq!((&l.session, l.token), (&a, t), "holder and token of `{lease}`");
@@ -362,7 +449,7 @@ pub async fn engine_handover_and_failover<B: Backend>(b1: B, b2: B) {
     ok(e2.start(()), "start 2");
     sleep(Duration::from_millis(500)).await;
     assert!(e2.term().is_none(), "two leaders");
-    ok(e1.stop().await, "stop");
+    e1.stop().await;
     assert_eq!(t1.revoke_reason(), Some(RevokeReason::Stopped));
     let t2 = wait_leader(&e2, Duration::from_secs(3)).await;
     assert!(t2.token() > t1.token());
@@ -394,20 +481,23 @@ async fn wait_leader(e: &crate::Election, within: Duration) -> crate::Term {
 }
 
 /// Expands to one `#[tokio::test]` per behaviour of the conformance suite, for the backend
-/// that `$make` (an async fn or closure returning a future of a backend) builds.
+/// that `$make` (an async fn or closure returning a future of a backend, or of a
+/// `(backend, cleanup guard)` pair, see [`Built`](crate::tck::conformance::Built)) builds,
+/// holding it to the [`Capabilities`](crate::tck::conformance::Capabilities) it declares.
 ///
 /// ```no_run
 /// use simba::backend::memory::MemoryBackend;
+/// use simba::tck::conformance::Capabilities;
 ///
 /// async fn make() -> MemoryBackend {
 ///     MemoryBackend::new()
 /// }
-/// simba::conformance_suite!(make);
+/// simba::conformance_suite!(make, Capabilities::NONE.with_release_broadcast());
 /// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! conformance_suite {
-    ($make:expr) => {
+    ($make:expr, $caps:expr) => {
         $crate::conformance_suite!(@tests $make;
             session_open_and_keep_alive,
             session_ids_are_unique,
@@ -420,21 +510,30 @@ macro_rules! conformance_suite {
             keep_alive_digest_and_owned,
             claim_slot_is_fenced_and_monotonic,
             group_membership_follows_sessions,
-            releases_are_broadcast_where_supported,
+            join_of_an_ended_session_answers_expired,
             concurrent_acquire_has_one_winner,
             every_valid_name_works,
             inspect_is_a_read_only_snapshot
         );
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn releases_are_broadcast_as_declared() {
+            let built = $crate::tck::conformance::Built::from(($make)().await);
+            let caps: $crate::tck::conformance::Capabilities = $caps;
+            $crate::tck::conformance::releases_are_broadcast_as_declared(built.backend, caps).await;
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn engine_handover_and_failover() {
-            $crate::tck::conformance::engine_handover_and_failover(($make)().await, ($make)().await).await;
+            let one = $crate::tck::conformance::Built::from(($make)().await);
+            let two = $crate::tck::conformance::Built::from(($make)().await);
+            $crate::tck::conformance::engine_handover_and_failover(one.backend, two.backend).await;
         }
     };
     (@tests $make:expr; $($name:ident),*) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                $crate::tck::conformance::$name(($make)().await).await;
+                let built = $crate::tck::conformance::Built::from(($make)().await);
+                $crate::tck::conformance::$name(built.backend).await;
             }
         )*
     };

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 use crate::backend::{
-    Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
+    Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
 };
 
 /// A backend operation, to aim a fault at or to count.
@@ -61,8 +61,8 @@ pub enum Fault {
     /// Forward at once, then hold the reply this long (a slow reply; with a long enough delay
     /// the reply arrives after the local deadline).
     DelayReply(Duration),
-    /// Answer "expired" without forwarding (keep-alive and acquire only; other operations
-    /// forward).
+    /// Answer "expired" without forwarding (keep-alive, acquire and group joins only; other
+    /// operations, leaving a group and listing members included, forward).
     Expired,
 }
 
@@ -203,8 +203,8 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
         self.call(Op::ClaimSlot, None, self.inner.claim_slot(session, name, token, slot)).await
     }
-    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
-        self.call(Op::Group, None, self.inner.join_group(session, group)).await
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
+        self.call(Op::Group, Some(Join::Expired), self.inner.join_group(session, group)).await
     }
     async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
         self.call(Op::Group, None, self.inner.leave_group(session, group)).await

@@ -1,8 +1,9 @@
-//! Test kit (feature `tck`): the backend conformance suite, the fencing kit for your own
+//! Test kit (feature `tck`): the backend conformance suite, the jobs store suite (`jobs`), the fencing kit for your own
 //! resources, and a fault-injecting backend wrapper for engine tests.
 
 pub mod conformance;
 mod faulty;
 pub mod fencing_spec;
+pub mod jobs;
 
 pub use faulty::{Fault, FaultHandle, FaultyBackend, Op};

@@ -107,6 +107,23 @@ async fn ledger(term: &Term) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // SIMBA_FAULT_NODE_LOGS=DIR: the node's log goes to DIR/node-PID.log (the diagnosis of a
+    // slow failover needs the nodes' side).
+    if let Some(dir) = std::env::var_os("SIMBA_FAULT_NODE_LOGS") {
+        let path = std::path::Path::new(&dir).join(format!("node-{}.log", std::process::id()));
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(Mutex::new(file))
+            .with_ansi(false)
+            .init();
+    }
+    // The ledger's connection and table are set up before the node joins, so that a node's
+    // first term does not count the harness's own setup as failover time (the job retries
+    // it if the ledger is not reachable yet).
+    if let Err(e) = fence().await {
+        tracing::warn!(error = %e, "the ledger is not reachable yet; the job will retry");
+    }
     simba::run().await?;
     Ok(())
 }

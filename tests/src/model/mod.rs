@@ -4,7 +4,7 @@
 //! reordering network, drifting clocks, pauses and crashes) with the three invariants of V1
 //! ([`config`] holds its timing, bounds and mutants, [`state`] its packed state);
 //! [`explore`] is a small breadth-first explorer over canonical states that returns a
-//! shortest counterexample. `tests/tests/model_check.rs` runs the correct model and one
+//! shortest counterexample. `tests/tests/engine/model_check.rs` runs the correct model and one
 //! mutant per broken rule; `docs/adr/0006-protocol-model.md` explains the design and bounds.
 
 pub mod bag;

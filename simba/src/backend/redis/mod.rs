@@ -59,6 +59,7 @@
 
 mod connect;
 mod inspect;
+mod jobs;
 mod scripts;
 mod subscriber;
 
@@ -73,7 +74,7 @@ use tokio::time::timeout;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{
-    Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
+    Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
 };
 use connect::{call_error, check_eviction_policy, check_url, connect_error, describe_info, no_answer, redact};
 use scripts::{SCRIPTS, token_sum};
@@ -508,20 +509,11 @@ impl Backend for RedisBackend {
         Ok(claimed == 1)
     }
 
-    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
         let k = self.keys();
         let keys = [k.session(session), k.group(group), k.joined(session)];
         let joined: i64 = self.eval(&SCRIPTS.join_group, keys, [session.as_str(), group], "join a group").await?;
-        if joined == 1 {
-            Ok(())
-        } else {
-            // The trait has no "expired" answer for joins; a membership of a dead session
-            // would never be listed anyway, so refuse it loudly (as the SQL backends do).
-            Err(BackendError::Protocol(format!(
-                "{}: cannot join group {group:?}: session {session} has expired or was closed",
-                self.inner.description
-            )))
-        }
+        Ok(if joined == 1 { Join::Joined } else { Join::Expired })
     }
 
     async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
@@ -546,6 +538,10 @@ impl Backend for RedisBackend {
 
     /// Released lease names, from one pub/sub subscription per backend instance (shared by
     /// its clones), started on the first call. `None` outside a Tokio runtime.
+    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+        Some(Arc::new(jobs::RedisJobStore::new(self.clone())))
+    }
+
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         let mut slot = self.inner.releases.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(tx) = &*slot {
@@ -564,6 +560,7 @@ impl Backend for RedisBackend {
                 stop: self.inner.subscriber_stop.clone(),
                 description: Arc::clone(&self.inner.description),
                 call_timeout: self.inner.connect_timeout,
+                ready: None,
             }
             .run(),
         );

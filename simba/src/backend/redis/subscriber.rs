@@ -31,6 +31,9 @@ pub(super) struct Subscriber {
     pub(super) description: Arc<str>,
     /// Bounds connecting, subscribing and each ping.
     pub(super) call_timeout: Duration,
+    /// Set to `true` once subscribed (and back to `false` while reconnecting), for callers
+    /// that wait for the subscription before publishing (the jobs store).
+    pub(super) ready: Option<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Subscriber {
@@ -53,7 +56,9 @@ impl Subscriber {
                     }
                     backoff = MIN_BACKOFF;
                     failures = 0;
+                    self.ready.as_ref().map(|r| r.send_replace(true));
                     let why = self.forward(pubsub).await;
+                    self.ready.as_ref().map(|r| r.send_replace(false));
                     let Some(why) = why else { return };
                     tracing::warn!(
                         backend = %self.description,

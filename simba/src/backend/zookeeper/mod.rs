@@ -32,6 +32,7 @@
 //! or crashed engine does not hold its leases forever (see `session.rs`).
 
 mod inspect;
+mod jobs;
 mod ops;
 mod session;
 mod shared;
@@ -50,7 +51,7 @@ use self::session::{SessionMap, ZkSession};
 use self::shared::{SHARED_SESSION_TIMEOUT, SharedClient, watch_releases};
 use self::url::ConnectSpec;
 use super::{
-    Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
+    Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
 };
 
 const LEASES: &str = "/simba/leases";
@@ -368,14 +369,13 @@ impl Backend for ZooKeeperBackend {
         }
     }
 
-    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
-        let expired = || BackendError::Protocol(format!("session {session} expired; cannot join group `{group}`"));
-        let Some(s) = self.connected(session, "join a group")? else { return Err(expired()) };
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
+        let Some(s) = self.connected(session, "join a group")? else { return Ok(Join::Expired) };
         match self.try_join(&s, group).await {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(Join::Joined),
             Err(ops::Failure::Zk(e)) if session_gone(&e) => {
                 self.forget(&s);
-                Err(expired())
+                Ok(Join::Expired)
             }
             Err(ops::Failure::Zk(e)) => Err(self.err(&format!("join group `{group}`"), e)),
             Err(ops::Failure::Backend(e)) => Err(e),
@@ -412,6 +412,10 @@ impl Backend for ZooKeeperBackend {
 
     async fn inspect(&self) -> BackendResult<StoreSnapshot> {
         self.inspect_store().await
+    }
+
+    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+        Some(Arc::new(jobs::ZkJobStore::new(self.clone())))
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {

@@ -143,7 +143,10 @@ impl ConnectSpec {
     async fn connect_to(&self, cluster: &str, session_timeout: Duration) -> BackendResult<zk::Client> {
         // Fail after one pass over the servers instead of cycling until the session timeout:
         // the engine retries with its own backoff.
-        let mut connector = zk::Client::connector().with_session_timeout(session_timeout).with_fail_eagerly();
+        let mut connector = zk::Client::connector()
+            .with_session_timeout(session_timeout)
+            .with_connection_timeout(connection_timeout(session_timeout))
+            .with_fail_eagerly();
         if let Some((user, password)) = &self.auth {
             connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
         }
@@ -261,6 +264,16 @@ fn tls_files(params: &[(String, String)]) -> Result<Option<TlsFiles>, String> {
         _ => return Err("give both cert_file and key_file (a client certificate needs its key)".into()),
     };
     Ok(Some(TlsFiles { ca, identity }))
+}
+
+/// How long one connection attempt may wait for the server's answer: the driver's own choice
+/// (two fifths of the session timeout) up to one second. Without the cap the backend's shared
+/// session (10 s) waited 4 s on a server that had just restarted and accepted the connection
+/// before it served, which held the jobs store's reads back (found by the fault suite's
+/// ServerKill on ZooKeeper); a session's own connection (its timeout is the lease's) keeps
+/// the driver's value.
+fn connection_timeout(session_timeout: Duration) -> Duration {
+    (session_timeout * 2 / 5).min(Duration::from_secs(1))
 }
 
 #[cfg(test)]

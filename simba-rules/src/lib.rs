@@ -1,0 +1,114 @@
+//! The rules that `simba` (at run time) and `simba-macros` (at compile time) must apply the
+//! same way, written once: the lease-name rule (T1), the cron parser settings (J1) and the
+//! misfire policy names (J1, J7). No dependencies, so the proc-macro crate can use it too.
+
+/// The lease-name rule (T1).
+pub mod lease {
+    /// The longest lease name, in characters.
+    pub const MAX_NAME_LEN: usize = 128;
+
+    /// Why `name` is not a valid lease name, or `None` when it is: 1 to 128 characters of
+    /// `[A-Za-z0-9._:-]`, and not `.` or `..`. One name then means the same as a Redis key, a
+    /// ZooKeeper path component and a SQL value.
+    ///
+    /// ```
+    /// assert_eq!(simba_rules::lease::name_problem("billing.3"), None);
+    /// assert!(simba_rules::lease::name_problem("no/slashes").is_some());
+    /// ```
+    pub fn name_problem(name: &str) -> Option<&'static str> {
+        if name.is_empty() {
+            return Some("a lease name needs 1 to 128 characters");
+        }
+        if name.chars().count() > MAX_NAME_LEN {
+            return Some("a lease name has at most 128 characters");
+        }
+        if name == "." || name == ".." {
+            return Some("`.` and `..` are not lease names (they are ZooKeeper path components)");
+        }
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')) {
+            return Some("a lease name may only contain A-Z, a-z, 0-9, `.`, `_`, `:` and `-`");
+        }
+        None
+    }
+}
+
+/// The cron parser settings (J1): both crates build their `croner` parser from these.
+pub mod cron {
+    /// Whether a field of a cron expression must, may or must not be present.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Field {
+        /// The field must be present.
+        Required,
+        /// The field may be left out.
+        Optional,
+        /// The field must not be present.
+        Disallowed,
+    }
+
+    /// The seconds field comes first and is required: 6 fields.
+    pub const SECONDS: Field = Field::Required;
+    /// No year field.
+    pub const YEAR: Field = Field::Disallowed;
+    /// How many fields an expression has under these settings.
+    pub const FIELDS: usize = 6;
+    /// An example expression, for error messages.
+    pub const EXAMPLE: &str = "0 */5 * * * *";
+}
+
+/// The misfire policy names, as written in `misfire = "..."` and in `simba.toml`.
+pub mod misfire {
+    /// What to do with cron slots missed while the job could not run.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Policy {
+        /// Missed slots are skipped (the default).
+        Skip,
+        /// The latest missed slot runs once.
+        RunOnce,
+    }
+
+    /// The name of [`Policy::Skip`].
+    pub const SKIP: &str = "skip";
+    /// The name of [`Policy::RunOnce`].
+    pub const RUN_ONCE: &str = "run_once";
+    /// What an error lists as the valid names.
+    pub const VALID: &str = "\"skip\" (the default), \"run_once\"";
+
+    /// The policy named `name`, or `None`.
+    ///
+    /// ```
+    /// use simba_rules::misfire::{Policy, parse};
+    /// assert_eq!(parse("run_once"), Some(Policy::RunOnce));
+    /// assert_eq!(parse("later"), None);
+    /// ```
+    pub fn parse(name: &str) -> Option<Policy> {
+        match name {
+            SKIP => Some(Policy::Skip),
+            RUN_ONCE => Some(Policy::RunOnce),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// T1: the accepted alphabet and lengths, and every way a name can be wrong.
+    #[test]
+    fn issue13_6_t1_lease_names() {
+        for n in ["a", "report", "billing.3", "A-b_c:d.e", &"x".repeat(128), "..."] {
+            assert_eq!(lease::name_problem(n), None, "{n:?} should be valid");
+        }
+        for n in ["", ".", "..", "a/b", "a b", "é", "{x}", &"x".repeat(129), "a*"] {
+            assert!(lease::name_problem(n).is_some_and(|r| r.contains("lease name")), "{n:?} should be refused");
+        }
+    }
+
+    /// J1: every misfire name parses to its policy.
+    #[test]
+    fn issue13_6_misfire_names() {
+        assert_eq!(misfire::parse(misfire::SKIP), Some(misfire::Policy::Skip));
+        assert_eq!(misfire::parse(misfire::RUN_ONCE), Some(misfire::Policy::RunOnce));
+        assert_eq!(misfire::parse("Skip"), None);
+    }
+}

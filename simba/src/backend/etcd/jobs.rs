@@ -1,0 +1,481 @@
+//! The jobs store on etcd (issue 12, ADR 0012): control rows and records as keys with
+//! revisions beside the lease keys; a claim reads once and writes with one `Txn` whose
+//! compares are the lease's fence (the key's create revision is the token, its lease the
+//! session's) plus the revisions it read; control changes are broadcast by a watch.
+//!
+//! | key | value |
+//! | --- | --- |
+//! | `{prefix}/jobctl/{job}` | the job's control row (`paused`, `last_slot`, run-now requests; see `job_codec`) |
+//! | `{prefix}/jobrun/{job}/{slot}{kind}` | one record; keys sort by slot, then kind |
+//! | `{prefix}/jobs-version` | empty; its key version is the control version |
+//!
+//! Job names are escaped into one segment (`billing/3` is `billing%2F3`). Requests per
+//! claim: one read `Txn` (lease key, the job's and its group's control, the lease's slot key,
+//! the job's record keys) and one write `Txn` that also drops the records past retention.
+//! The claim checks and writes the lease's slot key too (`{prefix}/slot/{name}`, what
+//! `claim_slot` writes), so a node without the jobs store never runs a slot this one ran.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use etcd_client::{
+    Compare, CompareOp, EventType, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
+use tokio::sync::{broadcast, watch};
+
+use super::EtcdBackend;
+use super::ops::slot_value;
+use super::session::lease_of;
+use crate::backend::job_codec::{
+    Control, Decision, decide, decode_record, encode_record, escape_job, group, record_name, unescape_job,
+};
+use crate::backend::{BackendError, BackendResult};
+use crate::job_store::{
+    BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind,
+};
+
+/// How many times a call reads again after another writer changed what it read.
+const ATTEMPTS: usize = 5;
+
+/// The jobs store of an [`EtcdBackend`].
+pub(crate) struct EtcdJobStore {
+    backend: EtcdBackend,
+    retention: usize,
+    /// `{prefix}/`.
+    root: String,
+    control: Mutex<Option<broadcast::Sender<String>>>,
+    ready: Mutex<Option<watch::Receiver<bool>>>,
+    watch_task: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for EtcdJobStore {
+    fn drop(&mut self) {
+        if let Some(t) = self.watch_task.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            t.abort();
+        }
+    }
+}
+
+/// The end of the range of keys that start with `prefix`.
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+fn first(responses: &[TxnOpResponse], i: usize) -> Option<&KeyValue> {
+    match responses.get(i) {
+        Some(TxnOpResponse::Get(g)) => g.kvs().first(),
+        _ => None,
+    }
+}
+
+fn all(responses: &[TxnOpResponse], i: usize) -> &[KeyValue] {
+    match responses.get(i) {
+        Some(TxnOpResponse::Get(g)) => g.kvs(),
+        _ => &[],
+    }
+}
+
+impl EtcdJobStore {
+    pub(crate) fn new(backend: EtcdBackend) -> Self {
+        let root = backend.inner.keys.slot.strip_suffix("slot/").unwrap_or("simba/").to_owned();
+        EtcdJobStore {
+            backend,
+            retention: DEFAULT_RETENTION,
+            root,
+            control: Mutex::new(None),
+            ready: Mutex::new(None),
+            watch_task: Mutex::new(None),
+        }
+    }
+
+    fn ctl_prefix(&self) -> String {
+        format!("{}jobctl/", self.root)
+    }
+    fn ctl_key(&self, job: &str) -> String {
+        format!("{}jobctl/{}", self.root, escape_job(job))
+    }
+    fn runs_prefix(&self, job: &str) -> String {
+        format!("{}jobrun/{}/", self.root, escape_job(job))
+    }
+    fn version_key(&self) -> String {
+        format!("{}jobs-version", self.root)
+    }
+
+    fn err(&self, what: &str, e: &etcd_client::Error) -> BackendError {
+        self.backend.err(what, e)
+    }
+
+    fn protocol(&self, what: &str) -> BackendError {
+        BackendError::Protocol(format!("{}: {what}", self.backend.inner.description))
+    }
+
+    fn control_of(&self, kv: Option<&KeyValue>) -> BackendResult<(Control, i64)> {
+        match kv {
+            None => Ok((Control::default(), 0)),
+            Some(kv) => Control::decode(kv.value()).map(|c| (c, kv.mod_revision())).ok_or_else(|| {
+                self.protocol(&format!("{} is not a control row; delete it", String::from_utf8_lossy(kv.key())))
+            }),
+        }
+    }
+
+    fn record_of(&self, kv: &KeyValue) -> BackendResult<RunRecord> {
+        decode_record(kv.value()).map_err(|e| self.protocol(&format!("{}: {e}", String::from_utf8_lossy(kv.key()))))
+    }
+
+    /// The record keys of `job` as read by a keys-only range, oldest first.
+    fn names(&self, kvs: &[KeyValue]) -> Vec<String> {
+        let mut names: Vec<String> = kvs.iter().map(|kv| String::from_utf8_lossy(kv.key()).into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    /// The write of `record` (replacing a record of its identity) and the deletion of the
+    /// oldest records past retention; `existing` are the job's record keys.
+    fn record_ops(&self, record: &RunRecord, existing: &[String]) -> Vec<TxnOp> {
+        let key = format!("{}{}", self.runs_prefix(&record.job), record_name(record.slot_ms, record.kind));
+        let mut keys: Vec<&String> = existing.iter().filter(|k| **k != key).collect();
+        keys.push(&key);
+        keys.sort();
+        let excess = keys.len().saturating_sub(self.retention);
+        let mut ops: Vec<TxnOp> =
+            keys[..excess].iter().filter(|k| ***k != key).map(|k| TxnOp::delete(k.as_str(), None)).collect();
+        if !keys[..excess].contains(&&key) {
+            ops.push(TxnOp::put(key.as_str(), encode_record(record), None));
+        }
+        ops
+    }
+
+    async fn claim(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
+        let Some(lease) = lease_of(req.session) else { return Ok(Claim::NotHolder) };
+        let Ok(token) = i64::try_from(req.token) else { return Ok(Claim::NotHolder) };
+        let k = &self.backend.inner.keys;
+        let (lease_key, slot_key) = (k.lease(req.lease), k.slot(req.lease));
+        let own_key = self.ctl_key(req.job);
+        let group_key = group(req.job).map(|g| self.ctl_key(g)).unwrap_or_else(|| own_key.clone());
+        let runs = self.runs_prefix(req.job);
+        let what = format!("claim slot {} of `{}`", req.slot_ms, req.job);
+        let mut kv = self.backend.kv();
+        for _ in 0..ATTEMPTS {
+            let read = Txn::new().and_then([
+                TxnOp::get(lease_key.as_str(), None),
+                TxnOp::get(own_key.as_str(), None),
+                TxnOp::get(group_key.as_str(), None),
+                TxnOp::get(slot_key.as_str(), None),
+                TxnOp::get(runs.as_str(), Some(GetOptions::new().with_range(prefix_end(&runs)).with_keys_only())),
+            ]);
+            let r = kv.txn(read).await.map_err(|e| self.err(&what, &e))?;
+            let r = r.op_responses();
+            match first(&r, 0) {
+                Some(l) if l.create_revision() == token && l.lease() == lease => {}
+                _ => return Ok(Claim::NotHolder),
+            }
+            let (own, own_rev) = self.control_of(first(&r, 1))?;
+            let grp = if group_key != own_key { Some(self.control_of(first(&r, 2))?.0) } else { None };
+            let slot_kv = first(&r, 3);
+            let slot_rev = slot_kv.map_or(0, KeyValue::mod_revision);
+            // The lease's slot key holds the slot in the ordered form of `slot_value`.
+            let lease_slot = slot_kv
+                .and_then(|kv| std::str::from_utf8(kv.value()).ok())
+                .and_then(|v| u64::from_str_radix(v, 16).ok())
+                .map(|v| (v ^ (1 << 63)) as i64);
+            let names = self.names(all(&r, 4));
+            let (next, slot_ms) = match decide(req.kind, req.slot_ms, &own, grp.as_ref(), lease_slot) {
+                Decision::AlreadyClaimed => return Ok(Claim::AlreadyClaimed),
+                Decision::Paused(None) => return Ok(Claim::Paused),
+                Decision::Paused(Some(next)) => (next, None),
+                Decision::Claim { own, slot_ms } => (own, Some(slot_ms)),
+            };
+            let mut ops = vec![TxnOp::put(own_key.as_str(), next.encode(), None)];
+            if req.kind == SlotKind::Manual {
+                ops.push(TxnOp::put(self.version_key(), "", None));
+            } else {
+                ops.push(TxnOp::put(slot_key.as_str(), slot_value(req.slot_ms), None));
+            }
+            let record = slot_ms.map(|slot_ms| RunRecord {
+                job: req.job.to_owned(),
+                slot_ms,
+                kind: req.kind,
+                outcome: Outcome::Running,
+                attempt: 1,
+                attempts: req.attempts.max(1),
+                session: req.session.as_str().to_owned(),
+                node: req.node.to_owned(),
+                token: req.token,
+                started_ms: Some(req.started_ms),
+                ended_ms: None,
+                error: None,
+            });
+            if let Some(rec) = &record {
+                ops.extend(self.record_ops(rec, &names));
+            }
+            let write = Txn::new()
+                .when([
+                    Compare::create_revision(lease_key.as_str(), CompareOp::Equal, token),
+                    Compare::lease(lease_key.as_str(), CompareOp::Equal, lease),
+                    Compare::mod_revision(own_key.as_str(), CompareOp::Equal, own_rev),
+                    Compare::mod_revision(slot_key.as_str(), CompareOp::Equal, slot_rev),
+                ])
+                .and_then(ops);
+            let done = kv.txn(write).await.map_err(|e| self.err(&what, &e))?;
+            if done.succeeded() {
+                return Ok(match record {
+                    Some(r) => Claim::Claimed(r),
+                    None => Claim::Paused,
+                });
+            }
+        }
+        Err(self.protocol(&format!("claim of `{}` kept losing races; try again", req.job)))
+    }
+
+    async fn finish(&self, record: &RunRecord) -> BackendResult<bool> {
+        let key = format!("{}{}", self.runs_prefix(&record.job), record_name(record.slot_ms, record.kind));
+        let what = "record how a run ended";
+        let mut kv = self.backend.kv();
+        for _ in 0..ATTEMPTS {
+            let found = kv.get(key.as_str(), None).await.map_err(|e| self.err(what, &e))?;
+            let Some(stored) = found.kvs().first() else { return Ok(false) };
+            if self.record_of(stored)?.token != record.token {
+                return Ok(false);
+            }
+            let write = Txn::new()
+                .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, stored.mod_revision())])
+                .and_then([TxnOp::put(key.as_str(), encode_record(record), None)]);
+            if kv.txn(write).await.map_err(|e| self.err(what, &e))?.succeeded() {
+                return Ok(true);
+            }
+        }
+        Err(self.protocol(&format!("{key} kept changing while its run ended; try again")))
+    }
+
+    async fn append_record(&self, record: &RunRecord) -> BackendResult<bool> {
+        let runs = self.runs_prefix(&record.job);
+        let key = format!("{runs}{}", record_name(record.slot_ms, record.kind));
+        let what = "record a slot";
+        let mut kv = self.backend.kv();
+        for _ in 0..ATTEMPTS {
+            let listed = kv
+                .get(runs.as_str(), Some(GetOptions::new().with_range(prefix_end(&runs)).with_keys_only()))
+                .await
+                .map_err(|e| self.err(what, &e))?;
+            let names = self.names(listed.kvs());
+            if names.contains(&key) {
+                return Ok(false);
+            }
+            let write = Txn::new()
+                .when([Compare::version(key.as_str(), CompareOp::Equal, 0)])
+                .and_then(self.record_ops(record, &names));
+            if kv.txn(write).await.map_err(|e| self.err(what, &e))?.succeeded() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    async fn history_of(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let runs = self.runs_prefix(job);
+        let options = GetOptions::new()
+            .with_range(prefix_end(&runs))
+            .with_sort(SortTarget::Key, SortOrder::Descend)
+            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        let read = self
+            .backend
+            .kv()
+            .get(runs.as_str(), Some(options))
+            .await
+            .map_err(|e| self.err("read a job's history", &e))?;
+        read.kvs().iter().map(|kv| self.record_of(kv)).collect()
+    }
+
+    async fn job_state(&self, job: &str) -> BackendResult<Option<JobState>> {
+        let read = self.backend.kv().get(self.ctl_key(job), None).await.map_err(|e| self.err("read a job", &e))?;
+        let control = read.kvs().first();
+        let last = self.history_of(job, 1).await?.into_iter().next();
+        if control.is_none() && last.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(self.control_of(control)?.0.state(job.to_owned(), last)))
+    }
+
+    async fn all_jobs(&self) -> BackendResult<Vec<JobState>> {
+        let (ctl, runs) = (self.ctl_prefix(), format!("{}jobrun/", self.root));
+        let mut kv = self.backend.kv();
+        let keys_only = |p: &str| GetOptions::new().with_range(prefix_end(p)).with_keys_only();
+        let a = kv.get(ctl.as_str(), Some(keys_only(&ctl))).await.map_err(|e| self.err("list jobs", &e))?;
+        let b = kv.get(runs.as_str(), Some(keys_only(&runs))).await.map_err(|e| self.err("list jobs", &e))?;
+        let mut names: Vec<String> = a
+            .kvs()
+            .iter()
+            .filter_map(|kv| String::from_utf8_lossy(kv.key()).strip_prefix(ctl.as_str()).map(str::to_owned))
+            .chain(b.kvs().iter().filter_map(|kv| {
+                let key = String::from_utf8_lossy(kv.key()).into_owned();
+                key.strip_prefix(runs.as_str()).and_then(|rest| rest.split_once('/')).map(|(j, _)| j.to_owned())
+            }))
+            .map(|n| unescape_job(&n))
+            .collect();
+        names.sort();
+        names.dedup();
+        let mut out = Vec::with_capacity(names.len());
+        for n in &names {
+            out.extend(self.job_state(n).await?);
+        }
+        Ok(out)
+    }
+
+    async fn control_change<T>(
+        &self,
+        job: &str,
+        what: &'static str,
+        change: impl Fn(&mut Control) -> (bool, T),
+    ) -> BackendResult<T> {
+        self.settle().await;
+        let key = self.ctl_key(job);
+        let mut kv = self.backend.kv();
+        for _ in 0..ATTEMPTS {
+            let read = kv.get(key.as_str(), None).await.map_err(|e| self.err(what, &e))?;
+            let (mut c, rev) = self.control_of(read.kvs().first())?;
+            let (changed, answer) = change(&mut c);
+            if !changed && rev != 0 {
+                return Ok(answer);
+            }
+            let mut ops = vec![TxnOp::put(key.as_str(), c.encode(), None)];
+            if changed {
+                ops.push(TxnOp::put(self.version_key(), "", None));
+            }
+            let write = Txn::new().when([Compare::mod_revision(key.as_str(), CompareOp::Equal, rev)]).and_then(ops);
+            if kv.txn(write).await.map_err(|e| self.err(what, &e))?.succeeded() {
+                return Ok(answer);
+            }
+        }
+        Err(self.protocol(&format!("the control row of `{job}` kept changing; try again")))
+    }
+
+    async fn version(&self) -> BackendResult<u64> {
+        let read = self
+            .backend
+            .kv()
+            .get(self.version_key(), None)
+            .await
+            .map_err(|e| self.err("read the control version", &e))?;
+        Ok(read.kvs().first().map_or(0, |kv| u64::try_from(kv.version()).unwrap_or(0)))
+    }
+
+    /// Waits until this store's own control watch is created, if it has one (bounded).
+    async fn settle(&self) {
+        let ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some(mut ready) = ready {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ready.wait_for(|r| *r)).await;
+        }
+    }
+
+    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+        let mut slot = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tx) = &*slot {
+            return Some(tx.subscribe());
+        }
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (tx, rx) = broadcast::channel(1024);
+        let (ready_tx, ready_rx) = watch::channel(false);
+        *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = Some(ready_rx);
+        let client = self.backend.inner.client.clone();
+        let description = Arc::clone(&self.backend.inner.description);
+        let prefix = self.ctl_prefix();
+        let forward = tx.clone();
+        let task = runtime.spawn(async move {
+            loop {
+                let opened = async {
+                    let mut stream =
+                        client.clone().watch(prefix.as_str(), Some(WatchOptions::new().with_prefix())).await?;
+                    // Wait for the server to confirm the watch.
+                    while let Some(r) = stream.message().await? {
+                        if r.created() {
+                            return Ok::<_, etcd_client::Error>(Some(stream));
+                        }
+                    }
+                    Ok(None)
+                };
+                let mut stream = match opened.await {
+                    Ok(Some(s)) => s,
+                    Ok(None) => {
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        continue;
+                    }
+                    Err(error) => {
+                        tracing::warn!(backend = %description, %error, "cannot watch job control; nodes fall back to polling the control version");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        continue;
+                    }
+                };
+                ready_tx.send_replace(true);
+                while let Ok(Some(r)) = stream.message().await {
+                    for e in r.events() {
+                        if e.event_type() == EventType::Put
+                            && let Some(kv) = e.kv()
+                            && let Some(name) = String::from_utf8_lossy(kv.key()).strip_prefix(prefix.as_str())
+                        {
+                            let _ = forward.send(unescape_job(name));
+                        }
+                    }
+                }
+                ready_tx.send_replace(false);
+            }
+        });
+        *self.watch_task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task.abort_handle());
+        *slot = Some(tx);
+        Some(rx)
+    }
+}
+
+impl JobStore for EtcdJobStore {
+    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>> {
+        Box::pin(self.claim(req))
+    }
+    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(self.finish(record))
+    }
+    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(self.append_record(record))
+    }
+    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>> {
+        Box::pin(self.history_of(job, limit))
+    }
+    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>> {
+        Box::pin(self.job_state(job))
+    }
+    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
+        Box::pin(self.all_jobs())
+    }
+    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(self.control_change(job, "pause or resume a job", move |c| {
+            let was = c.paused;
+            c.paused = paused;
+            (was != paused, was)
+        }))
+    }
+    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>> {
+        Box::pin(async move {
+            let id = self.control_change(job, "trigger a job", move |c| (true, c.request(at_ms))).await?;
+            u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
+        })
+    }
+    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
+        Box::pin(self.version())
+    }
+    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
+        self.subscribe()
+    }
+    fn retention(&self) -> usize {
+        self.retention
+    }
+    fn describe(&self) -> String {
+        format!("{} (jobs store)", self.backend.inner.description)
+    }
+}

@@ -1,0 +1,259 @@
+//! How the key-value backends (ZooKeeper, etcd) store the jobs store's control rows and run
+//! records as bytes, and the decision of a claim from what it read (issue 12, ADR 0012).
+//!
+//! A control value is lines `key=value` (unknown keys are ignored, missing ones take their
+//! default, so a value written by an older or newer build still reads); a record is the
+//! line `v1` then one line per field, the error text last (it may hold newlines). Job names
+//! are escaped into one path segment (`/` as `%2F`, `%` as `%25`), and a record's name sorts
+//! by slot then kind: 16 hexadecimal digits of the slot with its sign bit flipped, then the
+//! kind's rank.
+
+use crate::job_store::{JobState, Outcome, RunRecord, SlotKind, group_of, truncate_error};
+
+/// One job name's control row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Control {
+    pub(crate) paused: bool,
+    /// The slot ledger: the latest scheduled or caught-up slot claimed.
+    pub(crate) last_slot: Option<i64>,
+    /// Run-now requests made so far, and the time of the newest.
+    pub(crate) trigger_id: i64,
+    pub(crate) trigger_ms: Option<i64>,
+    /// The request id this job name took last, and the id of its group's request.
+    pub(crate) taken_id: i64,
+    pub(crate) group_taken_id: i64,
+}
+
+impl Control {
+    pub(crate) fn encode(&self) -> String {
+        let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
+        format!(
+            "paused={}\nlast_slot={}\ntrigger_id={}\ntrigger_ms={}\ntaken_id={}\ngroup_taken_id={}\n",
+            u8::from(self.paused),
+            opt(self.last_slot),
+            self.trigger_id,
+            opt(self.trigger_ms),
+            self.taken_id,
+            self.group_taken_id
+        )
+    }
+
+    /// The control row stored as `data`; `None` when it is not one.
+    pub(crate) fn decode(data: &[u8]) -> Option<Control> {
+        let text = std::str::from_utf8(data).ok()?;
+        let mut c = Control::default();
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            let (k, v) = line.split_once('=')?;
+            let num = || v.parse::<i64>().ok();
+            match k {
+                "paused" => c.paused = v == "1",
+                "last_slot" => c.last_slot = num(),
+                "trigger_id" => c.trigger_id = num().unwrap_or(0),
+                "trigger_ms" => c.trigger_ms = num(),
+                "taken_id" => c.taken_id = num().unwrap_or(0),
+                "group_taken_id" => c.group_taken_id = num().unwrap_or(0),
+                _ => {}
+            }
+        }
+        Some(c)
+    }
+
+    /// The time of a request this name has not taken yet.
+    pub(crate) fn pending(&self) -> Option<i64> {
+        if self.trigger_id > self.taken_id { self.trigger_ms } else { None }
+    }
+
+    /// A new request at `at_ms`: pending requests collapse (the newest time wins).
+    pub(crate) fn request(&mut self, at_ms: i64) -> i64 {
+        self.trigger_ms = Some(match self.pending() {
+            Some(t) if t > at_ms => t,
+            _ => at_ms,
+        });
+        self.trigger_id += 1;
+        self.trigger_id
+    }
+
+    pub(crate) fn state(&self, job: String, last: Option<RunRecord>) -> JobState {
+        JobState { job, paused: self.paused, last_slot_ms: self.last_slot, last, trigger_pending_ms: self.pending() }
+    }
+}
+
+/// What a claim does, decided from what it read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// The slot was claimed before (or no request is pending): write nothing.
+    AlreadyClaimed,
+    /// Paused: write `own` (a consumed scheduled slot) when `Some`, answer `Paused`.
+    Paused(Option<Control>),
+    /// Write `own` and the `running` record at `slot_ms`.
+    Claim { own: Control, slot_ms: i64 },
+}
+
+/// The claim of `kind` at `slot_ms` for a job whose control row is `own`, whose group's is
+/// `group` (`None` without a group), and whose lease's `last_slot` is `lease_slot`.
+pub(crate) fn decide(
+    kind: SlotKind,
+    slot_ms: i64,
+    own: &Control,
+    group: Option<&Control>,
+    lease_slot: Option<i64>,
+) -> Decision {
+    let paused = own.paused || group.is_some_and(|g| g.paused);
+    let mut next = own.clone();
+    match kind {
+        SlotKind::Scheduled | SlotKind::CaughtUp => {
+            if own.last_slot.max(lease_slot).is_some_and(|l| l >= slot_ms) {
+                return Decision::AlreadyClaimed;
+            }
+            next.last_slot = Some(slot_ms);
+            if paused {
+                return Decision::Paused(Some(next));
+            }
+            Decision::Claim { own: next, slot_ms }
+        }
+        SlotKind::Manual => {
+            let group_pending = group.filter(|g| g.trigger_id > own.group_taken_id).and_then(|g| g.trigger_ms);
+            let Some(at) = own.pending().max(group_pending) else { return Decision::AlreadyClaimed };
+            if paused {
+                return Decision::Paused(None);
+            }
+            next.taken_id = own.trigger_id;
+            if let Some(g) = group {
+                next.group_taken_id = next.group_taken_id.max(g.trigger_id);
+            }
+            Decision::Claim { own: next, slot_ms: at }
+        }
+    }
+}
+
+/// The group of `job`, when it has one other than itself.
+pub(crate) fn group(job: &str) -> Option<&str> {
+    group_of(job).filter(|g| *g != job)
+}
+
+pub(crate) fn kind_code(kind: SlotKind) -> u8 {
+    match kind {
+        SlotKind::Scheduled => 0,
+        SlotKind::Manual => 1,
+        SlotKind::CaughtUp => 2,
+    }
+}
+
+fn kind_of(code: &str) -> Option<SlotKind> {
+    match code {
+        "0" => Some(SlotKind::Scheduled),
+        "1" => Some(SlotKind::Manual),
+        "2" => Some(SlotKind::CaughtUp),
+        _ => None,
+    }
+}
+
+/// A job name as one path segment.
+pub(crate) fn escape_job(job: &str) -> String {
+    job.replace('%', "%25").replace('/', "%2F")
+}
+
+/// The job name of an escaped segment.
+pub(crate) fn unescape_job(segment: &str) -> String {
+    segment.replace("%2F", "/").replace("%25", "%")
+}
+
+/// The name of a record under its job: orders by slot, then kind.
+pub(crate) fn record_name(slot_ms: i64, kind: SlotKind) -> String {
+    format!("{:016x}{}", (slot_ms as u64) ^ (1 << 63), kind_code(kind))
+}
+
+/// A record as stored.
+pub(crate) fn encode_record(r: &RunRecord) -> String {
+    let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let line = |s: &str| s.replace(['\n', '\r'], " ");
+    let mut out = format!(
+        "v1\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
+        line(&r.job),
+        kind_code(r.kind),
+        r.slot_ms,
+        r.outcome.as_str(),
+        r.attempt,
+        r.attempts,
+        line(&r.session),
+        line(&r.node),
+        r.token,
+        opt(r.started_ms),
+        opt(r.ended_ms)
+    );
+    if let Some(e) = &r.error {
+        out.push('!');
+        out.push_str(&truncate_error(e));
+    }
+    out
+}
+
+/// The record stored as `data`, or what is wrong with it.
+pub(crate) fn decode_record(data: &[u8]) -> Result<RunRecord, String> {
+    let text = std::str::from_utf8(data).map_err(|_| "a run record is not UTF-8".to_owned())?;
+    let mut parts = text.splitn(13, '\n');
+    let mut next = |what: &str| parts.next().ok_or_else(|| format!("a run record has no {what}"));
+    if next("version")? != "v1" {
+        return Err("a run record of an unknown format (not v1)".to_owned());
+    }
+    let job = next("job")?.to_owned();
+    let kind = next("kind")?;
+    let kind = kind_of(kind).ok_or_else(|| format!("unknown slot kind {kind:?} in a record of `{job}`"))?;
+    let int = |s: &str, what: &str| s.parse::<i64>().map_err(|_| format!("a run record's {what} is not a number"));
+    let slot_ms = int(next("slot")?, "slot")?;
+    let outcome = next("outcome")?.parse::<Outcome>()?;
+    let small = |s: &str, what: &str| s.parse::<u32>().map_err(|_| format!("a run record's {what} is out of range"));
+    let attempt = small(next("attempt")?, "attempt")?;
+    let attempts = small(next("attempts")?, "attempts")?;
+    let session = next("session")?.to_owned();
+    let node = next("node")?.to_owned();
+    let token = next("token")?.parse::<u64>().map_err(|_| "a run record's token is not a number".to_owned())?;
+    let opt = |s: &str| s.parse::<i64>().ok();
+    let started_ms = opt(next("start")?);
+    let ended_ms = opt(next("end")?);
+    let error = parts.next().and_then(|e| e.strip_prefix('!')).map(str::to_owned);
+    Ok(RunRecord { job, slot_ms, kind, outcome, attempt, attempts, session, node, token, started_ms, ended_ms, error })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_with_newlines_in_the_error() {
+        let mut r = RunRecord::not_run("billing/3", -5, Outcome::Failed);
+        r.error = Some("line one\nline two".to_owned());
+        r.started_ms = Some(7);
+        assert_eq!(decode_record(encode_record(&r).as_bytes()).unwrap(), r);
+        r.error = None;
+        assert_eq!(decode_record(encode_record(&r).as_bytes()).unwrap(), r);
+    }
+
+    #[test]
+    fn record_names_order_by_slot_then_kind() {
+        let mut names = [
+            record_name(5, SlotKind::Manual),
+            record_name(-1, SlotKind::CaughtUp),
+            record_name(5, SlotKind::Scheduled),
+        ];
+        names.sort();
+        assert_eq!(names[0], record_name(-1, SlotKind::CaughtUp));
+        assert_eq!(names[1], record_name(5, SlotKind::Scheduled));
+        assert_eq!(unescape_job(&escape_job("g/1%")), "g/1%");
+    }
+
+    #[test]
+    fn control_reads_missing_and_unknown_keys() {
+        let c = Control {
+            paused: true,
+            last_slot: Some(3),
+            trigger_id: 2,
+            trigger_ms: Some(9),
+            taken_id: 1,
+            ..Default::default()
+        };
+        assert_eq!(Control::decode(c.encode().as_bytes()), Some(c));
+        assert_eq!(Control::decode(b"paused=1\nfuture=x\n").map(|c| c.paused), Some(true));
+    }
+}

@@ -1,0 +1,486 @@
+//! The embedded SQLite backend (feature `sqlite`): sessions, leases and group memberships in
+//! one database file that several processes on the same host share.
+//!
+//! Data model (rule B3, ADR 0002): three tables created on connect, `simba_session`,
+//! `simba_lease` and `simba_member`. Lease rows are never deleted, so a lease's token never
+//! resets (T3); releasing a lease only clears its `session_id`. The calls all SQL backends run
+//! alike are in the shared SQL module (ADR 0002); this module keeps connecting, the schema,
+//! renewal and acquisition.
+//!
+//! Time is the database's clock (B2): every "now" is `unixepoch('subsec')`, in
+//! milliseconds since the Unix epoch. The client's clock is never sent to the database.
+//!
+//! Releases (K2, issue 15 P4): SQLite has no broadcast, so each backend instance runs one
+//! release watch (`release_watch`) while one of its candidates waits: every 5 ms it reads
+//! `PRAGMA data_version` on a connection of its own (it changes when another connection
+//! commits; reading it is a look at the WAL index in shared memory, no file I/O), and only
+//! when it changed reads the rows of the waited-for leases. Nothing runs while no candidate
+//! waits; a release through this instance is sent without a query.
+//!
+//! Concurrency: every call that reads and then writes in several statements (open, renewal,
+//! close) runs in a `BEGIN IMMEDIATE` transaction, which takes SQLite's single write lock
+//! before the first read. Two processes can therefore never both see a lease as free and
+//! both take it. Single-statement writes (`acquire`'s take, `release`, `claim_slot`, the
+//! group calls) need no explicit transaction: SQLite takes the write lock when such a
+//! statement starts, so its reads and its write are atomic.
+
+use std::str::FromStr;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteTransaction,
+};
+use sqlx::{AssertSqlSafe, ConnectOptions};
+
+use super::dialect::{Dialect, Placeholders, Shared, Stmt};
+use super::release_watch::{self, Probe, ReleaseWatch};
+use super::{SqlStore, digest};
+use crate::backend::{
+    Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
+};
+
+/// How long a connection waits for another connection's write lock (`BEGIN IMMEDIATE`)
+/// before the call fails. The engine times calls out on its own (D2); this only bounds how
+/// long a dropped call keeps a pooled connection busy.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// SQLite's spelling of the shared statements.
+#[derive(Debug)]
+pub(crate) struct SqliteDialect;
+
+impl Dialect for SqliteDialect {
+    type Db = sqlx::Sqlite;
+    const NAME: &'static str = "SQLite";
+    /// `unixepoch('subsec')` needs SQLite 3.42 or later; the bundled SQLite is newer. SQLite
+    /// keeps "now" constant within one statement, so several uses in one statement agree.
+    const NOW_MS: &'static str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
+    const PLACEHOLDERS: Placeholders = Placeholders::Numbered('?');
+    const KEEP_MEMBER: &'static str =
+        "ON CONFLICT (group_name, session_id) DO UPDATE SET joined_at = simba_member.joined_at";
+    const BEGIN: Option<&'static str> = Some(BEGIN_IMMEDIATE);
+    /// One write lock and one commit for the collection and the insert.
+    const OPEN_IN_TRANSACTION: bool = true;
+    /// An in-memory database lives in its one connection: never close it.
+    const DISCARD_IDLE: bool = false;
+
+    fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
+        done.rows_affected()
+    }
+
+    fn statements() -> &'static Shared {
+        static SHARED: LazyLock<Shared> = LazyLock::new(Shared::new::<SqliteDialect>);
+        &SHARED
+    }
+}
+
+/// Schema, rule B3. Every statement is idempotent, so any number of processes may run it, at
+/// any time. Times are integer milliseconds on the database's clock. TEXT compares with the
+/// BINARY collation, byte by byte, the order of [`SessionId`]'s `Ord`.
+const SCHEMA: [&str; 4] = [
+    "CREATE TABLE IF NOT EXISTS simba_session (
+        id         TEXT    PRIMARY KEY,
+        expires_at INTEGER NOT NULL,
+        ttl_ms     INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+    )",
+    // `token` is the fencing token of the current or last term. The row is never deleted so
+    // that the token never resets (T3); `session_id IS NULL` means released.
+    "CREATE TABLE IF NOT EXISTS simba_lease (
+        name        TEXT    PRIMARY KEY,
+        session_id  TEXT    NULL,
+        token       INTEGER NOT NULL,
+        acquired_at INTEGER,
+        last_slot   INTEGER NULL
+    )",
+    // Keep-alive digests and `owned` look leases up by holder.
+    "CREATE INDEX IF NOT EXISTS simba_lease_session ON simba_lease (session_id)",
+    "CREATE TABLE IF NOT EXISTS simba_member (
+        group_name TEXT    NOT NULL,
+        session_id TEXT    NOT NULL,
+        joined_at  INTEGER NOT NULL,
+        PRIMARY KEY (group_name, session_id)
+    )",
+];
+
+/// Takes SQLite's write lock before the first read of a read-then-write call.
+const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
+
+/// The statements only SQLite runs: renewal and acquisition.
+struct Own {
+    /// `:1` session id. Renews a live session; an expired one is left alone and never comes
+    /// back (S3). Returns the remaining lifetime measured by the database after the renewal.
+    renew: Stmt,
+    /// `:1` session id. The digest of the leases listed for a session: count and the sums of
+    /// the low and high 32-bit halves of their tokens, so that SQLite's `SUM` (which fails on
+    /// integer overflow) cannot overflow. The server work is O(leases held) through the
+    /// `session_id` index, but it is one statement and a constant-size reply (S1).
+    digest: Stmt,
+    /// `:1` name, `:2` session id. One statement, so one write lock and one commit: creates
+    /// the lease with token 1, or takes it over when it is released or its holder's session
+    /// is missing or expired, incrementing the token; only for a live caller (the `SELECT`'s
+    /// `WHERE`, which also lets SQLite parse the upsert after a `SELECT`). Returns the new
+    /// token only when this statement won the lease; `last_slot` is kept across terms so
+    /// that a cron slot never runs twice.
+    take: Stmt,
+    /// `:1` name, `:2` session id, read after `take` took nothing: whether the caller is
+    /// live, and the lease's holder and token. Not atomic with the take, and need not be:
+    /// when the caller holds the lease now it held it then (nobody else gives it a lease),
+    /// and any other answer is a refusal, which is never unsafe.
+    after_refusal: Stmt,
+}
+
+static OWN: LazyLock<Own> = LazyLock::new(|| Own {
+    renew: SqliteDialect::render(
+        "UPDATE simba_session SET expires_at = {now} + ttl_ms WHERE id = :1 AND expires_at > {now} \
+         RETURNING expires_at - {now}",
+    ),
+    digest: SqliteDialect::render(
+        "SELECT COUNT(*), COALESCE(SUM(token & 4294967295), 0), COALESCE(SUM(token >> 32), 0) \
+         FROM simba_lease WHERE session_id = :1",
+    ),
+    take: SqliteDialect::render(
+        "INSERT INTO simba_lease (name, session_id, token, acquired_at, last_slot) SELECT :1, :2, 1, {now}, NULL \
+         WHERE EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now}) \
+         ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, \
+         token = simba_lease.token + 1, acquired_at = excluded.acquired_at \
+         WHERE simba_lease.session_id IS NULL OR NOT EXISTS (SELECT 1 FROM simba_session s \
+         WHERE s.id = simba_lease.session_id AND s.expires_at > {now}) RETURNING token",
+    ),
+    after_refusal: SqliteDialect::render(
+        "SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now}), \
+         lease.session_id, lease.token FROM (SELECT 1) one LEFT JOIN simba_lease lease ON lease.name = :1",
+    ),
+});
+
+/// The SQLite backend. Cheap to clone: clones share one connection pool.
+///
+/// Several processes may open the same file; they coordinate through SQLite's file locks.
+/// The file must be on a local file system (SQLite's WAL mode does not work over network
+/// file systems).
+#[derive(Clone, Debug)]
+pub struct SqliteBackend {
+    sql: SqlStore<SqliteDialect>,
+    watch: ReleaseWatch,
+}
+
+/// How often the release watch looks at `PRAGMA data_version` while a candidate waits.
+const WATCH_TICK: Duration = Duration::from_millis(5);
+
+/// The release watch's view of the file: `PRAGMA data_version` on a connection of its own,
+/// then a read of the waited-for rows on that connection (a reader in WAL mode blocks nobody).
+/// An in-memory database has only the pool's one connection, which sees no other
+/// connection's commits: there every look reads.
+struct SqliteProbe {
+    pool: SqlitePool,
+    conn: Option<SqliteConnection>,
+    version: Option<i64>,
+    in_memory: bool,
+    description: Arc<str>,
+}
+
+impl SqliteProbe {
+    fn failed(&mut self, what: &str, e: sqlx::Error) -> BackendError {
+        // Reopen at the next look.
+        self.conn = None;
+        self.version = None;
+        BackendError::unavailable(format!("{}: release watch: {what} failed", self.description), e)
+    }
+}
+
+impl Probe for SqliteProbe {
+    async fn changed(&mut self) -> BackendResult<bool> {
+        if self.in_memory {
+            return Ok(true);
+        }
+        if self.conn.is_none() {
+            match self.pool.connect_options().connect().await {
+                Ok(c) => self.conn = Some(c),
+                Err(e) => return Err(self.failed("open a connection", e)),
+            }
+        }
+        let Some(conn) = self.conn.as_mut() else { return Ok(true) };
+        match sqlx::query_scalar::<_, i64>("PRAGMA data_version").fetch_one(&mut *conn).await {
+            Ok(v) => Ok(self.version.replace(v) != Some(v)),
+            Err(e) => Err(self.failed("read data_version", e)),
+        }
+    }
+
+    async fn free(&mut self, names: &[String]) -> BackendResult<Vec<String>> {
+        let sql = release_watch::free_sql(SqliteDialect::NOW_MS, names.len());
+        let mut query = sqlx::query_scalar::<_, String>(AssertSqlSafe(sql));
+        for name in names {
+            query = query.bind(name.as_str());
+        }
+        let rows = match self.conn.as_mut() {
+            Some(conn) => query.fetch_all(&mut *conn).await,
+            None => query.fetch_all(&self.pool).await,
+        };
+        rows.map_err(|e| self.failed("read the waited-for leases", e))
+    }
+}
+
+impl SqliteBackend {
+    /// Opens (creating it if missing) the database at `url` and creates the schema.
+    ///
+    /// Accepts `sqlite://path/to/file.db`, `sqlite:///absolute/path.db`, `sqlite:file.db`
+    /// and `sqlite::memory:` (a private database that lives as long as this backend, for
+    /// tests). The file is put in WAL mode, so readers do not block the writer, and
+    /// connections wait up to 5 s for another process's write lock.
+    pub async fn connect(url: &str) -> BackendResult<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| {
+                BackendError::Misconfigured(format!(
+                    "invalid SQLite URL {:?} (expected sqlite://path/to/file.db or sqlite::memory:): {e}",
+                    crate::secret::redact_url(url)
+                ))
+            })?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(BUSY_TIMEOUT);
+        let description = describe_options(&options);
+        if !is_in_memory(&options) {
+            create_private(options.get_filename(), &description)?;
+        }
+        let mut pool_options = SqlitePoolOptions::new();
+        if is_in_memory(&options) {
+            // An in-memory database is shared between pooled connections through SQLite's
+            // shared cache, whose table locks fail at once instead of waiting for the busy
+            // timeout. One connection serialises calls, as the file's write lock would. The
+            // database vanishes with its last connection, so the pool must never retire it.
+            pool_options = pool_options.min_connections(1).max_connections(1).idle_timeout(None).max_lifetime(None);
+        }
+        // Switching a new file to WAL mode needs an exclusive lock that SQLite's busy timeout
+        // does not wait for: processes opening a fresh file at once can get "database is
+        // locked" (SQLITE_BUSY). Once the file is in WAL mode (a persistent setting) opening it
+        // never needs that lock again, so retry within the busy timeout.
+        let started = tokio::time::Instant::now();
+        let pool = loop {
+            match pool_options.clone().connect_with(options.clone()).await {
+                Ok(pool) => break pool,
+                Err(e) if is_busy(&e) && started.elapsed() < BUSY_TIMEOUT => {
+                    let pause = Duration::from_millis(10 + rand::random::<u64>() % 40);
+                    tracing::debug!(backend = %description, retry_in = ?pause, "database is locked while opening; retrying");
+                    tokio::time::sleep(pause).await;
+                }
+                Err(e) => {
+                    return Err(BackendError::unavailable(
+                        format!(
+                            "cannot open SQLite database {description}: check that its directory exists and is writable"
+                        ),
+                        e,
+                    ));
+                }
+            }
+        };
+        Self::with_description(pool, description.into()).await
+    }
+
+    /// Wraps an existing pool and creates the schema.
+    ///
+    /// The caller chose the pool's options; for several processes on one file they should
+    /// include a busy timeout (and preferably WAL mode), as [`connect`](Self::connect) sets.
+    pub async fn from_pool(pool: SqlitePool) -> BackendResult<Self> {
+        let description = describe_options(&pool.connect_options());
+        Self::with_description(pool, description.into()).await
+    }
+
+    async fn with_description(pool: SqlitePool, description: Arc<str>) -> BackendResult<Self> {
+        let probe = SqliteProbe {
+            pool: pool.clone(),
+            conn: None,
+            version: None,
+            in_memory: is_in_memory(&pool.connect_options()),
+            description: Arc::clone(&description),
+        };
+        let backend =
+            SqliteBackend { sql: SqlStore::new(pool, description), watch: ReleaseWatch::new(probe, WATCH_TICK) };
+        backend.create_schema().await?;
+        tracing::debug!(backend = %backend.sql.description(), "SQLite backend ready");
+        Ok(backend)
+    }
+
+    /// Creates the tables if they do not exist, in one transaction so that a concurrent
+    /// process never sees half a schema.
+    async fn create_schema(&self) -> BackendResult<()> {
+        let mut tx = self.begin_immediate("create the schema").await?;
+        for statement in SCHEMA {
+            sqlx::query(statement).execute(&mut *tx).await.map_err(self.sql.err("create the schema"))?;
+        }
+        tx.commit().await.map_err(self.sql.err("commit the schema"))
+    }
+
+    /// The pool, for callers that want to read the tables (dashboards, tests).
+    pub fn pool(&self) -> &SqlitePool {
+        self.sql.pool()
+    }
+
+    /// Queries the release watch has sent since connect (`PRAGMA data_version` looks and reads
+    /// of waited-for leases), for benchmarks: zero while no candidate of this backend waits.
+    pub fn release_watch_queries(&self) -> u64 {
+        self.watch.queries()
+    }
+
+    /// One acquisition, without the release watch's bookkeeping.
+    async fn acquire_once(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        // The common answer, a win, is one statement (P2 in BENCHMARKS.md): SQLite takes the
+        // write lock when a writing statement starts, so its reads and its write are atomic.
+        // `fetch_all`, not `fetch_optional`: in autocommit the statement commits when it is
+        // stepped to its end, and `fetch_optional` stops at the returned row, dropping the
+        // commit's error (SQLITE_FULL on a full disk reported a win that was never stored:
+        // `faults::storage::sqlite_full_disk_clear_error_no_corruption_recovery`).
+        let won: Vec<i64> = sqlx::query_scalar(OWN.take.sql())
+            .bind(name)
+            .bind(session.as_str())
+            .fetch_all(self.pool())
+            .await
+            .map_err(self.sql.err("take a lease"))?;
+        if let Some(&token) = won.first() {
+            return Ok(Acquire::Won(self.sql.non_negative("token", token)?));
+        }
+        let (live, holder, token): (bool, Option<String>, Option<i64>) = sqlx::query_as(OWN.after_refusal.sql())
+            .bind(name)
+            .bind(session.as_str())
+            .fetch_one(self.pool())
+            .await
+            .map_err(self.sql.err("read a lease holder"))?;
+        Ok(match (holder, token) {
+            _ if !live => Acquire::Expired,
+            // A retry after a lost reply: same term, same token.
+            (Some(holder), Some(token)) if holder == session.as_str() => {
+                Acquire::Won(self.sql.non_negative("token", token)?)
+            }
+            _ => Acquire::Held,
+        })
+    }
+
+    async fn begin_immediate(&self, what: &'static str) -> BackendResult<SqliteTransaction<'static>> {
+        self.pool().begin_with(BEGIN_IMMEDIATE).await.map_err(self.sql.err(what))
+    }
+}
+
+/// SQLITE_BUSY (5) and its extended codes (BUSY_RECOVERY 261, BUSY_SNAPSHOT 517, BUSY_TIMEOUT 773).
+fn is_busy(e: &sqlx::Error) -> bool {
+    e.as_database_error().and_then(|d| d.code()).is_some_and(|c| matches!(c.as_ref(), "5" | "261" | "517" | "773"))
+}
+
+/// Creates the database file readable and writable by its owner only (0600), if it does not
+/// exist yet: it holds the leases, and whoever can write it can forge one (ADR 0008). SQLite
+/// gives its `-wal` and `-shm` files the same permissions. An existing file is left as it is.
+fn create_private(path: &std::path::Path, description: &str) -> BackendResult<()> {
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    match open.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(BackendError::unavailable(
+            format!("cannot create SQLite database {description}: check that its directory exists and is writable"),
+            e,
+        )),
+    }
+}
+
+/// `true` for the in-memory databases that `SqliteConnectOptions` parses `:memory:` into.
+fn is_in_memory(options: &SqliteConnectOptions) -> bool {
+    let name = options.get_filename().to_string_lossy();
+    name == ":memory:" || name.starts_with("file:sqlx-in-memory-")
+}
+
+fn describe_options(options: &SqliteConnectOptions) -> String {
+    if is_in_memory(options) {
+        "sqlite::memory:".to_owned()
+    } else {
+        format!("sqlite:{}", options.get_filename().display())
+    }
+}
+
+impl Backend for SqliteBackend {
+    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
+        self.sql.open_session(ttl).await
+    }
+
+    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+        // One transaction, two statements whatever the number of leases (S1): the renewal
+        // and the digest see the same state.
+        let mut tx = self.begin_immediate("renew a session").await?;
+        let remaining: Option<i64> = sqlx::query_scalar(OWN.renew.sql())
+            .bind(session.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(self.sql.err("renew a session"))?;
+        let Some(remaining) = remaining else {
+            tx.rollback().await.map_err(self.sql.err("end a renewal"))?;
+            return Ok(KeepAlive::Expired);
+        };
+        let (count, low, high): (i64, i64, i64) = sqlx::query_as(OWN.digest.sql())
+            .bind(session.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.sql.err("digest a session's leases"))?;
+        tx.commit().await.map_err(self.sql.err("commit a renewal"))?;
+        Ok(KeepAlive::Alive {
+            remaining: Duration::from_millis(self.sql.non_negative("remaining time", remaining)?),
+            digest_matches: digest(self.sql.description(), count, low, high)? == held,
+        })
+    }
+
+    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        let answer = self.acquire_once(session, name).await;
+        self.watch.acquired(name, &answer);
+        answer
+    }
+
+    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
+        let released = self.sql.release(session, name, token).await?;
+        if released {
+            self.watch.released(name);
+        }
+        Ok(released)
+    }
+
+    fn subscribe_releases(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        Some(self.watch.subscribe())
+    }
+
+    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
+        self.sql.close_session(session).await
+    }
+
+    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
+        self.sql.owned(session).await
+    }
+
+    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
+        self.sql.claim_slot(session, name, token, slot).await
+    }
+
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
+        self.sql.join_group(session, group).await
+    }
+
+    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+        self.sql.leave_group(session, group).await
+    }
+
+    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
+        self.sql.members(group).await
+    }
+
+    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
+        self.sql.inspect().await
+    }
+
+    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+        Some(Arc::new(super::jobs::SqlJobStore::new(self.sql.clone())))
+    }
+
+    fn describe(&self) -> String {
+        self.sql.description().to_string()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

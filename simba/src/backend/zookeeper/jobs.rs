@@ -1,0 +1,584 @@
+//! The jobs store on ZooKeeper (issue 12, ADR 0012): control nodes and record nodes beside the
+//! lease nodes; a claim is the lease's claim (one batch of reads, then one `multi` whose
+//! first operation checks the lease node's version), and control changes are broadcast by a
+//! persistent watch.
+//!
+//! | node | what |
+//! | --- | --- |
+//! | `/simba/jobctl/{job}` | persistent: the job's control row (`paused`, `last_slot`, run-now requests; see `job_codec`) |
+//! | `/simba/runs/{job}/{slot}{kind}` | persistent: one record; names sort by slot, then kind |
+//! | `/simba/jobs-version` | persistent: its data version is the control version |
+//!
+//! Job names are escaped into one segment (`billing/3` is `billing%2F3`). Requests per call:
+//! `claim_run` sends its reads together (lease node, the job's and its group's control, the
+//! lease's slot node, the job's records) and then one `multi` (the same two round trips as
+//! `claim_slot`); the `multi` also drops the records past retention. A store written by an
+//! older build has none of these nodes: every job is simply unknown until written.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::{OnceCell, broadcast, watch};
+use zookeeper_client as zk;
+
+use super::{ZooKeeperBackend, lease_path, session_gone, slot_path};
+use crate::backend::job_codec::{
+    Control, Decision, decide, decode_record, encode_record, escape_job, group, record_name, unescape_job,
+};
+use crate::backend::{BackendError, BackendResult};
+use crate::job_store::{
+    BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind,
+};
+
+const JOBCTL: &str = "/simba/jobctl";
+const RUNS: &str = "/simba/runs";
+const VERSION: &str = "/simba/jobs-version";
+
+/// How many times a call reads again after losing a race on a node it writes.
+const ATTEMPTS: usize = 5;
+
+fn ctl_path(job: &str) -> String {
+    format!("{JOBCTL}/{}", escape_job(job))
+}
+
+fn runs_path(job: &str) -> String {
+    format!("{RUNS}/{}", escape_job(job))
+}
+
+/// A control node as read: its row and version (`None`: missing).
+type Read = (Control, Option<i32>);
+
+/// The jobs store of a [`ZooKeeperBackend`].
+pub(crate) struct ZkJobStore {
+    backend: ZooKeeperBackend,
+    retention: usize,
+    setup: OnceCell<()>,
+    control: Mutex<Option<broadcast::Sender<String>>>,
+    ready: Mutex<Option<watch::Receiver<bool>>>,
+    watch_task: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for ZkJobStore {
+    fn drop(&mut self) {
+        if let Some(t) = self.watch_task.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            t.abort();
+        }
+    }
+}
+
+enum Failure {
+    Zk(zk::Error),
+    Backend(BackendError),
+}
+
+impl From<zk::Error> for Failure {
+    fn from(e: zk::Error) -> Self {
+        Failure::Zk(e)
+    }
+}
+
+impl ZkJobStore {
+    pub(crate) fn new(backend: ZooKeeperBackend) -> Self {
+        ZkJobStore {
+            backend,
+            retention: DEFAULT_RETENTION,
+            setup: OnceCell::new(),
+            control: Mutex::new(None),
+            ready: Mutex::new(None),
+            watch_task: Mutex::new(None),
+        }
+    }
+
+    fn err(&self, what: &str, e: zk::Error) -> BackendError {
+        self.backend.err(what, e)
+    }
+
+    fn protocol(&self, what: &str) -> BackendError {
+        BackendError::Protocol(format!("{}: {what}", self.backend.inner.description))
+    }
+
+    /// The backend's own client, with the jobs directories created once.
+    async fn client(&self) -> BackendResult<zk::Client> {
+        let client = self.backend.inner.shared.get().await?;
+        self.setup
+            .get_or_try_init(|| async {
+                let persistent = self.backend.inner.spec.persistent();
+                for dir in [JOBCTL, RUNS] {
+                    client.mkdir(dir, &persistent).await.map_err(|e| self.err(&format!("create {dir}"), e))?;
+                }
+                match client.create(VERSION, b"", &persistent).await {
+                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                    Err(e) => Err(self.err(&format!("create {VERSION}"), e)),
+                }
+            })
+            .await?;
+        Ok(client)
+    }
+
+    /// The backend's own client for a read, failing fast while its driver reconnects: a read
+    /// queued on a disconnected client waits for the new connection, and the engine reads the
+    /// last claimed slot at the start of a term (the fault suite saw a new leader's first run
+    /// wait 3.8 s for the shared connection after a server restart). Writes of records keep
+    /// waiting: they run in the background and should land once the connection is back.
+    async fn reading_client(&self, what: &str) -> BackendResult<zk::Client> {
+        let client = self.client().await?;
+        if client.state() == zk::SessionState::Disconnected {
+            return Err(BackendError::Unavailable {
+                message: format!(
+                    "{}: cannot {what}: disconnected from ZooKeeper, the driver is reconnecting",
+                    self.backend.inner.description
+                ),
+                source: None,
+            });
+        }
+        Ok(client)
+    }
+
+    async fn read_control(&self, client: &zk::Client, job: &str) -> Result<Read, Failure> {
+        self.backend.count(1);
+        match client.get_data(&ctl_path(job)).await {
+            Ok((data, stat)) => Ok((self.control_of(&data, job)?, Some(stat.version))),
+            Err(zk::Error::NoNode) => Ok((Control::default(), None)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn control_of(&self, data: &[u8], job: &str) -> Result<Control, Failure> {
+        Control::decode(data).ok_or_else(|| {
+            Failure::Backend(
+                self.protocol(&format!("{} is not a control row; delete it to reset the job", ctl_path(job))),
+            )
+        })
+    }
+
+    /// Adds the write of `job`'s control row to `w`: a versioned set, or a create.
+    fn write_control(
+        &self,
+        w: &mut zk::MultiWriter<'_>,
+        job: &str,
+        c: &Control,
+        version: Option<i32>,
+    ) -> Result<(), zk::Error> {
+        let data = c.encode();
+        match version {
+            Some(v) => w.add_set_data(&ctl_path(job), data.as_bytes(), Some(v)),
+            None => w.add_create(&ctl_path(job), data.as_bytes(), &self.backend.inner.spec.persistent()),
+        }
+    }
+
+    /// The record names of `job`, oldest first (`None`: no record directory yet).
+    async fn names(&self, client: &zk::Client, job: &str) -> Result<Option<Vec<String>>, zk::Error> {
+        self.backend.count(1);
+        match client.list_children(&runs_path(job)).await {
+            Ok(mut names) => {
+                names.sort();
+                Ok(Some(names))
+            }
+            Err(zk::Error::NoNode) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Adds to `w` the creation of `record` (replacing a record of its identity) and the
+    /// deletion of the oldest records past retention.
+    fn write_record(
+        &self,
+        w: &mut zk::MultiWriter<'_>,
+        record: &RunRecord,
+        names: Option<&[String]>,
+    ) -> Result<(), zk::Error> {
+        let persistent = self.backend.inner.spec.persistent();
+        let dir = runs_path(&record.job);
+        let name = record_name(record.slot_ms, record.kind);
+        let mut others: Vec<&String> = Vec::new();
+        match names {
+            None => w.add_create(&dir, b"", &persistent)?,
+            Some(names) => {
+                for n in names {
+                    if *n == name {
+                        w.add_delete(&format!("{dir}/{n}"), None)?;
+                    } else {
+                        others.push(n);
+                    }
+                }
+            }
+        }
+        others.push(&name);
+        others.sort();
+        let excess = others.len().saturating_sub(self.retention);
+        for old in &others[..excess] {
+            if **old != name {
+                w.add_delete(&format!("{dir}/{old}"), None)?;
+            }
+        }
+        if !others[..excess].contains(&&name) {
+            w.add_create(&format!("{dir}/{name}"), encode_record(record).as_bytes(), &persistent)?;
+        }
+        Ok(())
+    }
+
+    async fn claim(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
+        self.client().await?;
+        let what = "claim a job run";
+        let Some(s) = self.backend.connected(req.session, what)? else { return Ok(Claim::NotHolder) };
+        match self.try_claim(&s.client, s.owner, req).await {
+            Ok(c) => Ok(c),
+            Err(Failure::Zk(e)) if session_gone(&e) => {
+                self.backend.forget(&s);
+                Ok(Claim::NotHolder)
+            }
+            Err(Failure::Zk(e)) => Err(self.err(&format!("claim slot {} of `{}`", req.slot_ms, req.job), e)),
+            Err(Failure::Backend(e)) => Err(e),
+        }
+    }
+
+    async fn try_claim(&self, client: &zk::Client, owner: i64, req: ClaimRequest<'_>) -> Result<Claim, Failure> {
+        let group = group(req.job);
+        let (lease, slot_node) = (lease_path(req.lease), slot_path(req.lease));
+        for _ in 0..ATTEMPTS {
+            self.backend.count(2);
+            let (lease_stat, own, grp, lease_slot, names) = tokio::join!(
+                client.check_stat(&lease),
+                self.read_control(client, req.job),
+                async {
+                    match group {
+                        Some(g) => self.read_control(client, g).await.map(Some),
+                        None => Ok(None),
+                    }
+                },
+                client.get_data(&slot_node),
+                self.names(client, req.job),
+            );
+            let lease_stat = match lease_stat? {
+                Some(st) if st.ephemeral_owner == owner && u64::try_from(st.czxid).ok() == Some(req.token) => st,
+                _ => return Ok(Claim::NotHolder),
+            };
+            let (own, own_version) = own?;
+            let grp = grp?;
+            let (lease_slot, slot_version) = match lease_slot {
+                Ok((data, stat)) => {
+                    let text = String::from_utf8_lossy(&data);
+                    (text.trim().parse::<i64>().ok(), Some(stat.version))
+                }
+                Err(zk::Error::NoNode) => (None, None),
+                Err(e) => return Err(e.into()),
+            };
+            let names = names?;
+            let decision = decide(req.kind, req.slot_ms, &own, grp.as_ref().map(|g| &g.0), lease_slot);
+            let mut w = client.new_multi_writer();
+            w.add_check_version(&lease, lease_stat.version)?;
+            let (next, slot_ms) = match decision {
+                Decision::AlreadyClaimed => return Ok(Claim::AlreadyClaimed),
+                Decision::Paused(None) => return Ok(Claim::Paused),
+                Decision::Paused(Some(next)) => (next, None),
+                Decision::Claim { own, slot_ms } => (own, Some(slot_ms)),
+            };
+            self.write_control(&mut w, req.job, &next, own_version)?;
+            if req.kind == SlotKind::Manual {
+                w.add_set_data(VERSION, b"", None)?;
+            } else {
+                let data = req.slot_ms.to_string();
+                match slot_version {
+                    Some(v) => w.add_set_data(&slot_node, data.as_bytes(), Some(v))?,
+                    None => w.add_create(&slot_node, data.as_bytes(), &self.backend.inner.spec.persistent())?,
+                }
+            }
+            let record = slot_ms.map(|slot_ms| RunRecord {
+                job: req.job.to_owned(),
+                slot_ms,
+                kind: req.kind,
+                outcome: Outcome::Running,
+                attempt: 1,
+                attempts: req.attempts.max(1),
+                session: req.session.as_str().to_owned(),
+                node: req.node.to_owned(),
+                token: req.token,
+                started_ms: Some(req.started_ms),
+                ended_ms: None,
+                error: None,
+            });
+            if let Some(r) = &record {
+                self.write_record(&mut w, r, names.as_deref())?;
+            }
+            self.backend.count(1);
+            match w.commit().await {
+                Ok(_) => {
+                    return Ok(match record {
+                        Some(r) => Claim::Claimed(r),
+                        None => Claim::Paused,
+                    });
+                }
+                Err(zk::MultiWriteError::OperationFailed { index: 0, .. }) => return Ok(Claim::NotHolder),
+                // Another writer changed a node read: read again.
+                Err(zk::MultiWriteError::OperationFailed {
+                    source: zk::Error::BadVersion | zk::Error::NodeExists | zk::Error::NoNode,
+                    ..
+                }) => {}
+                Err(e) => return Err(zk::Error::from(e).into()),
+            }
+        }
+        Err(Failure::Backend(self.protocol(&format!("claim of `{}` kept losing races; try again", req.job))))
+    }
+
+    async fn finish(&self, record: &RunRecord) -> BackendResult<bool> {
+        let client = self.client().await?;
+        let path = format!("{}/{}", runs_path(&record.job), record_name(record.slot_ms, record.kind));
+        let what = "record how a run ended";
+        for _ in 0..ATTEMPTS {
+            self.backend.count(1);
+            let (data, stat) = match client.get_data(&path).await {
+                Ok(found) => found,
+                Err(zk::Error::NoNode) => return Ok(false),
+                Err(e) => return Err(self.err(what, e)),
+            };
+            let stored = decode_record(&data).map_err(|e| self.protocol(&format!("{path}: {e}")))?;
+            if stored.token != record.token {
+                return Ok(false);
+            }
+            self.backend.count(1);
+            match client.set_data(&path, encode_record(record).as_bytes(), Some(stat.version)).await {
+                Ok(_) => return Ok(true),
+                Err(zk::Error::BadVersion) => {}
+                Err(zk::Error::NoNode) => return Ok(false),
+                Err(e) => return Err(self.err(what, e)),
+            }
+        }
+        Err(self.protocol(&format!("{path} kept changing while its run ended; try again")))
+    }
+
+    async fn append_record(&self, record: &RunRecord) -> BackendResult<bool> {
+        let client = self.client().await?;
+        let what = "record a slot";
+        let name = record_name(record.slot_ms, record.kind);
+        for _ in 0..ATTEMPTS {
+            let names = self.names(&client, &record.job).await.map_err(|e| self.err(what, e))?;
+            if names.as_ref().is_some_and(|n| n.contains(&name)) {
+                return Ok(false);
+            }
+            let mut w = client.new_multi_writer();
+            self.write_record(&mut w, record, names.as_deref()).map_err(|e| self.err(what, e))?;
+            self.backend.count(1);
+            match w.commit().await {
+                Ok(_) => return Ok(true),
+                Err(zk::MultiWriteError::OperationFailed {
+                    source: zk::Error::NodeExists | zk::Error::NoNode, ..
+                }) => {}
+                Err(e) => return Err(self.err(what, zk::Error::from(e))),
+            }
+        }
+        Ok(false)
+    }
+
+    async fn records(&self, client: &zk::Client, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+        let what = "read a job's history";
+        let Some(names) = self.names(client, job).await.map_err(|e| self.err(what, e))? else { return Ok(Vec::new()) };
+        let dir = runs_path(job);
+        let newest: Vec<String> = names.into_iter().rev().take(limit).map(|n| format!("{dir}/{n}")).collect();
+        self.backend.count(newest.len());
+        let reads = futures_util::future::join_all(newest.iter().map(|p| client.get_data(p))).await;
+        let mut out = Vec::with_capacity(reads.len());
+        for (path, read) in newest.iter().zip(reads) {
+            match read {
+                Ok((data, _)) => out.push(decode_record(&data).map_err(|e| self.protocol(&format!("{path}: {e}")))?),
+                // Dropped by retention meanwhile.
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(self.err(what, e)),
+            }
+        }
+        Ok(out)
+    }
+
+    async fn history_of(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+        let client = self.reading_client("read the job's history").await?;
+        self.records(&client, job, limit).await
+    }
+
+    async fn state_of(&self, client: &zk::Client, job: &str) -> BackendResult<Option<JobState>> {
+        let (control, last) = tokio::join!(self.read_control(client, job), self.records(client, job, 1));
+        let (control, version) = match control {
+            Ok(c) => c,
+            Err(Failure::Zk(e)) => return Err(self.err("read a job", e)),
+            Err(Failure::Backend(e)) => return Err(e),
+        };
+        let last = last?.into_iter().next();
+        if version.is_none() && last.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(control.state(job.to_owned(), last)))
+    }
+
+    async fn job_state(&self, job: &str) -> BackendResult<Option<JobState>> {
+        let client = self.reading_client("read the job's state").await?;
+        self.state_of(&client, job).await
+    }
+
+    async fn all_jobs(&self) -> BackendResult<Vec<JobState>> {
+        let client = self.reading_client("list the jobs").await?;
+        self.backend.count(2);
+        let (a, b) = tokio::join!(client.list_children(JOBCTL), client.list_children(RUNS));
+        let mut names: Vec<String> = a
+            .map_err(|e| self.err("list jobs", e))?
+            .into_iter()
+            .chain(b.map_err(|e| self.err("list jobs", e))?)
+            .map(|n| unescape_job(&n))
+            .collect();
+        names.sort();
+        names.dedup();
+        let states = futures_util::future::join_all(names.iter().map(|n| self.state_of(&client, n))).await;
+        let mut out = Vec::new();
+        for s in states {
+            out.extend(s?);
+        }
+        Ok(out)
+    }
+
+    /// Changes `job`'s control row with `change` (which answers whether it changed and what
+    /// to return) and bumps the control version, in one `multi`.
+    async fn control_change<T>(
+        &self,
+        job: &str,
+        what: &'static str,
+        change: impl Fn(&mut Control) -> (bool, T),
+    ) -> BackendResult<T> {
+        let client = self.client().await?;
+        self.settle().await;
+        for _ in 0..ATTEMPTS {
+            let (mut c, version) = match self.read_control(&client, job).await {
+                Ok(r) => r,
+                Err(Failure::Zk(e)) => return Err(self.err(what, e)),
+                Err(Failure::Backend(e)) => return Err(e),
+            };
+            let (changed, answer) = change(&mut c);
+            if !changed && version.is_some() {
+                return Ok(answer);
+            }
+            let mut w = client.new_multi_writer();
+            self.write_control(&mut w, job, &c, version).map_err(|e| self.err(what, e))?;
+            if changed {
+                w.add_set_data(VERSION, b"", None).map_err(|e| self.err(what, e))?;
+            }
+            self.backend.count(1);
+            match w.commit().await {
+                Ok(_) => return Ok(answer),
+                Err(zk::MultiWriteError::OperationFailed {
+                    source: zk::Error::BadVersion | zk::Error::NodeExists,
+                    ..
+                }) => {}
+                Err(e) => return Err(self.err(what, zk::Error::from(e))),
+            }
+        }
+        Err(self.protocol(&format!("the control row of `{job}` kept changing; try again")))
+    }
+
+    async fn version(&self) -> BackendResult<u64> {
+        let client = self.reading_client("read the control version").await?;
+        self.backend.count(1);
+        match client.check_stat(VERSION).await.map_err(|e| self.err("read the control version", e))? {
+            Some(st) => Ok(u64::try_from(st.version).unwrap_or(0)),
+            None => Ok(0),
+        }
+    }
+
+    /// Waits until this store's own control watch is registered, if it has one (bounded).
+    async fn settle(&self) {
+        let ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some(mut ready) = ready {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ready.wait_for(|r| *r)).await;
+        }
+    }
+
+    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+        let mut slot = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tx) = &*slot {
+            return Some(tx.subscribe());
+        }
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (tx, rx) = broadcast::channel(1024);
+        let (ready_tx, ready_rx) = watch::channel(false);
+        *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = Some(ready_rx);
+        let shared = Arc::clone(&self.backend.inner.shared);
+        let description = self.backend.inner.description.clone();
+        let forward = tx.clone();
+        let task = runtime.spawn(async move {
+            let prefix = format!("{JOBCTL}/");
+            loop {
+                let watched = match shared.get().await {
+                    Ok(c) => c.watch(JOBCTL, zk::AddWatchMode::PersistentRecursive).await.map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                let mut w = match watched {
+                    Ok(w) => w,
+                    Err(error) => {
+                        tracing::warn!(backend = %description, %error, "cannot watch job control; nodes fall back to polling the control version");
+                        ready_tx.send_replace(false);
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        continue;
+                    }
+                };
+                ready_tx.send_replace(true);
+                loop {
+                    let event = w.changed().await;
+                    match event.event_type {
+                        zk::EventType::NodeCreated | zk::EventType::NodeDataChanged => {
+                            if let Some(name) = event.path.strip_prefix(&prefix) {
+                                let _ = forward.send(unescape_job(name));
+                            }
+                        }
+                        zk::EventType::Session if event.session_state == zk::SessionState::Disconnected => {}
+                        zk::EventType::Session => break,
+                        _ => {}
+                    }
+                }
+                ready_tx.send_replace(false);
+            }
+        });
+        *self.watch_task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task.abort_handle());
+        *slot = Some(tx);
+        Some(rx)
+    }
+}
+
+impl JobStore for ZkJobStore {
+    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>> {
+        Box::pin(self.claim(req))
+    }
+    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(self.finish(record))
+    }
+    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(self.append_record(record))
+    }
+    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>> {
+        Box::pin(self.history_of(job, limit))
+    }
+    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>> {
+        Box::pin(self.job_state(job))
+    }
+    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
+        Box::pin(self.all_jobs())
+    }
+    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(self.control_change(job, "pause or resume a job", move |c| {
+            let was = c.paused;
+            c.paused = paused;
+            (was != paused, was)
+        }))
+    }
+    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>> {
+        Box::pin(async move {
+            let id = self.control_change(job, "trigger a job", move |c| (true, c.request(at_ms))).await?;
+            u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
+        })
+    }
+    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
+        Box::pin(self.version())
+    }
+    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
+        self.subscribe()
+    }
+    fn retention(&self) -> usize {
+        self.retention
+    }
+    fn describe(&self) -> String {
+        format!("{} (jobs store)", self.backend.inner.description)
+    }
+}

@@ -1,0 +1,233 @@
+//! The `[dashboard]` table of `simba.toml` (compiled with or without the `dashboard`
+//! feature, so that a configuration asking for it without the feature gets a clear error):
+//!
+//! ```toml
+//! [dashboard]
+//! listen = "127.0.0.1:9465"                 # an IP address and a port; nothing listens without it
+//! actions = true                            # POST actions (default: false, read-only)
+//! token_file = "/etc/simba/dashboard.token" # required with actions = true
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The shortest token `token_file` may hold: 16 characters (e.g. `openssl rand -hex 16` gives 32).
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// The `[dashboard]` table as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DashboardTable {
+    listen: Option<Listen>,
+    actions: Option<bool>,
+    token_file: Option<PathBuf>,
+}
+
+/// `listen` as written: a port alone (`listen = 9465`, or `SIMBA_DASHBOARD__LISTEN=9465`)
+/// is read too, to be refused with a clear message rather than a type error.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Listen {
+    Text(String),
+    Port(i64),
+}
+
+/// Where and how the dashboard is served (ADR 0010): from `[dashboard]` in `simba.toml`, or
+/// built with [`DashboardConfig::new`] and [`DashboardConfig::with_actions`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DashboardConfig {
+    /// The address to listen on: always an explicit IP address and port.
+    pub listen: SocketAddr,
+    /// The token that authorises actions (`POST`), when `actions = true`; `None`: read-only.
+    pub actions: Option<ActionToken>,
+}
+
+impl DashboardConfig {
+    /// A read-only dashboard on `listen`.
+    pub fn new(listen: SocketAddr) -> Self {
+        DashboardConfig { listen, actions: None }
+    }
+
+    /// The same, with actions enabled and authorised by `token`.
+    pub fn with_actions(mut self, token: ActionToken) -> Self {
+        self.actions = Some(token);
+        self
+    }
+}
+
+/// The secret that a request must carry (header `Authorization: Bearer TOKEN`) for the
+/// dashboard to act. Its `Debug` output masks it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ActionToken(String);
+
+impl ActionToken {
+    /// A token from its text: at least [`MIN_TOKEN_LEN`] visible ASCII characters, no spaces.
+    pub fn new(token: impl Into<String>) -> Result<Self, String> {
+        let token = token.into();
+        if token.len() < MIN_TOKEN_LEN {
+            return Err(format!(
+                "the token is {} characters long: use at least {MIN_TOKEN_LEN} (e.g. `openssl rand -hex 16`)",
+                token.len()
+            ));
+        }
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("the token holds spaces or non-ASCII characters: use visible ASCII only (e.g. hex)".into());
+        }
+        Ok(ActionToken(token))
+    }
+
+    /// Reads a token file: the token on its first line (a final newline is ignored).
+    pub fn read_file(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!("cannot read {}: {e} (give a readable file that holds only the token)", path.display())
+        })?;
+        let token = text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text);
+        ActionToken::new(token).map_err(|m| format!("{}: {m}", path.display()))
+    }
+
+    #[cfg_attr(not(feature = "dashboard"), allow(dead_code))]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for ActionToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ActionToken(***)")
+    }
+}
+
+/// Parses a listen address: an IP address and a port (`127.0.0.1:9465`, `[::1]:9465`). A bare
+/// port or a host name is refused, so that the operator says which interface is exposed.
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let hint = if s.parse::<u16>().is_ok() || s.strip_prefix(':').is_some_and(|p| p.parse::<u16>().is_ok()) {
+        format!(
+            "a bare port is not enough: say which interface to listen on, e.g. \"127.0.0.1:{}\" (this machine only)",
+            s.trim_start_matches(':')
+        )
+    } else if s.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+        "write an IP address, not a host name, e.g. \"127.0.0.1:9465\" or \"[::1]:9465\"".to_owned()
+    } else {
+        "write an IP address and a port, e.g. \"127.0.0.1:9465\"".to_owned()
+    };
+    Err(format!("invalid address {s:?}: {hint}"))
+}
+
+/// Checks the table; `at(key)` names where a key is (file line and key) in messages.
+pub(crate) fn resolve(table: DashboardTable, at: impl Fn(&str) -> String) -> Result<Option<DashboardConfig>, String> {
+    let Some(listen) = table.listen else {
+        if table.actions.is_some() || table.token_file.is_some() {
+            let key = if table.actions.is_some() { "actions" } else { "token_file" };
+            return Err(format!(
+                "{}: the dashboard is off without [dashboard] listen (add listen = \"127.0.0.1:9465\", or remove it)",
+                at(key)
+            ));
+        }
+        return Ok(None);
+    };
+    let listen = match listen {
+        Listen::Text(s) => s,
+        Listen::Port(p) => p.to_string(),
+    };
+    let listen = parse_listen(&listen).map_err(|m| format!("{}: {m}", at("listen")))?;
+    if !cfg!(feature = "dashboard") {
+        return Err(format!(
+            "{}: serving the dashboard needs simba's cargo feature `dashboard` (or remove [dashboard])",
+            at("listen")
+        ));
+    }
+    let config = DashboardConfig::new(listen);
+    match (table.actions.unwrap_or(false), table.token_file) {
+        (false, None) => Ok(Some(config)),
+        (false, Some(_)) => Err(format!(
+            "{}: a token is only used with actions = true (add it, or remove token_file)",
+            at("token_file")
+        )),
+        (true, None) => Err(format!(
+            "{}: actions need a token: set token_file to a file that holds one (e.g. `openssl rand -hex 16 > \
+             dashboard.token`)",
+            at("actions")
+        )),
+        (true, Some(path)) => {
+            let token = ActionToken::read_file(&path).map_err(|m| format!("{}: {m}", at("token_file")))?;
+            Ok(Some(config.with_actions(token)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(listen: Option<&str>, actions: Option<bool>, token_file: Option<&Path>) -> DashboardTable {
+        DashboardTable {
+            listen: listen.map(|l| Listen::Text(l.to_owned())),
+            actions,
+            token_file: token_file.map(Path::to_path_buf),
+        }
+    }
+
+    fn at(key: &str) -> String {
+        format!("[dashboard] {key}")
+    }
+
+    #[test]
+    fn listen_is_an_explicit_address() {
+        assert_eq!(parse_listen("127.0.0.1:9465"), Ok(([127, 0, 0, 1], 9465).into()));
+        assert_eq!(parse_listen("[::1]:9465").map(|a| a.port()), Ok(9465));
+        let e = parse_listen("9465").expect_err("bare port");
+        assert!(e.contains("bare port") && e.contains("\"127.0.0.1:9465\""), "{e}");
+        let e = parse_listen(":9465").expect_err("colon port");
+        assert!(e.contains("bare port") && e.contains("\"127.0.0.1:9465\""), "{e}");
+        let e = parse_listen("localhost:9465").expect_err("host name");
+        assert!(e.contains("not a host name"), "{e}");
+        let e = parse_listen("nonsense").expect_err("nonsense");
+        assert!(e.contains("IP address and a port"), "{e}");
+    }
+
+    #[test]
+    fn nothing_listens_unless_configured() {
+        assert_eq!(resolve(table(None, None, None), at), Ok(None));
+        let port = DashboardTable { listen: Some(Listen::Port(9465)), ..DashboardTable::default() };
+        let e = resolve(port, at).expect_err("a number");
+        assert!(e.contains("[dashboard] listen") && e.contains("bare port"), "{e}");
+        let e = resolve(table(None, Some(true), None), at).expect_err("actions without listen");
+        assert!(e.contains("[dashboard] actions") && e.contains("listen"), "{e}");
+    }
+
+    #[test]
+    fn actions_need_a_token_file() {
+        if !cfg!(feature = "dashboard") {
+            let e = resolve(table(Some("127.0.0.1:1"), None, None), at).expect_err("feature");
+            assert!(e.contains("cargo feature `dashboard`"), "{e}");
+            return;
+        }
+        let c = resolve(table(Some("127.0.0.1:1"), None, None), at).expect("read-only").expect("on");
+        assert_eq!(c.actions, None);
+        let e = resolve(table(Some("127.0.0.1:1"), Some(true), None), at).expect_err("no token");
+        assert!(e.contains("[dashboard] actions: actions need a token"), "{e}");
+        let dir = std::env::temp_dir().join(format!("simba-dash-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let short = dir.join("short");
+        std::fs::write(&short, "abc\n").expect("write");
+        let e = resolve(table(Some("127.0.0.1:1"), Some(true), Some(&short)), at).expect_err("short");
+        assert!(e.contains("[dashboard] token_file") && e.contains("at least 16"), "{e}");
+        let good = dir.join("good");
+        std::fs::write(&good, "0123456789abcdef0123\n").expect("write");
+        let c = resolve(table(Some("127.0.0.1:1"), Some(true), Some(&good)), at).expect("ok").expect("on");
+        assert_eq!(c.actions.as_ref().map(ActionToken::as_bytes), Some(&b"0123456789abcdef0123"[..]));
+        assert_eq!(format!("{:?}", c.actions), "Some(ActionToken(***))");
+        let e = resolve(table(Some("127.0.0.1:1"), Some(false), Some(&good)), at).expect_err("unused");
+        assert!(e.contains("only used with actions = true"), "{e}");
+        let e = resolve(table(Some("127.0.0.1:1"), Some(true), Some(&dir.join("missing"))), at).expect_err("gone");
+        assert!(e.contains("cannot read") && e.contains("missing"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,178 @@
+//! The web dashboard (feature `dashboard`, ADR 0010): sessions, leases with their token
+//! history, and each group's partition map, live in a browser.
+//!
+//! Served two ways by one implementation: by the runtime when `simba.toml` has
+//! `[dashboard] listen = "127.0.0.1:9465"`, and by `simba dashboard --listen 127.0.0.1:9465`
+//! (feature `cli`) for an operator who runs no node; [`serve`] does the same from code.
+//! Nothing listens unless asked, and only on an explicit IP address. Pages are rendered on the
+//! server with every value HTML-escaped; a small embedded script patches them from a
+//! server-sent event stream, so a change shows within a second. The assets are compiled into
+//! the binary: no CDN, no request leaves the machine.
+//!
+//! The jobs pages (`/jobs`, `/jobs/{job}`) show each job's schedule, next fire, pause state,
+//! holder and last outcomes from the backend's jobs store ([`crate::job_store`]). With
+//! `[dashboard] actions = true`, `POST /api/jobs/{job}/{pause,resume,trigger}` requests
+//! carrying `Authorization: Bearer TOKEN` (the token of `token_file`) pause, resume or run a
+//! job through [`crate::admin::Jobs`]; a backend without a jobs store answers them 501.
+
+mod config;
+
+pub use config::{ActionToken, DashboardConfig, MIN_TOKEN_LEN, parse_listen};
+pub(crate) use config::{DashboardTable, resolve};
+
+#[cfg(feature = "dashboard")]
+mod auth;
+#[cfg(feature = "dashboard")]
+mod history;
+#[cfg(feature = "dashboard")]
+mod http;
+#[cfg(feature = "dashboard")]
+mod hub;
+#[cfg(feature = "dashboard")]
+pub(crate) mod jobs;
+#[cfg(feature = "dashboard")]
+mod model;
+#[cfg(feature = "dashboard")]
+mod pages;
+#[cfg(feature = "dashboard")]
+mod source;
+#[cfg(all(test, feature = "dashboard"))]
+mod tests;
+
+#[cfg(feature = "dashboard")]
+#[cfg(feature = "cli")]
+pub(crate) use server::serve_backend;
+#[cfg(feature = "dashboard")]
+pub(crate) use server::start_for_runtime;
+#[cfg(feature = "dashboard")]
+pub use server::{DashboardServer, serve};
+
+#[cfg(feature = "dashboard")]
+mod server {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::task::JoinHandle;
+    use tokio_util::sync::CancellationToken;
+
+    use super::DashboardConfig;
+    use super::auth::Control;
+    use super::hub::Hub;
+    use super::jobs::JobsControl;
+    use super::source::{BackendSource, Source, registered, secrets_of};
+    use crate::admin::Jobs;
+    use crate::backend::{Backend, SharedBackend};
+    use crate::job::{PartitionedJob, ScheduledJob};
+    use crate::{Error, RuntimeConfig, Simba};
+
+    /// How long one read of the store may take.
+    const READ_TIMEOUT: Duration = Duration::from_secs(3);
+    /// How long [`DashboardServer::stop`] waits for open connections.
+    const STOP_GRACE: Duration = Duration::from_secs(2);
+
+    /// A running dashboard; stops when [`stop`](DashboardServer::stop) is called or it is
+    /// dropped.
+    #[derive(Debug)]
+    pub struct DashboardServer {
+        addr: SocketAddr,
+        stop: CancellationToken,
+        task: JoinHandle<()>,
+    }
+
+    impl DashboardServer {
+        /// The address it listens on (the real port when `listen` asked for port 0).
+        pub fn local_addr(&self) -> SocketAddr {
+            self.addr
+        }
+
+        /// Stops listening, ends the event streams and waits (briefly) for open requests.
+        pub async fn stop(self) {
+            self.stop.cancel();
+            let mut me = self;
+            if tokio::time::timeout(STOP_GRACE, &mut me.task).await.is_err() {
+                me.task.abort();
+            }
+        }
+    }
+
+    impl Drop for DashboardServer {
+        fn drop(&mut self) {
+            self.stop.cancel();
+        }
+    }
+
+    /// Serves the dashboard of `backend` as configured. `url` is what the pages name as the
+    /// data's origin: it is shown redacted (`postgres://user:***@host/db`), and its secrets are
+    /// masked in every error text.
+    pub async fn serve<B: Backend>(backend: B, url: &str, config: &DashboardConfig) -> Result<DashboardServer, Error> {
+        serve_backend(Arc::new(backend), url, config).await
+    }
+
+    pub(crate) async fn serve_backend(
+        backend: SharedBackend,
+        url: &str,
+        config: &DashboardConfig,
+    ) -> Result<DashboardServer, Error> {
+        let control = control_for(config, backend.job_store().map(Jobs::new), url);
+        let source = BackendSource::new(backend, url, READ_TIMEOUT, None);
+        start(Arc::new(source), control, config).await
+    }
+
+    /// The job control behind the actions, when they are on and the backend has a jobs store.
+    fn control_for(config: &DashboardConfig, jobs: Option<Jobs>, url: &str) -> Option<Arc<dyn Control>> {
+        config.actions.as_ref()?;
+        let control = JobsControl::new(jobs?, secrets_of(url));
+        Some(Arc::new(control))
+    }
+
+    /// The runtime's dashboard, when `[dashboard] listen` is set: its own session is labelled,
+    /// and the jobs it runs show their schedules (as `simba.toml` overrides them).
+    pub(crate) async fn start_for_runtime(
+        simba: &Simba,
+        config: &RuntimeConfig,
+        scheduled: &[ScheduledJob],
+        partitioned: &[PartitionedJob],
+    ) -> Result<Option<DashboardServer>, Error> {
+        let Some(dashboard) = config.dashboard.as_ref() else { return Ok(None) };
+        let url = &config.backend_url;
+        let registry = registered(config, scheduled, partitioned);
+        let names: Vec<String> = registry.iter().map(|r| r.name.clone()).collect();
+        let control = control_for(dashboard, Jobs::for_client(simba).map(|j| j.with_registered(names)), url);
+        let backend = Arc::clone(&simba.shared.backend);
+        let source = BackendSource::new(backend, url, READ_TIMEOUT, Some(simba.clone())).with_registry(registry);
+        start(Arc::new(source), control, dashboard).await.map(Some)
+    }
+
+    pub(crate) async fn start(
+        source: Arc<dyn Source>,
+        control: Option<Arc<dyn Control>>,
+        config: &DashboardConfig,
+    ) -> Result<DashboardServer, Error> {
+        let addr = config.listen;
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+            Error::InvalidConfig(format!("[dashboard] listen: cannot listen on {addr}: {e} (is the port in use?)"))
+        })?;
+        let addr = listener.local_addr().unwrap_or(addr);
+        let stop = CancellationToken::new();
+        let hub = Hub::new(source.describe(), config.actions.is_some());
+        let app = Arc::new(super::http::App {
+            hub: Arc::clone(&hub),
+            token: config.actions.clone(),
+            control,
+            stop: stop.clone(),
+        });
+        let router = super::http::router(app);
+        let reader = tokio::spawn(Arc::clone(&hub).run(source, stop.clone()));
+        let shutdown = stop.clone();
+        let task = tokio::spawn(async move {
+            let served = axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await;
+            if let Err(e) = served {
+                tracing::warn!(error = %e, "dashboard: the server stopped");
+            }
+            reader.abort();
+        });
+        tracing::info!(%addr, actions = config.actions.is_some(), "serving the dashboard");
+        Ok(DashboardServer { addr, stop, task })
+    }
+}

@@ -1,0 +1,497 @@
+//! One job's view of the jobs store (issue 12): claiming slots, recording how each run ended,
+//! retries, timeouts, and manual runs. Used by the scheduler in `schedule.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
+
+use super::context::JobContext;
+use super::registry::JobFuture;
+use crate::client::Shared;
+use crate::job_store::{Claim, ClaimRequest, Outcome, RunRecord, SharedJobStore, SlotKind, truncate_error};
+use crate::{BoxError, Error, RevokeReason, Term};
+
+/// How a job retries and times out (`retry`, `backoff`, `timeout`; issue 12 item 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunPolicy {
+    /// How many attempts a slot gets (1: no retry).
+    pub attempts: u32,
+    /// The first backoff; each retry doubles it, capped at [`RunPolicy::MAX_BACKOFF`], with
+    /// up to 20% jitter.
+    pub backoff: Duration,
+    /// A run that outlives this is signalled, given [`RunPolicy::GRACE`], then dropped.
+    pub timeout: Option<Duration>,
+}
+
+impl Default for RunPolicy {
+    fn default() -> Self {
+        RunPolicy { attempts: 1, backoff: Duration::from_secs(1), timeout: None }
+    }
+}
+
+impl RunPolicy {
+    /// The longest backoff between two attempts.
+    pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+    /// How long a timed-out run may take to return after its cancellation signal.
+    pub const GRACE: Duration = Duration::from_secs(1);
+
+    /// The wait before attempt `next` (2 or more), `unit` in `[0, 1)` for the jitter.
+    pub fn backoff_before(&self, next: u32, unit: f64) -> Duration {
+        let doublings = next.saturating_sub(2).min(20);
+        let base = self.backoff.saturating_mul(1 << doublings).min(Self::MAX_BACKOFF);
+        base.mul_f64(0.8 + 0.4 * unit.clamp(0.0, 1.0)).min(Self::MAX_BACKOFF)
+    }
+}
+
+/// The scheduler's wall clock: the system's, or (for tests on paused Tokio time) one that
+/// advances with Tokio's clock from the instant it was made.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum WallClock {
+    /// `Utc::now()`.
+    #[default]
+    System,
+    /// `at` plus the Tokio time elapsed since `since`: cron runs on paused time.
+    FollowsTokio {
+        /// The wall-clock instant at `since`.
+        at: DateTime<Utc>,
+        /// The Tokio instant it was anchored at.
+        since: Instant,
+    },
+}
+
+impl WallClock {
+    /// A clock that reads `at` now and advances with Tokio's clock (paused or not).
+    pub fn follow_tokio_from(at: DateTime<Utc>) -> Self {
+        WallClock::FollowsTokio { at, since: Instant::now() }
+    }
+
+    /// The current wall-clock time.
+    pub fn now(&self) -> DateTime<Utc> {
+        match self {
+            WallClock::System => Utc::now(),
+            WallClock::FollowsTokio { at, since } => {
+                *at + chrono::Duration::from_std(since.elapsed()).unwrap_or_default()
+            }
+        }
+    }
+}
+
+/// What one job's scheduler needs to keep its history (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct Recording {
+    /// The name in metrics and logs (the group's job name for a partition).
+    pub(crate) metric: Arc<str>,
+    /// The name in the store (`job`, or `job/i` for partition `i`).
+    pub(crate) job: Arc<str>,
+    pub(crate) store: Option<SharedJobStore>,
+    pub(crate) node: Arc<str>,
+    pub(crate) policy: RunPolicy,
+    /// Moves when the store's control version moved (or the store broadcast a change).
+    pub(crate) control: Option<watch::Receiver<u64>>,
+    /// The wall clock slots are computed on.
+    pub(crate) clock: WallClock,
+}
+
+/// What a claim decided.
+pub(crate) enum Claimed {
+    /// Run it; with the `running` record when there is a store.
+    Run(Option<RunRecord>),
+    /// Do not run it.
+    Skip,
+}
+
+enum Attempt {
+    Done(Result<(), BoxError>),
+    TimedOut,
+}
+
+impl Recording {
+    /// The scheduler's wall clock, now.
+    pub(crate) fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// Waits until the control version moves; never completes without a store.
+    pub(crate) async fn control_changed(&mut self) {
+        match self.control.as_mut() {
+            Some(rx) => {
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The last slot claimed for this job in the store, read at the start of a term for
+    /// `term`, within the session's call timeout (rule D2): a store that does not answer (its
+    /// connection is being re-established) must not hold the term's first run back. `Ok(None)`
+    /// without a store or a record; `Err` says why it could not be read.
+    pub(crate) async fn last_slot_ms(&self, term: &Term) -> Result<Option<i64>, String> {
+        let Some(store) = &self.store else { return Ok(None) };
+        let to = term.session().call_timeout(Instant::now());
+        match tokio::time::timeout(to, store.job(&self.job)).await {
+            Ok(Ok(state)) => Ok(state.and_then(|s| s.last_slot_ms)),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("the store did not answer within {to:?}")),
+        }
+    }
+
+    /// Claims `slot` for `term`: one store round trip (`claim_run`, or the lease backend's
+    /// `claim_slot` without a jobs store). `check_slot` false: no claim without a store
+    /// (fixed-rate slots, which were never claimed).
+    pub(crate) async fn claim(
+        &self,
+        shared: &Shared,
+        term: &Term,
+        slot_ms: i64,
+        kind: SlotKind,
+        check_slot: bool,
+    ) -> Claimed {
+        let cell = term.session();
+        let to = cell.call_timeout(Instant::now());
+        let Some(store) = &self.store else {
+            if !check_slot {
+                return Claimed::Run(None);
+            }
+            return match tokio::time::timeout(
+                to,
+                shared.backend.claim_slot(&cell.id, term.name(), term.token(), slot_ms),
+            )
+            .await
+            {
+                Ok(Ok(true)) => Claimed::Run(None),
+                Ok(Ok(false)) => {
+                    tracing::info!(job = %self.metric, slot_ms, "slot already ran (or the term ended); skipping it");
+                    Claimed::Skip
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(job = %self.metric, slot_ms, error = %e, "cannot record the slot; skipping it rather than risking a second run");
+                    Claimed::Skip
+                }
+                Err(_) => Claimed::Skip,
+            };
+        };
+        let req = ClaimRequest {
+            session: &cell.id,
+            lease: term.name(),
+            token: term.token(),
+            job: &self.job,
+            slot_ms,
+            kind,
+            node: &self.node,
+            started_ms: self.now().timestamp_millis(),
+            attempts: self.policy.attempts.max(1),
+        };
+        match tokio::time::timeout(to, store.claim_run(req)).await {
+            Ok(Ok(Claim::Claimed(rec))) => {
+                crate::metrics::job_paused(&self.job, false);
+                Claimed::Run(Some(rec))
+            }
+            Ok(Ok(Claim::Paused)) => {
+                crate::metrics::job_paused(&self.job, true);
+                tracing::debug!(job = %self.job, slot_ms, %kind, "the job is paused; not running this slot");
+                Claimed::Skip
+            }
+            Ok(Ok(Claim::AlreadyClaimed)) => {
+                if kind != SlotKind::Manual {
+                    tracing::info!(job = %self.job, slot_ms, "slot already ran (or the term ended); skipping it");
+                }
+                Claimed::Skip
+            }
+            Ok(Ok(Claim::NotHolder)) => {
+                tracing::debug!(job = %self.job, slot_ms, "the term ended before the slot was claimed");
+                Claimed::Skip
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(job = %self.job, slot_ms, error = %e, "cannot claim the slot; skipping it rather than risking a second run");
+                Claimed::Skip
+            }
+            Err(_) => Claimed::Skip,
+        }
+    }
+
+    /// Writes a record of a slot that did not run, in the background.
+    pub(crate) fn append(&self, slot: DateTime<Utc>, outcome: Outcome, term: &Term) {
+        crate::metrics::job_slot(&self.metric, outcome);
+        let Some(store) = self.store.clone() else { return };
+        let mut rec = RunRecord::not_run(self.job.as_ref(), slot.timestamp_millis(), outcome);
+        rec.session = term.session_id().as_str().to_owned();
+        rec.node = self.node.to_string();
+        rec.token = term.token();
+        tokio::spawn(async move {
+            if let Err(e) = store.append(&rec).await {
+                tracing::warn!(job = %rec.job, outcome = %rec.outcome, error = %e, "cannot record the slot");
+            }
+        });
+    }
+
+    fn finish(&self, rec: &RunRecord) {
+        let Some(store) = self.store.clone() else { return };
+        let rec = rec.clone();
+        // Not awaited: the next slot does not wait for the end record.
+        tokio::spawn(async move {
+            match store.finish_run(&rec).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::debug!(job = %rec.job, slot_ms = rec.slot_ms, "the slot's record was gone (retention)")
+                }
+                Err(e) => {
+                    tracing::warn!(job = %rec.job, slot_ms = rec.slot_ms, error = %e, "cannot record how the run ended")
+                }
+            }
+        });
+    }
+
+    /// Runs one claimed slot to its end: attempts, backoff, timeout, and its record.
+    pub(crate) async fn execute(
+        &self,
+        shared: &Shared,
+        term: &Term,
+        claimed: Option<RunRecord>,
+        slot: DateTime<Utc>,
+        kind: SlotKind,
+        run: &(impl Fn(Term) -> JobFuture + ?Sized),
+    ) {
+        let slot_ms = claimed.as_ref().map_or(slot.timestamp_millis(), |r| r.slot_ms);
+        let attempts = self.policy.attempts.max(1);
+        let mut rec = claimed;
+        let lateness =
+            (self.now() - DateTime::from_timestamp_millis(slot_ms).unwrap_or(slot)).to_std().unwrap_or_default();
+        let mut attempt = 1;
+        loop {
+            let cancel = CancellationToken::new();
+            let ctx = JobContext {
+                slot: DateTime::from_timestamp_millis(slot_ms).unwrap_or(slot),
+                kind,
+                attempt,
+                attempts,
+                node: Arc::clone(&self.node),
+                cancel: cancel.clone(),
+            };
+            if let Some(r) = rec.as_mut() {
+                r.attempt = attempt;
+                r.outcome = Outcome::Running;
+                r.started_ms = Some(self.now().timestamp_millis());
+                r.ended_ms = None;
+                r.error = None;
+            }
+            let started = Instant::now();
+            crate::metrics::job_started(&self.metric, if attempt == 1 { lateness } else { Duration::ZERO });
+            tracing::debug!(job = %self.job, lease = term.name(), token = term.token(), attempt, ?lateness, "job run starting");
+            let span = tracing::info_span!("job", job = %self.job, lease = term.name(), token = term.token(), attempt);
+            let fut = ctx.scope(tracing::Instrument::instrument(run(term.clone()), span));
+            let result = self.attempt(term, fut, cancel, rec.as_ref()).await;
+            let took = started.elapsed();
+            let (outcome, error) = match &result {
+                Attempt::Done(Ok(())) if term.revoke_reason().is_some_and(|r| !graceful(r)) => {
+                    (Outcome::Cancelled, term.revoke_reason().map(|r| format!("term lost: {r}")))
+                }
+                Attempt::Done(Ok(())) => {
+                    (if kind == SlotKind::CaughtUp { Outcome::CaughtUp } else { Outcome::Ran }, None)
+                }
+                Attempt::Done(Err(e)) if is_decline(e.as_ref()) => (Outcome::Declined, Some(e.to_string())),
+                Attempt::Done(Err(e)) => match term.revoke_reason() {
+                    Some(r) if !graceful(r) => (Outcome::Cancelled, Some(format!("term lost: {r}: {e}"))),
+                    _ => (Outcome::Failed, Some(e.to_string())),
+                },
+                Attempt::TimedOut => (Outcome::TimedOut, self.policy.timeout.map(|t| format!("timed out after {t:?}"))),
+            };
+            let failed = matches!(outcome, Outcome::Failed | Outcome::TimedOut);
+            crate::metrics::job_finished(&self.metric, took, failed);
+            match outcome {
+                Outcome::Declined => {
+                    tracing::debug!(job = %self.job, token = term.token(), reason = error.as_deref().unwrap_or(""), "job run declined: its term is ending")
+                }
+                Outcome::Failed | Outcome::TimedOut | Outcome::Cancelled => {
+                    tracing::error!(job = %self.job, lease = term.name(), token = term.token(), attempt, attempts, %outcome, error = error.as_deref().unwrap_or(""), "job run failed")
+                }
+                _ => tracing::debug!(job = %self.job, token = term.token(), ?took, "job run finished"),
+            }
+            let retry = failed && attempt < attempts && term.is_valid();
+            let wait = self.policy.backoff_before(attempt + 1, shared.unit_random());
+            let retry = retry && term.remaining() > wait;
+            let final_outcome = if retry { Outcome::Retried } else { outcome };
+            crate::metrics::job_slot(&self.metric, final_outcome);
+            if let Some(r) = rec.as_mut() {
+                r.outcome = final_outcome;
+                r.ended_ms = Some(self.now().timestamp_millis());
+                r.error = error.as_deref().map(truncate_error);
+                self.finish(r);
+            }
+            if !retry {
+                return;
+            }
+            tracing::info!(job = %self.job, attempt, attempts, backoff = ?wait, "retrying the failed run");
+            tokio::select! {
+                _ = term.cancelled() => return,
+                _ = sleep(wait) => {}
+            }
+            if !term.is_valid() {
+                return;
+            }
+            attempt += 1;
+        }
+    }
+
+    /// One attempt: the run, its timeout, and a `cancelled` record written at once when the
+    /// term is lost mid-run (the election may drop this future right after).
+    async fn attempt(
+        &self,
+        term: &Term,
+        fut: impl std::future::Future<Output = Result<(), BoxError>>,
+        cancel: CancellationToken,
+        rec: Option<&RunRecord>,
+    ) -> Attempt {
+        tokio::pin!(fut);
+        let deadline = self.policy.timeout.map(|t| Instant::now() + t);
+        let timed_out = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(timed_out);
+        // The election drops this future when the term is lost (H3): the guard still
+        // records the slot as cancelled.
+        let guard = CancelGuard { rec: self.store.clone().zip(rec.cloned()), term: term.clone(), clock: self.clock };
+        let mut revoked_seen = false;
+        let out = self.attempt_inner(term, fut, cancel, rec, &mut timed_out, &mut revoked_seen).await;
+        guard.disarm();
+        out
+    }
+
+    async fn attempt_inner(
+        &self,
+        term: &Term,
+        fut: impl std::future::Future<Output = Result<(), BoxError>>,
+        cancel: CancellationToken,
+        rec: Option<&RunRecord>,
+        timed_out: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        revoked_seen: &mut bool,
+    ) -> Attempt {
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                r = &mut fut => return Attempt::Done(r),
+                reason = term.revoked(), if !*revoked_seen => {
+                    *revoked_seen = true;
+                    cancel.cancel();
+                    if let Some(r) = rec {
+                        let mut r = r.clone();
+                        r.outcome = Outcome::Cancelled;
+                        r.ended_ms = Some(self.now().timestamp_millis());
+                        r.error = Some(format!("term lost: {reason}"));
+                        self.finish(&r);
+                    }
+                }
+                _ = timed_out.as_mut() => {
+                    cancel.cancel();
+                    tokio::select! {
+                        // A run that returns within the grace still outlived its timeout.
+                        _ = &mut fut => return Attempt::TimedOut,
+                        _ = sleep(RunPolicy::GRACE) => return Attempt::TimedOut,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Records a slot as `cancelled` when its run is dropped before it ended.
+struct CancelGuard {
+    rec: Option<(SharedJobStore, RunRecord)>,
+    term: Term,
+    clock: WallClock,
+}
+
+impl CancelGuard {
+    fn disarm(mut self) {
+        self.rec = None;
+    }
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        let Some((store, mut rec)) = self.rec.take() else { return };
+        let Ok(handle) = tokio::runtime::Handle::try_current() else { return };
+        rec.outcome = Outcome::Cancelled;
+        rec.ended_ms = Some(self.clock.now().timestamp_millis());
+        rec.error = Some(match self.term.revoke_reason() {
+            Some(r) => format!("term lost: {r}"),
+            None => "the run was dropped".to_owned(),
+        });
+        crate::metrics::job_slot(&rec.job, Outcome::Cancelled);
+        handle.spawn(async move {
+            if let Err(e) = store.finish_run(&rec).await {
+                tracing::warn!(job = %rec.job, slot_ms = rec.slot_ms, error = %e, "cannot record the cancelled run");
+            }
+        });
+    }
+}
+
+/// A graceful end of the term (stop, step down): a run that then returns tells its own
+/// outcome.
+fn graceful(r: RevokeReason) -> bool {
+    matches!(r, RevokeReason::Stopped | RevokeReason::SteppedDown)
+}
+
+/// Whether a run's error is its refusal to start because the term is ending
+/// (`term.ensure_valid(..)?`, issue 12 item 10).
+pub(crate) fn is_decline(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if matches!(err.downcast_ref::<Error>(), Some(Error::TermExpired { .. })) {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// This process's node name for records: `SIMBA_NODE`, else `host:pid`.
+pub(crate) fn node_name() -> Arc<str> {
+    if let Ok(n) = std::env::var("SIMBA_NODE")
+        && !n.trim().is_empty()
+    {
+        return n.trim().into();
+    }
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".to_owned());
+    format!("{host}:{}", std::process::id()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 12 item 3: backoff doubles, is capped and jittered within ±20%.
+    #[test]
+    fn backoff_is_exponential_capped_and_jittered() {
+        let p = RunPolicy { attempts: 5, backoff: Duration::from_secs(1), timeout: None };
+        assert_eq!(p.backoff_before(2, 0.5), Duration::from_secs(1));
+        assert_eq!(p.backoff_before(3, 0.5), Duration::from_secs(2));
+        assert_eq!(p.backoff_before(4, 0.5), Duration::from_secs(4));
+        assert!(p.backoff_before(2, 0.0) >= Duration::from_millis(800));
+        assert!(p.backoff_before(2, 0.999) <= Duration::from_millis(1200));
+        assert_eq!(p.backoff_before(40, 0.5), RunPolicy::MAX_BACKOFF);
+    }
+
+    /// Issue 12 item 10: `ensure_valid`'s refusal is a decline, also when wrapped.
+    #[test]
+    fn term_expired_is_a_decline() {
+        let e: BoxError =
+            Box::new(Error::TermExpired { name: "x".into(), token: 1, min_remaining: Duration::from_millis(200) });
+        assert!(is_decline(e.as_ref()));
+        let other: BoxError = "boom".into();
+        assert!(!is_decline(other.as_ref()));
+    }
+}

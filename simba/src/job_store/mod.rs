@@ -1,0 +1,387 @@
+//! The jobs store (issue 12, ADR 0012): run history and cluster-wide job control, kept in the
+//! backend, through a trait apart from the lease [`Backend`](crate::backend::Backend).
+//!
+//! Every slot of a job (a cron instant, a fixed-rate tick, a manual trigger) gets one
+//! [`RunRecord`]. The record is written by the slot claim itself ([`JobStore::claim_run`]:
+//! the fenced, monotonic claim the scheduler already made before a run, now also checking
+//! pause and writing the `running` record), so history adds no round trip before a run
+//! starts. The end of a run overwrites that record ([`JobStore::finish_run`]); the runtime
+//! does not wait for it before computing the next slot.
+//!
+//! Control (pause, resume, run now) is a small row per job name. A node polls
+//! [`JobStore::control_version`] once per renewal interval (one call for all its jobs) and
+//! reads [`JobStore::jobs`] only when the version moved; where the store can broadcast,
+//! [`JobStore::subscribe_control`] wakes it at once.
+//!
+//! Partitioned jobs: partition `i` of job `g` is the job name `g/i` (its lease is `{group}.i`).
+//! Pausing or triggering `g` applies to every partition; `g/i` to that one.
+//!
+//! A backend exposes its store with [`Backend::job_store`](crate::backend::Backend::job_store);
+//! every implementation runs the suite in `simba::tck::jobs` (feature `tck`).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use tokio::sync::broadcast;
+
+use crate::backend::{BackendResult, SessionId};
+
+/// How many records per job a store keeps unless told otherwise.
+pub const DEFAULT_RETENTION: usize = 100;
+
+/// The longest error text a record keeps, in bytes; longer text is cut at a character
+/// boundary by [`truncate_error`].
+pub const MAX_ERROR_BYTES: usize = 1024;
+
+/// A boxed future, as the object-safe [`JobStore`] returns.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A type-erased jobs store, as [`Backend::job_store`](crate::backend::Backend::job_store)
+/// returns it.
+pub type SharedJobStore = Arc<dyn JobStore>;
+
+/// What became of a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Outcome {
+    /// Claimed and running now (or its node died before it could say how it ended).
+    Running,
+    /// Ran and returned `Ok`.
+    Ran,
+    /// Ran and returned an error (the record keeps its text, truncated).
+    Failed,
+    /// Outlived its `timeout` and was cancelled.
+    TimedOut,
+    /// Its term was lost mid-run (the record's error names the revoke reason).
+    Cancelled,
+    /// Attempt `attempt` of `attempts` failed; another attempt follows after the backoff.
+    Retried,
+    /// The slot came while the previous run was still in flight.
+    SkippedRunning,
+    /// No node held the term at the slot (found when a term starts and sees the gap).
+    Missed,
+    /// The misfire policy ran it once for slots missed while no node held the term.
+    CaughtUp,
+    /// The run chose not to start because its term is ending (`term.ensure_valid(..)?`).
+    Declined,
+}
+
+impl Outcome {
+    /// Every outcome, in declaration order.
+    pub const ALL: [Outcome; 10] = [
+        Outcome::Running,
+        Outcome::Ran,
+        Outcome::Failed,
+        Outcome::TimedOut,
+        Outcome::Cancelled,
+        Outcome::Retried,
+        Outcome::SkippedRunning,
+        Outcome::Missed,
+        Outcome::CaughtUp,
+        Outcome::Declined,
+    ];
+
+    /// The snake_case name stores persist and tools print (`skipped_running`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Running => "running",
+            Outcome::Ran => "ran",
+            Outcome::Failed => "failed",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Retried => "retried",
+            Outcome::SkippedRunning => "skipped_running",
+            Outcome::Missed => "missed",
+            Outcome::CaughtUp => "caught_up",
+            Outcome::Declined => "declined",
+        }
+    }
+
+    /// Whether the slot is over (everything but `running` and `retried`).
+    pub fn is_final(self) -> bool {
+        !matches!(self, Outcome::Running | Outcome::Retried)
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Outcome {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == s).ok_or_else(|| {
+            let all: Vec<&str> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
+            format!("unknown run outcome `{s}`; expected one of {}", all.join(", "))
+        })
+    }
+}
+
+/// Why a slot exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SlotKind {
+    /// A cron instant or a fixed-rate tick.
+    Scheduled,
+    /// A run-now request (`simba trigger`); the slot instant is the trigger's time.
+    Manual,
+    /// The misfire policy's run for slots missed while no node held the term.
+    CaughtUp,
+}
+
+impl SlotKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [SlotKind; 3] = [SlotKind::Scheduled, SlotKind::Manual, SlotKind::CaughtUp];
+
+    /// The snake_case name stores persist (`caught_up`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlotKind::Scheduled => "scheduled",
+            SlotKind::Manual => "manual",
+            SlotKind::CaughtUp => "caught_up",
+        }
+    }
+}
+
+impl fmt::Display for SlotKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SlotKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        SlotKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown slot kind `{s}`; expected scheduled, manual or caught_up"))
+    }
+}
+
+/// One slot of one job. A record is identified by `(job, kind, slot_ms)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    /// The job name (`g/i` for partition `i` of partitioned job `g`).
+    pub job: String,
+    /// The slot's instant in unix milliseconds: the scheduled instant; for a manual slot the
+    /// trigger's time.
+    pub slot_ms: i64,
+    /// Why the slot exists.
+    pub kind: SlotKind,
+    /// What became of it.
+    pub outcome: Outcome,
+    /// The attempt this record describes, from 1 (0 for slots that never ran).
+    pub attempt: u32,
+    /// How many attempts the job allows (1 without retries).
+    pub attempts: u32,
+    /// The session that claimed or recorded the slot (empty when none did).
+    pub session: String,
+    /// The node name of that session's process.
+    pub node: String,
+    /// The fencing token of the term that claimed it (0 when none did).
+    pub token: u64,
+    /// When the run started, unix milliseconds.
+    pub started_ms: Option<i64>,
+    /// When it ended, unix milliseconds.
+    pub ended_ms: Option<i64>,
+    /// The error text or revoke reason, at most [`MAX_ERROR_BYTES`].
+    pub error: Option<String>,
+}
+
+impl RunRecord {
+    /// A record for a slot that did not run (`missed`, `skipped_running`).
+    pub fn not_run(job: impl Into<String>, slot_ms: i64, outcome: Outcome) -> Self {
+        RunRecord {
+            job: job.into(),
+            slot_ms,
+            kind: SlotKind::Scheduled,
+            outcome,
+            attempt: 0,
+            attempts: 0,
+            session: String::new(),
+            node: String::new(),
+            token: 0,
+            started_ms: None,
+            ended_ms: None,
+            error: None,
+        }
+    }
+}
+
+/// `text` cut to at most [`MAX_ERROR_BYTES`] bytes at a character boundary.
+pub fn truncate_error(text: &str) -> String {
+    if text.len() <= MAX_ERROR_BYTES {
+        return text.to_owned();
+    }
+    let mut end = MAX_ERROR_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// What [`JobStore::claim_run`] is asked to claim.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimRequest<'a> {
+    /// The claiming session.
+    pub session: &'a SessionId,
+    /// The lease that guards the job (`report`, `billing.3`).
+    pub lease: &'a str,
+    /// The fencing token of the session's term on `lease`.
+    pub token: u64,
+    /// The job name (`report`, `billing/3`).
+    pub job: &'a str,
+    /// The slot instant (ignored for [`SlotKind::Manual`]: the store uses the trigger's time).
+    pub slot_ms: i64,
+    /// Why the slot exists.
+    pub kind: SlotKind,
+    /// The node name written into the record.
+    pub node: &'a str,
+    /// When the run starts, unix milliseconds.
+    pub started_ms: i64,
+    /// How many attempts the job allows.
+    pub attempts: u32,
+}
+
+/// The answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The slot is this term's: the `running` record as written (for a manual slot, with the
+    /// trigger's instant as `slot_ms`).
+    Claimed(RunRecord),
+    /// Another claim already took this slot or a later one (scheduled, caught up), or no run
+    /// request is pending (manual).
+    AlreadyClaimed,
+    /// `session` does not hold `lease` with `token` (any more).
+    NotHolder,
+    /// The job (or its group) is paused; nothing runs and nothing is recorded.
+    Paused,
+}
+
+/// What the store knows about one job name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobState {
+    /// The job name.
+    pub job: String,
+    /// Whether this name itself is paused (a partition is also paused when its group is).
+    pub paused: bool,
+    /// The latest scheduled or caught-up slot claimed, unix milliseconds (including slots
+    /// consumed while paused).
+    pub last_slot_ms: Option<i64>,
+    /// The newest record.
+    pub last: Option<RunRecord>,
+    /// The time of a run-now request not yet taken by a holder, unix milliseconds.
+    pub trigger_pending_ms: Option<i64>,
+}
+
+/// Where history and job control live. Object safe; every method is one logical round trip
+/// to the store, atomic there, and may be dropped at any point (the store stays consistent
+/// whether or not it took effect). A store never sleeps and never retries (as B1).
+///
+/// # Contract (each rule is a function of `simba::tck::jobs`)
+///
+/// * Records are identified by `(job, kind, slot_ms)`; at most one exists per identity.
+/// * The store keeps at most [`retention`](JobStore::retention) records per job: after any
+///   write it drops the job's oldest records (by `slot_ms`, then kind) past that bound.
+///   Control rows and the last claimed slot are never dropped.
+/// * Pause, trigger and the last claimed slot survive reconnects and restarts of clients.
+/// * A partition job name `g/i` is paused when `g/i` or `g` is paused.
+pub trait JobStore: Send + Sync + 'static {
+    /// Claims a slot for a run, in ONE round trip, in this order:
+    ///
+    /// 1. `NotHolder` unless `req.session` holds `req.lease` with `req.token` now (the same
+    ///    fence as [`Backend::claim_slot`](crate::backend::Backend::claim_slot)).
+    /// 2. Scheduled and caught-up slots: `AlreadyClaimed` unless `req.slot_ms` is after the
+    ///    job's last claimed slot (monotonic: a slot runs at most once across the cluster,
+    ///    whatever the nodes' clocks say). Manual: `AlreadyClaimed` unless a run-now request
+    ///    is pending for `req.job` (or, for `g/i`, one for `g` that this partition has not
+    ///    taken yet).
+    /// 3. `Paused` when the job or its group is paused; a scheduled slot is still consumed
+    ///    (it becomes the last claimed slot, so it is not reported missed later) and a manual
+    ///    request stays pending.
+    /// 4. Otherwise records the slot as claimed (scheduled: the last claimed slot; manual:
+    ///    the request is taken, by this partition only for a group request), writes the
+    ///    `running` record (attempt 1) and answers `Claimed` with it.
+    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>>;
+
+    /// Overwrites the record of `(record.job, record.kind, record.slot_ms)` with `record` if
+    /// that record exists and was claimed with `record.token`; returns whether it did. Not
+    /// fenced by the lease: a run that ended after its term still tells how it ended.
+    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>>;
+
+    /// Inserts a record of a slot that was not claimed (`missed`, `skipped_running`) unless
+    /// a record with its identity exists; returns whether it inserted. Idempotent.
+    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>>;
+
+    /// The newest `limit` records of `job`, newest first (by `slot_ms`, then kind).
+    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>>;
+
+    /// What the store knows about `job`; `None` when it has no record, control row or claimed
+    /// slot for it.
+    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>>;
+
+    /// Every job name the store knows (with a record, a control row or a claimed slot),
+    /// ordered by name.
+    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>>;
+
+    /// Pauses (`true`) or resumes (`false`) `job` cluster-wide; returns whether it was paused
+    /// before. Bumps the control version and broadcasts `job` where the store can.
+    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>>;
+
+    /// Requests one run of `job` now, at `at_ms` (unix milliseconds); returns the request's
+    /// id (strictly increasing per job). Requests not yet taken collapse into one run (the
+    /// newest time wins). Bumps the control version and broadcasts `job` where it can.
+    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>>;
+
+    /// A number that changes whenever any job's pause state or pending request changes.
+    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>>;
+
+    /// Names of jobs whose control changed, where the store can broadcast; `None` where it
+    /// cannot (nodes then rely on polling [`control_version`](JobStore::control_version)).
+    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
+        None
+    }
+
+    /// How many records per job this store keeps.
+    fn retention(&self) -> usize;
+
+    /// A short description for logs and errors (no secrets).
+    fn describe(&self) -> String;
+}
+
+/// The group part of a partition job name: `Some("g")` for `g/3`.
+pub fn group_of(job: &str) -> Option<&str> {
+    job.rsplit_once('/').map(|(g, _)| g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_names_round_trip() {
+        for o in Outcome::ALL {
+            assert_eq!(o.as_str().parse::<Outcome>(), Ok(o));
+        }
+        for k in SlotKind::ALL {
+            assert_eq!(k.as_str().parse::<SlotKind>(), Ok(k));
+        }
+        assert!("nope".parse::<Outcome>().is_err_and(|e| e.contains("skipped_running")));
+    }
+
+    #[test]
+    fn errors_truncate_at_a_char_boundary() {
+        let long = "é".repeat(MAX_ERROR_BYTES);
+        let t = truncate_error(&long);
+        assert!(t.len() <= MAX_ERROR_BYTES && t.len() >= MAX_ERROR_BYTES - 1);
+        assert_eq!(truncate_error("short"), "short");
+        assert_eq!(group_of("billing/3"), Some("billing"));
+        assert_eq!(group_of("report"), None);
+    }
+}

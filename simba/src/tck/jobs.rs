@@ -1,0 +1,449 @@
+//! The jobs store conformance suite (issue 12): one function per rule of the
+//! [`JobStore`](crate::job_store::JobStore) contract. Every backend with a jobs store runs all
+//! of them against a real server through [`jobs_suite!`](crate::jobs_suite); [`RULES`] lists
+//! them.
+//!
+//! Each function takes the backend (whose [`Backend::job_store`] must answer `Some`), uses
+//! fresh lease and job names, and needs no waiting, so suites may share one server.
+
+use crate::backend::{Acquire, Backend, SessionId};
+use crate::job_store::{Claim, ClaimRequest, MAX_ERROR_BYTES, Outcome, RunRecord, SharedJobStore, SlotKind};
+use crate::tck::conformance::{TTL, unique};
+
+/// Every rule of the suite, in the order [`jobs_suite!`](crate::jobs_suite) runs them.
+pub const RULES: &[&str] = &[
+    "jobs_claim_is_fenced",
+    "jobs_claim_is_monotonic",
+    "jobs_claim_writes_the_running_record",
+    "jobs_finish_overwrites_the_claimed_record",
+    "jobs_append_is_insert_if_absent",
+    "jobs_history_is_newest_first",
+    "jobs_retention_bounded",
+    "jobs_error_text_truncated",
+    "jobs_pause_blocks_claims",
+    "jobs_group_pause_applies_to_partitions",
+    "jobs_trigger_is_taken_once_by_the_holder",
+    "jobs_group_trigger_runs_each_partition_once",
+    "jobs_trigger_waits_while_paused",
+    "jobs_control_version_moves",
+    "jobs_control_broadcast_where_supported",
+    "jobs_lists_known_jobs",
+    "jobs_pause_survives_reopen",
+];
+
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("{what} failed: {e}"),
+    }
+}
+
+fn store_of<B: Backend>(b: &B) -> SharedJobStore {
+    match b.job_store() {
+        Some(s) => s,
+        None => panic!("{} has no jobs store: Backend::job_store answered None", b.describe()),
+    }
+}
+
+/// A live session holding a fresh lease: `(session, lease, token)`.
+async fn holder<B: Backend>(b: &B) -> (SessionId, String, u64) {
+    let s = ok(b.open_session(TTL * 4).await, "open_session").id;
+    let lease = unique("jl");
+    match ok(b.acquire(&s, &lease).await, "acquire") {
+        Acquire::Won(t) => (s, lease, t),
+        other => panic!("expected to win `{lease}`, got {other:?}"),
+    }
+}
+
+fn req<'a>(
+    s: &'a SessionId,
+    lease: &'a str,
+    token: u64,
+    job: &'a str,
+    slot_ms: i64,
+    kind: SlotKind,
+) -> ClaimRequest<'a> {
+    ClaimRequest {
+        session: s,
+        lease,
+        token,
+        job,
+        slot_ms,
+        kind,
+        node: "tck-node",
+        started_ms: slot_ms + 3,
+        attempts: 1,
+    }
+}
+
+async fn claim(store: &SharedJobStore, r: ClaimRequest<'_>) -> Claim {
+    ok(store.claim_run(r).await, "claim_run")
+}
+
+fn claimed(c: Claim, what: &str) -> RunRecord {
+    match c {
+        Claim::Claimed(r) => r,
+        other => panic!("{what}: expected Claimed, got {other:?}"),
+    }
+}
+
+const T0: i64 = 1_780_000_000_000;
+
+/// Claims are fenced: only the session holding the lease with this token may claim; a wrong
+/// token, another session, or a released lease answers `NotHolder`.
+pub async fn jobs_claim_is_fenced<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let other = ok(b.open_session(TTL).await, "open_session").id;
+    let job = unique("job");
+    assert_eq!(claim(&store, req(&s, &lease, token + 1, &job, T0, SlotKind::Scheduled)).await, Claim::NotHolder);
+    assert_eq!(claim(&store, req(&other, &lease, token, &job, T0, SlotKind::Scheduled)).await, Claim::NotHolder);
+    assert!(ok(b.release(&s, &lease, token).await, "release"));
+    assert_eq!(claim(&store, req(&s, &lease, token, &job, T0, SlotKind::Scheduled)).await, Claim::NotHolder);
+    assert!(ok(store.history(&job, 10).await, "history").is_empty(), "a refused claim writes nothing");
+    let _ = b.close_session(&s).await;
+    let _ = b.close_session(&other).await;
+}
+
+/// Scheduled slots are monotonic per job across terms: a slot at or before the last claimed
+/// one answers `AlreadyClaimed`, also for the next term; a later one is claimed.
+pub async fn jobs_claim_is_monotonic<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    claimed(claim(&store, req(&s, &lease, token, &job, T0 + 1000, SlotKind::Scheduled)).await, "first slot");
+    assert_eq!(
+        claim(&store, req(&s, &lease, token, &job, T0 + 1000, SlotKind::Scheduled)).await,
+        Claim::AlreadyClaimed
+    );
+    assert_eq!(claim(&store, req(&s, &lease, token, &job, T0, SlotKind::CaughtUp)).await, Claim::AlreadyClaimed);
+    assert!(ok(b.release(&s, &lease, token).await, "release"));
+    let t2 = match ok(b.acquire(&s, &lease).await, "acquire") {
+        Acquire::Won(t) => t,
+        other => panic!("re-acquire: {other:?}"),
+    };
+    assert_eq!(
+        claim(&store, req(&s, &lease, t2, &job, T0 + 1000, SlotKind::Scheduled)).await,
+        Claim::AlreadyClaimed,
+        "the next term must not run a slot the previous one claimed"
+    );
+    claimed(claim(&store, req(&s, &lease, t2, &job, T0 + 2000, SlotKind::Scheduled)).await, "later slot");
+    let st = ok(store.job(&job).await, "job").expect("a claimed job is known");
+    assert_eq!(st.last_slot_ms, Some(T0 + 2000));
+    let _ = b.close_session(&s).await;
+}
+
+/// The claim writes the slot's `running` record (attempt 1) in the same call.
+pub async fn jobs_claim_writes_the_running_record<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    let mut r = req(&s, &lease, token, &job, T0, SlotKind::Scheduled);
+    r.attempts = 3;
+    let rec = claimed(claim(&store, r).await, "claim");
+    let h = ok(store.history(&job, 10).await, "history");
+    assert_eq!(h, vec![rec.clone()]);
+    assert_eq!(
+        (rec.outcome, rec.kind, rec.slot_ms, rec.attempt, rec.attempts, rec.token),
+        (Outcome::Running, SlotKind::Scheduled, T0, 1, 3, token)
+    );
+    assert_eq!((rec.session.as_str(), rec.node.as_str(), rec.started_ms), (s.as_str(), "tck-node", Some(T0 + 3)));
+    let _ = b.close_session(&s).await;
+}
+
+/// `finish_run` overwrites the claimed record (one record per slot) and only a record claimed
+/// with the same token; it works after the term ended.
+pub async fn jobs_finish_overwrites_the_claimed_record<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    let mut rec = claimed(claim(&store, req(&s, &lease, token, &job, T0, SlotKind::Scheduled)).await, "claim");
+    assert!(ok(b.release(&s, &lease, token).await, "release"));
+    rec.outcome = Outcome::Ran;
+    rec.ended_ms = Some(T0 + 50);
+    let mut forged = rec.clone();
+    forged.token = token + 7;
+    forged.outcome = Outcome::Failed;
+    assert!(!ok(store.finish_run(&forged).await, "finish_run"), "another token must not overwrite");
+    assert!(ok(store.finish_run(&rec).await, "finish_run"));
+    assert_eq!(ok(store.history(&job, 10).await, "history"), vec![rec.clone()]);
+    let mut unclaimed = rec.clone();
+    unclaimed.slot_ms = T0 + 999;
+    assert!(!ok(store.finish_run(&unclaimed).await, "finish_run"), "finish of an unclaimed slot writes nothing");
+    assert_eq!(ok(store.history(&job, 10).await, "history").len(), 1);
+    let _ = b.close_session(&s).await;
+}
+
+/// `append` inserts a record unless one with its identity exists (idempotent, never
+/// overwrites a claimed run).
+pub async fn jobs_append_is_insert_if_absent<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    let missed = RunRecord::not_run(&job, T0, Outcome::Missed);
+    assert!(ok(store.append(&missed).await, "append"));
+    assert!(!ok(store.append(&missed).await, "append"), "appending twice inserts once");
+    let run = claimed(claim(&store, req(&s, &lease, token, &job, T0 + 1000, SlotKind::Scheduled)).await, "claim");
+    let skipped = RunRecord::not_run(&job, T0 + 1000, Outcome::SkippedRunning);
+    assert!(!ok(store.append(&skipped).await, "append"), "append must not overwrite a claimed slot");
+    assert_eq!(ok(store.history(&job, 10).await, "history"), vec![run, missed]);
+    let _ = b.close_session(&s).await;
+}
+
+/// `history` answers newest first (by slot, then kind), at most `limit` records.
+pub async fn jobs_history_is_newest_first<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let job = unique("job");
+    for k in [3, 1, 4, 0, 2] {
+        ok(store.append(&RunRecord::not_run(&job, T0 + k * 1000, Outcome::Missed)).await, "append");
+    }
+    let h = ok(store.history(&job, 3).await, "history");
+    let slots: Vec<i64> = h.iter().map(|r| r.slot_ms - T0).collect();
+    assert_eq!(slots, vec![4000, 3000, 2000]);
+    assert!(ok(store.history(&unique("never"), 10).await, "history").is_empty());
+}
+
+/// Retention is bounded by the store: at most `retention()` records per job, the newest.
+pub async fn jobs_retention_bounded<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    let keep = store.retention();
+    assert!(keep >= 1, "retention must be at least 1");
+    let total = keep as i64 + 5;
+    for k in 0..total {
+        let rec = claimed(claim(&store, req(&s, &lease, token, &job, T0 + k, SlotKind::Scheduled)).await, "claim");
+        if k % 2 == 0 {
+            let mut done = rec;
+            done.outcome = Outcome::Ran;
+            ok(store.finish_run(&done).await, "finish_run");
+        }
+    }
+    let h = ok(store.history(&job, keep * 2).await, "history");
+    assert_eq!(h.len(), keep, "the store must keep exactly the newest {keep}");
+    assert_eq!(h.first().map(|r| r.slot_ms), Some(T0 + total - 1));
+    assert_eq!(h.last().map(|r| r.slot_ms), Some(T0 + total - keep as i64));
+    let _ = b.close_session(&s).await;
+}
+
+/// Error text is kept to at most 1 KiB.
+pub async fn jobs_error_text_truncated<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    let mut rec = claimed(claim(&store, req(&s, &lease, token, &job, T0, SlotKind::Scheduled)).await, "claim");
+    rec.outcome = Outcome::Failed;
+    rec.error = Some("ü".repeat(3 * MAX_ERROR_BYTES));
+    assert!(ok(store.finish_run(&rec).await, "finish_run"));
+    let h = ok(store.history(&job, 1).await, "history");
+    let e = h.first().and_then(|r| r.error.clone()).expect("the error text is kept");
+    assert!(e.len() <= MAX_ERROR_BYTES && e.len() >= MAX_ERROR_BYTES - 4, "kept {} bytes", e.len());
+    assert!(e.chars().all(|c| c == 'ü'));
+    let _ = b.close_session(&s).await;
+}
+
+/// A paused job is claimed nowhere (`Paused`, no record), its scheduled slot is consumed, and
+/// `set_paused` answers the previous state; resuming lets later slots run.
+pub async fn jobs_pause_blocks_claims<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    assert!(!ok(store.set_paused(&job, true).await, "pause"), "was not paused");
+    assert!(ok(store.set_paused(&job, true).await, "pause"), "pausing twice says it was paused");
+    assert!(ok(store.job(&job).await, "job").is_some_and(|j| j.paused));
+    assert_eq!(claim(&store, req(&s, &lease, token, &job, T0, SlotKind::Scheduled)).await, Claim::Paused);
+    assert!(ok(store.history(&job, 10).await, "history").is_empty(), "a paused slot writes no record");
+    assert!(ok(store.set_paused(&job, false).await, "resume"));
+    assert_eq!(
+        claim(&store, req(&s, &lease, token, &job, T0, SlotKind::Scheduled)).await,
+        Claim::AlreadyClaimed,
+        "the paused slot was consumed"
+    );
+    claimed(claim(&store, req(&s, &lease, token, &job, T0 + 1000, SlotKind::Scheduled)).await, "after resume");
+    let _ = b.close_session(&s).await;
+}
+
+/// Pausing a group `g` pauses every partition `g/i`; pausing `g/i` pauses only that one.
+pub async fn jobs_group_pause_applies_to_partitions<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let g = unique("grp");
+    let (p0, p1) = (format!("{g}/0"), format!("{g}/1"));
+    ok(store.set_paused(&g, true).await, "pause");
+    assert_eq!(claim(&store, req(&s, &lease, token, &p0, T0, SlotKind::Scheduled)).await, Claim::Paused);
+    ok(store.set_paused(&g, false).await, "resume");
+    ok(store.set_paused(&p1, true).await, "pause");
+    claimed(claim(&store, req(&s, &lease, token, &p0, T0 + 1, SlotKind::Scheduled)).await, "p0");
+    assert_eq!(claim(&store, req(&s, &lease, token, &p1, T0 + 2, SlotKind::Scheduled)).await, Claim::Paused);
+    let _ = b.close_session(&s).await;
+}
+
+/// A run-now request is pending until a holder's manual claim takes it (once, with the
+/// trigger's instant as the slot); a non-holder cannot take it.
+pub async fn jobs_trigger_is_taken_once_by_the_holder<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    assert_eq!(claim(&store, req(&s, &lease, token, &job, T0, SlotKind::Manual)).await, Claim::AlreadyClaimed);
+    let id1 = ok(store.trigger(&job, T0 + 10).await, "trigger");
+    let id2 = ok(store.trigger(&job, T0 + 20).await, "trigger");
+    assert!(id2 > id1, "trigger ids increase: {id1} then {id2}");
+    assert_eq!(ok(store.job(&job).await, "job").and_then(|j| j.trigger_pending_ms), Some(T0 + 20));
+    assert_eq!(claim(&store, req(&s, &lease, token + 1, &job, T0, SlotKind::Manual)).await, Claim::NotHolder);
+    let rec = claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "manual");
+    assert_eq!((rec.kind, rec.slot_ms, rec.outcome), (SlotKind::Manual, T0 + 20, Outcome::Running));
+    assert_eq!(
+        claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await,
+        Claim::AlreadyClaimed,
+        "two pending requests collapse into one run"
+    );
+    assert_eq!(ok(store.job(&job).await, "job").and_then(|j| j.trigger_pending_ms), None);
+    let _ = b.close_session(&s).await;
+}
+
+/// A request for group `g` runs once on each partition `g/i`.
+pub async fn jobs_group_trigger_runs_each_partition_once<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let g = unique("grp");
+    let (p0, p1) = (format!("{g}/0"), format!("{g}/1"));
+    ok(store.trigger(&g, T0 + 5).await, "trigger");
+    for p in [&p0, &p1] {
+        let rec = claimed(claim(&store, req(&s, &lease, token, p, 0, SlotKind::Manual)).await, "partition");
+        assert_eq!((rec.job.as_str(), rec.slot_ms), (p.as_str(), T0 + 5));
+        assert_eq!(claim(&store, req(&s, &lease, token, p, 0, SlotKind::Manual)).await, Claim::AlreadyClaimed);
+    }
+    let _ = b.close_session(&s).await;
+}
+
+/// A request for a paused job stays pending and runs after resume.
+pub async fn jobs_trigger_waits_while_paused<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    ok(store.set_paused(&job, true).await, "pause");
+    ok(store.trigger(&job, T0).await, "trigger");
+    assert_eq!(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, Claim::Paused);
+    ok(store.set_paused(&job, false).await, "resume");
+    claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "after resume");
+    let _ = b.close_session(&s).await;
+}
+
+/// The control version changes on every pause, resume and trigger.
+pub async fn jobs_control_version_moves<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let job = unique("job");
+    let v0 = ok(store.control_version().await, "control_version");
+    ok(store.set_paused(&job, true).await, "pause");
+    let v1 = ok(store.control_version().await, "control_version");
+    ok(store.trigger(&job, T0).await, "trigger");
+    let v2 = ok(store.control_version().await, "control_version");
+    ok(store.set_paused(&job, false).await, "resume");
+    let v3 = ok(store.control_version().await, "control_version");
+    assert!(v0 != v1 && v1 != v2 && v2 != v3, "versions {v0} {v1} {v2} {v3}");
+}
+
+/// Where the store broadcasts control changes, a subscriber hears the job's name.
+pub async fn jobs_control_broadcast_where_supported<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let Some(mut rx) = store.subscribe_control() else { return };
+    let job = unique("job");
+    ok(store.trigger(&job, T0).await, "trigger");
+    let heard = tokio::time::timeout(crate::tck::conformance::TTL * 2, async {
+        loop {
+            match rx.recv().await {
+                Ok(n) if n == job => return true,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(_) => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(heard, Ok(true), "the trigger of `{job}` was not broadcast");
+}
+
+/// `jobs()` lists every job with a record or a control row, ordered by name, with its state.
+pub async fn jobs_lists_known_jobs<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (a, z) = (unique("list-a"), unique("list-z"));
+    ok(store.append(&RunRecord::not_run(&z, T0, Outcome::Missed)).await, "append");
+    ok(store.set_paused(&a, true).await, "pause");
+    let all = ok(store.jobs().await, "jobs");
+    let names: Vec<&str> = all.iter().map(|j| j.job.as_str()).collect();
+    let (ia, iz) = (names.iter().position(|n| *n == a), names.iter().position(|n| *n == z));
+    assert!(ia.is_some() && iz.is_some() && ia < iz, "jobs() = {names:?}");
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "ordered by name");
+    let ja = all.iter().find(|j| j.job == a).expect("listed");
+    assert!(ja.paused && ja.last.is_none());
+    let jz = all.iter().find(|j| j.job == z).expect("listed");
+    assert_eq!(jz.last.as_ref().map(|r| r.outcome), Some(Outcome::Missed));
+}
+
+/// Pause, pending requests, the last claimed slot and history survive a reconnect: a second
+/// client (`b2`, a new connection to the same store) sees them.
+pub async fn jobs_pause_survives_reopen<B: Backend>(b1: B, b2: B) {
+    let store1 = store_of(&b1);
+    let (s, lease, token) = holder(&b1).await;
+    let job = unique("job");
+    claimed(claim(&store1, req(&s, &lease, token, &job, T0, SlotKind::Scheduled)).await, "claim");
+    ok(store1.set_paused(&job, true).await, "pause");
+    ok(store1.trigger(&job, T0 + 7).await, "trigger");
+    drop(store1);
+    let _ = b1.close_session(&s).await;
+    drop(b1);
+    let store2 = store_of(&b2);
+    let st = ok(store2.job(&job).await, "job").expect("the job is known after a reconnect");
+    assert!(st.paused);
+    assert_eq!((st.last_slot_ms, st.trigger_pending_ms), (Some(T0), Some(T0 + 7)));
+    assert_eq!(ok(store2.history(&job, 10).await, "history").len(), 1);
+}
+
+/// Expands to one `#[tokio::test]` per rule of the jobs store suite ([`RULES`]), for the
+/// backend that `$make` (an async fn or closure returning a future of a backend) builds.
+///
+/// ```no_run
+/// use simba::backend::memory::MemoryBackend;
+///
+/// async fn make() -> MemoryBackend {
+///     MemoryBackend::new()
+/// }
+/// simba::jobs_suite!(make);
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! jobs_suite {
+    ($make:expr) => {
+        $crate::jobs_suite!(@tests $make;
+            jobs_claim_is_fenced,
+            jobs_claim_is_monotonic,
+            jobs_claim_writes_the_running_record,
+            jobs_finish_overwrites_the_claimed_record,
+            jobs_append_is_insert_if_absent,
+            jobs_history_is_newest_first,
+            jobs_retention_bounded,
+            jobs_error_text_truncated,
+            jobs_pause_blocks_claims,
+            jobs_group_pause_applies_to_partitions,
+            jobs_trigger_is_taken_once_by_the_holder,
+            jobs_group_trigger_runs_each_partition_once,
+            jobs_trigger_waits_while_paused,
+            jobs_control_version_moves,
+            jobs_control_broadcast_where_supported,
+            jobs_lists_known_jobs
+        );
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn jobs_pause_survives_reopen() {
+            $crate::tck::jobs::jobs_pause_survives_reopen(($make)().await, ($make)().await).await;
+        }
+    };
+    (@tests $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $crate::tck::jobs::$name(($make)().await).await;
+            }
+        )*
+    };
+}

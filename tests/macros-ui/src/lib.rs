@@ -1,0 +1,1 @@
+//! Compile-time tests of the macros live in `tests/ui.rs` and the cases in `ui/`.

@@ -1,0 +1,6 @@
+use simba::{Term, simba_scheduled};
+
+#[simba_scheduled(cron = "0 * * * * *")]
+async fn job(_term: &Term, _ctx: &u32) {}
+
+fn main() {}

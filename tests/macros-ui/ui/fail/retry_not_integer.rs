@@ -1,0 +1,6 @@
+use simba::{Term, simba_scheduled};
+
+#[simba_scheduled(fixed_rate = "10s", retry = "3")]
+async fn job(_term: &Term) {}
+
+fn main() {}

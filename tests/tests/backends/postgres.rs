@@ -1,0 +1,392 @@
+//! PostgreSQL backend behaviour beyond the conformance suite, on the private test server
+//! (`scripts/backends.sh start`), in real time: tokens and rows, the exact keep-alive digest,
+//! connection errors, a user without DDL rights, a manual takeover, a renewal that waited for
+//! its row (S3), two pools racing, the release listener's lifetime, renewal cost on the wire
+//! (S1), graceful handover time (K2), and a server killed and restarted, then paused longer
+//! than the lease (section 9).
+//!
+//! The tests of this file run one at a time (`SERIAL`): one of them kills, restarts and
+//! pauses the shared server, and the timing figures want a quiet machine.
+
+#![allow(clippy::print_stderr)] // The figures (round trips per renewal, handover times) are printed for the report.
+
+use std::time::Duration;
+
+use simba::backend::postgres::PostgresBackend;
+use simba::backend::{Backend, BackendError, HeldDigest, KeepAlive};
+use simba::tck::conformance::unique;
+use simba_tests::servers::{self, MessageParser, Server, Wire, client, config, exec, open, rand_u64, wait_leader, won};
+use simba_tests::url_or_skip;
+use sqlx::PgPool;
+use tokio::time::timeout;
+
+use crate::SERIAL;
+
+async fn connect(url: &str) -> PostgresBackend {
+    servers::connected(url, PostgresBackend::connect(url).await)
+}
+
+/// A plain sqlx pool on `url`, for statements the backend would never run.
+async fn admin(url: &str) -> PgPool {
+    PgPool::connect(url).await.expect("connect an admin pool")
+}
+
+/// `url` with its database replaced by `database` and its user by `user`.
+fn url_for(url: &str, user: &str, database: &str) -> String {
+    servers::url_for("postgres", url, user, database)
+}
+
+/// The lease row: holder and token.
+async fn lease_row(pool: &PgPool, name: &str) -> (Option<String>, i64) {
+    sqlx::query_as("SELECT session_id, token FROM simba_lease WHERE name = $1")
+        .bind(name)
+        .fetch_one(pool)
+        .await
+        .expect("read the lease row")
+}
+
+/// T3: `+1` per term, across releases, closes and new sessions; the row survives all of
+/// them (only `session_id` is cleared).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_grow_by_one_per_term_and_never_reset() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    servers::tokens_grow_by_one_per_term(
+        &b,
+        async || connect(&url).await,
+        async |name: &str| lease_row(b.pool(), name).await,
+    )
+    .await;
+}
+
+/// S1: the digest's wrapping sum is exact for tokens far above 2^32 (PostgreSQL sums `bigint`
+/// as `numeric`; the backend sums 32-bit halves and recombines them like `HeldDigest`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digest_is_exact_for_huge_tokens() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    let s = open(&b).await;
+    let hold = async |name: &str, token: i64| {
+        sqlx::query("INSERT INTO simba_lease (name, session_id, token) VALUES ($1, $2, $3)")
+            .bind(name)
+            .bind(s.as_str())
+            .bind(token)
+            .execute(b.pool())
+            .await
+            .expect("insert a lease row");
+    };
+    servers::digest_is_exact(&b, &s, hold, false).await;
+}
+
+/// Connection errors are prompt, name the server without its password, and say what is
+/// wrong; URLs with missing parts are configuration errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_urls_and_unreachable_servers_fail_clearly() {
+    // Serial: the last step needs the server, which another test kills and restarts.
+    let _serial = SERIAL.lock().await;
+    let refused = PostgresBackend::connect("postgres://alice:s3cret@127.0.0.1:1/simba");
+    servers::refused_promptly(refused, "postgres://alice@127.0.0.1:1/simba").await;
+
+    // A server that accepts the connection and never answers: bounded by the connect timeout.
+    servers::silent_server_times_out(
+        async |port| PostgresBackend::connect(&format!("postgres://postgres@127.0.0.1:{port}/simba")).await,
+        |port| format!("127.0.0.1:{port}"),
+    )
+    .await;
+
+    let cases = [
+        ("mysql://u@127.0.0.1/simba", "unsupported URL"),
+        ("127.0.0.1:5432/simba", "unsupported URL"),
+        ("postgres://alice:s3cret@127.0.0.1:5432", "names no database"),
+        ("postgres://alice:s3cret@127.0.0.1:5432/", "names no database"),
+        ("postgres:///simba", "names no host"),
+        ("postgres://alice:s3cret@127.0.0.1:notaport/simba", "invalid PostgreSQL URL"),
+    ];
+    servers::misconfigured(PostgresBackend::connect, &cases).await;
+
+    // A database that does not exist is a configuration error naming it.
+    let Some(url) = simba_tests::server_url("SIMBA_TEST_POSTGRES_URL") else { return };
+    let missing = url_for(&url, "postgres", "simba_no_such_database");
+    let err = PostgresBackend::connect(&missing).await.expect_err("no such database");
+    assert!(matches!(err, BackendError::Misconfigured(_)), "{err:?}");
+    assert!(err.to_string().contains("simba_no_such_database"), "{err}");
+}
+
+/// B3: a user that may not create tables gets an error that prints the schema; once an
+/// administrator ran it (and granted DML), the same user connects and works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_without_ddl_rights_gets_the_schema_to_run() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    let root = admin(&url).await;
+    let id = format!("{:016x}", rand_u64());
+    let (database, user) = (format!("simba_noddl_db_{id}"), format!("simba_noddl_{id}"));
+    exec(&root, format!("CREATE DATABASE {database}")).await;
+    exec(&root, format!("CREATE ROLE {user} LOGIN")).await;
+    let db_admin = admin(&url_for(&url, "postgres", &database)).await;
+    // PostgreSQL 15 no longer lets every user create in `public`; say it anyway for older ones.
+    exec(&db_admin, format!("REVOKE CREATE ON SCHEMA public FROM PUBLIC; GRANT USAGE ON SCHEMA public TO {user}"))
+        .await;
+
+    let restricted = url_for(&url, &user, &database);
+    let err = PostgresBackend::connect(&restricted).await.expect_err("the user may not create tables");
+    let msg = err.to_string();
+    eprintln!("user without DDL rights:\n{msg}");
+    assert!(matches!(err, BackendError::Misconfigured(_)), "{err:?}");
+    for expected in ["CREATE TABLE IF NOT EXISTS simba_session", "simba_lease", "simba_member", "GRANT", &user] {
+        assert!(msg.contains(expected), "missing {expected:?} in: {msg}");
+    }
+
+    exec(&db_admin, PostgresBackend::schema()).await;
+    exec(
+        &db_admin,
+        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON simba_session, simba_lease, simba_member TO {user}"),
+    )
+    .await;
+    let b = connect(&restricted).await;
+    let s = open(&b).await;
+    assert_eq!(won(&b, &s, "job").await, 1);
+    assert!(matches!(b.keep_alive(&s, HeldDigest::of(&[("job".to_owned(), 1)])).await, Ok(KeepAlive::Alive { .. })));
+    b.close_session(&s).await.expect("close");
+    drop(b);
+    db_admin.close().await;
+    exec(&root, format!("DROP DATABASE {database} WITH (FORCE)")).await;
+    exec(&root, format!("DROP ROLE {user}")).await;
+}
+
+/// T6: someone overwrites the lease row's holder (a manual takeover); the next keep-alive's
+/// digest no longer matches, `owned` no longer lists the lease, and the term ends with
+/// `TakenOver`. The intruder has no session row, so the election wins the lease back with
+/// the next token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_takeover_ends_the_term_with_taken_over() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    servers::manual_takeover_ends_the_term(client(b.clone()), async |name: &str| {
+        sqlx::query("UPDATE simba_lease SET session_id = 'someone-else' WHERE name = $1")
+            .bind(name)
+            .execute(b.pool())
+            .await
+            .expect("take the lease over by hand");
+    })
+    .await;
+}
+
+/// S3 under lock waits: a renewal that waits for its session row (held here by a transaction
+/// that leaves the session 200 ms to live) re-checks the expiry once it gets the row, with
+/// the clock of that moment. With `now()` (frozen when the statement started) it would renew
+/// a session that expired while it waited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_that_waited_for_its_row_rechecks_expiry() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    let s = b.open_session(Duration::from_secs(60)).await.expect("open").id;
+    let root = admin(&url).await;
+    let mut tx = root.begin().await.expect("begin");
+    sqlx::query("UPDATE simba_session SET expires_at = (extract(epoch from clock_timestamp()) * 1000)::bigint + 200 WHERE id = $1")
+        .bind(s.as_str())
+        .execute(&mut *tx)
+        .await
+        .expect("lock the session row");
+    servers::renewal_waits_then_finds_it_expired(&b, &s, async move { tx.commit().await.expect("commit") }).await;
+}
+
+/// Two pools (two nodes) race 100 times each for one lease: never two holders at once, and
+/// the tokens of all terms are exactly the next integers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_pools_never_both_win() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    servers::two_nodes_never_both_win([connect(&url).await, connect(&url).await], "PostgreSQL").await;
+}
+
+/// K2: releases are heard by every clone's subscription, and the listener task ends when the
+/// backend's last clone is dropped: its receivers see the channel close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_listener_ends_with_the_backend() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    let clone = b.clone();
+    let mut rx = b.subscribe_releases().expect("PostgreSQL broadcasts releases");
+    let mut rx2 = clone.subscribe_releases().expect("PostgreSQL broadcasts releases");
+    let (name, closed) = (unique("k2"), unique("k2-close"));
+    let s = open(&b).await;
+    let t = won(&b, &s, &name).await;
+    won(&b, &s, &closed).await;
+    assert!(b.release(&s, &name, t).await.expect("release"));
+    b.close_session(&s).await.expect("close");
+    for rx in [&mut rx, &mut rx2] {
+        for expected in [&name, &closed] {
+            let heard = timeout(Duration::from_secs(2), servers::recv_name(rx, expected)).await;
+            assert!(heard.is_ok(), "the release of {expected} was not heard");
+        }
+    }
+    drop(b);
+    drop(clone);
+    let end = timeout(Duration::from_secs(2), servers::closed(&mut rx)).await;
+    assert!(end.is_ok(), "the listener outlived the backend");
+}
+
+// ---- S1 on the wire -------------------------------------------------------------------------
+
+/// Splits the client's byte stream into PostgreSQL frontend messages: untyped start-up
+/// packets (length, then a code) until the start-up message proper, then typed messages
+/// (one type byte, then a length that counts itself).
+#[derive(Default)]
+struct FrontendParser {
+    buf: Vec<u8>,
+    started: bool,
+}
+
+impl MessageParser for FrontendParser {
+    type Kind = char;
+
+    fn feed(&mut self, bytes: &[u8]) -> Vec<char> {
+        self.buf.extend_from_slice(bytes);
+        let mut types = Vec::new();
+        loop {
+            let (header, kind) = if self.started { (5, self.buf.first().copied()) } else { (4, None) };
+            if self.buf.len() < header {
+                break;
+            }
+            let at = header - 4;
+            let len = u32::from_be_bytes([self.buf[at], self.buf[at + 1], self.buf[at + 2], self.buf[at + 3]]) as usize;
+            let total = at + len;
+            if self.buf.len() < total {
+                break;
+            }
+            match kind {
+                Some(k) => types.push(k as char),
+                None => {
+                    let code = u32::from_be_bytes([self.buf[4], self.buf[5], self.buf[6], self.buf[7]]);
+                    // SSLRequest and GSSENCRequest are followed by another start-up packet.
+                    self.started = !matches!(code, 80_877_103 | 80_877_104);
+                }
+            }
+            self.buf.drain(..total);
+        }
+        types
+    }
+}
+
+/// S1: a renewal costs the same on the wire whether the session holds 1 lease or 500: the
+/// same round trips, the same frontend messages (one Execute: one statement), the same bytes
+/// both ways. Measured on a database of its own, so no other test's traffic or
+/// notification crosses the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_cost_does_not_grow_with_leases() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    let root = admin(&url).await;
+    let database = format!("simba_s1_{:016x}", rand_u64());
+    exec(&root, format!("CREATE DATABASE {database}")).await;
+    let upstream = url.split_once('@').map_or("", |(_, h)| h).split('/').next().unwrap_or("").to_owned();
+    let wire = Wire::<FrontendParser>::start(upstream).await;
+    // One pooled connection: with more, sqlx sometimes opens another while the last one is
+    // being pinged on its way back to the pool, and its start-up and statement preparation
+    // would land in the figures (whatever the number of leases).
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        // Plain text: the proxy reads the protocol (the server also offers TLS).
+        .connect(&format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", wire.port()))
+        .await
+        .expect("connect through the proxy");
+    let b = PostgresBackend::from_pool(pool).await.expect("backend on the pool");
+    const N: u64 = 20;
+    let one = servers::renewal_traffic(&b, &wire, "s1", 1, N).await;
+    let many = servers::renewal_traffic(&b, &wire, "s1", 500, N).await;
+    eprintln!(
+        "S1 on PostgreSQL, per renewal over {N} renewals (renewals use a connection of their own, outside the \
+         pool, so no ping follows them):\n  1 lease:    {}\n  500 leases: {}",
+        one.per(N),
+        many.per(N)
+    );
+    assert_eq!(one, many, "a renewal's traffic depends on the number of leases");
+    assert_eq!(one.messages.get(&'E'), Some(&N), "one statement per renewal");
+    assert_eq!(one.messages.get(&'Q'), None, "no simple query (BEGIN/COMMIT) per renewal");
+    assert_eq!(one.messages.get(&'S'), Some(&N), "one Sync per renewal: no pool ping after it (one round trip)");
+    drop(b);
+    drop(wire);
+    exec(&root, format!("DROP DATABASE {database} WITH (FORCE)")).await;
+}
+
+/// K2 and section 9 (leader stops gracefully): the release is notified and the candidate
+/// takes over at once, long before its next periodic attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_handover_is_immediate() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    let samples =
+        servers::graceful_handovers([client(connect(&url).await), client(connect(&url).await)], "PostgreSQL").await;
+    let (median, renew) = (servers::median(&samples), config().renew_interval());
+    assert!(median < renew / 8, "median handover {median:?} is not well under the renewal interval {renew:?}");
+}
+
+// ---- section 9: the server dies, comes back, and hangs --------------------------------------
+
+/// The postmaster and its children (one backend process per connection, plus the
+/// background workers): pausing the postmaster alone would not pause open connections.
+fn server_processes(postmaster: &str) -> Vec<String> {
+    let mut pids = vec![postmaster.to_owned()];
+    let Ok(dir) = std::fs::read_dir("/proc") else { return pids };
+    for entry in dir.flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // `pid (comm) state ppid ...`; comm may hold spaces, so split after the last ')'.
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        if ppid == Some(postmaster) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Section 9, in one function because each step disturbs the shared server:
+///
+/// 1. The server is killed (kill -9) and stays down until the term has ended
+///    (`DeadlinePassed`; `SessionExpired` if a renewal got through first), then restarts:
+///    a new session wins a new term, no token went backwards (the rows survived), and the
+///    release listener reconnected by itself.
+/// 2. The server (postmaster and every child) is paused with SIGSTOP longer than the lease:
+///    the term ends with `DeadlinePassed` at the local deadline, nothing is leader while it
+///    is paused, and after SIGCONT a new session wins a new term with a higher token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_restarted_then_paused_server() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let server = Server::from_env("postgres", "SIMBA_TEST_POSTGRES_PIDFILE");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    let c = client(b.clone());
+    let name = unique("fault");
+    let e = c.election(name.clone());
+    e.start(()).expect("start");
+    let t1 = wait_leader(&e, Duration::from_secs(5)).await;
+
+    // 1. Killed, restarted once the term has ended.
+    let t2 = servers::kill_then_restart(&server, &t1, &e).await;
+    // The rows survived the crash (write-ahead log): the lease row holds the new term.
+    let (holder, token) = lease_row(&admin(&url).await, &name).await;
+    assert_eq!((holder.as_deref(), token), (Some(t2.session_id().as_str()), t2.token() as i64));
+
+    // The release listener of the backend that lived through the restart reconnected by
+    // itself: it hears a release made by another node.
+    let mut rx = b.subscribe_releases().expect("PostgreSQL broadcasts releases");
+    let other = connect(&url).await;
+    let s = open(&other).await;
+    servers::releases_are_heard(&mut rx, &other, &s, Duration::from_secs(10)).await;
+    other.close_session(&s).await.expect("close");
+
+    // 2. Paused longer than the lease.
+    servers::pause_past_the_lease(server_processes(&server.pid()), &t2, &e, Duration::from_secs(20)).await;
+    e.stop().await;
+    c.close().await;
+}

@@ -1,0 +1,343 @@
+//! Redis backend behaviour beyond the conformance suite, on the private test servers
+//! (`scripts/backends.sh start`), in real time: tokens and key layout, the eviction-policy
+//! check, connection errors, the exact keep-alive digest, a manual takeover, the release
+//! subscription's lifetime, renewal cost (S1), graceful handover time (K2), and a server
+//! paused longer than the lease, then killed and restarted (section 9).
+//!
+//! The tests of this file run one at a time (`SERIAL`): one of them pauses and restarts the
+//! shared server, and one reads server-wide command statistics.
+
+#![allow(clippy::print_stderr)] // The figures (commands per renewal, handover times) are printed for the report.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::Duration;
+
+use simba::RevokeReason;
+use simba::backend::redis::{RedisBackend, RedisOptions};
+use simba::backend::{Backend, BackendError, HeldDigest, KeepAlive};
+use simba::tck::conformance::unique;
+use simba_tests::servers::{self, Server, client, config, open, wait_leader, won};
+use simba_tests::url_or_skip;
+use tokio::time::{sleep, timeout};
+
+use crate::SERIAL;
+
+async fn connect(url: &str) -> RedisBackend {
+    servers::connected(url, RedisBackend::connect(url).await)
+}
+
+/// Runs `redis-cli -u url args...` and returns its output, trimmed.
+fn cli(url: &str, args: &[&str]) -> String {
+    let out = Command::new("redis-cli").arg("-u").arg(url).args(args).output().expect("run redis-cli");
+    assert!(out.status.success(), "redis-cli {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// T3: `+1` per term, the lease hash survives releases (only `session` is cleared), and a
+/// closed session leaves no key behind. Runs under its own key prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_grow_by_one_per_term_and_survive_release() {
+    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
+    let _serial = SERIAL.lock().await;
+    let prefix = unique("simba-test");
+    let b =
+        RedisBackend::connect_with(&url, RedisOptions::default().key_prefix(prefix.clone())).await.expect("connect");
+    assert_eq!(b.key_prefix(), prefix);
+    let s = open(&b).await;
+    let name = unique("t3");
+    for expected in 1..=5 {
+        assert_eq!(won(&b, &s, &name).await, expected);
+        assert_eq!(won(&b, &s, &name).await, expected, "re-acquiring one's own lease keeps the token");
+        assert!(b.release(&s, &name, expected).await.expect("release"));
+    }
+    let lease = b.lease_key(&name);
+    assert_eq!(lease, format!("{prefix}:lease:{name}"));
+    assert_eq!(cli(&url, &["HGET", &lease, "token"]), "5");
+    assert_eq!(cli(&url, &["HEXISTS", &lease, "session"]), "0");
+    assert_eq!(won(&b, &s, &name).await, 6);
+    assert_eq!(cli(&url, &["HGET", &lease, "session"]), s.as_str());
+    assert_eq!(cli(&url, &["HGET", &format!("{prefix}:owned:{s}"), &name]), "6");
+    let ttl_ms: u64 = cli(&url, &["PTTL", &b.session_key(&s)]).parse().expect("PTTL");
+    assert!(ttl_ms > 0 && ttl_ms <= 1500, "session PTTL {ttl_ms}");
+    b.join_group(&s, "g").await.expect("join");
+    b.close_session(&s).await.expect("close");
+    for key in
+        [b.session_key(&s), format!("{prefix}:owned:{s}"), format!("{prefix}:joined:{s}"), format!("{prefix}:group:g")]
+    {
+        assert_eq!(cli(&url, &["EXISTS", &key]), "0", "{key} survived the close");
+    }
+    assert_eq!(cli(&url, &["HGET", &lease, "token"]), "6", "the lease hash must survive");
+    assert_eq!(cli(&url, &["HEXISTS", &lease, "session"]), "0");
+    // Another namespace does not see this one's leases.
+    let other = connect(&url).await;
+    let s2 = open(&other).await;
+    assert_eq!(won(&other, &s2, &name).await, 1);
+    other.close_session(&s2).await.expect("close");
+}
+
+/// Section 9: an evicting server is refused (tokens could restart from 1), unless the caller
+/// accepts the risk explicitly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evicting_server_is_refused_unless_allowed() {
+    let url = url_or_skip!("SIMBA_TEST_REDIS_EVICTING_URL");
+    let err = RedisBackend::connect(&url).await.expect_err("an allkeys-lru server must be refused");
+    let msg = err.to_string();
+    assert!(matches!(err, BackendError::Misconfigured(_)), "{err:?}");
+    assert!(msg.contains("noeviction") && msg.contains("allkeys-lru") && msg.contains(&url), "{msg}");
+    assert!(msg.contains("allow_eviction"), "the error must say how to accept the risk: {msg}");
+
+    let b = RedisBackend::connect_with(&url, RedisOptions::default().allow_eviction(true)).await.expect("allowed");
+    let s = open(&b).await;
+    assert_eq!(won(&b, &s, &unique("evict")).await, 1);
+    b.close_session(&s).await.expect("close");
+}
+
+/// Connection errors are prompt, name the server without its password, and say what is
+/// wrong.
+#[tokio::test]
+async fn bad_urls_and_unreachable_servers_fail_clearly() {
+    let refused = RedisBackend::connect("redis://alice:s3cret@127.0.0.1:1/0");
+    servers::refused_promptly(refused, "redis://alice@127.0.0.1:1/0").await;
+
+    let cases = [
+        ("http://127.0.0.1:6379", "unsupported scheme"),
+        ("redis://", "missing host"),
+        ("redis://:s3cret@:6379/0", "missing host"),
+        ("127.0.0.1:6379", "no scheme"),
+        ("redis://127.0.0.1:6379/notadb", "database"),
+    ];
+    servers::misconfigured(RedisBackend::connect, &cases).await;
+    // TLS needs a TLS feature of the redis crate; without it the error says how to get it,
+    // with it a plain-text server fails the handshake. Either way it names the server.
+    let err = RedisBackend::connect("rediss://127.0.0.1:1").await.expect_err("no TLS server on port 1");
+    assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
+
+    let err = RedisBackend::connect_with("redis://127.0.0.1:1", RedisOptions::default().key_prefix(""))
+        .await
+        .expect_err("empty prefix");
+    assert!(matches!(err, BackendError::Misconfigured(_)), "{err:?}");
+}
+
+/// Wrong credentials are a configuration error, named without the password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_credentials_are_a_configuration_error() {
+    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
+    let with_password = url.replacen("://", "://alice:s3cret@", 1);
+    let err = RedisBackend::connect(&with_password).await.expect_err("the test server has no user alice");
+    let msg = err.to_string();
+    assert!(matches!(err, BackendError::Misconfigured(_)), "{err:?}");
+    assert!(msg.contains("alice@") && msg.contains("password") && !msg.contains("s3cret"), "{msg}");
+}
+
+/// S1: the digest's wrapping sum is exact even for tokens far above 2^53, where Lua numbers
+/// (doubles) would round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digest_is_exact_for_huge_tokens() {
+    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    let s = open(&b).await;
+    let owned_key = format!("{}:owned:{s}", b.key_prefix());
+    let hold = async |name: &str, token: i64| {
+        let token = token.to_string();
+        cli(&url, &["HSET", &b.lease_key(name), "session", s.as_str(), "token", &token]);
+        cli(&url, &["HSET", &owned_key, name, &token]);
+    };
+    servers::digest_is_exact(&b, &s, hold, true).await;
+}
+
+/// T6: someone overwrites the lease hash's `session` field (a manual takeover); the next
+/// keep-alive's digest no longer matches, `owned` no longer lists the lease, and the term
+/// ends with `TakenOver`. The intruder has no session key, so the election wins the lease
+/// back with the next token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_takeover_ends_the_term_with_taken_over() {
+    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    servers::manual_takeover_ends_the_term(client(b.clone()), async |name: &str| {
+        cli(&url, &["HSET", &b.lease_key(name), "session", "intruder"]);
+    })
+    .await;
+}
+
+/// The release subscription's task ends when the backend's last clone is dropped: its
+/// receivers see the channel close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_subscription_ends_with_the_backend() {
+    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    let clone = b.clone();
+    let mut rx = b.subscribe_releases().expect("Redis broadcasts releases");
+    let mut rx2 = clone.subscribe_releases().expect("Redis broadcasts releases");
+    let name = unique("k2");
+    let s = open(&b).await;
+    let t = won(&b, &s, &name).await;
+    sleep(Duration::from_millis(200)).await;
+    assert!(b.release(&s, &name, t).await.expect("release"));
+    for rx in [&mut rx, &mut rx2] {
+        let heard = timeout(Duration::from_secs(2), rx.recv()).await.expect("heard the release");
+        assert_eq!(heard.as_deref(), Ok(name.as_str()));
+    }
+    b.close_session(&s).await.expect("close");
+    drop(b);
+    drop(clone);
+    let closed = timeout(Duration::from_secs(2), servers::closed(&mut rx)).await;
+    assert!(closed.is_ok(), "the subscription task outlived the backend");
+}
+
+/// One `INFO stats commandstats` snapshot: command name -> calls, plus the byte counters and
+/// the server time spent in `EVALSHA` (`total_net_*` keys).
+fn info(url: &str) -> HashMap<String, u64> {
+    let mut m = HashMap::new();
+    for line in cli(url, &["INFO", "stats", "commandstats"]).lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("cmdstat_") {
+            if let Some((cmd, stats)) = rest.split_once(':') {
+                let field = |name: &str| {
+                    stats.split(',').find_map(|kv| kv.strip_prefix(name)).and_then(|v| v.parse().ok()).unwrap_or(0)
+                };
+                m.insert(cmd.to_owned(), field("calls="));
+                if cmd == "evalsha" {
+                    m.insert("total_net_evalsha_usec".to_owned(), field("usec="));
+                }
+            }
+        } else if let Some((k, v)) = line.split_once(':')
+            && k.starts_with("total_net_")
+        {
+            m.insert(k.to_owned(), v.parse().unwrap_or(0));
+        }
+    }
+    m
+}
+
+/// Commands and bytes per renewal of a session holding `held` leases, over `n` renewals.
+async fn renewal_cost(url: &str, b: &RedisBackend, held: usize, n: u64) -> (HashMap<String, u64>, [f64; 3]) {
+    let s = open(b).await;
+    let mut leases = Vec::new();
+    for _ in 0..held {
+        let name = unique("s1");
+        let t = won(b, &s, &name).await;
+        leases.push((name, t));
+    }
+    let digest = HeldDigest::of(&leases);
+    // Warm up: the script is loaded and the connection is up.
+    assert!(matches!(b.keep_alive(&s, digest).await, Ok(KeepAlive::Alive { digest_matches: true, .. })));
+    cli(url, &["CONFIG", "RESETSTAT"]);
+    for _ in 0..n {
+        let r = b.keep_alive(&s, digest).await.expect("keep_alive");
+        assert!(matches!(r, KeepAlive::Alive { digest_matches: true, .. }), "{r:?}");
+    }
+    let stats = info(url);
+    b.close_session(&s).await.expect("close");
+    let per = |k: &str| stats.get(k).copied().unwrap_or(0) as f64 / n as f64;
+    let figures = [per("total_net_input_bytes"), per("total_net_output_bytes"), per("total_net_evalsha_usec")];
+    let commands = stats.into_iter().filter(|(k, _)| !k.starts_with("total_net_")).collect();
+    (commands, figures)
+}
+
+/// S1: a renewal is one client command (one `EVALSHA`) with a constant-size request and reply,
+/// whether the session holds 1 lease or 500. The script's own work on the server is O(held):
+/// it checks each owned entry against its lease hash (one `HMGET` each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_cost_does_not_grow_with_leases() {
+    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    const N: u64 = 20;
+    let (one, [in1, out1, usec1]) = renewal_cost(&url, &b, 1, N).await;
+    let (many, [in500, out500, usec500]) = renewal_cost(&url, &b, 500, N).await;
+    let client_cmds = |m: &HashMap<String, u64>| {
+        ["evalsha", "eval", "script|load"].iter().map(|c| m.get(*c).copied().unwrap_or(0)).sum::<u64>() as f64
+            / N as f64
+    };
+    let per = |m: &HashMap<String, u64>, c: &str| m.get(c).copied().unwrap_or(0) as f64 / N as f64;
+    eprintln!(
+        "S1 on Redis, per renewal over {N} renewals: client commands 1 lease = {}, 500 leases = {}; \
+         bytes in/out 1 lease = {in1:.1}/{out1:.1}, 500 leases = {in500:.1}/{out500:.1}; \
+         server-side HMGET inside the script 1 lease = {}, 500 leases = {}; \
+         server time per renewal 1 lease = {usec1:.0} us, 500 leases = {usec500:.0} us",
+        client_cmds(&one),
+        client_cmds(&many),
+        per(&one, "hmget"),
+        per(&many, "hmget"),
+    );
+    eprintln!("  all commands (1 lease): {one:?}");
+    eprintln!("  all commands (500 leases): {many:?}");
+    assert_eq!(client_cmds(&one), 1.0);
+    assert_eq!(client_cmds(&many), 1.0);
+    assert_eq!(per(&one, "evalsha"), 1.0);
+    assert_eq!(per(&many, "evalsha"), 1.0);
+    // Same request; the reply differs only in the digits of the count and sum.
+    assert!((in1 - in500).abs() < 8.0 && (out1 - out500).abs() < 8.0, "bytes {in1}/{out1} vs {in500}/{out500}");
+    assert_eq!(per(&one, "hmget"), 1.0);
+    assert_eq!(per(&many, "hmget"), 500.0);
+}
+
+/// K2 and section 9 (leader stops gracefully): the release is published and the candidate
+/// takes over at once, long before its next periodic attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_handover_is_immediate() {
+    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
+    let _serial = SERIAL.lock().await;
+    let samples =
+        servers::graceful_handovers([client(connect(&url).await), client(connect(&url).await)], "Redis").await;
+    let (median, renew) = (servers::median(&samples), config().renew_interval());
+    assert!(median < renew / 8, "median handover {median:?} is not well under the renewal interval {renew:?}");
+}
+
+/// Section 9, in one function because each step disturbs the shared server:
+///
+/// 1. The server is paused (SIGSTOP) longer than the lease: renewals time out, the term ends
+///    with `DeadlinePassed` at the local deadline (not later), nothing is leader while the
+///    server is paused, and after SIGCONT a new session wins a new term with a higher token
+///    (the old session expired on Redis's clock meanwhile).
+/// 2. The server is killed (kill -9) and restarted: the session is gone, the term ends
+///    (`SessionExpired`, or `DeadlinePassed` if the restart outlasted the deadline), a new
+///    session wins the lease again, and the release subscription reconnects by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_then_restarted_server() {
+    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
+    let server = Server::from_env("redis", "SIMBA_TEST_REDIS_PIDFILE");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    let c = client(b.clone());
+    let name = unique("fault");
+    let e = c.election(name.clone());
+    e.start(()).expect("start");
+    let t1 = wait_leader(&e, Duration::from_secs(5)).await;
+
+    // 1. Paused longer than the lease.
+    let t2 = servers::pause_past_the_lease(vec![server.pid()], &t1, &e, Duration::from_secs(10)).await;
+    assert_eq!(cli(&url, &["EXISTS", &b.session_key(t1.session_id())]), "0");
+
+    // 2. Killed and restarted. The test server runs without persistence (`--appendonly no`),
+    // like a failover to a replica that missed the last writes: every key is lost, so the
+    // lease hash is gone and the next token restarts at 1, BELOW the tokens already handed
+    // out. With `appendonly yes` (fsync'd) the hash would survive and the token would go on
+    // from t2 + 1. Only a resource-side fencing record that survives such an event protects
+    // against this; the module documentation and ADR 0004 say so.
+    server.kill();
+    server.restart();
+    let reason = timeout(Duration::from_secs(10), t2.revoked()).await.expect("the term must end after a restart");
+    assert!(matches!(reason, RevokeReason::SessionExpired | RevokeReason::DeadlinePassed), "{reason:?}");
+    let t3 = wait_leader(&e, Duration::from_secs(10)).await;
+    assert_ne!(t3.session_id(), t2.session_id());
+    eprintln!(
+        "restarted server without persistence: term ended with {reason:?}; token went from {} to {}",
+        t2.token(),
+        t3.token()
+    );
+    assert_eq!(t3.token(), 1, "without persistence the lease hash is lost and tokens restart at 1");
+    assert!(t3.token() < t2.token());
+
+    // The release subscription reconnected by itself.
+    let mut rx = b.subscribe_releases().expect("Redis broadcasts releases");
+    let s = open(&b).await;
+    servers::releases_are_heard(&mut rx, &b, &s, Duration::from_secs(5)).await;
+    b.close_session(&s).await.expect("close");
+    e.stop().await;
+    c.close().await;
+}

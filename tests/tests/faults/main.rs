@@ -1,0 +1,13 @@
+//! Faults with real processes (rule V2): the fault suite, the multi-process cron test and the
+//! fault proxy itself.
+//!
+//! The fault suite and the multi-process test start node processes and time failovers, so
+//! they take [`SERIAL`] and never run at the same time.
+
+mod faults;
+mod multiprocess;
+mod proxy;
+mod storage;
+
+/// Held by every test that runs node processes against shared servers and times them.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -1,0 +1,5 @@
+//! Jobs, macros and the runtime (SPEC section 10), and the macros' compile-time errors (J3).
+
+mod history;
+mod jobs;
+mod macros;

@@ -1,0 +1,8 @@
+//! Operations: the `simba` tool, metrics and `/healthz`, and security (TLS, credentials,
+//! redaction).
+
+mod cli;
+mod jobs_cli;
+mod metrics;
+mod mtls;
+mod security;

@@ -1,6 +1,0 @@
-use simba::{Term, simba_scheduled};
-
-#[simba_scheduled(cron = "0 */5 * * * *")]
-async fn report(_term: &Term, _extra: u32) {}
-
-fn main() {}
