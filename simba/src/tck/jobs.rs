@@ -45,9 +45,15 @@ fn store_of<B: Backend>(b: &B) -> SharedJobStore {
     }
 }
 
+/// How long a [`holder`]'s session lives. Nothing renews it, so it must outlast the longest
+/// test on a loaded machine: `jobs_retention_bounded` makes about 160 calls, which took 3.4 s on
+/// MariaDB with both cores busy, and its session expiring midway (the claims then answer
+/// `NotHolder`) failed a CI run when this was `4 * TTL` (6 s). No test here waits for it to end.
+const HOLDER_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A live session holding a fresh lease: `(session, lease, token)`.
 async fn holder<B: Backend>(b: &B) -> (SessionId, String, u64) {
-    let s = ok(b.open_session(TTL * 4).await, "open_session").id;
+    let s = ok(b.open_session(HOLDER_TTL).await, "open_session").id;
     let lease = unique("jl");
     match ok(b.acquire(&s, &lease).await, "acquire") {
         Acquire::Won(t) => (s, lease, t),
