@@ -135,10 +135,39 @@ impl Recording {
         let Some(store) = &self.store else { return Ok(None) };
         let to = term.session().call_timeout(Instant::now());
         match tokio::time::timeout(to, store.job(&self.job)).await {
-            Ok(Ok(state)) => Ok(state.and_then(|s| s.last_slot_ms)),
+            Ok(Ok(state)) => {
+                if let Some(last) = state.as_ref().and_then(|s| s.last.as_ref()) {
+                    self.close_abandoned(last, term);
+                }
+                Ok(state.and_then(|s| s.last_slot_ms))
+            }
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!("the store did not answer within {to:?}")),
         }
+    }
+
+    /// A `running` record of an earlier term, found as the newest record when a term starts,
+    /// was left by a holder that lost its term without recording an end: its process was
+    /// killed, or it was cut off from the store until its session ended (a live holder records
+    /// `cancelled` itself when its term ends, and then overwrites this with its own reason).
+    /// It is closed as `cancelled` so that the history does not show it running for ever; the
+    /// end time stays unknown. Not awaited: the term's first run does not wait for it.
+    fn close_abandoned(&self, last: &RunRecord, term: &Term) {
+        if last.outcome != Outcome::Running || last.token >= term.token() {
+            return;
+        }
+        let mut rec = last.clone();
+        rec.outcome = Outcome::Cancelled;
+        rec.error = Some(format!(
+            "abandoned: node {} (token {}) lost its term without recording how the run ended \
+             (its process was killed, or cut off from the store); closed by node {} (token {})",
+            last.node,
+            last.token,
+            self.node,
+            term.token()
+        ));
+        tracing::info!(job = %self.job, slot_ms = rec.slot_ms, node = %last.node, token = last.token, "closing a run that an earlier holder left running");
+        self.finish(&rec);
     }
 
     /// Claims `slot` for `term`: one store round trip (`claim_run`, or the lease backend's

@@ -16,6 +16,7 @@ pub const RULES: &[&str] = &[
     "jobs_claim_is_monotonic",
     "jobs_claim_writes_the_running_record",
     "jobs_finish_overwrites_the_claimed_record",
+    "jobs_abandoned_run_is_closed_by_its_token",
     "jobs_append_is_insert_if_absent",
     "jobs_history_is_newest_first",
     "jobs_retention_bounded",
@@ -178,6 +179,34 @@ pub async fn jobs_finish_overwrites_the_claimed_record<B: Backend>(b: B) {
     assert!(!ok(store.finish_run(&unclaimed).await, "finish_run"), "finish of an unclaimed slot writes nothing");
     assert_eq!(ok(store.history(&job, 10).await, "history").len(), 1);
     let _ = b.close_session(&s).await;
+}
+
+/// A run left `running` by a holder whose session ended (its process killed) is what the next
+/// holder finds as the job's newest record when its term starts, and `finish_run` with the
+/// record's own token closes it (the engine records it `cancelled`); the new holder's claims go
+/// on as usual.
+pub async fn jobs_abandoned_run_is_closed_by_its_token<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (dead, lease, token) = holder(&b).await;
+    let job = unique("job");
+    let mut left = claimed(claim(&store, req(&dead, &lease, token, &job, T0, SlotKind::Scheduled)).await, "claim");
+    ok(b.close_session(&dead).await, "close_session");
+    let next = ok(b.open_session(HOLDER_TTL).await, "open_session").id;
+    let next_token = match ok(b.acquire(&next, &lease).await, "acquire") {
+        Acquire::Won(t) => t,
+        other => panic!("expected to win `{lease}` after its holder's session closed, got {other:?}"),
+    };
+    assert!(next_token > token, "T3: the next term's token {next_token} must exceed {token}");
+    let state = ok(store.job(&job).await, "job").expect("the job is known");
+    assert_eq!(state.last.as_ref(), Some(&left), "the newest record is the one left running");
+    left.outcome = Outcome::Cancelled;
+    left.error = Some("abandoned".to_owned());
+    assert!(ok(store.finish_run(&left).await, "finish_run"), "the record's own token closes it");
+    let rec =
+        claimed(claim(&store, req(&next, &lease, next_token, &job, T0 + 1000, SlotKind::Scheduled)).await, "claim");
+    let h = ok(store.history(&job, 10).await, "history");
+    assert_eq!(h, vec![rec, left]);
+    let _ = b.close_session(&next).await;
 }
 
 /// `append` inserts a record unless one with its identity exists (idempotent, never
@@ -426,6 +455,7 @@ macro_rules! jobs_suite {
             jobs_claim_is_monotonic,
             jobs_claim_writes_the_running_record,
             jobs_finish_overwrites_the_claimed_record,
+            jobs_abandoned_run_is_closed_by_its_token,
             jobs_append_is_insert_if_absent,
             jobs_history_is_newest_first,
             jobs_retention_bounded,

@@ -412,3 +412,51 @@ async fn item2_partitions_pause_and_trigger() {
     }
     a.shutdown().await;
 }
+
+/// Item 1 (and the kill -9 case of its multi-process check): a holder killed mid-run leaves
+/// its slot's record `running`, since nothing of it records an end. The next holder finds it
+/// as the newest record when its term starts and closes it as `cancelled`, naming both nodes
+/// and tokens, so the history does not show a run in flight for ever; its own runs go on.
+#[tokio::test(start_paused = true)]
+async fn item1_a_run_left_running_by_a_killed_holder_is_closed() {
+    use simba::backend::{Acquire, Backend};
+    use simba::job_store::{Claim, ClaimRequest};
+    let store = MemoryBackend::new();
+    let dead = store.open_session(S(3)).await.map_err(|e| e.to_string()).expect("session").id;
+    let Ok(Acquire::Won(token)) = store.acquire(&dead, "h_killed").await else { panic!("acquire") };
+    let slot_ms = base().timestamp_millis() - 5_000;
+    let req = ClaimRequest {
+        session: &dead,
+        lease: "h_killed",
+        token,
+        job: "h_killed",
+        slot_ms,
+        kind: SlotKind::Scheduled,
+        node: "killed-node",
+        started_ms: slot_ms,
+        attempts: 1,
+    };
+    let claim = store.jobs().claim_run(req).await.map_err(|e| e.to_string()).expect("claim");
+    assert!(matches!(claim, Claim::Claimed(_)), "{claim:?}");
+    store.expire_session(&dead);
+    let clock = WallClock::follow_tokio_from(base());
+    let job = ScheduledJob {
+        name: "h_killed",
+        lease: "h_killed",
+        schedule: Schedule::FixedRate(S(1)),
+        misfire: Misfire::Skip,
+        run: quick,
+    };
+    let b = node(&store, 2, clock, &[job], &[], &[]).await;
+    sleep(MS(3_500)).await;
+    b.shutdown().await;
+    sleep(MS(100)).await;
+    let h = history(&store, "h_killed").await;
+    let left = h.iter().find(|r| r.slot_ms == slot_ms).expect("the killed holder's record is kept");
+    assert_eq!(left.outcome, Outcome::Cancelled, "{h:?}");
+    assert_eq!((left.node.as_str(), left.token), ("killed-node", token), "{h:?}");
+    let why = left.error.as_deref().unwrap_or_default();
+    assert!(why.starts_with("abandoned: node killed-node (token 1)") && why.contains("(token 2)"), "{why}");
+    assert_eq!(count(&h, Outcome::Running), 0, "{h:?}");
+    assert!(count(&h, Outcome::Ran) >= 3, "the next holder's runs go on: {h:?}");
+}
