@@ -113,7 +113,7 @@ impl MemoryBackend {
 
     /// This store's jobs store (the same as [`Backend::job_store`]).
     pub fn jobs(&self) -> MemoryJobStore {
-        MemoryJobStore { inner: Arc::clone(&self.inner) }
+        MemoryJobStore { inner: Arc::clone(&self.inner), retention: None }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -361,6 +361,9 @@ impl Backend for MemoryBackend {
 #[derive(Clone)]
 pub struct MemoryJobStore {
     inner: Arc<Inner>,
+    /// This handle's bound ([`JobStore::keeping`]); `None`: the backend's
+    /// ([`MemoryBackend::with_job_retention`]).
+    retention: Option<usize>,
 }
 
 impl MemoryJobStore {
@@ -395,9 +398,9 @@ impl JobsMem {
         own || group_of(job).is_some_and(|g| self.controls.get(g).is_some_and(|c| c.paused))
     }
 
-    fn insert(&mut self, mut rec: RunRecord) {
+    fn insert(&mut self, mut rec: RunRecord, retention: Option<usize>) {
         rec.error = rec.error.as_deref().map(truncate_error);
-        let retention = self.retention;
+        let retention = retention.unwrap_or(self.retention);
         let recs = self.records.entry(rec.job.clone()).or_default();
         recs.insert((rec.slot_ms, rec.kind), rec);
         while recs.len() > retention {
@@ -470,7 +473,7 @@ impl JobStore for MemoryJobStore {
                 ended_ms: None,
                 error: None,
             };
-            st.jobs.insert(rec.clone());
+            st.jobs.insert(rec.clone(), self.retention);
             Ok(Claim::Claimed(rec))
         })
     }
@@ -485,7 +488,7 @@ impl JobStore for MemoryJobStore {
                 .and_then(|r| r.get(&(record.slot_ms, record.kind)))
                 .is_some_and(|r| r.token == record.token);
             if claimed {
-                st.jobs.insert(record.clone());
+                st.jobs.insert(record.clone(), self.retention);
             }
             Ok(claimed)
         })
@@ -499,7 +502,7 @@ impl JobStore for MemoryJobStore {
             if exists {
                 return Ok(false);
             }
-            st.jobs.insert(record.clone());
+            st.jobs.insert(record.clone(), self.retention);
             Ok(true)
         })
     }
@@ -560,7 +563,11 @@ impl JobStore for MemoryJobStore {
     }
 
     fn retention(&self) -> usize {
-        self.state().jobs.retention
+        self.retention.unwrap_or_else(|| self.state().jobs.retention)
+    }
+
+    fn keeping(&self, records: usize) -> SharedJobStore {
+        Arc::new(MemoryJobStore { inner: Arc::clone(&self.inner), retention: Some(records.max(1)) })
     }
 
     fn describe(&self) -> String {

@@ -351,6 +351,12 @@ pub trait JobStore: Send + Sync + 'static {
     /// How many records per job this store keeps.
     fn retention(&self) -> usize;
 
+    /// The same store keeping at most `records` records per job (at least 1) from its next
+    /// write on (`[history] retention` in `simba.toml`). Reads and control are unchanged; a
+    /// lower bound than the records already stored drops the oldest at the job's next write.
+    /// Where nodes are configured differently, each write trims to its writer's bound.
+    fn keeping(&self, records: usize) -> SharedJobStore;
+
     /// A short description for logs and errors (no secrets).
     fn describe(&self) -> String;
 }

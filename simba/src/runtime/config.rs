@@ -74,7 +74,15 @@ pub struct RuntimeConfig {
     /// `[dashboard]`: where the runtime serves the web dashboard (feature `dashboard`);
     /// `None` (the default): nothing listens.
     pub dashboard: Option<crate::dashboard::DashboardConfig>,
+    /// `[history] retention`: how many run records per job the jobs store keeps (at most
+    /// [`MAX_HISTORY_RETENTION`]); `None` (the default): the store's
+    /// [`DEFAULT_RETENTION`](crate::job_store::DEFAULT_RETENTION).
+    pub history_retention: Option<usize>,
 }
+
+/// The largest `[history] retention`: every write of a record lists or trims the job's
+/// records, so a longer history belongs in the application's own store.
+pub const MAX_HISTORY_RETENTION: usize = 10_000;
 
 impl std::fmt::Debug for RuntimeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -85,6 +93,7 @@ impl std::fmt::Debug for RuntimeConfig {
             .field("jobs", &self.jobs)
             .field("metrics_listen", &self.metrics_listen)
             .field("dashboard", &self.dashboard)
+            .field("history_retention", &self.history_retention)
             .finish_non_exhaustive()
     }
 }
@@ -98,6 +107,7 @@ impl Default for RuntimeConfig {
             jobs: BTreeMap::new(),
             metrics_listen: None,
             dashboard: None,
+            history_retention: None,
         }
     }
 }
@@ -115,6 +125,14 @@ struct FileConfig {
     metrics: MetricsTable,
     #[serde(default)]
     dashboard: crate::dashboard::DashboardTable,
+    #[serde(default)]
+    history: HistoryTable,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryTable {
+    retention: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -170,7 +188,7 @@ struct JobTable {
     timeout: Option<String>,
 }
 
-const SECTIONS: [&str; 5] = ["backend", "session", "jobs", "metrics", "dashboard"];
+const SECTIONS: [&str; 6] = ["backend", "session", "jobs", "metrics", "dashboard", "history"];
 
 impl RuntimeConfig {
     /// Loads the configuration as [`crate::run`] does: the file named by `SIMBA_CONFIG`, else
@@ -367,7 +385,29 @@ impl RuntimeConfig {
             )));
         }
         let dashboard = crate::dashboard::resolve(file.dashboard, |key| at("dashboard", key)).map_err(&err)?;
-        Ok(RuntimeConfig { source: source.to_owned(), backend_url, session, jobs, metrics_listen, dashboard })
+        let history_retention = match file.history.retention {
+            None => None,
+            Some(n) => match usize::try_from(n) {
+                Ok(n @ 1..=MAX_HISTORY_RETENTION) => Some(n),
+                _ => {
+                    return Err(err(format!(
+                        "{}: {n} records per job: write a number from 1 to {MAX_HISTORY_RETENTION} (default {}; \
+                         keep a longer history in your own store)",
+                        at("history", "retention"),
+                        crate::job_store::DEFAULT_RETENTION
+                    )));
+                }
+            },
+        };
+        Ok(RuntimeConfig {
+            source: source.to_owned(),
+            backend_url,
+            session,
+            jobs,
+            metrics_listen,
+            dashboard,
+            history_retention,
+        })
     }
 
     /// The path `load()` reads, if any.
@@ -408,7 +448,7 @@ fn apply_override(table: &mut toml::Table, var: &str, value: &str) -> Result<(),
         let hint = crate::suggest::nearest(&path[0], SECTIONS)
             .map(|s| format!(" (did you mean SIMBA_{}__...?)", s.to_uppercase()));
         return Err(format!(
-            "environment variable {var}: unknown table `{}`; tables are backend, session, jobs, metrics and dashboard{}",
+            "environment variable {var}: unknown table `{}`; tables are backend, session, jobs, metrics, dashboard and history{}",
             path[0],
             hint.unwrap_or_default()
         ));
@@ -664,6 +704,27 @@ fixed_rate = "250ms"
         assert!(e.contains("not both"), "{e}");
         let e = parse("[jobs.x]\nmisfire = \"later\"\n").expect_err("misfire").to_string();
         assert!(e.contains("\"skip\" or \"run_once\""), "{e}");
+    }
+
+    /// `[history] retention`: records kept per job; unset keeps the store's default; out of
+    /// range or not a number is an error naming the line and the range; the environment
+    /// overrides it.
+    #[test]
+    fn history_retention_is_read_and_checked() {
+        assert_eq!(parse("").expect("empty").history_retention, None);
+        let c = parse("[history]\nretention = 500\n").expect("valid");
+        assert_eq!(c.history_retention, Some(500));
+        for bad in ["0", "-3", "10001"] {
+            let e = parse(&format!("[history]\nretention = {bad}\n")).expect_err(bad).to_string();
+            assert!(e.contains("line 2, [history] retention") && e.contains("from 1 to 10000"), "{e}");
+        }
+        let e = parse("[history]\nretention = \"lots\"\n").expect_err("a string").to_string();
+        assert!(e.contains("line 2") && e.contains("expected i64"), "{e}");
+        let e = parse("[history]\nkeep = 5\n").expect_err("unknown key").to_string();
+        assert!(e.contains("keep") && e.contains("retention"), "{e}");
+        let over = vec![("SIMBA_HISTORY__RETENTION".to_owned(), "7".to_owned())];
+        let c = RuntimeConfig::from_toml_str("[history]\nretention = 500\n", "simba.toml", over).expect("override");
+        assert_eq!(c.history_retention, Some(7));
     }
 
     /// A password on a broken line (the TOML error quotes the line) is masked whole, also when

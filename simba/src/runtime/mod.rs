@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{DEFAULT_BACKEND_URL, JobOverride, MAX_RETRY, RuntimeConfig};
+pub use config::{DEFAULT_BACKEND_URL, JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY, RuntimeConfig};
 
 use crate::job::{
     GroupSpec, JOB_POLICIES, JobPolicy, Misfire, PARTITIONED_JOBS, PartitionedJob, Recording, RunPolicy,
@@ -197,7 +197,10 @@ impl RuntimeBuilder {
             groups = plan.groups.len(),
             "simba runtime starting"
         );
-        let store = simba.job_store();
+        let store = simba.job_store().map(|s| match config.history_retention {
+            Some(records) => s.keeping(records),
+            None => s,
+        });
         let control_stop = CancellationToken::new();
         let control = store.as_ref().map(|s| {
             let (tx, rx) = tokio::sync::watch::channel(0u64);

@@ -20,6 +20,7 @@ pub const RULES: &[&str] = &[
     "jobs_append_is_insert_if_absent",
     "jobs_history_is_newest_first",
     "jobs_retention_bounded",
+    "jobs_retention_is_configurable",
     "jobs_error_text_truncated",
     "jobs_pause_blocks_claims",
     "jobs_group_pause_applies_to_partitions",
@@ -261,6 +262,24 @@ pub async fn jobs_retention_bounded<B: Backend>(b: B) {
     let _ = b.close_session(&s).await;
 }
 
+/// [`JobStore::keeping`](crate::job_store::JobStore::keeping) gives the same store with another
+/// bound (`[history] retention`): its writes keep at most that many records per job, the
+/// newest; a bound of 0 keeps 1.
+pub async fn jobs_retention_is_configurable<B: Backend>(b: B) {
+    let store = store_of(&b).keeping(3);
+    assert_eq!(store.retention(), 3);
+    assert_eq!(store.keeping(0).retention(), 1, "at least one record is kept");
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    for k in 0..6 {
+        claimed(claim(&store, req(&s, &lease, token, &job, T0 + k, SlotKind::Scheduled)).await, "claim");
+    }
+    ok(store.append(&RunRecord::not_run(&job, T0 + 6, Outcome::Missed)).await, "append");
+    let slots: Vec<i64> = ok(store.history(&job, 10).await, "history").iter().map(|r| r.slot_ms - T0).collect();
+    assert_eq!(slots, vec![6, 5, 4], "the newest 3 are kept");
+    let _ = b.close_session(&s).await;
+}
+
 /// Error text is kept to at most 1 KiB.
 pub async fn jobs_error_text_truncated<B: Backend>(b: B) {
     let store = store_of(&b);
@@ -459,6 +478,7 @@ macro_rules! jobs_suite {
             jobs_append_is_insert_if_absent,
             jobs_history_is_newest_first,
             jobs_retention_bounded,
+            jobs_retention_is_configurable,
             jobs_error_text_truncated,
             jobs_pause_blocks_claims,
             jobs_group_pause_applies_to_partitions,

@@ -460,3 +460,38 @@ async fn item1_a_run_left_running_by_a_killed_holder_is_closed() {
     assert_eq!(count(&h, Outcome::Running), 0, "{h:?}");
     assert!(count(&h, Outcome::Ran) >= 3, "the next holder's runs go on: {h:?}");
 }
+
+/// Item 1: `[history] retention` bounds the records the runtime's store keeps per job (the
+/// store's default is 100).
+#[tokio::test(start_paused = true)]
+async fn item1_history_retention_is_configurable() {
+    let store = MemoryBackend::new();
+    let toml = format!("{TOML}[history]\nretention = 4\n");
+    let config = RuntimeConfig::from_toml_str(&toml, "test.toml", Vec::new()).expect("config");
+    assert_eq!(config.history_retention, Some(4));
+    let job = ScheduledJob {
+        name: "h_retained",
+        lease: "h_retained",
+        schedule: Schedule::FixedRate(MS(200)),
+        misfire: Misfire::Skip,
+        run: quick,
+    };
+    let r = Runtime::builder()
+        .config(config)
+        .without_registry()
+        .backend(store.clone())
+        .seed(3)
+        .wall_clock(WallClock::follow_tokio_from(base()))
+        .job(job)
+        .start()
+        .await
+        .expect("start");
+    r.simba().live().await.expect("live");
+    sleep(S(3)).await;
+    r.shutdown().await;
+    sleep(MS(100)).await;
+    let h = history(&store, "h_retained").await;
+    assert_eq!(h.len(), 4, "{h:?}");
+    assert_eq!(count(&h, Outcome::Ran), 4, "{h:?}");
+    assert_eq!(store.jobs().retention(), simba::job_store::DEFAULT_RETENTION, "other handles keep the default");
+}

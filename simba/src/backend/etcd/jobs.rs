@@ -475,6 +475,12 @@ impl JobStore for EtcdJobStore {
     fn retention(&self) -> usize {
         self.retention
     }
+
+    fn keeping(&self, records: usize) -> crate::job_store::SharedJobStore {
+        let mut store = EtcdJobStore::new(self.backend.clone());
+        store.retention = records.max(1);
+        Arc::new(store)
+    }
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.backend.inner.description)
     }

@@ -569,6 +569,10 @@ impl JobStore for RedisJobStore {
     fn retention(&self) -> usize {
         self.retention
     }
+
+    fn keeping(&self, records: usize) -> crate::job_store::SharedJobStore {
+        Arc::new(RedisJobStore { retention: records.max(1), ..self.clone() })
+    }
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.backend.inner.description)
     }

@@ -763,6 +763,10 @@ where
     fn retention(&self) -> usize {
         self.retention
     }
+
+    fn keeping(&self, records: usize) -> crate::job_store::SharedJobStore {
+        std::sync::Arc::new(Self::with_retention(self.sql.clone(), records))
+    }
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.sql.description())
     }

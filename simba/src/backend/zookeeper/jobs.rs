@@ -578,6 +578,12 @@ impl JobStore for ZkJobStore {
     fn retention(&self) -> usize {
         self.retention
     }
+
+    fn keeping(&self, records: usize) -> crate::job_store::SharedJobStore {
+        let mut store = ZkJobStore::new(self.backend.clone());
+        store.retention = records.max(1);
+        Arc::new(store)
+    }
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.backend.inner.description)
     }
