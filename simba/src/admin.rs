@@ -134,8 +134,14 @@ impl Jobs {
     /// Asks the holder of `job`'s term to run it once now (recorded as a `manual` slot); if
     /// nobody holds it, the next holder runs it. Returns the request's id.
     pub async fn trigger(&self, job: &str) -> Result<u64, AdminError> {
+        self.trigger_at(job, chrono::Utc::now()).await
+    }
+
+    /// [`trigger`](Self::trigger) with the request's time given (the manual slot's instant):
+    /// for a wall clock that is not the system's, as in `simba::testing`.
+    pub async fn trigger_at(&self, job: &str, at: chrono::DateTime<chrono::Utc>) -> Result<u64, AdminError> {
         self.check(job).await?;
-        let id = self.store.trigger(job, chrono::Utc::now().timestamp_millis()).await?;
+        let id = self.store.trigger(job, at.timestamp_millis()).await?;
         tracing::info!(job, id, "run requested");
         Ok(id)
     }

@@ -26,6 +26,8 @@ mod timing;
 
 #[cfg(feature = "tck")]
 pub mod tck;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use client::{Simba, SimbaBuilder};
 pub use config::{SimbaConfig, SimbaConfigBuilder};

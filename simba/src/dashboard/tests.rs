@@ -489,8 +489,9 @@ async fn actions_pause_resume_and_trigger_the_store() {
     );
 }
 
-/// The runtime's registry as the jobs page sees it: `simba.toml` overrides the schedule, and a
-/// disabled job is not listed; a failing store shows its error and the registered jobs.
+/// Rule J7 as the jobs page shows it: the runtime's registry with `simba.toml` overriding the
+/// schedule, and a disabled job not listed; a failing store shows its error and the registered
+/// jobs.
 #[test]
 fn the_registry_follows_the_configuration_and_a_store_failure_shows() {
     use crate::job::{JobFuture, Misfire, PartitionedJob, Schedule, ScheduledJob};

@@ -143,13 +143,22 @@ fn index(op: Op) -> usize {
 pub struct FaultyBackend<B> {
     inner: B,
     handle: FaultHandle,
+    jobs: bool,
 }
 
 impl<B: Backend> FaultyBackend<B> {
     /// Wraps `inner`; returns the backend and the handle that controls it.
     pub fn new(inner: B) -> (Self, FaultHandle) {
         let handle = FaultHandle::default();
-        (FaultyBackend { inner, handle: handle.clone() }, handle)
+        (FaultyBackend { inner, handle: handle.clone(), jobs: false }, handle)
+    }
+
+    /// Also offers the wrapped backend's jobs store ([`Backend::job_store`]; its calls are not
+    /// faulted). Without it the wrapper has none, and the scheduler claims slots with
+    /// [`Backend::claim_slot`], which the faults reach.
+    pub fn with_job_store(mut self) -> Self {
+        self.jobs = true;
+        self
     }
 
     async fn call<T>(
@@ -217,6 +226,9 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     }
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         self.inner.subscribe_releases()
+    }
+    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+        if self.jobs { self.inner.job_store() } else { None }
     }
     fn describe(&self) -> String {
         format!("faulty({})", self.inner.describe())

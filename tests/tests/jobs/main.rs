@@ -3,3 +3,4 @@
 mod history;
 mod jobs;
 mod macros;
+mod testkit;
