@@ -16,7 +16,7 @@ pub use registry::{
 pub(crate) use history::{Recording, node_name};
 
 pub(crate) use group::{GroupSpec, run_group};
-pub use schedule::{ScheduleSpec, parse_cron, parse_time_zone};
-pub(crate) use schedule::{Timer, run_scheduled};
 #[cfg(feature = "testing")]
 pub(crate) use schedule::next_slot;
+pub use schedule::{ScheduleSpec, parse_cron, parse_time_zone};
+pub(crate) use schedule::{Timer, run_scheduled};
