@@ -48,20 +48,12 @@ pub use simba_macros::{simba_partitioned, simba_scheduled};
 pub mod __private {
     pub use linkme;
 
-    use crate::job::{JobContext, JobFuture, JobOutcome};
+    use crate::job::JobContext;
+    pub use crate::job::job_future;
 
     /// The context of the run being executed (a manual context outside the runtime, when a
     /// generated wrapper is called by hand).
     pub fn job_context() -> JobContext {
         JobContext::current().unwrap_or_else(|| JobContext::manual(chrono::Utc::now(), "local"))
-    }
-
-    /// Boxes a job run's future, converting its outcome.
-    pub fn job_future<F, O>(f: F) -> JobFuture
-    where
-        F: std::future::Future<Output = O> + Send + 'static,
-        O: JobOutcome,
-    {
-        Box::pin(async move { f.await.into_job_result() })
     }
 }

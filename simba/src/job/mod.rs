@@ -10,7 +10,7 @@ pub use context::JobContext;
 pub use history::{RunPolicy, WallClock};
 pub use registry::{
     JOB_POLICIES, JobFuture, JobOutcome, JobPolicy, Misfire, PARTITIONED_JOBS, PartitionFn, PartitionedJob,
-    SCHEDULED_JOBS, Schedule, ScheduledFn, ScheduledJob,
+    SCHEDULED_JOBS, Schedule, ScheduledFn, ScheduledJob, job_future,
 };
 
 pub(crate) use history::{Recording, node_name};

@@ -108,6 +108,38 @@ pub static SCHEDULED_JOBS: [ScheduledJob];
 #[linkme::distributed_slice]
 pub static PARTITIONED_JOBS: [PartitionedJob];
 
+/// Boxes one run of a job written by hand (a [`ScheduledJob`]'s `run`, a
+/// [`PartitionedJob`]'s worker) as a [`JobFuture`], converting its outcome: `()` or
+/// `Result<T, E>` with `E` convertible into [`BoxError`]. The macros generate the same call.
+///
+/// ```
+/// use simba::Term;
+/// use simba::job::{JobFuture, Misfire, Schedule, ScheduledJob, job_future};
+///
+/// fn report(term: Term) -> JobFuture {
+///     job_future(async move {
+///         term.ensure_valid(std::time::Duration::from_millis(100))?;
+///         Ok::<(), simba::Error>(())
+///     })
+/// }
+///
+/// let job = ScheduledJob {
+///     name: "report",
+///     lease: "report",
+///     schedule: Schedule::Cron { expr: "0 */5 * * * *", time_zone: None },
+///     misfire: Misfire::Skip,
+///     run: report,
+/// };
+/// # let _ = job;
+/// ```
+pub fn job_future<F, O>(f: F) -> JobFuture
+where
+    F: std::future::Future<Output = O> + Send + 'static,
+    O: JobOutcome,
+{
+    Box::pin(async move { f.await.into_job_result() })
+}
+
 /// What a job function may return: `()` or `Result<T, E>` with `E` convertible into
 /// [`BoxError`] (`anyhow::Error`, `std::io::Error`, `simba::Error`, ...).
 pub trait JobOutcome {

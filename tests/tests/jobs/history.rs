@@ -71,7 +71,7 @@ fn every_second(name: &'static str, run: simba::job::ScheduledFn, misfire: Misfi
 static FLAKY_RUNS: AtomicU32 = AtomicU32::new(0);
 
 fn flaky(_term: Term) -> simba::job::JobFuture {
-    simba::__private::job_future(async move {
+    simba::job::job_future(async move {
         let n = FLAKY_RUNS.fetch_add(1, Ordering::SeqCst);
         if n % 2 == 1 { Err(std::io::Error::other(format!("run {n} failed"))) } else { Ok(()) }
     })
@@ -108,7 +108,7 @@ async fn item1_every_slot_has_one_record() {
 }
 
 fn quick(_term: Term) -> simba::job::JobFuture {
-    simba::__private::job_future(async move {})
+    simba::job::job_future(async move {})
 }
 
 /// Item 1: a term that starts sees the slots nobody ran since the last claimed one and
@@ -154,7 +154,7 @@ async fn item1_missed_and_caught_up_slots() {
 }
 
 fn declines(term: Term) -> simba::job::JobFuture {
-    simba::__private::job_future(async move { term.ensure_valid(S(3600)) })
+    simba::job::job_future(async move { term.ensure_valid(S(3600)) })
 }
 
 /// Item 10: a run whose `term.ensure_valid(..)?` refuses is `declined`, not `failed`.
@@ -174,7 +174,7 @@ async fn item10_a_refusal_is_declined_not_failed() {
 static COUNTED: AtomicU32 = AtomicU32::new(0);
 
 fn counted(_term: Term) -> simba::job::JobFuture {
-    simba::__private::job_future(async move {
+    simba::job::job_future(async move {
         COUNTED.fetch_add(1, Ordering::SeqCst);
     })
 }
@@ -213,7 +213,7 @@ async fn item2_pause_and_resume_cluster_wide() {
 }
 
 fn yearly(_term: Term) -> simba::job::JobFuture {
-    simba::__private::job_future(async move {
+    simba::job::job_future(async move {
         let ctx = JobContext::current().expect("a run has a context");
         assert_eq!((ctx.kind(), ctx.attempt()), (SlotKind::Manual, 1));
     })
@@ -275,7 +275,7 @@ async fn item2_trigger_runs_once_on_the_holder() {
 static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
 
 fn fails_twice(_term: Term) -> simba::job::JobFuture {
-    simba::__private::job_future(async move {
+    simba::job::job_future(async move {
         let ctx = JobContext::current().expect("context");
         let n = ATTEMPTS.fetch_add(1, Ordering::SeqCst);
         assert_eq!(ctx.attempt(), n + 1, "the context counts attempts");
@@ -310,7 +310,7 @@ async fn item3_retry_with_backoff() {
 static TIMED: Mutex<Vec<bool>> = Mutex::new(Vec::new());
 
 fn sleeps(_term: Term) -> simba::job::JobFuture {
-    simba::__private::job_future(async move {
+    simba::job::job_future(async move {
         let ctx = JobContext::current().expect("context");
         tokio::select! {
             _ = sleep(S(3600)) => {}
@@ -346,7 +346,7 @@ async fn item3_timeout_cancels_and_records() {
 }
 
 fn long_run(_term: Term) -> simba::job::JobFuture {
-    simba::__private::job_future(async move {
+    simba::job::job_future(async move {
         sleep(S(30)).await;
     })
 }
@@ -378,7 +378,7 @@ async fn item1_term_lost_mid_run_is_cancelled() {
 static PART_RUNS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
 fn part(_term: Term, i: u32) -> simba::job::JobFuture {
-    simba::__private::job_future(async move {
+    simba::job::job_future(async move {
         PART_RUNS.lock().unwrap_or_else(PoisonError::into_inner).push(i);
     })
 }

@@ -44,7 +44,7 @@ async fn node(
 static RUNS: Mutex<Vec<(String, u64, Instant, Instant)>> = Mutex::new(Vec::new());
 
 fn rate_job(term: Term) -> simba::job::JobFuture {
-    simba::__private::job_future(async move {
+    simba::job::job_future(async move {
         let start = Instant::now();
         assert!(term.is_valid(), "J5: a run starts only while the term is valid");
         sleep(MS(600)).await; // longer than the 250 ms period
@@ -109,7 +109,7 @@ async fn j5_fixed_rate_one_node_one_run_at_a_time() {
 static TERMS: Mutex<Vec<(u32, Term, Option<Instant>)>> = Mutex::new(Vec::new());
 
 fn worker(term: Term, partition: u32) -> simba::job::JobFuture {
-    simba::__private::job_future(async move {
+    simba::job::job_future(async move {
         let idx = {
             let mut t = TERMS.lock().unwrap_or_else(PoisonError::into_inner);
             t.push((partition, term.clone(), None));
@@ -231,7 +231,7 @@ async fn j6_partitions_balance_and_rebalance() {
 async fn j7_overrides() {
     static N: Mutex<Vec<Instant>> = Mutex::new(Vec::new());
     fn job(_t: Term) -> simba::job::JobFuture {
-        simba::__private::job_future(async { N.lock().unwrap_or_else(PoisonError::into_inner).push(Instant::now()) })
+        simba::job::job_future(async { N.lock().unwrap_or_else(PoisonError::into_inner).push(Instant::now()) })
     }
     let j = ScheduledJob {
         name: "ov",
@@ -291,7 +291,7 @@ async fn j7_unknown_job_is_an_error_and_nothing_starts() {
 async fn j1_misfire_run_once_and_skip() {
     static RUNS: Mutex<Vec<String>> = Mutex::new(Vec::new());
     fn yearly(t: Term) -> simba::job::JobFuture {
-        simba::__private::job_future(async move {
+        simba::job::job_future(async move {
             RUNS.lock().unwrap_or_else(PoisonError::into_inner).push(format!("{}:{}", t.name(), t.token()));
         })
     }

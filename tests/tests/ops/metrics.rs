@@ -26,15 +26,15 @@ listen = "127.0.0.1:0"
 "#;
 
 fn tick(_: Term) -> simba::job::JobFuture {
-    simba::__private::job_future(async { Ok::<(), std::io::Error>(()) })
+    simba::job::job_future(async { Ok::<(), std::io::Error>(()) })
 }
 
 fn flaky(_: Term) -> simba::job::JobFuture {
-    simba::__private::job_future(async { Err::<(), _>(std::io::Error::other("always fails")) })
+    simba::job::job_future(async { Err::<(), _>(std::io::Error::other("always fails")) })
 }
 
 fn worker(term: Term, _partition: u32) -> simba::job::JobFuture {
-    simba::__private::job_future(async move {
+    simba::job::job_future(async move {
         term.cancelled().await;
         Ok::<(), std::io::Error>(())
     })
