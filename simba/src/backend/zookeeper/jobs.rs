@@ -121,15 +121,7 @@ impl ZkJobStore {
     /// waiting: they run in the background and should land once the connection is back.
     async fn reading_client(&self, what: &str) -> BackendResult<zk::Client> {
         let client = self.client().await?;
-        if client.state() == zk::SessionState::Disconnected {
-            return Err(BackendError::Unavailable {
-                message: format!(
-                    "{}: cannot {what}: disconnected from ZooKeeper, the driver is reconnecting",
-                    self.backend.inner.description
-                ),
-                source: None,
-            });
-        }
+        self.backend.fail_if_disconnected(&client, what)?;
         Ok(client)
     }
 

@@ -223,7 +223,13 @@ impl ZooKeeperBackend {
     /// wait for the new connection, past the engine's timeout).
     fn connected(&self, id: &SessionId, what: &str) -> BackendResult<Option<Arc<ZkSession>>> {
         let Some(s) = self.live(id) else { return Ok(None) };
-        if s.client.state() == zk::SessionState::Disconnected {
+        self.fail_if_disconnected(&s.client, what)?;
+        Ok(Some(s))
+    }
+
+    /// Fails at once, rather than queueing the call, while `client`'s driver reconnects.
+    pub(crate) fn fail_if_disconnected(&self, client: &zk::Client, what: &str) -> BackendResult<()> {
+        if client.state() == zk::SessionState::Disconnected {
             return Err(BackendError::Unavailable {
                 message: format!(
                     "{}: cannot {what}: disconnected from ZooKeeper, the driver is reconnecting",
@@ -232,7 +238,7 @@ impl ZooKeeperBackend {
                 source: None,
             });
         }
-        Ok(Some(s))
+        Ok(())
     }
 
     /// Closes `s` on the backend side: no call uses it again, and its connection closes (the
