@@ -1,10 +1,11 @@
-//! Faults with real processes (rule V2): the fault suite, the multi-process cron test and the
-//! fault proxy itself.
+//! Faults with real processes (rule V2): the fault suite, the multi-process cron test, the
+//! multi-process history test (issue 12) and the fault proxy itself.
 //!
 //! The fault suite and the multi-process test start node processes and time failovers, so
 //! they take [`SERIAL`] and never run at the same time.
 
 mod faults;
+mod history;
 mod multiprocess;
 mod proxy;
 mod storage;
