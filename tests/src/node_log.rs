@@ -19,8 +19,12 @@ pub fn log(line: String) {
         std::fs::OpenOptions::new().create(true).append(true).open(path).ok().map(Mutex::new)
     });
     if let Some(f) = file {
+        // One `write` of the whole line: `writeln!` on a `File` writes each piece of the format
+        // apart, and pieces of lines that several node processes append at the same moment
+        // (the clock checks of nodes started together) then interleave in the shared file.
+        let line = format!("{line} {}\n", std::process::id());
         let mut f = f.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = writeln!(f, "{line} {}", std::process::id());
+        let _ = f.write_all(line.as_bytes());
         let _ = f.flush();
     }
 }
