@@ -604,6 +604,10 @@ install_missing() {
   [[ -f /usr/include/google/protobuf/descriptor.proto ]] || pkgs+=(libprotobuf-dev)
   command -v setpriv >/dev/null || pkgs+=(util-linux)
   command -v ps >/dev/null || pkgs+=(procps)
+  # Not a server: the fault suite's clock-rate skew runs (SIMBA_FAULT_CLOCK_RATE) start the
+  # node processes under libfaketime's LD_PRELOAD library.
+  compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || pkgs+=(libfaketime)
+  command -v faketime >/dev/null || pkgs+=(faketime)
   ((${#pkgs[@]})) || return 0
   ((EUID == 0)) || die "missing packages (${pkgs[*]}) and not root: install them first"
   log "installing: ${pkgs[*]}"

@@ -7,8 +7,13 @@
 //! term <token> <start_mono_ns> <pid>          a term started
 //! valid <token> <deadline_mono_ns> <pid>      its local deadline moved
 //! end <token> <mono_ns> <pid>                 it was revoked
+//! clock <real_start_ns> <real_ns> <local_ns> <pid>  its clock's rate, under an injected skew
 //! write <start_ns> <end_ns> <token> <0|1> <pid>  a ledger write, refused (0) or accepted (1)
 //! ```
+//!
+//! Under a clock-rate skew (`SIMBA_FAULT_CLOCK_RATE`, the factor the harness gave libfaketime),
+//! the node first measures its clock's rate (`clock`), and converts its terms' local instants
+//! to the host's clock with that factor (`simba_tests::node_log::to_mono` says why).
 //!
 //! The backend and timing come from `SIMBA_CONFIG` / `SIMBA_*` overrides as for any simba
 //! binary.
@@ -19,7 +24,7 @@ use std::time::Duration;
 
 use simba::fencing::{PostgresFence, RedisFence, SqliteFence};
 use simba::{Term, simba_scheduled};
-use simba_tests::node_log::{log, mono_ns, to_mono};
+use simba_tests::node_log::{clock_check, log, mono_ns, to_mono};
 use tokio::sync::OnceCell;
 
 /// The ledger: one of the shipped fencing recipes.
@@ -107,6 +112,9 @@ async fn ledger(term: &Term) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    if std::env::var_os("SIMBA_FAULT_CLOCK_RATE").is_some() {
+        clock_check(Duration::from_millis(200));
+    }
     // SIMBA_FAULT_NODE_LOGS=DIR: the node's log goes to DIR/node-PID.log (the diagnosis of a
     // slow failover needs the nodes' side).
     if let Some(dir) = std::env::var_os("SIMBA_FAULT_NODE_LOGS") {
