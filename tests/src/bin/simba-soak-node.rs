@@ -1,15 +1,19 @@
 //! The soak node (issue 16 item 7, `bash scripts/soak.sh`): one runtime with a cron job every
-//! second and a 16-partition group, plus a task that takes and releases a lock under a new
-//! name every `SIMBA_SOAK_LOCK_MS` (default 50 ms), as a service locking per request does.
-//! Every 10 s it prints one line with its resident memory, for `SIMBA_SOAK_SECS` (default
-//! 1800), then shuts down gracefully:
+//! second and a 16-partition group; it holds `SIMBA_SOAK_HELD` (default 1,000) locks for the
+//! whole run, takes and releases a lock under a new name every `SIMBA_SOAK_LOCK_MS` (default
+//! 15 ms: about 120,000 names in 30 minutes), as a service locking per request does, and every
+//! `SIMBA_SOAK_CHURN_S` (default 60) seconds starts a second runtime (its own session) that
+//! joins the group for half that time and leaves, so the first one's partitions move away and
+//! back. Every 10 s it prints one line, for `SIMBA_SOAK_SECS` (default 1800), then shuts down
+//! gracefully:
 //!
 //! ```text
-//! soak <elapsed_s> <rss_kib> <locks_taken> <cron_runs> <partition_terms>
+//! soak <elapsed_s> <rss_kib> <open_fds> <locks_taken> <cron_runs> <partition_terms> <group_joins>
 //! ```
 
 #![allow(clippy::print_stdout)] // The figures are the point.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -39,6 +43,10 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
+}
+
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -46,18 +54,20 @@ fn env_u64(name: &str, default: u64) -> u64 {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let secs = env_u64("SIMBA_SOAK_SECS", 1800);
-    let every = Duration::from_millis(env_u64("SIMBA_SOAK_LOCK_MS", 50).max(1));
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let rt = Runtime::builder()
-        .shutdown_on(async move {
-            let _ = stop_rx.await;
-        })
-        .start()
-        .await?;
+    let held_n = env_u64("SIMBA_SOAK_HELD", 1000);
+    let every = Duration::from_millis(env_u64("SIMBA_SOAK_LOCK_MS", 15).max(1));
+    let churn_every = Duration::from_secs(env_u64("SIMBA_SOAK_CHURN_S", 60).max(2));
+    let rt = Runtime::builder().shutdown_on(std::future::pending()).start().await?;
     let simba = rt.simba().clone();
-    let taken = std::sync::Arc::new(AtomicU64::new(0));
+    simba.live().await?;
+    let mut held = Vec::new();
+    for i in 0..held_n {
+        held.push(simba.lock(format!("soak-held.{i}")).acquire().await?);
+    }
+    let taken = Arc::new(AtomicU64::new(0));
     let churn = {
-        let taken = std::sync::Arc::clone(&taken);
+        let taken = Arc::clone(&taken);
+        let simba = simba.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             for n in 0u64.. {
@@ -69,21 +79,39 @@ async fn main() -> anyhow::Result<()> {
             }
         })
     };
+    let joins = Arc::new(AtomicU64::new(0));
+    let groups = {
+        let joins = Arc::clone(&joins);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(churn_every / 2).await;
+                let Ok(other) = Runtime::builder().shutdown_on(std::future::pending()).start().await else { continue };
+                joins.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(churn_every / 2).await;
+                other.shutdown().await;
+            }
+        })
+    };
     let start = Instant::now();
     let mut report = tokio::time::interval(Duration::from_secs(10));
     while start.elapsed() < Duration::from_secs(secs) {
         report.tick().await;
         println!(
-            "soak {} {} {} {} {}",
+            "soak {} {} {} {} {} {} {}",
             start.elapsed().as_secs(),
             rss_kib(),
+            open_fds(),
             taken.load(Ordering::Relaxed),
             RUNS.load(Ordering::Relaxed),
-            TERMS.load(Ordering::Relaxed)
+            TERMS.load(Ordering::Relaxed),
+            joins.load(Ordering::Relaxed)
         );
     }
     churn.abort();
-    let _ = stop_tx.send(());
+    groups.abort();
+    let still = held.iter().filter(|g| g.term().is_valid()).count();
+    println!("soak held {still} of {held_n} locks to the end");
+    drop(held);
     rt.shutdown().await;
     Ok(())
 }
