@@ -32,7 +32,7 @@ awk -v max="$max_growth" -v secs="$secs" '
     g = (r[n-1] - r[i]) * 100.0 / r[i]
     per_hour = (r[n-1] - r[i]) * 3600.0 / (t[n-1] - t[i])
     per_klock = (l[n-1] > l[i]) ? (r[n-1] - r[i]) * 1000.0 / (l[n-1] - l[i]) : 0
-    # Descriptors move with the second runtime's connections: the most open in the first and
+    # Descriptors move with the connections of the second runtime: the most open in the first and
     # in the second half of the measured window.
     mid = int((i + n - 1) / 2); f1 = 0; f2 = 0
     for (k = i; k <= mid; k++) if (f[k] > f1) f1 = f[k]
