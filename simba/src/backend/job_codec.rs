@@ -63,6 +63,13 @@ impl Control {
         if self.trigger_id > self.taken_id { self.trigger_ms } else { None }
     }
 
+    /// Pauses or resumes: `(changed, was paused)`, as `control_change` wants it.
+    pub(crate) fn set_paused(&mut self, paused: bool) -> (bool, bool) {
+        let was = self.paused;
+        self.paused = paused;
+        (was != paused, was)
+    }
+
     /// A new request at `at_ms`: pending requests collapse (the newest time wins).
     pub(crate) fn request(&mut self, at_ms: i64) -> i64 {
         self.trigger_ms = Some(match self.pending() {

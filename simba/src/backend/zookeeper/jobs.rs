@@ -549,11 +549,7 @@ impl JobStore for ZkJobStore {
         Box::pin(self.all_jobs())
     }
     fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(self.control_change(job, "pause or resume a job", move |c| {
-            let was = c.paused;
-            c.paused = paused;
-            (was != paused, was)
-        }))
+        Box::pin(self.control_change(job, "pause or resume a job", move |c| c.set_paused(paused)))
     }
     fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>> {
         Box::pin(async move {
