@@ -33,6 +33,12 @@ pub enum Mutant {
     /// the election then wins the same token again and adopts it as a new term (breaks T3,
     /// the way `session.rs` `reconcile()` does).
     ReconcileStaleSnapshot,
+    /// With [`Config::release_acks`]: an acknowledged release forgets the session's
+    /// released-token record of the name at once, even while an acquisition of that name is
+    /// in flight (its reply may still carry the released token: the backend can answer it
+    /// before it applies the release). Breaks K4 the way an unconditional pruning of
+    /// `SessionCell::released` would.
+    PruneReleasedInFlight,
 }
 
 /// How clock rates are chosen.
@@ -93,6 +99,11 @@ pub struct Config {
     pub max_tokens: u8,
     /// When nodes send their requests.
     pub schedule: Schedule,
+    /// Whether the backend acknowledges releases and the node forgets its released-token
+    /// record of a name once a release of it is acknowledged and no acquisition of the name
+    /// is in flight (deferred to the end of the attempt otherwise): the engine's pruning of
+    /// `SessionCell::released` (K4; issue 16 item 7). Off in the other configurations.
+    pub release_acks: bool,
     /// The broken rule, if any.
     pub mutant: Option<Mutant>,
 }
@@ -121,6 +132,7 @@ impl Config {
             max_sessions: 2,
             max_tokens: 2,
             schedule: Schedule::Timers,
+            release_acks: false,
             mutant: None,
         }
     }
@@ -140,6 +152,15 @@ impl Config {
     /// n0 -> n1 -> n0, or for a late release to chase a later term).
     pub fn handover() -> Self {
         Config { rates: vec![3], max_tokens: 3, ..Config::base() }
+    }
+
+    /// Release acknowledgements and the pruning of the released-token record (K4):
+    /// [`Config::handover`] (3 tokens, so a lease can be released, won again with the same
+    /// token before the release applies, and won anew) with [`Config::release_acks`]; no
+    /// message crosses a tick boundary (messages are still reordered freely within an
+    /// instant, which is where an acquisition overtakes a release), to keep it CI-sized.
+    pub fn release_acks() -> Self {
+        Config { release_acks: true, max_stragglers: Some(0), ..Config::handover() }
     }
 
     /// Pauses: all clocks at rate 3, a node may pause for a tick at any instant (replies wait

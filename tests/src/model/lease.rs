@@ -171,6 +171,9 @@ impl LeaseModel {
         if let Some(ss) = &mut s.nodes[i].session
             && ss.sid == sid
         {
+            if token >= ss.released[n] {
+                ss.acked[n] = false;
+            }
             ss.released[n] = ss.released[n].max(token);
         }
         s.net.push(Msg { node: i as u8, body: Body::Release { sid, name, token }, fate: Fate::Live, age: 0 });
@@ -437,7 +440,9 @@ impl LeaseModel {
     /// It also forgets what can no longer matter, which keeps equivalent states equal:
     /// - a `Release` that does not name the lease's current holder and token is a no-op now
     ///   and forever (tokens only grow), and a `Close` of a dead session is a no-op: both are
-    ///   removed (under [`Mutant::ReleaseWithoutToken`], whose releases ignore the token and
+    ///   removed (with [`Config::release_acks`], a release is kept while its acknowledgement
+    ///   could reach its session, and an acknowledgement while it can: a node never returns
+    ///   to a session it left) (under [`Mutant::ReleaseWithoutToken`], whose releases ignore the token and
     ///   are not idempotent, only those of dead sessions are removed, and none is merged);
     /// - a node's ghost `max_adopted` and its session's `released` only ever meet tokens that
     ///   could still be adopted: those of `Won` replies in flight and of the lease record
@@ -448,11 +453,17 @@ impl LeaseModel {
         let sessions = s.sessions;
         let live = |sid: u8| sessions.iter().any(|(x, _)| *x == sid);
         let ignore_token = self.is(Mutant::ReleaseWithoutToken);
+        let acks = self.cfg.release_acks;
+        let current = [s.nodes[0].session.map(|ss| ss.sid), s.nodes[1].session.map(|ss| ss.sid)];
+        let acked_by_node = |m: &Msg, sid: u8| acks && current[usize::from(m.node)] == Some(sid);
         s.net.retain(|m| match m.body {
             Body::Release { sid, name, token } => {
                 let l = leases[usize::from(name)];
-                if ignore_token { live(sid) } else { l.holder == sid && l.token == token }
+                // With release acknowledgements a no-op release still matters while its
+                // reply can reach the session that sent it.
+                if ignore_token { live(sid) } else { (l.holder == sid && l.token == token) || acked_by_node(m, sid) }
             }
+            Body::ReleaseAck { sid, .. } => acked_by_node(m, sid),
             Body::Close { sid } => live(sid),
             _ => true,
         });
@@ -473,10 +484,17 @@ impl LeaseModel {
                 if node.max_adopted[n] < low {
                     node.max_adopted[n] = 0;
                 }
-                if let Some(ss) = &mut node.session
-                    && ss.released[n] < low
-                {
-                    ss.released[n] = 0;
+                let idle = node.attempts[n].is_none();
+                if let Some(ss) = &mut node.session {
+                    // The attempt that deferred the pruning of an acknowledged release ended.
+                    if ss.acked[n] && idle {
+                        ss.released[n] = 0;
+                        ss.acked[n] = false;
+                    }
+                    if ss.released[n] < low {
+                        ss.released[n] = 0;
+                        ss.acked[n] = false;
+                    }
                 }
             }
         }
@@ -571,10 +589,16 @@ pub mod seen {
     pub const RENEWED: u64 = 1 << 8;
     /// A handover: a node adopted a term while the other node had held the lease before.
     pub const HANDOVER: u64 = 1 << 9;
+    /// A release was acknowledged while an acquisition of its name was in flight and the
+    /// released token could still be adopted, so the node kept the record until the attempt
+    /// ended (K4 pruning). The other case, an acknowledgement with no attempt in flight,
+    /// never meets a record that still matters: by then the record is below every token that
+    /// could be adopted, which `canon` already sets to 0 (so that case is the canonical form).
+    pub const PRUNE_DEFERRED: u64 = 1 << 10;
 
     /// The names of the bits set in `bits`.
     pub fn names(bits: u64) -> Vec<&'static str> {
-        const NAMES: [&str; 10] = [
+        const NAMES: [&str; 11] = [
             "term",
             "later-term",
             "expiry",
@@ -585,6 +609,7 @@ pub mod seen {
             "late-win",
             "renewed",
             "handover",
+            "prune-deferred",
         ];
         NAMES.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, n)| *n).collect()
     }
@@ -621,6 +646,13 @@ impl LeaseModel {
             Action::Crash(i) if s.nodes[usize::from(i)].session.is_some() => seen::CRASH,
             Action::NodeReceives(m) => match m.body {
                 Body::Alive { .. } => seen::RENEWED,
+                Body::ReleaseAck { sid, name, token } => {
+                    let node = &s.nodes[usize::from(m.node)];
+                    let n = usize::from(name);
+                    let matters =
+                        node.session.is_some_and(|ss| ss.sid == sid && ss.released[n] != 0 && ss.released[n] <= token);
+                    if matters && node.attempts[n].is_some() { seen::PRUNE_DEFERRED } else { 0 }
+                }
                 Body::AcqReply { result: AcqResult::Won(t), sid, .. } => {
                     let i = usize::from(m.node);
                     if m.fate != Fate::Live || s.nodes[i].session.is_none_or(|ss| ss.sid != sid) {

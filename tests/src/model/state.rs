@@ -78,6 +78,16 @@ pub enum Body {
     },
     /// Reply: the session has expired (S3).
     Expired,
+    /// Reply: the backend processed `release(name, sid, token)`; after it, the lease is not
+    /// held by `sid` with `token` (whether it freed it or it was a no-op).
+    ReleaseAck {
+        /// Session.
+        sid: u8,
+        /// Lease name index.
+        name: u8,
+        /// Token of the release.
+        token: u8,
+    },
     /// Reply to an acquisition.
     AcqReply {
         /// Session that asked.
@@ -158,6 +168,7 @@ impl Msg {
                 };
                 (8, (b(sid) << 18) | (b(name) << 10) | r)
             }
+            Body::ReleaseAck { sid, name, token } => (9, (b(sid) << 16) | (b(name) << 8) | b(token)),
         };
         (b(self.node) << 54) | ((self.fate as u64) << 52) | (b(self.age) << 44) | (tag << 40) | fields
     }
@@ -178,6 +189,9 @@ impl std::fmt::Display for Msg {
             Body::Alive { .. } => write!(f, "Alive to n{n}"),
             Body::Expired => write!(f, "Expired to n{n}"),
             Body::AcqReply { name, result, .. } => write!(f, "{result:?} for {} to n{n}", name_of(name)),
+            Body::ReleaseAck { name, token, .. } => {
+                write!(f, "release of {}#{token} acknowledged to n{n}", name_of(name))
+            }
         }?;
         match self.fate {
             Fate::Live => Ok(()),
@@ -229,6 +243,11 @@ pub struct Sess {
     pub renew_at: i16,
     /// Highest token this session released, per name (K4).
     pub released: [u8; MAX_NAMES],
+    /// A release of `released[n]` was acknowledged while an acquisition of `n` was in flight:
+    /// the record is forgotten when that attempt ends ([`Config::release_acks`]).
+    ///
+    /// [`Config::release_acks`]: super::config::Config::release_acks
+    pub acked: [bool; MAX_NAMES],
 }
 
 /// The election's acquisition in flight (K3).
@@ -303,6 +322,7 @@ impl std::hash::Hash for Node {
         match self.session {
             Some(ss) => {
                 w.put(1, 1).u8(ss.sid).i16(ss.deadline).i16(ss.renew_at).u8(ss.released[0]).u8(ss.released[1]);
+                w.put(1, u64::from(ss.acked[0])).put(1, u64::from(ss.acked[1]));
                 state.write_u64(w.value);
                 let mut w = Packer::default();
                 let ka = ss.ka.unwrap_or(Call { sent: 0, expires: 0 });

@@ -165,3 +165,21 @@ fn engine_abandon_frees_slot_is_caught() {
 fn engine_stale_reconcile_is_caught() {
     caught(Mutant::ReconcileStaleSnapshot, Config::drift(), Invariant::TokenMonotonicity);
 }
+
+/// K4 with pruning (issue 16 item 7): the released-token record of a name is forgotten once a
+/// release of it is acknowledged and no acquisition of the name is in flight, or when the
+/// attempt in flight at the acknowledgement ends. With the handover bounds and release
+/// acknowledgements the model holds, and it reaches the deferred case (`prune-deferred`: an
+/// acknowledgement while an acquisition that may still win the released token is in flight).
+#[test]
+fn k4_pruning_released_tokens_after_acknowledged_releases_holds() {
+    check_all(vec![("release acks", Config::release_acks(), COMMON | seen::PRUNE_DEFERRED)], MAX_STATES);
+}
+
+/// The same pruning done at once, while an acquisition of the name is in flight: the backend
+/// answered the acquisition with the token it held before it applied the release, and the
+/// node adopts that token again (T3) after the release freed the lease.
+#[test]
+fn k4_pruning_while_an_attempt_is_in_flight_is_caught() {
+    caught(Mutant::PruneReleasedInFlight, Config::release_acks(), Invariant::TokenMonotonicity);
+}

@@ -192,6 +192,7 @@ impl LeaseModel {
                         ka_held: [0; MAX_NAMES],
                         renew_at: (call.sent + self.cfg.renew_interval).max(0),
                         released: [0; MAX_NAMES],
+                        acked: [false; MAX_NAMES],
                     });
                     s.nodes[i].retry_at = [0; MAX_NAMES];
                 }
@@ -242,7 +243,43 @@ impl LeaseModel {
                 None
             }
             Body::AcqReply { sid, name, result } => self.acq_reply(s, i, m.fate, sid, name, result, log),
+            Body::ReleaseAck { sid, name, token } => {
+                self.release_acked(s, i, sid, name, token, log);
+                None
+            }
             _ => None,
+        }
+    }
+
+    /// A release was acknowledged ([`Config::release_acks`]): the backend no longer holds the
+    /// lease for `sid` with `token`, so no acquisition sent from now on can be answered with
+    /// a token at or below it (T3). The session's released-token record of the name is
+    /// forgotten, unless an acquisition of the name is in flight: the backend may have
+    /// answered it, with the released token, before it applied the release; then the record
+    /// is forgotten when that attempt ends (in `canon`).
+    ///
+    /// [`Config::release_acks`]: crate::model::Config::release_acks
+    fn release_acked(&self, s: &mut State, i: usize, sid: u8, name: u8, token: u8, log: &mut Log) {
+        let n = usize::from(name);
+        let in_flight = s.nodes[i].attempts[n].is_some();
+        let Some(ss) = s.nodes[i].session.as_mut().filter(|ss| ss.sid == sid) else { return };
+        if ss.released[n] == 0 || ss.released[n] > token {
+            return;
+        }
+        if in_flight && !self.is(Mutant::PruneReleasedInFlight) {
+            ss.acked[n] = true;
+            log.note(|_| {
+                format!(
+                    "n{i}: release of {}#{token} acknowledged; record kept until the attempt in flight ends",
+                    name_of(name)
+                )
+            });
+        } else {
+            ss.released[n] = 0;
+            ss.acked[n] = false;
+            log.note(|_| {
+                format!("n{i}: release of {}#{token} acknowledged; released-token record forgotten", name_of(name))
+            });
         }
     }
 
@@ -419,6 +456,9 @@ impl LeaseModel {
                 let current = *l;
                 if frees {
                     l.holder = 0;
+                }
+                if self.cfg.release_acks {
+                    self.push_reply(s, i, Body::ReleaseAck { sid, name, token }, m.fate);
                 }
                 log.note(|_| {
                     format!(
