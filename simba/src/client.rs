@@ -111,6 +111,15 @@ impl Shared {
         if self.lock_state().closed { Err(Error::Closed) } else { Ok(()) }
     }
 
+    /// The backend answered a release of `name` with `token` made for `cell`: the session's
+    /// K4 record of the name can go, unless an acquisition of it is in flight (see
+    /// [`SessionCell::release_acknowledged`]). The state lock makes the in-flight check and the
+    /// pruning one step with respect to an attempt entering `inflight`.
+    pub(crate) fn release_acknowledged(&self, cell: &SessionCell, name: &str, token: u64) {
+        let st = self.lock_state();
+        cell.release_acknowledged(name, token, st.inflight.contains(name));
+    }
+
     /// Releases `name` with `token` in the background, best effort (the lease expires with
     /// the session anyway).
     pub(crate) fn release_in_background(self: &Arc<Self>, cell: Arc<SessionCell>, name: Arc<str>, token: u64) {
@@ -119,7 +128,7 @@ impl Shared {
         tokio::spawn(async move {
             let to = cell.call_timeout(Instant::now());
             match tokio::time::timeout(to, shared.backend.release(&cell.id, &name, token)).await {
-                Ok(Ok(_)) => {}
+                Ok(Ok(_)) => shared.release_acknowledged(&cell, &name, token),
                 Ok(Err(e)) => tracing::debug!(lease = %name, token, error = %e, "background release failed"),
                 Err(_) => tracing::debug!(lease = %name, token, "background release timed out"),
             }

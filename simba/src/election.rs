@@ -468,12 +468,12 @@ impl Actor {
                     }
                 }
             }
-            Some(Ok(Acquire::Held | Acquire::Expired)) => self.done_attempt(),
+            Some(Ok(Acquire::Held | Acquire::Expired)) => self.done_attempt(&cell),
             Some(Err(e)) => {
-                self.done_attempt();
+                self.done_attempt(&cell);
                 tracing::debug!(lease = %self.ctl.name, error = %crate::session::error_chain(&e), "acquire failed");
             }
-            None => self.done_attempt(),
+            None => self.done_attempt(&cell),
         }
         self.wait_retry(releases).await
     }
@@ -538,8 +538,8 @@ impl Actor {
         }
     }
 
-    fn done_attempt(&self) {
-        attempt_finished(&self.shared, &self.ctl.name);
+    fn done_attempt(&self, cell: &SessionCell) {
+        attempt_finished(&self.shared, cell, &self.ctl.name);
     }
 
     /// K4: adopts a won lease as a term only if the reply came before the session's local
@@ -551,13 +551,15 @@ impl Actor {
         let adopted = {
             let mut st = self.shared.lock_state();
             st.inflight.remove(name);
-            if cell.is_live_at(now) && token > cell.max_released(name) && !st.closed {
+            let adopted = if cell.is_live_at(now) && token > cell.max_released(name) && !st.closed {
                 let term = Term::new(Arc::clone(name), token, Arc::clone(cell), now);
                 st.held.insert(Arc::clone(name), term.clone());
                 Some(term)
             } else {
                 None
-            }
+            };
+            cell.attempt_ended(name);
+            adopted
         };
         self.shared.attempt_done.notify_waiters();
         if adopted.is_none() {
@@ -659,7 +661,7 @@ impl Actor {
         if cell.is_live_at(Instant::now()) {
             let to = cell.call_timeout(Instant::now());
             match tokio::time::timeout(to, self.shared.backend.release(&cell.id, name, term.token())).await {
-                Ok(Ok(_)) => {}
+                Ok(Ok(_)) => self.shared.release_acknowledged(cell, name, term.token()),
                 Ok(Err(e)) => {
                     tracing::warn!(lease = %name, token = term.token(), error = %crate::session::error_chain(&e), "release failed; the lease frees with the session")
                 }
@@ -720,7 +722,7 @@ impl Drop for Attempt {
             {
                 self.shared.release_in_background(Arc::clone(&self.cell), Arc::clone(&self.name), token);
             }
-            attempt_finished(&self.shared, &self.name);
+            attempt_finished(&self.shared, &self.cell, &self.name);
         }
     }
 }
@@ -746,7 +748,7 @@ pub(crate) fn spawn_attempt(shared: &Arc<Shared>, cell: &Arc<SessionCell>, name:
             done.await;
         }
         if tx.is_closed() {
-            attempt_finished(&shared, &name);
+            attempt_finished(&shared, &cell, &name);
             return;
         }
         let to = cell.call_timeout(Instant::now());
@@ -762,15 +764,20 @@ pub(crate) fn spawn_attempt(shared: &Arc<Shared>, cell: &Arc<SessionCell>, name:
             if let Ok(Acquire::Won(token)) = r {
                 shared.release_in_background(Arc::clone(&cell), Arc::clone(&name), token);
             }
-            attempt_finished(&shared, &name);
+            attempt_finished(&shared, &cell, &name);
         }
     });
     attempt
 }
 
-/// The attempt for `name` is no longer in flight; a waiting attempt may go (K3).
-pub(crate) fn attempt_finished(shared: &Shared, name: &str) {
-    shared.lock_state().inflight.remove(name);
+/// The attempt for `name` made for `cell` is no longer in flight; a waiting attempt may go
+/// (K3), and a K4 record whose release was acknowledged meanwhile goes (K4 pruning).
+pub(crate) fn attempt_finished(shared: &Shared, cell: &SessionCell, name: &str) {
+    {
+        let mut st = shared.lock_state();
+        st.inflight.remove(name);
+        cell.attempt_ended(name);
+    }
     shared.attempt_done.notify_waiters();
 }
 

@@ -98,13 +98,15 @@ impl Lock {
             let term = {
                 let mut st = self.shared.lock_state();
                 st.inflight.remove(&*name);
-                won.filter(|&token| cell.is_live_at(now) && token > cell.max_released(&name) && !st.closed).map(
-                    |token| {
+                let term = won
+                    .filter(|&token| cell.is_live_at(now) && token > cell.max_released(&name) && !st.closed)
+                    .map(|token| {
                         let term = Term::new(Arc::clone(&name), token, Arc::clone(&cell), now);
                         st.held.insert(Arc::clone(&name), term.clone());
                         term
-                    },
-                )
+                    });
+                cell.attempt_ended(&name);
+                term
             };
             self.shared.attempt_done.notify_waiters();
             if let Some(token) = won {
@@ -270,7 +272,7 @@ impl LockGuard {
         if handed_over && cell.is_live_at(Instant::now()) {
             let to = cell.call_timeout(Instant::now());
             match tokio::time::timeout(to, shared.backend.release(&cell.id, term.name(), term.token())).await {
-                Ok(Ok(_)) => {}
+                Ok(Ok(_)) => shared.release_acknowledged(&cell, term.name(), term.token()),
                 Ok(Err(source)) => {
                     result = Err(Error::Backend { op: "release", name: Some(term.name().to_owned()), source })
                 }
@@ -360,6 +362,33 @@ mod tests {
         let second = waiter.await.expect("join").expect("acquire");
         assert!(second > first);
         assert!(simba.shared.lock_state().lock_queues.is_empty());
+        simba.close().await;
+    }
+
+    /// Issue 16 item 7 (K4): the session's record of released tokens does not grow with every
+    /// name it ever released: an acknowledged release forgets its name (the soak's leak).
+    #[tokio::test(start_paused = true)]
+    async fn issue16_7_released_token_records_are_pruned() {
+        let simba = Simba::new(MemoryBackend::new(), SimbaConfig::default()).expect("client");
+        for i in 0..5_000 {
+            let guard = simba.lock(format!("k4.{i}")).acquire().await.expect("acquire");
+            if i % 2 == 0 { guard.release().await.expect("release") } else { drop(guard) }
+        }
+        // Dropped guards release in the background.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let cell = simba.shared.current_session().expect("a live session");
+        assert_eq!(cell.released_len(), 0, "every release was acknowledged: no K4 record is needed");
+        // K4 still holds for a name whose release is not acknowledged yet: the record is
+        // written before the release is sent.
+        let guard = simba.lock("k4.again").acquire().await.expect("acquire");
+        let token = guard.term().token();
+        cell.note_released("k4.again", token);
+        assert_eq!(cell.max_released("k4.again"), token);
+        guard.release().await.expect("release");
+        assert_eq!(cell.released_len(), 0);
+        let again = simba.lock("k4.again").acquire().await.expect("acquire");
+        assert!(again.term().token() > token, "a new term of a released name has a greater token");
+        again.release().await.expect("release");
         simba.close().await;
     }
 }

@@ -104,11 +104,13 @@ async fn k4_late_reply_is_released_not_adopted() {
     a.close().await;
 }
 
-/// A store that hands out a token it already saw released (as after a Redis failover that
-/// lost the increment).
+/// A store whose first release is not acknowledged: the reply is lost and the store applies
+/// the release a second later (a request that sat in a socket). Until then the session still
+/// holds the lease, so a new acquisition answers `Won` with the released token (the backend
+/// contract: a session that holds the lease re-acquires it with its token); adopting it would
+/// give a term that the late release then ends on the store without the engine knowing.
 struct RegressingStore {
     inner: MemoryBackend,
-    regress: std::sync::Mutex<Option<u64>>,
     armed: AtomicBool,
 }
 
@@ -128,15 +130,16 @@ impl simba::backend::Backend for RegressingStore {
         s: &simba::backend::SessionId,
         n: &str,
     ) -> simba::backend::BackendResult<simba::backend::Acquire> {
-        let r = self.inner.acquire(s, n).await;
-        match (r, self.regress.lock().expect("lock").take()) {
-            (Ok(simba::backend::Acquire::Won(_)), Some(old)) => Ok(simba::backend::Acquire::Won(old)),
-            (r, _) => r,
-        }
+        self.inner.acquire(s, n).await
     }
     async fn release(&self, s: &simba::backend::SessionId, n: &str, t: u64) -> simba::backend::BackendResult<bool> {
         if self.armed.swap(false, Ordering::SeqCst) {
-            *self.regress.lock().expect("lock") = Some(t);
+            let (inner, s, n) = (self.inner.clone(), s.clone(), n.to_owned());
+            tokio::spawn(async move {
+                sleep(S(1)).await;
+                let _ = inner.release(&s, &n, t).await;
+            });
+            return Err(simba::backend::BackendError::Unavailable { message: "reply lost".into(), source: None });
         }
         self.inner.release(s, n, t).await
     }
@@ -177,22 +180,21 @@ impl simba::backend::Backend for RegressingStore {
 }
 
 /// K4: a won token that is not greater than every token this session released for the name
-/// is not adopted (the term would not be fenced off from the previous one).
+/// (and whose release the store has not acknowledged) is not adopted: the term would not be
+/// fenced off from the previous one, and the late release would end it on the store.
 #[tokio::test(start_paused = true)]
 async fn k4_stale_token_is_not_adopted() {
-    let store = RegressingStore {
-        inner: MemoryBackend::new(),
-        regress: std::sync::Mutex::new(None),
-        armed: AtomicBool::new(true),
-    };
+    let store = RegressingStore { inner: MemoryBackend::new(), armed: AtomicBool::new(true) };
     let a = Simba::builder().backend(store).seed(1).build().expect("client");
     let g = a.lock("k4c").acquire().await.expect("lock");
     let first = g.term().token();
-    g.release().await.expect("release");
-    // The store now answers the released token again once; the engine must refuse it and
-    // win a fresh one.
+    assert!(g.release().await.is_err(), "the store lost the release's reply");
+    // The store still holds the lease for the session and answers the released token again;
+    // the engine must refuse it and win a fresh one.
     let g = a.lock("k4c").acquire().await.expect("lock");
     assert!(g.term().token() > first, "adopted token {} after releasing {first}", g.term().token());
+    sleep(S(2)).await;
+    assert!(g.term().is_valid(), "the late release of token {first} did not end the new term");
     a.close().await;
 }
 
