@@ -70,12 +70,9 @@ impl Control {
         (was != paused, was)
     }
 
-    /// A new request at `at_ms`: pending requests collapse (the newest time wins).
+    /// A new request at `at_ms`: see [`trigger_slot`](crate::job_store::trigger_slot).
     pub(crate) fn request(&mut self, at_ms: i64) -> i64 {
-        self.trigger_ms = Some(match self.pending() {
-            Some(t) if t > at_ms => t,
-            _ => at_ms,
-        });
+        self.trigger_ms = Some(crate::job_store::trigger_slot(self.trigger_ms, self.pending().is_some(), at_ms));
         self.trigger_id += 1;
         self.trigger_id
     }

@@ -545,8 +545,9 @@ impl JobStore for MemoryJobStore {
                 let mut st = self.state();
                 st.jobs.version += 1;
                 let c = st.jobs.controls.entry(job.to_owned()).or_default();
+                let pending = c.trigger_seq > c.taken_seq;
+                c.trigger_ms = Some(crate::job_store::trigger_slot(c.trigger_ms, pending, at_ms));
                 c.trigger_seq += 1;
-                c.trigger_ms = Some(at_ms);
                 c.trigger_seq
             };
             self.changed(job);

@@ -361,6 +361,20 @@ pub trait JobStore: Send + Sync + 'static {
     fn describe(&self) -> String;
 }
 
+/// The manual slot of a new run-now request at `at_ms`, given the job's last request time
+/// `prev` and whether that request is still `pending`: pending requests collapse into one run
+/// at the newest time; after a request was taken, the next one gets a later slot than it even
+/// within the same millisecond, since the slot names the run's record
+/// (`jobs_manual_slots_are_distinct_within_one_millisecond`). The SQL and Redis stores write
+/// the same rule in their own languages.
+pub(crate) fn trigger_slot(prev: Option<i64>, pending: bool, at_ms: i64) -> i64 {
+    match prev {
+        Some(p) if pending => p.max(at_ms),
+        Some(p) => p.saturating_add(1).max(at_ms),
+        None => at_ms,
+    }
+}
+
 /// The group part of a partition job name: `Some("g")` for `g/3`.
 pub fn group_of(job: &str) -> Option<&str> {
     job.rsplit_once('/').map(|(g, _)| g)

@@ -27,6 +27,7 @@ pub const RULES: &[&str] = &[
     "jobs_trigger_is_taken_once_by_the_holder",
     "jobs_group_trigger_runs_each_partition_once",
     "jobs_trigger_waits_while_paused",
+    "jobs_manual_slots_are_distinct_within_one_millisecond",
     "jobs_control_version_moves",
     "jobs_control_broadcast_where_supported",
     "jobs_lists_known_jobs",
@@ -383,6 +384,34 @@ pub async fn jobs_trigger_waits_while_paused<B: Backend>(b: B) {
     let _ = b.close_session(&s).await;
 }
 
+/// A manual slot is the request's time, and it names the run's record: a request made after
+/// the previous one was taken gets a later slot even in the same millisecond (or with a clock
+/// that stepped back), so two run-now requests are two records, never one overwriting the
+/// other. Requests not taken yet still collapse into one run, at the newest time.
+pub async fn jobs_manual_slots_are_distinct_within_one_millisecond<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    let mut slots = Vec::new();
+    for at in [T0, T0, T0 - 5] {
+        ok(store.trigger(&job, at).await, "trigger");
+        let rec = claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "manual");
+        let mut done = rec.clone();
+        done.outcome = Outcome::Ran;
+        done.ended_ms = Some(T0 + 1);
+        ok(store.finish_run(&done).await, "finish_run");
+        slots.push(rec.slot_ms);
+    }
+    assert_eq!(slots, vec![T0, T0 + 1, T0 + 2], "each taken request gets a later slot than the last one");
+    let h = ok(store.history(&job, 10).await, "history");
+    assert_eq!(h.len(), 3, "three runs, three records: {h:?}");
+    ok(store.trigger(&job, T0 + 50).await, "trigger");
+    ok(store.trigger(&job, T0 + 40).await, "trigger");
+    let rec = claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "manual");
+    assert_eq!(rec.slot_ms, T0 + 50, "pending requests collapse at the newest time");
+    let _ = b.close_session(&s).await;
+}
+
 /// The control version changes on every pause, resume and trigger.
 pub async fn jobs_control_version_moves<B: Backend>(b: B) {
     let store = store_of(&b);
@@ -485,6 +514,7 @@ macro_rules! jobs_suite {
             jobs_trigger_is_taken_once_by_the_holder,
             jobs_group_trigger_runs_each_partition_once,
             jobs_trigger_waits_while_paused,
+            jobs_manual_slots_are_distinct_within_one_millisecond,
             jobs_control_version_moves,
             jobs_control_broadcast_where_supported,
             jobs_lists_known_jobs

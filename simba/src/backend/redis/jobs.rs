@@ -195,7 +195,13 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 local j = redis.call('HMGET', KEYS[1], 'trigger_id', 'taken_id', 'trigger_ms')
 local pending = tonumber(j[1] or '0') > tonumber(j[2] or '0')
-if not (pending and j[3] and lt(ARGV[2], j[3])) then redis.call('HSET', KEYS[1], 'trigger_ms', ARGV[2]) end
+if pending then
+  if not (j[3] and lt(ARGV[2], j[3])) then redis.call('HSET', KEYS[1], 'trigger_ms', ARGV[2]) end
+elseif j[3] and not lt(j[3], ARGV[2]) then
+  redis.call('HINCRBY', KEYS[1], 'trigger_ms', 1)
+else
+  redis.call('HSET', KEYS[1], 'trigger_ms', ARGV[2])
+end
 local id = redis.call('HINCRBY', KEYS[1], 'trigger_id', 1)
 redis.call('INCR', KEYS[3])
 redis.call('PUBLISH', ARGV[3], ARGV[1])

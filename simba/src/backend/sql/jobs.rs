@@ -295,8 +295,13 @@ impl JobStatements {
             )),
             set_paused: r("UPDATE simba_job SET paused = :2 WHERE job = :1"),
             // `trigger_ms` first: MySQL evaluates assignments left to right, on the new values.
+            // job_store::trigger_slot: pending requests collapse at the newest time; after a
+            // taken one, the next slot is later than it.
             trigger: r("UPDATE simba_job SET trigger_ms = CASE \
-                 WHEN trigger_id > taken_id AND trigger_ms IS NOT NULL AND trigger_ms > :2 THEN trigger_ms ELSE :2 END, \
+                 WHEN trigger_ms IS NULL THEN :2 \
+                 WHEN trigger_id > taken_id THEN CASE WHEN trigger_ms > :2 THEN trigger_ms ELSE :2 END \
+                 WHEN trigger_ms >= :2 THEN trigger_ms + 1 \
+                 ELSE :2 END, \
                  trigger_id = trigger_id + 1 WHERE job = :1"),
         }
     }
