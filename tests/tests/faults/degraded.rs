@@ -180,6 +180,8 @@ struct Row {
     times: BTreeMap<Action, Vec<Duration>>,
     /// How long each gracefully stopped node took to exit.
     exits: Vec<Duration>,
+    /// Rounds run again: the lease had changed hands on its own just before the fault.
+    missed: usize,
     /// Bytes through the store links in the condition (up, down), and the time it lasted.
     bytes: (u64, u64),
     lasted: Duration,
@@ -286,88 +288,119 @@ async fn run(backend: &str, url: String, server: Option<Server>, ledger: Option<
         .await;
         for _ in 0..rounds {
             for &a in c.actions() {
-                let pid = wait_for(
-                    &format!("[{backend}] {}: the holder among the nodes", c.name()),
-                    Duration::from_secs(15),
-                    || holder(&log).filter(|p| s.nodes.iter().any(|n| n.child.id() == *p)).map(u128::from),
-                )
-                .await as u32;
-                let victim = s.nodes.iter().position(|n| n.child.id() == pid).expect("the leader is a node");
-                let began = mono_ns();
-                fault_log(&format!("[{backend}] {}: {a:?} of the holder (pid {pid}) starts", c.name()));
-                if let Some((m, _)) = c.one_way() {
-                    s.nodes[victim].proxy.as_ref().expect("proxy").set_each(m);
-                }
-                let mut restored = began;
-                // A node killed or stopped: its proxy stays for a one-way hold (what it holds
-                // goes through when the hold ends, at the hold's time whatever the harness
-                // waits for) and, stopped, while the node shuts down (its release goes through
-                // it); a stopped node's exit is timed from the side.
-                let mut kept: Option<tokio::task::JoinHandle<FaultProxy>> = None;
-                let mut exit: Option<tokio::task::JoinHandle<Option<u128>>> = None;
-                match a {
-                    Action::Kill | Action::Stop => {
-                        assert!(nix_kill(pid, if a == Action::Kill { "KILL" } else { "TERM" }));
-                        let n = s.spawn().await;
-                        let mut old = std::mem::replace(&mut s.nodes[victim], n);
-                        if let Some(p) = old.proxy.take() {
-                            let end = c.one_way().map(|(_, hold)| began + hold.as_nanos());
-                            kept = Some(tokio::spawn(async move {
-                                if let Some(end) = end {
-                                    let now = mono_ns();
-                                    if end > now {
-                                        tokio::time::sleep(ns(end - now)).await;
+                let mut tries = 0;
+                loop {
+                    tries += 1;
+                    let pid = wait_for(
+                        &format!("[{backend}] {}: the holder among the nodes", c.name()),
+                        Duration::from_secs(15),
+                        || holder(&log).filter(|p| s.nodes.iter().any(|n| n.child.id() == *p)).map(u128::from),
+                    )
+                    .await as u32;
+                    let victim = s.nodes.iter().position(|n| n.child.id() == pid).expect("the leader is a node");
+                    let began = mono_ns();
+                    fault_log(&format!("[{backend}] {}: {a:?} of the holder (pid {pid}) starts", c.name()));
+                    if let Some((m, _)) = c.one_way() {
+                        s.nodes[victim].proxy.as_ref().expect("proxy").set_each(m);
+                    }
+                    let mut restored = began;
+                    // A node killed or stopped: its proxy stays for a one-way hold (what it holds
+                    // goes through when the hold ends, at the hold's time whatever the harness
+                    // waits for) and, stopped, while the node shuts down (its release goes through
+                    // it); a stopped node's exit is timed from the side.
+                    let mut kept: Option<tokio::task::JoinHandle<FaultProxy>> = None;
+                    let mut exit: Option<tokio::task::JoinHandle<Option<u128>>> = None;
+                    match a {
+                        Action::Kill | Action::Stop => {
+                            assert!(nix_kill(pid, if a == Action::Kill { "KILL" } else { "TERM" }));
+                            let n = s.spawn().await;
+                            let mut old = std::mem::replace(&mut s.nodes[victim], n);
+                            if let Some(p) = old.proxy.take() {
+                                let end = c.one_way().map(|(_, hold)| began + hold.as_nanos());
+                                kept = Some(tokio::spawn(async move {
+                                    if let Some(end) = end {
+                                        let now = mono_ns();
+                                        if end > now {
+                                            tokio::time::sleep(ns(end - now)).await;
+                                        }
+                                        p.restore();
+                                        // The held bytes go through, then the closed connections end.
+                                        tokio::time::sleep(Duration::from_millis(200)).await;
                                     }
-                                    p.restore();
-                                    // The held bytes go through, then the closed connections end.
-                                    tokio::time::sleep(Duration::from_millis(200)).await;
-                                }
-                                p
-                            }));
+                                    p
+                                }));
+                            }
+                            if a == Action::Stop {
+                                exit = Some(tokio::spawn(async move {
+                                    let until = std::time::Instant::now() + Duration::from_secs(15);
+                                    while std::time::Instant::now() < until {
+                                        if matches!(old.child.try_wait(), Ok(Some(_))) {
+                                            return Some(mono_ns());
+                                        }
+                                        tokio::time::sleep(Duration::from_millis(5)).await;
+                                    }
+                                    None
+                                }));
+                            } else {
+                                let _ = old.child.wait();
+                            }
                         }
-                        if a == Action::Stop {
-                            exit = Some(tokio::spawn(async move {
-                                let until = std::time::Instant::now() + Duration::from_secs(15);
-                                while std::time::Instant::now() < until {
-                                    if matches!(old.child.try_wait(), Ok(Some(_))) {
-                                        return Some(mono_ns());
-                                    }
-                                    tokio::time::sleep(Duration::from_millis(5)).await;
-                                }
-                                None
-                            }));
-                        } else {
-                            let _ = old.child.wait();
+                        Action::Partition => {
+                            let (_, hold) = c.one_way().expect("a one-way condition");
+                            tokio::time::sleep(hold).await;
+                            s.nodes[victim].proxy.as_ref().expect("proxy").set_each(s.link);
+                            restored = mono_ns();
                         }
                     }
-                    Action::Partition => {
-                        let (_, hold) = c.one_way().expect("a one-way condition");
-                        tokio::time::sleep(hold).await;
-                        s.nodes[victim].proxy.as_ref().expect("proxy").set_each(s.link);
-                        restored = mono_ns();
+                    let t = wait_for(
+                        &format!("[{backend}] {}: {a:?}: the next accepted write", c.name()),
+                        Duration::from_secs(15),
+                        || next_write(&read_logs(&log), began, restored, pid),
+                    )
+                    .await;
+                    let took = ns(t.saturating_sub(began));
+                    fault_log(&format!("[{backend}] {}: {a:?}: an accepted write {took:?} after its start", c.name()));
+                    // Another node's write counts when its term was won after the fault's start: if
+                    // not, the lease had changed hands on its own just before (under stalls a holder
+                    // can lose it between two writes) and this round timed nothing; it is counted
+                    // and run again.
+                    let fresh = {
+                        let logs = read_logs(&log);
+                        logs.writes
+                            .iter()
+                            .filter(|w| w.3 && w.1 == t)
+                            .any(|w| w.4 == pid || logs.terms.get(&(w.4, w.2)).is_some_and(|(start, _)| *start > began))
+                    };
+                    if fresh {
+                        row.times.entry(a).or_default().push(took);
+                    } else {
+                        row.missed += 1;
+                        fault_log(&format!(
+                            "[{backend}] {}: {a:?}: the lease had changed hands before; again",
+                            c.name()
+                        ));
+                        assert!(
+                            tries < 4,
+                            "[{backend}] {}: {a:?}: three times the lease changed hands on its own first",
+                            c.name()
+                        );
+                    }
+                    if let Some(exit) = exit {
+                        let t = exit.await.expect("exit watch");
+                        let t = t.unwrap_or_else(|| {
+                            panic!("[{backend}] {}: a node stopped with SIGTERM did not exit within 15 s", c.name())
+                        });
+                        row.exits.push(ns(t.saturating_sub(began)));
+                    }
+                    if let Some(p) = kept {
+                        retire(&p.await.expect("kept proxy"), &mut retired);
+                    }
+                    // Let the cluster settle before the next fault (a new node opens its session).
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    if fresh {
+                        break;
                     }
                 }
-                let t = wait_for(
-                    &format!("[{backend}] {}: {a:?}: the next accepted write", c.name()),
-                    Duration::from_secs(15),
-                    || next_write(&read_logs(&log), began, restored, pid),
-                )
-                .await;
-                let took = ns(t.saturating_sub(began));
-                fault_log(&format!("[{backend}] {}: {a:?}: an accepted write {took:?} after its start", c.name()));
-                row.times.entry(a).or_default().push(took);
-                if let Some(exit) = exit {
-                    let t = exit.await.expect("exit watch");
-                    let t = t.unwrap_or_else(|| {
-                        panic!("[{backend}] {}: a node stopped with SIGTERM did not exit within 15 s", c.name())
-                    });
-                    row.exits.push(ns(t.saturating_sub(began)));
-                }
-                if let Some(p) = kept {
-                    retire(&p.await.expect("kept proxy"), &mut retired);
-                }
-                // Let the cluster settle before the next fault (a new node opens its session).
-                tokio::time::sleep(Duration::from_millis(150)).await;
             }
         }
         let to = mono_ns();
@@ -428,15 +461,15 @@ fn print_table(backend: &str, rounds: usize, rows: &[(Condition, Row)], r: &Repo
     let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
     let mut out = format!(
         "\n### {backend}: degraded networks, {rounds} round(s) per condition, lease {LEASE:?}, failover bound {:?}, {NODES} nodes\n\n\
-         | condition | failover: holder killed | bound | handover: holder stopped | bound | holder partitioned one way | bound | stopped node exited after | store traffic per node, up / down | ledger writes accepted / refused |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+         | condition | failover: holder killed | bound | handover: holder stopped | bound | holder partitioned one way | bound | stopped node exited after | store traffic per node, up / down | ledger writes accepted / refused | rounds run again |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
         bound()
     );
     for (c, row) in rows {
         let b = |a: Action| if c.actions().contains(&a) { ms(bound_of(*c, a)) } else { "-".into() };
         let secs = row.lasted.as_secs_f64().max(1e-3) * NODES as f64;
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.0} / {:.0} bytes/s | {} / {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.0} / {:.0} bytes/s | {} / {} | {} |\n",
             c.describe(),
             worst(row.times.get(&Action::Kill)),
             b(Action::Kill),
@@ -448,7 +481,8 @@ fn print_table(backend: &str, rounds: usize, rows: &[(Condition, Row)], r: &Repo
             row.bytes.0 as f64 / secs,
             row.bytes.1 as f64 / secs,
             row.accepted,
-            row.refused
+            row.refused,
+            row.missed
         ));
     }
     out.push_str(&format!(
