@@ -34,6 +34,9 @@
 //! `clock_skew_overlaps_redis` (ignored, run by `--ignored`: 0.97, drift 0.01, link faults,
 //! overlaps observed) use them, and `SIMBA_FAULT_BACKENDS` names them `redis-skew`;
 //! RELIABILITY.md has the table and the commands.
+//!
+//! Degraded networks (issue 16 item 2) reuse [`setup`], [`check`] and the node logs from
+//! `degraded.rs`.
 
 #![allow(clippy::print_stderr)] // The figures are printed for the report.
 
@@ -45,30 +48,30 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use simba_tests::proxy::{FaultProxy, Mode};
+use simba_tests::proxy::{FaultProxy, Mode, Modes};
 use simba_tests::server_url;
 
-const LEASE: Duration = Duration::from_millis(1500);
-const RENEW: Duration = Duration::from_millis(400);
-const JITTER: Duration = Duration::from_millis(200);
-const NODES: usize = 3;
+pub(crate) const LEASE: Duration = Duration::from_millis(1500);
+pub(crate) const RENEW: Duration = Duration::from_millis(400);
+pub(crate) const JITTER: Duration = Duration::from_millis(200);
+pub(crate) const NODES: usize = 3;
 
 /// One backend at a time: server faults disturb the shared servers.
 use crate::SERIAL;
 
-fn mono_ns() -> u128 {
+pub(crate) fn mono_ns() -> u128 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
 }
 
-fn bound() -> Duration {
+pub(crate) fn bound() -> Duration {
     LEASE + RENEW / 2 + JITTER
 }
 
 /// What a measured failover may take beyond the bound (item 4 of issue 16): the job's period
 /// (50 ms) and its ledger write, the harness's 25 ms polling, and scheduling on a loaded
 /// 2-core machine.
-const ALLOWANCE: Duration = Duration::from_millis(300);
+pub(crate) const ALLOWANCE: Duration = Duration::from_millis(300);
 
 /// The bound a fault's time back to an accepted write is held to. Node and link faults: the
 /// failover bound (the others wait out the lease, then contend). A server kill: one renewal
@@ -93,7 +96,7 @@ enum Fault {
     LinkBlackHole,
 }
 
-struct Server {
+pub(crate) struct Server {
     /// Name in scripts/backends.sh.
     name: &'static str,
     pidfile: PathBuf,
@@ -103,7 +106,7 @@ struct Server {
 
 /// A clock-rate skew injected into the node processes with libfaketime.
 #[derive(Debug, Clone)]
-struct Skew {
+pub(crate) struct Skew {
     /// The nodes' clock rate to the host's: 0.97 is 3% slow.
     rate: f64,
     /// The nodes' `[session] drift`.
@@ -142,9 +145,9 @@ impl Skew {
     }
 }
 
-struct Node {
-    child: Child,
-    proxy: Option<FaultProxy>,
+pub(crate) struct Node {
+    pub(crate) child: Child,
+    pub(crate) proxy: Option<FaultProxy>,
 }
 
 impl Drop for Node {
@@ -155,7 +158,7 @@ impl Drop for Node {
     }
 }
 
-fn nix_kill(pid: u32, sig: &str) -> bool {
+pub(crate) fn nix_kill(pid: u32, sig: &str) -> bool {
     Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(pid.to_string())
@@ -181,26 +184,30 @@ fn restart_server(server: &Server) {
     assert!(out.status.success(), "restart {} failed: {}", server.name, String::from_utf8_lossy(&out.stderr));
 }
 
-struct Suite {
+pub(crate) struct Suite {
     dir: tempfile::TempDir,
     url: String,
     ledger: String,
     ledger_id: String,
     upstream: Option<SocketAddr>,
     server: Option<Server>,
-    nodes: Vec<Node>,
+    pub(crate) nodes: Vec<Node>,
     skew: Option<Skew>,
+    /// The modes a new node's link starts with (the degraded-network runs: their condition).
+    pub(crate) link: Modes,
+    /// Before the first node was spawned, on the host's monotonic clock.
+    spawned_from: u128,
 }
 
 impl Suite {
-    fn log(&self) -> PathBuf {
+    pub(crate) fn log(&self) -> PathBuf {
         self.dir.path().join("nodes.log")
     }
 
-    async fn spawn(&self) -> Node {
+    pub(crate) async fn spawn(&self) -> Node {
         let (url, proxy) = match self.upstream {
             Some(up) => {
-                let p = FaultProxy::start(up).await.expect("proxy");
+                let p = FaultProxy::start_with(up, self.link).await.expect("proxy");
                 (self.url.replace(&up.to_string(), &p.addr().to_string()), Some(p))
             }
             None => (self.url.clone(), None),
@@ -240,7 +247,7 @@ impl Suite {
 /// fault's start, end and the first accepted write after it, on the wall clock as the logs
 /// show it, to `DIR/faults.log`.
 /// Appends a line to `DIR/faults.log` when `SIMBA_FAULT_NODE_LOGS=DIR` is set.
-fn fault_log(line: &str) {
+pub(crate) fn fault_log(line: &str) {
     use std::io::Write as _;
     let Some(dir) = std::env::var_os("SIMBA_FAULT_NODE_LOGS") else { return };
     if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(Path::new(&dir).join("faults.log")) {
@@ -249,16 +256,16 @@ fn fault_log(line: &str) {
 }
 
 #[derive(Default, Debug)]
-struct Logs {
+pub(crate) struct Logs {
     /// (pid, token) -> (start, valid until)
-    terms: BTreeMap<(u32, u64), (u128, u128)>,
+    pub(crate) terms: BTreeMap<(u32, u64), (u128, u128)>,
     /// (start, end, token, accepted, pid)
-    writes: Vec<(u128, u128, u64, bool, u32)>,
+    pub(crate) writes: Vec<(u128, u128, u64, bool, u32)>,
     /// (pid, real start, real ns, local ns): a node's measured clock rate.
     clocks: Vec<(u32, u128, u128, u128)>,
 }
 
-fn read_logs(path: &Path) -> Logs {
+pub(crate) fn read_logs(path: &Path) -> Logs {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut l = Logs::default();
     let mut ends: BTreeMap<(u32, u64), u128> = BTreeMap::new();
@@ -296,8 +303,20 @@ fn first_accept_after(path: &Path, t: u128) -> Option<u128> {
     read_logs(path).writes.iter().filter(|w| w.3 && w.0 > t).map(|w| w.1).min()
 }
 
+/// The end of the first accepted write that started after `began` by a node other than
+/// `victim`, or by `victim` once it started after `restored`: the failover after a fault that
+/// hit `victim` from `began` to `restored`.
+pub(crate) fn next_write(logs: &Logs, began: u128, restored: u128, victim: u32) -> Option<u128> {
+    logs.writes.iter().filter(|w| w.3 && w.0 > began && (w.4 != victim || w.0 > restored)).map(|w| w.1).min()
+}
+
+/// The pid of the node of the latest accepted write: the leader, as the ledger sees it.
+pub(crate) fn leader(log: &Path) -> Option<u32> {
+    read_logs(log).writes.iter().filter(|w| w.3).max_by_key(|w| w.1).map(|w| w.4)
+}
+
 #[derive(Debug, Default)]
-struct Report {
+pub(crate) struct Report {
     faults: BTreeMap<Fault, usize>,
     /// Per kind, the worst time from the fault's end to a leader's accepted write.
     worst: BTreeMap<Fault, Duration>,
@@ -312,12 +331,64 @@ struct Report {
     worst_gap: BTreeMap<Fault, Duration>,
     /// (kind, began, restored, back) of every fault.
     windows: Vec<(Fault, u128, u128, u128)>,
-    writes: usize,
-    refused: usize,
-    stale_accepted: usize,
-    overlaps: usize,
-    token_regressions: usize,
-    terms: usize,
+    pub(crate) writes: usize,
+    pub(crate) refused: usize,
+    pub(crate) stale_accepted: usize,
+    pub(crate) overlaps: usize,
+    pub(crate) token_regressions: usize,
+    pub(crate) terms: usize,
+}
+
+/// Writes the nodes' configuration, starts [`NODES`] node processes on `url` (through a fault
+/// proxy each, starting in `link`, when there is a `server`), and waits for the first accepted
+/// ledger write. `tag` makes the ledger's resource unique to the run. Shared by the fault suite
+/// and the degraded-network runs (`degraded.rs`).
+pub(crate) async fn setup(
+    backend: &str,
+    url: String,
+    server: Option<Server>,
+    ledger: Option<String>,
+    skew: Option<Skew>,
+    tag: &str,
+    link: Modes,
+) -> Suite {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut toml = format!(
+        "[session]\nlease_duration = \"{}ms\"\nrenew_interval = \"{}ms\"\nretry_jitter = \"{}ms\"\n",
+        LEASE.as_millis(),
+        RENEW.as_millis(),
+        JITTER.as_millis()
+    );
+    if let Some(k) = &skew {
+        toml.push_str(&format!("drift = {}\nmargin = \"{}ms\"\n", k.drift, k.margin.as_millis()));
+    }
+    std::fs::write(dir.path().join("simba.toml"), toml).expect("config");
+    let upstream = server.as_ref().map(|_| {
+        let hostport = url
+            .split("://")
+            .nth(1)
+            .and_then(|r| r.split('@').next_back())
+            .and_then(|r| r.split('/').next())
+            .expect("host:port");
+        hostport.parse::<SocketAddr>().expect("a loopback host:port")
+    });
+    let ledger = ledger.unwrap_or_else(|| dir.path().join("ledger.db").display().to_string());
+    let ledger_id = format!("ledger-{backend}-{tag}-{}", std::process::id());
+    let mut s =
+        Suite { dir, url, ledger, ledger_id, upstream, server, nodes: Vec::new(), skew, link, spawned_from: mono_ns() };
+    for _ in 0..NODES {
+        let n = s.spawn().await;
+        s.nodes.push(n);
+    }
+    let log = s.log();
+    let start = mono_ns();
+    let mut waited = 0;
+    while first_accept_after(&log, start).is_none() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += 1;
+        assert!(waited < 300, "[{backend}] no leader within 30 s of starting");
+    }
+    s
 }
 
 /// Runs the suite on `backend` at `url`. The ledger is the protected resource, apart from the
@@ -355,42 +426,9 @@ async fn run(
         );
     }
     let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut toml = format!(
-        "[session]\nlease_duration = \"{}ms\"\nrenew_interval = \"{}ms\"\nretry_jitter = \"{}ms\"\n",
-        LEASE.as_millis(),
-        RENEW.as_millis(),
-        JITTER.as_millis()
-    );
-    if let Some(k) = &skew {
-        toml.push_str(&format!("drift = {}\nmargin = \"{}ms\"\n", k.drift, k.margin.as_millis()));
-    }
-    std::fs::write(dir.path().join("simba.toml"), toml).expect("config");
-    let upstream = server.as_ref().map(|_| {
-        let hostport = url
-            .split("://")
-            .nth(1)
-            .and_then(|r| r.split('@').next_back())
-            .and_then(|r| r.split('/').next())
-            .expect("host:port");
-        hostport.parse::<SocketAddr>().expect("a loopback host:port")
-    });
-    let ledger = ledger.unwrap_or_else(|| dir.path().join("ledger.db").display().to_string());
-    let ledger_id = format!("ledger-{backend}-{seed:x}-{}", std::process::id());
-    let mut s = Suite { dir, url, ledger, ledger_id, upstream, server, nodes: Vec::new(), skew: skew.clone() };
-    let spawned_from = mono_ns();
-    for _ in 0..NODES {
-        let n = s.spawn().await;
-        s.nodes.push(n);
-    }
+    let mut s = setup(backend, url, server, ledger, skew.clone(), &format!("{seed:x}"), Modes::default()).await;
     let log = s.log();
-    let start = mono_ns();
-    let mut waited = 0;
-    while first_accept_after(&log, start).is_none() {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        waited += 1;
-        assert!(waited < 300, "[{backend}] no leader within 30 s of starting");
-    }
+    let spawned_from = s.spawned_from;
     let mut kinds = vec![Fault::NodeKill, Fault::NodePause];
     if s.server.is_some() {
         kinds.extend([Fault::ServerPause, Fault::LinkCut, Fault::LinkBlackHole]);
@@ -414,7 +452,7 @@ async fn run(
     for i in 0..count {
         let fault = kinds[rng.random_range(0..kinds.len())];
         // Two faults in three hit the current leader (the node of the latest accepted write).
-        let leader = read_logs(&log).writes.iter().filter(|w| w.3).max_by_key(|w| w.1).map(|w| w.4);
+        let leader = leader(&log);
         let leader_idx = leader.and_then(|pid| s.nodes.iter().position(|n| n.child.id() == pid));
         let victim = match leader_idx {
             Some(l) if rng.random_range(0..3) < 2 => l,
@@ -545,15 +583,10 @@ async fn run(
     }
 }
 
-fn check(_backend: &str, log: &Path, r: &mut Report) {
+pub(crate) fn check(_backend: &str, log: &Path, r: &mut Report) {
     let logs = read_logs(log);
     for (f, began, restored, victim) in &r.hits {
-        let next = logs
-            .writes
-            .iter()
-            .filter(|w| w.3 && w.0 > *began && (w.4 != *victim || w.0 > *restored))
-            .map(|w| w.1)
-            .min();
+        let next = next_write(&logs, *began, *restored, *victim);
         // Nobody wrote before the run ended: nothing to measure (the wait for a write after
         // each fault's end has failed the run already).
         if let Some(t) = next {
@@ -672,11 +705,11 @@ fn print_report(backend: &str, seed: u64, count: usize, r: &Report, stretch: f64
     }
 }
 
-fn wanted(backend: &str) -> bool {
+pub(crate) fn wanted(backend: &str) -> bool {
     std::env::var("SIMBA_FAULT_BACKENDS").map_or(true, |v| v.split(',').any(|b| b.trim() == backend))
 }
 
-fn server(name: &'static str, var: &str, volatile: bool) -> Option<Server> {
+pub(crate) fn server(name: &'static str, var: &str, volatile: bool) -> Option<Server> {
     let pidfile = std::env::var(var).ok()?;
     Some(Server { name, pidfile: pidfile.into(), volatile })
 }

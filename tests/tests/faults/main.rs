@@ -1,9 +1,11 @@
 //! Faults with real processes (rule V2): the fault suite, the multi-process cron test, the
-//! multi-process history test (issue 12) and the fault proxy itself.
+//! multi-process history test (issue 12), degraded networks (issue 16 item 2) and the fault
+//! proxy itself.
 //!
 //! The fault suite and the multi-process test start node processes and time failovers, so
 //! they take [`SERIAL`] and never run at the same time.
 
+mod degraded;
 mod faults;
 mod history;
 mod multiprocess;
