@@ -3,6 +3,7 @@
 //! then hands everything over (H1) and closes the session (rule J4).
 
 mod config;
+mod jobs;
 mod security;
 
 use std::collections::BTreeSet;
@@ -11,16 +12,16 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{DEFAULT_BACKEND_URL, JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY, RuntimeConfig};
+pub use jobs::JobsHandle;
 
 use crate::job::{
     GroupSpec, JOB_POLICIES, JobPolicy, Misfire, PARTITIONED_JOBS, PartitionedJob, Recording, RunPolicy,
-    SCHEDULED_JOBS, ScheduleSpec, ScheduledJob, Timer, node_name, run_group, run_scheduled,
+    SCHEDULED_JOBS, ScheduleSpec, ScheduledJob, Timer, node_name,
 };
-use crate::{Election, Error, Simba, Term};
+use crate::{Error, Simba};
 
 /// Reads `simba.toml` (`SIMBA_CONFIG`, else `./simba.toml`, else the embedded default: SQLite
 /// in `./simba.db`), applies `SIMBA_*` environment overrides, opens the session, runs every
@@ -208,39 +209,22 @@ impl RuntimeBuilder {
             tokio::spawn(control_loop(Arc::clone(s), every, tx, control_stop.clone()));
             rx
         });
-        let node = node_name();
-        let recording = |name: &str, policy: RunPolicy| Recording {
-            metric: name.into(),
-            job: name.into(),
-            store: store.clone(),
-            node: Arc::clone(&node),
-            policy,
-            control: control.clone(),
-            clock: self.clock,
-        };
-        let mut elections = Vec::new();
+        let jobs = JobsHandle::new(simba.clone(), config, policies, store, control, node_name(), self.clock);
         for job in plan.jobs {
-            let election = simba.election(job.lease.clone());
-            let shared = Arc::clone(&simba.shared);
-            let run = job.run;
-            let rec = recording(&job.name, job.policy);
-            let (timer, misfire) = (job.timer, job.misfire);
-            election.run_while_leader(move |term: Term| {
-                run_scheduled(Arc::clone(&shared), rec.clone(), timer.clone(), misfire, term, move |t| run(t))
-            })?;
-            elections.push(election);
+            if let Err(e) = jobs.start_scheduled(job) {
+                // Nothing half-started: what did start is handed over, the session closed.
+                jobs.stop_all().await;
+                control_stop.cancel();
+                simba.close().await;
+                return Err(e);
+            }
         }
-        let mut groups = Vec::new();
-        for mut g in plan.groups {
-            g.recording = recording(&g.job, g.recording.policy);
-            let stop = CancellationToken::new();
-            let handle = tokio::spawn(run_group(Arc::clone(&simba.shared), g, stop.clone()));
-            groups.push((stop, handle));
+        for g in plan.groups {
+            jobs.start_group(g);
         }
         Ok(RunningRuntime {
             simba,
-            elections,
-            groups,
+            jobs,
             control_stop,
             shutdown: self.shutdown,
             #[cfg(feature = "prometheus")]
@@ -268,8 +252,7 @@ impl RuntimeBuilder {
 /// A started runtime.
 pub struct RunningRuntime {
     simba: Simba,
-    elections: Vec<Election>,
-    groups: Vec<(CancellationToken, JoinHandle<()>)>,
+    jobs: JobsHandle,
     control_stop: CancellationToken,
     shutdown: Option<ShutdownFuture>,
     #[cfg(feature = "prometheus")]
@@ -297,16 +280,14 @@ impl RunningRuntime {
         self.dashboard.as_ref().map(crate::dashboard::DashboardServer::local_addr)
     }
 
+    /// The handle that adds and removes jobs on this node while it runs (issue 12 item 7).
+    pub fn jobs(&self) -> JobsHandle {
+        self.jobs.clone()
+    }
+
     /// Hands every job and partition over in the H1 order, then closes the session.
     pub async fn shutdown(self) {
-        for (stop, _) in &self.groups {
-            stop.cancel();
-        }
-        for (_, h) in self.groups {
-            let _ = h.await;
-        }
-        let stops = self.elections.iter().map(Election::stop);
-        let _ = futures_util::future::join_all(stops).await;
+        self.jobs.stop_all().await;
         self.control_stop.cancel();
         self.simba.close().await;
         #[cfg(feature = "prometheus")]
@@ -433,63 +414,15 @@ fn plan(
     let mut leases = BTreeSet::new();
     let mut jobs = Vec::new();
     for j in scheduled {
-        let o = config.jobs.get(j.name).cloned().unwrap_or_default();
-        if o.partitions.is_some() {
-            return Err(bad(format!(
-                "[jobs.{}] partitions: `{}` is a scheduled job, not a partitioned one",
-                j.name, j.name
-            )));
-        }
-        if o.enabled == Some(false) {
-            tracing::info!(job = j.name, "disabled by the configuration");
-            continue;
-        }
-        crate::validate_name(j.lease)?;
+        let Some(job) = plan_scheduled(config, j, policies)? else { continue };
         if !leases.insert(j.lease.to_owned()) {
             return Err(bad(format!("two jobs use the lease `{}`: give one of them another `lease`", j.lease)));
         }
-        let spec = o.schedule.clone().unwrap_or_else(|| ScheduleSpec::from(j.schedule));
-        let timer = Timer::new(&spec).map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
-        jobs.push(PlannedJob {
-            name: j.name.to_owned(),
-            lease: j.lease.to_owned(),
-            timer,
-            misfire: o.misfire.unwrap_or(j.misfire),
-            policy: policy_of(j.name, policies, &o),
-            run: j.run,
-        });
+        jobs.push(job);
     }
     let mut groups = Vec::new();
     for j in partitioned {
-        let o = config.jobs.get(j.name).cloned().unwrap_or_default();
-        if o.enabled == Some(false) {
-            tracing::info!(job = j.name, "disabled by the configuration");
-            continue;
-        }
-        let partitions = o.partitions.unwrap_or(j.partitions);
-        if partitions == 0 {
-            return Err(bad(format!("[jobs.{}] partitions must be at least 1", j.name)));
-        }
-        crate::validate_name(&format!("{}.{}", j.group, partitions - 1))?;
-        let spec = o.schedule.clone().or_else(|| j.schedule.map(ScheduleSpec::from));
-        let timer = spec.map(|s| Timer::new(&s)).transpose().map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
-        groups.push(GroupSpec {
-            job: j.name.into(),
-            group: j.group.into(),
-            partitions,
-            timer,
-            misfire: o.misfire.unwrap_or(j.misfire),
-            run: j.run,
-            recording: Recording {
-                metric: j.name.into(),
-                job: j.name.into(),
-                store: None,
-                node: "".into(),
-                policy: policy_of(j.name, policies, &o),
-                control: None,
-                clock: crate::job::WallClock::System,
-            },
-        });
+        groups.extend(plan_group(config, j, policies)?);
     }
     for p in policies {
         if !names.contains(p.name) {
@@ -500,6 +433,73 @@ fn plan(
         }
     }
     Ok(Plan { jobs, groups })
+}
+
+/// Checks scheduled job `j` against the configuration: `None` when `[jobs.NAME] enabled =
+/// false` disables it.
+fn plan_scheduled(
+    config: &RuntimeConfig,
+    j: &ScheduledJob,
+    policies: &[JobPolicy],
+) -> Result<Option<PlannedJob>, Error> {
+    let bad = |msg: String| Error::InvalidConfig(format!("{}: {msg}", config.source));
+    let o = config.jobs.get(j.name).cloned().unwrap_or_default();
+    if o.partitions.is_some() {
+        return Err(bad(format!(
+            "[jobs.{}] partitions: `{}` is a scheduled job, not a partitioned one",
+            j.name, j.name
+        )));
+    }
+    if o.enabled == Some(false) {
+        tracing::info!(job = j.name, "disabled by the configuration");
+        return Ok(None);
+    }
+    crate::validate_name(j.lease)?;
+    let spec = o.schedule.clone().unwrap_or_else(|| ScheduleSpec::from(j.schedule));
+    let timer = Timer::new(&spec).map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
+    Ok(Some(PlannedJob {
+        name: j.name.to_owned(),
+        lease: j.lease.to_owned(),
+        timer,
+        misfire: o.misfire.unwrap_or(j.misfire),
+        policy: policy_of(j.name, policies, &o),
+        run: j.run,
+    }))
+}
+
+/// Checks partitioned job `j` against the configuration: `None` when disabled. Its
+/// recording is completed by the runtime (store, node, clock).
+fn plan_group(config: &RuntimeConfig, j: &PartitionedJob, policies: &[JobPolicy]) -> Result<Option<GroupSpec>, Error> {
+    let bad = |msg: String| Error::InvalidConfig(format!("{}: {msg}", config.source));
+    let o = config.jobs.get(j.name).cloned().unwrap_or_default();
+    if o.enabled == Some(false) {
+        tracing::info!(job = j.name, "disabled by the configuration");
+        return Ok(None);
+    }
+    let partitions = o.partitions.unwrap_or(j.partitions);
+    if partitions == 0 {
+        return Err(bad(format!("[jobs.{}] partitions must be at least 1", j.name)));
+    }
+    crate::validate_name(&format!("{}.{}", j.group, partitions - 1))?;
+    let spec = o.schedule.clone().or_else(|| j.schedule.map(ScheduleSpec::from));
+    let timer = spec.map(|s| Timer::new(&s)).transpose().map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
+    Ok(Some(GroupSpec {
+        job: j.name.into(),
+        group: j.group.into(),
+        partitions,
+        timer,
+        misfire: o.misfire.unwrap_or(j.misfire),
+        run: j.run,
+        recording: Recording {
+            metric: j.name.into(),
+            job: j.name.into(),
+            store: None,
+            node: "".into(),
+            policy: policy_of(j.name, policies, &o),
+            control: None,
+            clock: crate::job::WallClock::System,
+        },
+    }))
 }
 
 /// The retry and timeout options of job `name`: the macro's (or the builder's), then the

@@ -1,5 +1,6 @@
 //! Jobs, macros and the runtime (SPEC section 10), and the macros' compile-time errors (J3).
 
+mod added;
 mod history;
 mod jobs;
 mod macros;

@@ -1,0 +1,238 @@
+//! Jobs added and removed while the runtime runs (issue 12 item 7): the runtime's set of
+//! running jobs, behind a handle that the runtime itself uses to start and stop them.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{PlannedJob, RuntimeConfig, plan_group, plan_scheduled};
+use crate::job::{
+    GroupSpec, JobPolicy, PartitionedJob, Recording, RunPolicy, ScheduledJob, WallClock, run_group, run_scheduled,
+};
+use crate::job_store::SharedJobStore;
+use crate::{Election, Error, Simba, Term};
+
+/// Adds and removes scheduled and partitioned jobs on this node while the runtime runs, from
+/// [`RunningRuntime::jobs`](super::RunningRuntime::jobs). Cheap to clone.
+///
+/// A job added here runs on this node only, under the same rules as one registered at start:
+/// an election on its lease (or a membership of its group), its `[jobs.NAME]` keys and its
+/// retry and timeout options (given to the builder or by the macro) when it has any, history
+/// and control in the jobs store. Other nodes run it only once they add it too; until then
+/// the cluster disagrees about it, and only the nodes that have it hold its lease. Removing a
+/// job hands it over as a shutdown does (H1: the run in flight is cancelled and awaited, then
+/// the lease is released), so another node that has the job takes it at once.
+///
+/// Names are `&'static str`, as for registered jobs: a name made at run time can be leaked
+/// (`String::leak`) once per job.
+#[derive(Clone)]
+pub struct JobsHandle {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    simba: Simba,
+    config: RuntimeConfig,
+    policies: Vec<JobPolicy>,
+    store: Option<SharedJobStore>,
+    control: Option<watch::Receiver<u64>>,
+    node: Arc<str>,
+    clock: WallClock,
+    running: Mutex<BTreeMap<String, Running>>,
+}
+
+enum Running {
+    Scheduled { lease: String, election: Election },
+    Group { group: String, partitions: u32, stop: CancellationToken, task: JoinHandle<()> },
+}
+
+impl Running {
+    /// Whether this job uses lease `lease`, or a lease of group `group` when one is given.
+    fn uses(&self, lease: &str, group: Option<&str>) -> bool {
+        match self {
+            Running::Scheduled { lease: l, .. } => {
+                l == lease || group.is_some_and(|g| l.strip_prefix(g).is_some_and(|r| r.starts_with('.')))
+            }
+            Running::Group { group: g, partitions, .. } => {
+                group == Some(g.as_str())
+                    || lease
+                        .strip_prefix(g.as_str())
+                        .and_then(|r| r.strip_prefix('.'))
+                        .is_some_and(|i| i.parse::<u32>().is_ok_and(|i| i < *partitions))
+            }
+        }
+    }
+}
+
+impl JobsHandle {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        simba: Simba,
+        config: RuntimeConfig,
+        policies: Vec<JobPolicy>,
+        store: Option<SharedJobStore>,
+        control: Option<watch::Receiver<u64>>,
+        node: Arc<str>,
+        clock: WallClock,
+    ) -> Self {
+        let inner = Inner { simba, config, policies, store, control, node, clock, running: Mutex::default() };
+        JobsHandle { inner: Arc::new(inner) }
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Running>> {
+        self.inner.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn recording(&self, name: &str, policy: RunPolicy) -> Recording {
+        let i = &self.inner;
+        Recording {
+            metric: name.into(),
+            job: name.into(),
+            store: i.store.clone(),
+            node: Arc::clone(&i.node),
+            policy,
+            control: i.control.clone(),
+            clock: i.clock,
+        }
+    }
+
+    /// Starts a planned scheduled job (the runtime's start, and [`add`](Self::add)).
+    pub(super) fn start_scheduled(&self, job: PlannedJob) -> Result<(), Error> {
+        let election = self.inner.simba.election(job.lease.clone());
+        let shared = Arc::clone(&self.inner.simba.shared);
+        let run = job.run;
+        let rec = self.recording(&job.name, job.policy);
+        let (timer, misfire) = (job.timer, job.misfire);
+        election.run_while_leader(move |term: Term| {
+            run_scheduled(Arc::clone(&shared), rec.clone(), timer.clone(), misfire, term, move |t| run(t))
+        })?;
+        self.running().insert(job.name, Running::Scheduled { lease: job.lease, election });
+        Ok(())
+    }
+
+    /// Starts a planned partition group (the runtime's start, and
+    /// [`add_partitioned`](Self::add_partitioned)).
+    pub(super) fn start_group(&self, mut g: GroupSpec) {
+        g.recording = self.recording(&g.job, g.recording.policy);
+        let (name, group, partitions) = (g.job.to_string(), g.group.to_string(), g.partitions);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(run_group(Arc::clone(&self.inner.simba.shared), g, stop.clone()));
+        self.running().insert(name, Running::Group { group, partitions, stop, task });
+    }
+
+    /// The names of the jobs running on this node (registered at start or added), sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.running().keys().cloned().collect()
+    }
+
+    /// Refuses a job whose name or lease (or group) is taken on this node.
+    fn check_free(&self, name: &str, lease: &str, group: Option<&str>) -> Result<(), Error> {
+        let running = self.running();
+        if running.contains_key(name) {
+            return Err(Error::InvalidConfig(format!(
+                "a job named `{name}` already runs on this node: remove it first, or give the new one another name"
+            )));
+        }
+        if let Some((other, _)) = running.iter().find(|(_, r)| r.uses(lease, group)) {
+            let what = group.map_or_else(|| format!("lease `{lease}`"), |g| format!("group `{g}`"));
+            return Err(Error::InvalidConfig(format!(
+                "job `{other}` already uses {what} on this node: give the new job another one"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Starts scheduled job `job` on this node now. Refused, with nothing started, when a
+    /// running job has the same name or lease, when the job is disabled by `[jobs.NAME]
+    /// enabled = false`, or when its settings are invalid (the same checks as at start).
+    pub fn add(&self, job: ScheduledJob) -> Result<(), Error> {
+        self.check_free(job.name, job.lease, None)?;
+        let Some(planned) = plan_scheduled(&self.inner.config, &job, &self.inner.policies)? else {
+            return Err(Error::InvalidConfig(format!(
+                "{}: [jobs.{}] enabled = false: the job is disabled on this node",
+                self.inner.config.source, job.name
+            )));
+        };
+        tracing::info!(job = job.name, lease = job.lease, "job added at run time");
+        self.start_scheduled(planned)
+    }
+
+    /// Joins partitioned job `job`'s group on this node now. Refused like [`add`](Self::add).
+    pub fn add_partitioned(&self, job: PartitionedJob) -> Result<(), Error> {
+        let first = format!("{}.0", job.group);
+        self.check_free(job.name, &first, Some(job.group))?;
+        let Some(g) = plan_group(&self.inner.config, &job, &self.inner.policies)? else {
+            return Err(Error::InvalidConfig(format!(
+                "{}: [jobs.{}] enabled = false: the job is disabled on this node",
+                self.inner.config.source, job.name
+            )));
+        };
+        tracing::info!(
+            job = job.name,
+            group = job.group,
+            partitions = g.partitions,
+            "partitioned job added at run time"
+        );
+        self.start_group(g);
+        Ok(())
+    }
+
+    /// Stops job `name` on this node and hands it over (H1): a scheduled job's election stops
+    /// (its run is cancelled and awaited, then its lease released); a partitioned job's
+    /// workers stop and the node leaves the group. Returns once that is done. An unknown name
+    /// is an error naming the nearest running job.
+    pub async fn remove(&self, name: &str) -> Result<(), Error> {
+        let taken = self.running().remove(name);
+        match taken {
+            Some(r) => {
+                stop(r).await;
+                tracing::info!(job = name, "job removed at run time");
+                Ok(())
+            }
+            None => {
+                let names = self.names();
+                let nearest = crate::suggest::nearest(name, names.iter().map(String::as_str));
+                Err(Error::InvalidConfig(format!(
+                    "no job named `{name}` runs on this node{}",
+                    match nearest {
+                        Some(n) => format!(" (did you mean `{n}`?)"),
+                        None if names.is_empty() => String::from(" (none runs)"),
+                        None => format!("; running: {}", names.join(", ")),
+                    }
+                )))
+            }
+        }
+    }
+
+    /// Stops every job in the H1 order of a shutdown: groups first, then elections.
+    pub(super) async fn stop_all(&self) {
+        let all = std::mem::take(&mut *self.running());
+        let (groups, elections): (Vec<_>, Vec<_>) = all.into_values().partition(|r| matches!(r, Running::Group { .. }));
+        for r in &groups {
+            if let Running::Group { stop, .. } = r {
+                stop.cancel();
+            }
+        }
+        futures_util::future::join_all(groups.into_iter().map(stop)).await;
+        futures_util::future::join_all(elections.into_iter().map(stop)).await;
+    }
+}
+
+async fn stop(r: Running) {
+    match r {
+        Running::Scheduled { election, .. } => election.stop().await,
+        Running::Group { stop, task, .. } => {
+            stop.cancel();
+            let _ = task.await;
+        }
+    }
+}
+
+impl std::fmt::Debug for JobsHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobsHandle").field("jobs", &self.names()).finish()
+    }
+}
