@@ -190,6 +190,197 @@ struct JobTable {
 
 const SECTIONS: [&str; 6] = ["backend", "session", "jobs", "metrics", "dashboard", "history"];
 
+/// What every check of one configuration text needs: the text (for line numbers), its name,
+/// and the secrets to mask in messages.
+struct Cx<'a> {
+    text: &'a str,
+    source: &'a str,
+    secrets: Vec<(String, String)>,
+}
+
+impl Cx<'_> {
+    /// A configuration error naming the source, with every secret masked.
+    fn err(&self, msg: String) -> Error {
+        Error::InvalidConfig(scrub(&format!("{}: {msg}", self.source), &self.secrets))
+    }
+
+    /// Where `key` of `[section]` is: its line when the file has it.
+    fn at(&self, section: &str, key: &str) -> String {
+        match locate(self.text, section, key) {
+            Some(line) => format!("line {line}, [{section}] {key}"),
+            None => format!("[{section}] {key}"),
+        }
+    }
+
+    /// A duration value of `key` in `[section]`, if given.
+    fn dur(&self, section: &str, key: &str, v: &Option<String>) -> Result<Option<Duration>, Error> {
+        v.as_deref()
+            .map(|s| {
+                humantime::parse_duration(s).map_err(|e| {
+                    self.err(format!(
+                        "{}: invalid duration {s:?}: {e} (write e.g. \"15s\" or \"500ms\")",
+                        self.at(section, key)
+                    ))
+                })
+            })
+            .transpose()
+    }
+
+    /// `[session]`, checked against C1.
+    fn session(&self, s: &SessionTable) -> Result<SimbaConfig, Error> {
+        let mut b = SimbaConfig::builder();
+        if let Some(d) = self.dur("session", "lease_duration", &s.lease_duration)? {
+            b = b.lease_duration(d);
+        }
+        if let Some(d) = self.dur("session", "renew_interval", &s.renew_interval)? {
+            b = b.renew_interval(d);
+        }
+        if let Some(d) = s.drift {
+            b = b.drift(d);
+        }
+        if let Some(d) = self.dur("session", "margin", &s.margin)? {
+            b = b.margin(d);
+        }
+        if let Some(d) = self.dur("session", "retry_jitter", &s.retry_jitter)? {
+            b = b.retry_jitter(d);
+        }
+        if let Some(d) = self.dur("session", "min_backoff", &s.min_backoff)? {
+            b = b.min_backoff(d);
+        }
+        b.build().map_err(|e| self.err(format!("[session]: {e}")))
+    }
+
+    /// `[jobs.NAME]`'s schedule keys: `cron` (with `time_zone`) or `fixed_rate`, or neither.
+    fn job_schedule(&self, section: &str, j: &JobTable) -> Result<Option<ScheduleSpec>, Error> {
+        let at = |key: &str| self.at(section, key);
+        match (&j.cron, &j.fixed_rate) {
+            (Some(_), Some(_)) => Err(self.err(format!("{}: set either cron or fixed_rate, not both", at("cron")))),
+            (Some(c), None) => {
+                parse_cron(c).map_err(|m| self.err(format!("{}: {m}", at("cron"))))?;
+                if let Some(z) = &j.time_zone {
+                    parse_time_zone(z).map_err(|m| self.err(format!("{}: {m}", at("time_zone"))))?;
+                }
+                Ok(Some(ScheduleSpec::Cron { expr: c.clone(), time_zone: j.time_zone.clone() }))
+            }
+            (None, fixed) => {
+                if j.time_zone.is_some() {
+                    return Err(self.err(format!("{}: time_zone only applies to cron", at("time_zone"))));
+                }
+                if fixed.is_none() {
+                    return Ok(None);
+                }
+                let d = self.dur(section, "fixed_rate", fixed)?.unwrap_or_default();
+                if d.is_zero() {
+                    return Err(self.err(format!("{}: fixed_rate must be greater than zero", at("fixed_rate"))));
+                }
+                Ok(Some(ScheduleSpec::FixedRate(d)))
+            }
+        }
+    }
+
+    /// `[jobs.NAME]`.
+    fn job(&self, name: &str, j: &JobTable) -> Result<JobOverride, Error> {
+        let section = format!("jobs.{name}");
+        let at = |key: &str| self.at(&section, key);
+        let schedule = self.job_schedule(&section, j)?;
+        let misfire = match j.misfire.as_deref().map(|m| (m, simba_rules::misfire::parse(m))) {
+            None => None,
+            Some((_, Some(simba_rules::misfire::Policy::Skip))) => Some(Misfire::Skip),
+            Some((_, Some(simba_rules::misfire::Policy::RunOnce))) => Some(Misfire::RunOnce),
+            Some((other, None)) => {
+                return Err(self.err(format!(
+                    "{}: unknown misfire policy {other:?}: use {:?} or {:?}",
+                    at("misfire"),
+                    simba_rules::misfire::SKIP,
+                    simba_rules::misfire::RUN_ONCE
+                )));
+            }
+        };
+        if j.partitions == Some(0) {
+            return Err(self.err(format!("{}: partitions must be at least 1", at("partitions"))));
+        }
+        if j.retry.is_some_and(|r| r > MAX_RETRY) {
+            return Err(self.err(format!(
+                "{}: retry must be at most {MAX_RETRY} (a slot that fails that often needs a fix, not more attempts)",
+                at("retry")
+            )));
+        }
+        let backoff = self.dur(&section, "backoff", &j.backoff)?;
+        if backoff.is_some_and(|d| d.is_zero()) {
+            return Err(self.err(format!("{}: backoff must be greater than zero", at("backoff"))));
+        }
+        let timeout = self.dur(&section, "timeout", &j.timeout)?;
+        if timeout.is_some_and(|d| d.is_zero()) {
+            return Err(
+                self.err(format!("{}: timeout must be greater than zero (leave it out for no timeout)", at("timeout")))
+            );
+        }
+        Ok(JobOverride {
+            enabled: j.enabled,
+            schedule,
+            misfire,
+            partitions: j.partitions,
+            retry: j.retry,
+            backoff,
+            timeout,
+        })
+    }
+
+    /// `[backend]`: the URL with the user, password and TLS keys folded in.
+    fn backend_url(&self, b: BackendTable) -> Result<String, Error> {
+        let url = b.url.unwrap_or_else(|| DEFAULT_BACKEND_URL.to_owned());
+        let password = match (b.password, &b.password_file) {
+            (Some(_), Some(_)) => {
+                return Err(self.err(format!(
+                    "{}: set either password (or SIMBA_BACKEND__PASSWORD) or password_file, not both",
+                    self.at("backend", "password_file")
+                )));
+            }
+            (Some(p), None) => Some(p),
+            (None, Some(path)) => Some(super::security::read_password_file(path).map_err(|m| self.err(m))?),
+            (None, None) => None,
+        };
+        super::security::secure_url(&url, b.user.as_deref(), password.as_deref(), b.tls.as_ref())
+            .map_err(|m| self.err(format!("[backend]: {m}")))
+    }
+
+    /// `[metrics] listen`.
+    fn metrics_listen(&self, listen: Option<String>) -> Result<Option<std::net::SocketAddr>, Error> {
+        let addr = listen
+            .map(|l| {
+                l.parse::<std::net::SocketAddr>().map_err(|e| {
+                    self.err(format!(
+                        "{}: invalid address {l:?}: {e} (write e.g. \"127.0.0.1:9464\")",
+                        self.at("metrics", "listen")
+                    ))
+                })
+            })
+            .transpose()?;
+        if addr.is_some() && !cfg!(feature = "prometheus") {
+            return Err(self.err(format!(
+                "{}: serving metrics needs simba's cargo feature `prometheus` (or remove [metrics] listen and install \
+                 your own metrics exporter)",
+                self.at("metrics", "listen")
+            )));
+        }
+        Ok(addr)
+    }
+
+    /// `[history] retention`.
+    fn history_retention(&self, retention: Option<i64>) -> Result<Option<usize>, Error> {
+        let Some(n) = retention else { return Ok(None) };
+        match usize::try_from(n) {
+            Ok(n @ 1..=MAX_HISTORY_RETENTION) => Ok(Some(n)),
+            _ => Err(self.err(format!(
+                "{}: {n} records per job: write a number from 1 to {MAX_HISTORY_RETENTION} (default {}; \
+                 keep a longer history in your own store)",
+                self.at("history", "retention"),
+                crate::job_store::DEFAULT_RETENTION
+            ))),
+        }
+    }
+}
+
 impl RuntimeConfig {
     /// Loads the configuration as [`crate::run`] does: the file named by `SIMBA_CONFIG`, else
     /// `./simba.toml` if it exists, else the embedded default; then `SIMBA_*` overrides.
@@ -217,188 +408,31 @@ impl RuntimeConfig {
     pub fn from_toml_str(text: &str, source: &str, overrides: Vec<(String, String)>) -> Result<RuntimeConfig, Error> {
         // Messages may quote the file (TOML errors show the offending line) or an override's
         // value: mask every secret first.
-        let secrets = secrets_in(text, &overrides);
-        let err = |msg: String| Error::InvalidConfig(scrub(&format!("{source}: {msg}"), &secrets));
+        let cx = Cx { text, source, secrets: secrets_in(text, &overrides) };
         // First the file alone, so that errors carry its line and column.
         if let Err(e) = toml::from_str::<FileConfig>(text) {
-            return Err(err(with_hint(&e.to_string())));
+            return Err(cx.err(with_hint(&e.to_string())));
         }
-        let mut table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| cx.err(e.to_string()))?;
         let mut applied = Vec::new();
         for (var, value) in &overrides {
-            apply_override(&mut table, var, value).map_err(&err)?;
+            apply_override(&mut table, var, value).map_err(|m| cx.err(m))?;
             applied.push(var.as_str());
         }
         let file: FileConfig = table.try_into().map_err(|e: toml::de::Error| {
-            err(format!("after the environment overrides {}: {}", applied.join(", "), with_hint(&e.to_string())))
+            cx.err(format!("after the environment overrides {}: {}", applied.join(", "), with_hint(&e.to_string())))
         })?;
-        let at = |section: &str, key: &str| match locate(text, section, key) {
-            Some(line) => format!("line {line}, [{section}] {key}"),
-            None => format!("[{section}] {key}"),
-        };
-        let dur = |section: &str, key: &str, v: &Option<String>| -> Result<Option<Duration>, Error> {
-            v.as_deref()
-                .map(|s| {
-                    humantime::parse_duration(s).map_err(|e| {
-                        err(format!(
-                            "{}: invalid duration {s:?}: {e} (write e.g. \"15s\" or \"500ms\")",
-                            at(section, key)
-                        ))
-                    })
-                })
-                .transpose()
-        };
-        let s = &file.session;
-        let mut b = SimbaConfig::builder();
-        if let Some(d) = dur("session", "lease_duration", &s.lease_duration)? {
-            b = b.lease_duration(d);
-        }
-        if let Some(d) = dur("session", "renew_interval", &s.renew_interval)? {
-            b = b.renew_interval(d);
-        }
-        if let Some(d) = s.drift {
-            b = b.drift(d);
-        }
-        if let Some(d) = dur("session", "margin", &s.margin)? {
-            b = b.margin(d);
-        }
-        if let Some(d) = dur("session", "retry_jitter", &s.retry_jitter)? {
-            b = b.retry_jitter(d);
-        }
-        if let Some(d) = dur("session", "min_backoff", &s.min_backoff)? {
-            b = b.min_backoff(d);
-        }
-        let session = b.build().map_err(|e| err(format!("[session]: {e}")))?;
-
+        let session = cx.session(&file.session)?;
         let mut jobs = BTreeMap::new();
         for (name, j) in file.jobs {
-            let section = format!("jobs.{name}");
-            let schedule = match (&j.cron, &j.fixed_rate) {
-                (Some(_), Some(_)) => {
-                    return Err(err(format!("{}: set either cron or fixed_rate, not both", at(&section, "cron"))));
-                }
-                (Some(c), None) => {
-                    parse_cron(c).map_err(|m| err(format!("{}: {m}", at(&section, "cron"))))?;
-                    if let Some(z) = &j.time_zone {
-                        parse_time_zone(z).map_err(|m| err(format!("{}: {m}", at(&section, "time_zone"))))?;
-                    }
-                    Some(ScheduleSpec::Cron { expr: c.clone(), time_zone: j.time_zone.clone() })
-                }
-                (None, Some(_)) => {
-                    if j.time_zone.is_some() {
-                        return Err(err(format!("{}: time_zone only applies to cron", at(&section, "time_zone"))));
-                    }
-                    let d = dur(&section, "fixed_rate", &j.fixed_rate)?.unwrap_or_default();
-                    if d.is_zero() {
-                        return Err(err(format!(
-                            "{}: fixed_rate must be greater than zero",
-                            at(&section, "fixed_rate")
-                        )));
-                    }
-                    Some(ScheduleSpec::FixedRate(d))
-                }
-                (None, None) => {
-                    if j.time_zone.is_some() {
-                        return Err(err(format!("{}: time_zone only applies to cron", at(&section, "time_zone"))));
-                    }
-                    None
-                }
-            };
-            let misfire = match j.misfire.as_deref().map(|m| (m, simba_rules::misfire::parse(m))) {
-                None => None,
-                Some((_, Some(simba_rules::misfire::Policy::Skip))) => Some(Misfire::Skip),
-                Some((_, Some(simba_rules::misfire::Policy::RunOnce))) => Some(Misfire::RunOnce),
-                Some((other, None)) => {
-                    return Err(err(format!(
-                        "{}: unknown misfire policy {other:?}: use {:?} or {:?}",
-                        at(&section, "misfire"),
-                        simba_rules::misfire::SKIP,
-                        simba_rules::misfire::RUN_ONCE
-                    )));
-                }
-            };
-            if j.partitions == Some(0) {
-                return Err(err(format!("{}: partitions must be at least 1", at(&section, "partitions"))));
-            }
-            if j.retry.is_some_and(|r| r > MAX_RETRY) {
-                return Err(err(format!(
-                    "{}: retry must be at most {MAX_RETRY} (a slot that fails that often needs a fix, not more attempts)",
-                    at(&section, "retry")
-                )));
-            }
-            let backoff = dur(&section, "backoff", &j.backoff)?;
-            if backoff.is_some_and(|d| d.is_zero()) {
-                return Err(err(format!("{}: backoff must be greater than zero", at(&section, "backoff"))));
-            }
-            let timeout = dur(&section, "timeout", &j.timeout)?;
-            if timeout.is_some_and(|d| d.is_zero()) {
-                return Err(err(format!(
-                    "{}: timeout must be greater than zero (leave it out for no timeout)",
-                    at(&section, "timeout")
-                )));
-            }
-            jobs.insert(
-                name,
-                JobOverride {
-                    enabled: j.enabled,
-                    schedule,
-                    misfire,
-                    partitions: j.partitions,
-                    retry: j.retry,
-                    backoff,
-                    timeout,
-                },
-            );
+            let o = cx.job(&name, &j)?;
+            jobs.insert(name, o);
         }
-        let b = file.backend;
-        let url = b.url.unwrap_or_else(|| DEFAULT_BACKEND_URL.to_owned());
-        let password = match (b.password, &b.password_file) {
-            (Some(_), Some(_)) => {
-                return Err(err(format!(
-                    "{}: set either password (or SIMBA_BACKEND__PASSWORD) or password_file, not both",
-                    at("backend", "password_file")
-                )));
-            }
-            (Some(p), None) => Some(p),
-            (None, Some(path)) => Some(super::security::read_password_file(path).map_err(&err)?),
-            (None, None) => None,
-        };
-        let backend_url = super::security::secure_url(&url, b.user.as_deref(), password.as_deref(), b.tls.as_ref())
-            .map_err(|m| err(format!("[backend]: {m}")))?;
-        let metrics_listen = file
-            .metrics
-            .listen
-            .map(|l| {
-                l.parse::<std::net::SocketAddr>().map_err(|e| {
-                    err(format!(
-                        "{}: invalid address {l:?}: {e} (write e.g. \"127.0.0.1:9464\")",
-                        at("metrics", "listen")
-                    ))
-                })
-            })
-            .transpose()?;
-        if metrics_listen.is_some() && !cfg!(feature = "prometheus") {
-            return Err(err(format!(
-                "{}: serving metrics needs simba's cargo feature `prometheus` (or remove [metrics] listen and install \
-                 your own metrics exporter)",
-                at("metrics", "listen")
-            )));
-        }
-        let dashboard = crate::dashboard::resolve(file.dashboard, |key| at("dashboard", key)).map_err(&err)?;
-        let history_retention = match file.history.retention {
-            None => None,
-            Some(n) => match usize::try_from(n) {
-                Ok(n @ 1..=MAX_HISTORY_RETENTION) => Some(n),
-                _ => {
-                    return Err(err(format!(
-                        "{}: {n} records per job: write a number from 1 to {MAX_HISTORY_RETENTION} (default {}; \
-                         keep a longer history in your own store)",
-                        at("history", "retention"),
-                        crate::job_store::DEFAULT_RETENTION
-                    )));
-                }
-            },
-        };
+        let backend_url = cx.backend_url(file.backend)?;
+        let metrics_listen = cx.metrics_listen(file.metrics.listen)?;
+        let dashboard =
+            crate::dashboard::resolve(file.dashboard, |key| cx.at("dashboard", key)).map_err(|m| cx.err(m))?;
+        let history_retention = cx.history_retention(file.history.retention)?;
         Ok(RuntimeConfig {
             source: source.to_owned(),
             backend_url,
