@@ -60,82 +60,18 @@ pub(super) fn secure_url(
 ) -> Result<String, String> {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase()).unwrap_or_default();
     if let Some(t) = tls {
-        for (key, what, file) in [
-            ("ca_file", "CA file", &t.ca_file),
-            ("cert_file", "client certificate", &t.cert_file),
-            ("key_file", "client key", &t.key_file),
-        ] {
-            if let Some(f) = file {
-                read_pem(what, f).map_err(|m| format!("[backend.tls] {key}: {m}"))?;
-            }
-        }
-        if t.cert_file.is_some() != t.key_file.is_some() {
-            return Err("[backend.tls]: set both cert_file and key_file (a client certificate needs its key)".into());
-        }
+        check_tls_files(t)?;
     }
-    let tls_params: Vec<(&str, String)> = match (scheme.as_str(), tls) {
-        (_, None) => Vec::new(),
-        ("postgres" | "postgresql", Some(t)) => {
-            let mut p = vec![("sslmode", "verify-full".to_owned())];
-            push(&mut p, "sslrootcert", &t.ca_file);
-            push(&mut p, "sslcert", &t.cert_file);
-            push(&mut p, "sslkey", &t.key_file);
-            p
-        }
-        ("mysql" | "mariadb", Some(t)) => {
-            let mut p = vec![("ssl-mode", "VERIFY_IDENTITY".to_owned())];
-            push(&mut p, "ssl-ca", &t.ca_file);
-            push(&mut p, "ssl-cert", &t.cert_file);
-            push(&mut p, "ssl-key", &t.key_file);
-            p
-        }
-        ("redis" | "rediss" | "zk" | "etcd", Some(t)) => {
-            let mut p = Vec::new();
-            if scheme == "zk" || scheme == "etcd" {
-                p.push(("tls", "true".to_owned()));
-            }
-            push(&mut p, "ca_file", &t.ca_file);
-            push(&mut p, "cert_file", &t.cert_file);
-            push(&mut p, "key_file", &t.key_file);
-            p
-        }
-        (other, Some(_)) => {
-            return Err(format!("[backend.tls] does not apply to the `{other}` backend (it has no server to talk to)"));
-        }
+    let tls_params = match tls {
+        Some(t) => tls_params(&scheme, t)?,
+        None => Vec::new(),
     };
     if (user.is_some() || password.is_some()) && !WITH_CREDENTIALS.contains(&scheme.as_str()) {
         return Err(format!("user and password do not apply to the `{scheme}` backend (it has no server)"));
     }
     let mut out = url.to_owned();
     if user.is_some() || password.is_some() {
-        let (prefix, rest) = out.split_once("://").unwrap_or(("", &out));
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(end);
-        let (old_user, old_password, host) = match authority.rsplit_once('@') {
-            Some((ui, h)) => match ui.split_once(':') {
-                Some((u, p)) => (Some(u), Some(p), h),
-                None => (Some(ui), None, h),
-            },
-            None => (None, None, authority),
-        };
-        if password.is_some() && old_password.is_some() {
-            return Err("the URL already holds a password: set it in one place only".into());
-        }
-        if let (Some(u), Some(old)) = (user, old_user)
-            && !old.is_empty()
-            && old != encode_userinfo(u)
-        {
-            return Err(format!(
-                "the URL names user {old:?} and [backend] user is {u:?}: set the user in one place only"
-            ));
-        }
-        let u = user.map(encode_userinfo).or(old_user.map(str::to_owned)).unwrap_or_default();
-        let p = password.map(encode_userinfo).or(old_password.map(str::to_owned));
-        let userinfo = match p {
-            Some(p) => format!("{u}:{p}@"),
-            None => format!("{u}@"),
-        };
-        out = format!("{prefix}://{userinfo}{host}{tail}");
+        out = with_userinfo(&out, user, password)?;
     }
     if scheme == "redis" && tls.is_some() {
         out = format!("rediss{}", &out["redis".len()..]);
@@ -157,6 +93,73 @@ pub(super) fn secure_url(
         }
     }
     Ok(out)
+}
+
+/// The files of `[backend.tls]` exist and hold PEM; a certificate comes with its key.
+fn check_tls_files(t: &TlsTable) -> Result<(), String> {
+    for (key, what, file) in [
+        ("ca_file", "CA file", &t.ca_file),
+        ("cert_file", "client certificate", &t.cert_file),
+        ("key_file", "client key", &t.key_file),
+    ] {
+        if let Some(f) = file {
+            read_pem(what, f).map_err(|m| format!("[backend.tls] {key}: {m}"))?;
+        }
+    }
+    if t.cert_file.is_some() != t.key_file.is_some() {
+        return Err("[backend.tls]: set both cert_file and key_file (a client certificate needs its key)".into());
+    }
+    Ok(())
+}
+
+/// The URL parameters that carry `[backend.tls]` for `scheme`'s driver.
+fn tls_params(scheme: &str, t: &TlsTable) -> Result<Vec<(&'static str, String)>, String> {
+    let (mut p, names) = match scheme {
+        "postgres" | "postgresql" => {
+            (vec![("sslmode", "verify-full".to_owned())], ["sslrootcert", "sslcert", "sslkey"])
+        }
+        "mysql" | "mariadb" => (vec![("ssl-mode", "VERIFY_IDENTITY".to_owned())], ["ssl-ca", "ssl-cert", "ssl-key"]),
+        "zk" | "etcd" => (vec![("tls", "true".to_owned())], ["ca_file", "cert_file", "key_file"]),
+        "redis" | "rediss" => (Vec::new(), ["ca_file", "cert_file", "key_file"]),
+        other => {
+            return Err(format!("[backend.tls] does not apply to the `{other}` backend (it has no server to talk to)"));
+        }
+    };
+    for (key, file) in names.into_iter().zip([&t.ca_file, &t.cert_file, &t.key_file]) {
+        push(&mut p, key, file);
+    }
+    Ok(p)
+}
+
+/// `url` with `user` and `password` in its userinfo (percent-encoded), refusing a second
+/// password or a different user.
+fn with_userinfo(url: &str, user: Option<&str>, password: Option<&str>) -> Result<String, String> {
+    let (prefix, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (old_user, old_password, host) = match authority.rsplit_once('@') {
+        Some((ui, h)) => match ui.split_once(':') {
+            Some((u, p)) => (Some(u), Some(p), h),
+            None => (Some(ui), None, h),
+        },
+        None => (None, None, authority),
+    };
+    if password.is_some() && old_password.is_some() {
+        return Err("the URL already holds a password: set it in one place only".into());
+    }
+    if let (Some(u), Some(old)) = (user, old_user)
+        && !old.is_empty()
+        && old != encode_userinfo(u)
+    {
+        return Err(format!("the URL names user {old:?} and [backend] user is {u:?}: set the user in one place only"));
+    }
+    let u = user.map(encode_userinfo).or(old_user.map(str::to_owned)).unwrap_or_default();
+    let p = password.map(encode_userinfo).or(old_password.map(str::to_owned));
+    let userinfo = match p {
+        Some(p) => format!("{u}:{p}@"),
+        None => format!("{u}@"),
+    };
+    Ok(format!("{prefix}://{userinfo}{host}{tail}"))
 }
 
 fn push(p: &mut Vec<(&'static str, String)>, key: &'static str, file: &Option<PathBuf>) {
