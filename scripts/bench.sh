@@ -6,6 +6,11 @@
 #   bash scripts/bench.sh                      # full run, under 20 min on 2 cores from a fresh clone
 #   SIMBA_BENCH_QUICK=1 bash scripts/bench.sh  # smoke run with small sizes, ~2 min
 #   bash scripts/bench.sh --only p2,p4         # some measures only (arguments go to simba-bench)
+#   bash scripts/bench.sh --only p5,p6 --out target/bench-p5p6   # issue 15 items 4-5 only; the partial
+#                                              # report goes to that directory, BENCHMARKS.md stays as it is
+#   ... --backends sqlite,postgres,redis       # P5 and P6 on some backends only (or SIMBA_BENCH_BACKENDS)
+#   SIMBA_BENCH_P5_SLOTS=100                   # P5 slots per backend (full: 60, quick: 10)
+#   SIMBA_BENCH_P6_RENEW_MS=5000,600           # P6 renewal periods (default 5000: the default timing)
 #
 # Servers already started with `eval "$(bash scripts/backends.sh start)"` are reused
 # (backends.sh start is idempotent) and are stopped at the end only if this script started them.
