@@ -138,10 +138,11 @@ pub(crate) struct P1Row {
     pub(crate) held: bool,
 }
 
-/// A backend that counts the keep-alives the engine sends through it.
+/// A backend that counts the keep-alives and acquisitions the engine sends through it.
 struct Counted<B> {
     inner: B,
     keep_alives: Arc<AtomicU64>,
+    acquires: Arc<AtomicU64>,
 }
 
 impl<B: Backend> Backend for Counted<B> {
@@ -153,6 +154,7 @@ impl<B: Backend> Backend for Counted<B> {
         self.inner.keep_alive(session, held).await
     }
     async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        self.acquires.fetch_add(1, Ordering::Relaxed);
         self.inner.acquire(session, name).await
     }
     async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
@@ -194,11 +196,16 @@ async fn counted_client(kind: Kind, url: &str, cfg: SimbaConfig) -> Result<(Simb
     };
     let n = Arc::new(AtomicU64::new(0));
     let keep_alives = Arc::clone(&n);
+    let acquires = Arc::new(AtomicU64::new(0));
     let simba = match kind {
-        Kind::Redis => Simba::new(Counted { inner: RedisBackend::connect(url).await?, keep_alives }, cfg)?,
-        Kind::Postgres => Simba::new(Counted { inner: PostgresBackend::connect(url).await?, keep_alives }, cfg)?,
-        Kind::ZooKeeper => Simba::new(Counted { inner: ZooKeeperBackend::connect(url).await?, keep_alives }, cfg)?,
-        Kind::Etcd => Simba::new(Counted { inner: EtcdBackend::connect(url).await?, keep_alives }, cfg)?,
+        Kind::Redis => Simba::new(Counted { inner: RedisBackend::connect(url).await?, keep_alives, acquires }, cfg)?,
+        Kind::Postgres => {
+            Simba::new(Counted { inner: PostgresBackend::connect(url).await?, keep_alives, acquires }, cfg)?
+        }
+        Kind::ZooKeeper => {
+            Simba::new(Counted { inner: ZooKeeperBackend::connect(url).await?, keep_alives, acquires }, cfg)?
+        }
+        Kind::Etcd => Simba::new(Counted { inner: EtcdBackend::connect(url).await?, keep_alives, acquires }, cfg)?,
         other => bail!("P1 does not run on {other:?}"),
     };
     timeout(Duration::from_secs(15), simba.live())
@@ -874,9 +881,13 @@ pub(crate) struct P5Phase {
     pub(crate) ours: Vec<f64>,
     /// tokio-cron-scheduler's lateness per slot in the same phase, ms.
     pub(crate) tcs: Vec<f64>,
-    /// The slot claim alone (`JobStore::claim_run`, one call after another, after the cron
-    /// phase), ms per call.
+    /// The slot claim alone (one call after another, after the cron phase), ms per call;
+    /// empty if it could not be measured (the error is printed).
     pub(crate) claim: Vec<f64>,
+    /// What the runtime claims a slot with on this backend: `claim_run` (the jobs store: the
+    /// fenced claim and the `running` record) or `claim_slot` (PostgreSQL and MariaDB, whose
+    /// jobs store the runtime leaves off: the backend's one-statement fenced slot record).
+    pub(crate) claim_with: &'static str,
 }
 
 /// P5 on one backend, in a phase of its own (nothing else of the benchmark runs): an
@@ -914,8 +925,57 @@ pub(crate) async fn p5(t: &Target, slots: u64, run: &str) -> Result<P5Phase> {
     if ours.is_empty() {
         bail!("P5 {label}: our job never ran");
     }
-    let claim = claim_alone(t, slots as usize, run).await?;
-    Ok(P5Phase { system: label.to_owned(), ours, tcs, claim })
+    let store_off = matches!(t.kind, Kind::Postgres | Kind::MySql);
+    let claimed = if store_off {
+        claim_slot_alone(t, slots as usize, run).await
+    } else {
+        claim_alone(t, slots as usize, run).await
+    };
+    let claim = claimed.unwrap_or_else(|e| {
+        eprintln!("P5 {label}: the claim alone was not measured: {e:#}");
+        Vec::new()
+    });
+    Ok(P5Phase {
+        system: label.to_owned(),
+        ours,
+        tcs,
+        claim,
+        claim_with: if store_off { "claim_slot" } else { "claim_run" },
+    })
+}
+
+/// `n` slot records with `Backend::claim_slot` straight on a PostgreSQL or MariaDB backend
+/// (what the runtime claims a cron slot with there: their jobs store is off by default), one
+/// after another, timed one by one (ms).
+async fn claim_slot_alone(t: &Target, n: usize, run: &str) -> Result<Vec<f64>> {
+    use simba::backend::{mysql::MySqlBackend, postgres::PostgresBackend};
+    let err = |e: simba::backend::BackendError| anyhow!("{e}");
+    let name = format!("p5c.{}.{run}", t.kind.label());
+    match t.kind {
+        Kind::Postgres => claim_slots(&PostgresBackend::connect(&t.url).await.map_err(err)?, &name, n).await,
+        Kind::MySql => claim_slots(&MySqlBackend::connect(&t.url).await.map_err(err)?, &name, n).await,
+        other => bail!("claim_slot alone is measured on PostgreSQL and MariaDB, not {other:?}"),
+    }
+}
+
+async fn claim_slots<B: Backend>(b: &B, name: &str, n: usize) -> Result<Vec<f64>> {
+    let s = b.open_session(Duration::from_secs(60)).await.map_err(|e| anyhow!("{e}"))?.id;
+    let token = match b.acquire(&s, name).await.map_err(|e| anyhow!("{e}"))? {
+        Acquire::Won(token) => token,
+        other => bail!("{name}: acquire answered {other:?} on a free lease"),
+    };
+    let base = chrono::Utc::now().timestamp_millis();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let t0 = Instant::now();
+        let ok = b.claim_slot(&s, name, token, base + i as i64 * 1000).await.map_err(|e| anyhow!("{e}"))?;
+        out.push(t0.elapsed().as_secs_f64() * 1e3);
+        if !ok {
+            bail!("{name}: slot {i} was not granted");
+        }
+    }
+    b.close_session(&s).await.map_err(|e| anyhow!("{e}"))?;
+    Ok(out)
 }
 
 /// `n` scheduled-slot claims of one held term, one after another, timed one by one (ms).
@@ -1029,6 +1089,9 @@ pub(crate) struct P6Row {
     pub(crate) held_twice: usize,
     /// Partition terms checked for `held_twice`.
     pub(crate) terms: usize,
+    /// `Backend::acquire` calls of all members from the change until the step settled (each
+    /// one store round trip; most answer that the partition is held).
+    pub(crate) acquires: u64,
 }
 
 impl P6Row {
@@ -1038,6 +1101,33 @@ impl P6Row {
             && self.moved == self.minimum
             && self.held_twice == 0
     }
+}
+
+/// A runtime running `job` on `t`'s backend wrapped in [`Counted`] (its acquisitions add to
+/// `acquires`).
+async fn counted_runtime(
+    t: &Target,
+    cfg: RuntimeConfig,
+    job: PartitionedJob,
+    acquires: Arc<AtomicU64>,
+) -> Result<simba::runtime::RunningRuntime> {
+    use simba::backend::{
+        etcd::EtcdBackend, mysql::MySqlBackend, postgres::PostgresBackend, redis::RedisBackend, sqlite::SqliteBackend,
+        zookeeper::ZooKeeperBackend,
+    };
+    let keep_alives = Arc::new(AtomicU64::new(0));
+    let b = Runtime::builder().config(cfg).without_registry().partitioned(job);
+    let url = t.url.as_str();
+    Ok(match t.kind {
+        Kind::Redis => b.backend(Counted { inner: RedisBackend::connect(url).await?, keep_alives, acquires }),
+        Kind::Postgres => b.backend(Counted { inner: PostgresBackend::connect(url).await?, keep_alives, acquires }),
+        Kind::MySql => b.backend(Counted { inner: MySqlBackend::connect(url).await?, keep_alives, acquires }),
+        Kind::ZooKeeper => b.backend(Counted { inner: ZooKeeperBackend::connect(url).await?, keep_alives, acquires }),
+        Kind::Etcd => b.backend(Counted { inner: EtcdBackend::connect(url).await?, keep_alives, acquires }),
+        Kind::Sqlite => b.backend(Counted { inner: SqliteBackend::connect(url).await?, keep_alives, acquires }),
+    }
+    .start()
+    .await?)
 }
 
 /// Open partition terms of `prefix` per session of `members`, and those held by any other
@@ -1134,12 +1224,14 @@ pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str
     let job =
         PartitionedJob { name: "p6_part", group, partitions, schedule: None, misfire: Misfire::Skip, run: p6_worker };
     let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
+    let acquires = Arc::new(AtomicU64::new(0));
     let start_node = || {
         let toml = toml.clone();
+        let acquires = Arc::clone(&acquires);
         async move {
             let mut cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
             cfg.session = session;
-            let rt = Runtime::builder().config(cfg).without_registry().partitioned(job).start().await?;
+            let rt = counted_runtime(t, cfg, job, acquires).await?;
             timeout(Duration::from_secs(15), rt.simba().live())
                 .await
                 .map_err(|_| anyhow!("no live session within 15 s"))??;
@@ -1165,6 +1257,7 @@ pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str
         let m1 = members + 1;
         let settle = Duration::from_millis(500).max(session.renew_interval() / 2);
         let mut rows = Vec::new();
+        let a0 = acquires.load(Ordering::Relaxed);
         let t0 = Instant::now();
         nodes.push(start_node().await?);
         wait_balanced(&nodes, &prefix, partitions, limit).await.context(format!("{members} -> {m1} members"))?;
@@ -1172,7 +1265,7 @@ pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str
         let newcomer = p6_sessions(&nodes[members..]);
         let minimum = u64::from(p6_counts(&prefix, &newcomer).0.first().copied().unwrap_or(0));
         sleep(settle).await;
-        let row = |step: String, ms: f64, moved: u64, minimum: u64| P6Row {
+        let row = |step: String, ms: f64, moved: u64, minimum: u64, acquires: u64| P6Row {
             system: t.kind.label().to_owned(),
             partitions,
             step,
@@ -1183,16 +1276,20 @@ pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str
             minimum,
             held_twice: 0,
             terms: 0,
+            acquires,
         };
-        rows.push(row(format!("{members} -> {m1}"), ms, p6_started_since(&prefix, t0), minimum));
+        let a = acquires.load(Ordering::Relaxed) - a0;
+        rows.push(row(format!("{members} -> {m1}"), ms, p6_started_since(&prefix, t0), minimum, a));
         let leaving = nodes.remove(0);
         let minimum = u64::from(p6_counts(&prefix, &p6_sessions(std::slice::from_ref(&leaving))).0[0]);
+        let a0 = acquires.load(Ordering::Relaxed);
         let t0 = Instant::now();
         leaving.shutdown().await;
         wait_balanced(&nodes, &prefix, partitions, limit).await.context(format!("{m1} -> {members} members"))?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         sleep(settle).await;
-        rows.push(row(format!("{m1} -> {members}"), ms, p6_started_since(&prefix, t0), minimum));
+        let a = acquires.load(Ordering::Relaxed) - a0;
+        rows.push(row(format!("{m1} -> {members}"), ms, p6_started_since(&prefix, t0), minimum, a));
         Ok(rows)
     }
     .await;
