@@ -1388,3 +1388,33 @@ pub(crate) async fn p7(t: &Target, leases: usize, idle_leases: usize, window: Du
         idle_cpu_pct: (c1 - c0) as f64 / 100.0 / secs * 100.0,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn term(lease: &str, token: u64, start: Instant, end: Option<Instant>) -> PartTerm {
+        PartTerm { lease: lease.to_owned(), token, session: "s".to_owned(), start, end }
+    }
+
+    /// The held-twice check flags overlapping lifetimes and tokens that do not grow, and
+    /// passes a clean hand-over.
+    #[test]
+    fn p6_overlaps_flags_a_partition_held_twice() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        p6_log().extend([
+            // Clean: the second term starts after the first ended, with a larger token.
+            term("ovl-test-ok.0", 1, t0, Some(t0 + ms(10))),
+            term("ovl-test-ok.0", 2, t0 + ms(11), None),
+            // Overlap: the second starts before the first ended.
+            term("ovl-test-bad.0", 1, t0, Some(t0 + ms(10))),
+            term("ovl-test-bad.0", 2, t0 + ms(5), None),
+            // A token that does not grow.
+            term("ovl-test-bad.1", 5, t0, Some(t0 + ms(1))),
+            term("ovl-test-bad.1", 4, t0 + ms(2), None),
+        ]);
+        assert_eq!(p6_overlaps("ovl-test-ok."), (0, 2));
+        assert_eq!(p6_overlaps("ovl-test-bad."), (2, 4));
+    }
+}
