@@ -3,7 +3,8 @@
 //!
 //! Run it with `bash scripts/bench.sh` (starts the servers, builds in release, runs this,
 //! stops the servers). `SIMBA_BENCH_QUICK=1` (or `--quick`) makes a smoke run with small sizes;
-//! `--only p1,p3` runs some measures; `--out DIR` writes there instead of the current
+//! `--only p1,p3` runs some measures; `--backends sqlite,redis` (or `SIMBA_BENCH_BACKENDS`)
+//! runs P5 and P6 on some backends only; `--out DIR` writes there instead of the current
 //! directory. Design: docs/adr/0009-benchmarks.md.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -52,13 +53,77 @@ fn target(ts: &[Target], kind: Kind) -> Result<&Target> {
 struct Args {
     quick: bool,
     only: Option<Vec<String>>,
+    /// `--backends sqlite,redis` (or `SIMBA_BENCH_BACKENDS`): P5 and P6 on these only.
+    backends: Option<Vec<String>>,
     out: std::path::PathBuf,
+}
+
+/// Whether P5 and P6 run on `kind` (`--backends`, labels or URL schemes, any case).
+fn wants_backend(args: &Args, kind: Kind) -> bool {
+    let names: &[&str] = match kind {
+        Kind::Redis => &["redis"],
+        Kind::Postgres => &["postgresql", "postgres", "pg"],
+        Kind::MySql => &["mariadb", "mysql"],
+        Kind::ZooKeeper => &["zookeeper", "zk"],
+        Kind::Etcd => &["etcd"],
+        Kind::Sqlite => &["sqlite"],
+    };
+    args.backends.as_ref().is_none_or(|b| b.iter().any(|x| names.contains(&x.as_str())))
+}
+
+/// A list argument, lower-cased.
+fn list(v: &str) -> Vec<String> {
+    v.split(',').map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty()).collect()
+}
+
+/// P6: the 64-partition case (3 -> 4 -> 3 members, goal 2 renewal intervals) and the fleet
+/// case (1,024 partitions, 16 -> 17 -> 16 members, goal 3), at each renewal period of
+/// `SIMBA_BENCH_P6_RENEW_MS` (default: 5000, the default timing; another period `r` runs with
+/// a lease of `5 r`, as P1's 600 ms period with its 3 s lease), on every backend.
+async fn p6(ts: &[Target], args: &Args, plan: Plan, run: &str, r: &mut Results, step: &impl Fn(&str)) -> Result<()> {
+    let periods: Vec<u64> = match std::env::var("SIMBA_BENCH_P6_RENEW_MS") {
+        Ok(v) => list(&v).iter().map(|x| x.parse()).collect::<Result<_, _>>()?,
+        Err(_) => vec![5000],
+    };
+    let cases = [
+        measures::P6Case { partitions: 64, members: 3, goal_intervals: 2.0 },
+        measures::P6Case { partitions: 1024, members: 16, goal_intervals: 3.0 },
+    ];
+    for ms in periods {
+        let renew = Duration::from_millis(ms);
+        let cfg = if renew == simba::SimbaConfig::default().renew_interval() {
+            simba::SimbaConfig::default()
+        } else {
+            measures::config(renew * 5, renew)?
+        };
+        for case in cases {
+            for t in ts {
+                if !wants_backend(args, t.kind) || (plan.quick && t.kind != Kind::Redis) {
+                    continue;
+                }
+                step(&format!(
+                    "P6 partition rebalance, {}: {} partitions, {} -> {} -> {} members, renewal every {renew:?}",
+                    t.kind.label(),
+                    case.partitions,
+                    case.members,
+                    case.members + 1,
+                    case.members
+                ));
+                match measures::p6(t, case, cfg, run).await {
+                    Ok(rows) => r.p6.extend(rows),
+                    Err(e) => r.error(&format!("P6 {} {} partitions", t.kind.label(), case.partitions), e),
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn args() -> Result<Args> {
     let mut a = Args {
         quick: std::env::var("SIMBA_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0"),
         only: None,
+        backends: std::env::var("SIMBA_BENCH_BACKENDS").ok().map(|v| list(&v)),
         out: ".".into(),
     };
     let mut it = std::env::args().skip(1);
@@ -69,10 +134,14 @@ fn args() -> Result<Args> {
                 let v = it.next().ok_or_else(|| anyhow!("--only needs a list such as p1,p3"))?;
                 a.only = Some(v.split(',').map(|s| s.trim().to_lowercase()).collect());
             }
+            "--backends" => {
+                let v = it.next().ok_or_else(|| anyhow!("--backends needs a list such as sqlite,redis"))?;
+                a.backends = Some(list(&v));
+            }
             "--out" => a.out = it.next().ok_or_else(|| anyhow!("--out needs a directory"))?.into(),
             other => {
                 return Err(anyhow!(
-                    "unknown argument `{other}`: use --quick, --only p1,p2,... or --out DIR (SIMBA_BENCH_QUICK=1 = --quick)"
+                    "unknown argument `{other}`: use --quick, --only p1,p2,..., --backends sqlite,redis,... or --out DIR (SIMBA_BENCH_QUICK=1 = --quick)"
                 ));
             }
         }
@@ -148,77 +217,57 @@ async fn main() -> Result<()> {
             }
         }
     }
-    // P5 waits for 200 one-second slots and needs little CPU; it runs beside P4, P3 and P6,
-    // which mostly wait on lease timers too (the heavy measures, P7, P1 and P2, ran before
-    // it). This keeps the whole run short (issue 6: under 20 minutes from scratch); the
-    // anchor shares the same conditions, in the same process.
-    let p5 = async {
-        if !wants("p5") {
-            return None;
-        }
-        let slots = if plan.quick { 10 } else { 200 };
-        step(&format!(
-            "P5 cron lateness, {slots} one-second slots on every backend beside tokio-cron-scheduler, in the background"
-        ));
-        let res = measures::p5(&ts, slots, &run).await;
-        step("P5 done");
-        Some(res)
-    };
-    let rest = async {
-        // P4 runs before P3: a crashed client of P3 leaves its driver tasks behind (as a hung
-        // process would), which would add noise to P4's millisecond figures.
-        if wants("p4") {
-            let cfg = simba::SimbaConfig::default();
-            let trials = if plan.quick { 4 } else { 20 };
-            for t in &ts {
-                step(&format!("P4 graceful handover, {} ({trials} trials)", t.kind.label()));
-                match measures::handovers(t, cfg, trials, 4, false, &run).await {
-                    Ok(v) => r.p4.push((t.kind.label().to_owned(), v)),
-                    Err(e) => r.error(&format!("P4 {}", t.kind.label()), e),
-                }
+    // P4 runs before P3: a crashed client of P3 leaves its driver tasks behind (as a hung
+    // process would), which would add noise to P4's millisecond figures.
+    if wants("p4") {
+        let cfg = simba::SimbaConfig::default();
+        let trials = if plan.quick { 4 } else { 20 };
+        for t in &ts {
+            step(&format!("P4 graceful handover, {} ({trials} trials)", t.kind.label()));
+            match measures::handovers(t, cfg, trials, 4, false, &run).await {
+                Ok(v) => r.p4.push((t.kind.label().to_owned(), v)),
+                Err(e) => r.error(&format!("P4 {}", t.kind.label()), e),
             }
         }
-        if wants("p3") {
-            let cfg = measures::config(Duration::from_secs(1), Duration::from_millis(333))?;
-            let trials = if plan.quick { 6 } else { 50 };
-            for t in &ts {
-                step(&format!("P3 crash failover, {} ({trials} trials, lease 1 s)", t.kind.label()));
-                match measures::handovers(t, cfg, trials, 10, true, &run).await {
-                    Ok(v) => {
-                        r.p3.push((t.kind.label().to_owned(), v.iter().map(|h| h.ms).collect(), cfg.failover_bound()));
-                    }
-                    Err(e) => r.error(&format!("P3 {}", t.kind.label()), e),
+    }
+    if wants("p3") {
+        let cfg = measures::config(Duration::from_secs(1), Duration::from_millis(333))?;
+        let trials = if plan.quick { 6 } else { 50 };
+        for t in &ts {
+            step(&format!("P3 crash failover, {} ({trials} trials, lease 1 s)", t.kind.label()));
+            match measures::handovers(t, cfg, trials, 10, true, &run).await {
+                Ok(v) => {
+                    r.p3.push((t.kind.label().to_owned(), v.iter().map(|h| h.ms).collect(), cfg.failover_bound()));
                 }
+                Err(e) => r.error(&format!("P3 {}", t.kind.label()), e),
             }
         }
-        if wants("p6") {
-            let kinds: &[Kind] =
-                if plan.quick { &[Kind::Redis] } else { &[Kind::Redis, Kind::Postgres, Kind::ZooKeeper, Kind::Etcd] };
-            for &kind in kinds {
-                step(&format!("P6 partition rebalance, {}", kind.label()));
-                match measures::p6(target(&ts, kind)?, &run).await {
-                    Ok(rows) => r.p6.extend(rows),
-                    Err(e) => r.error(&format!("P6 {}", kind.label()), e),
-                }
+    }
+    if wants("p6") {
+        p6(&ts, &args, plan, &run, &mut r, &step).await?;
+    }
+    // P5 last, one backend at a time, each in a quiet phase of its own (issue 15 item 4):
+    // nothing else of the benchmark runs while a backend's cron job fires, and
+    // tokio-cron-scheduler fires beside it in the same phase.
+    if wants("p5") {
+        let slots: u64 = match std::env::var("SIMBA_BENCH_P5_SLOTS") {
+            Ok(v) => v.trim().parse().map_err(|e| anyhow!("SIMBA_BENCH_P5_SLOTS={v}: {e}"))?,
+            Err(_) if plan.quick => 10,
+            Err(_) => 60,
+        };
+        for t in &ts {
+            if !wants_backend(&args, t.kind) {
+                continue;
+            }
+            step(&format!(
+                "P5 cron lateness, {}: {slots} one-second slots beside tokio-cron-scheduler, alone",
+                t.kind.label()
+            ));
+            match measures::p5(t, slots, &run).await {
+                Ok(p) => r.p5.push(p),
+                Err(e) => r.error(&format!("P5 {}", t.kind.label()), e),
             }
         }
-        Ok::<(), anyhow::Error>(())
-    };
-    let (p5, rest) = tokio::join!(p5, rest);
-    rest?;
-    match p5 {
-        Some(Ok((ours, tcs))) => {
-            let mut ok = Vec::new();
-            for (label, res) in ours {
-                match res {
-                    Ok(v) => ok.push((label, v)),
-                    Err(e) => r.error(&format!("P5 {label}"), e),
-                }
-            }
-            r.p5 = Some((ok, tcs));
-        }
-        Some(Err(e)) => r.error("P5", e),
-        None => {}
     }
     r.wall = started.elapsed();
     step("writing BENCHMARKS.md and benches/*.svg");

@@ -138,10 +138,11 @@ pub(crate) struct P1Row {
     pub(crate) held: bool,
 }
 
-/// A backend that counts the keep-alives the engine sends through it.
+/// A backend that counts the keep-alives and acquisitions the engine sends through it.
 struct Counted<B> {
     inner: B,
     keep_alives: Arc<AtomicU64>,
+    acquires: Arc<AtomicU64>,
 }
 
 impl<B: Backend> Backend for Counted<B> {
@@ -153,6 +154,7 @@ impl<B: Backend> Backend for Counted<B> {
         self.inner.keep_alive(session, held).await
     }
     async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        self.acquires.fetch_add(1, Ordering::Relaxed);
         self.inner.acquire(session, name).await
     }
     async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
@@ -194,11 +196,16 @@ async fn counted_client(kind: Kind, url: &str, cfg: SimbaConfig) -> Result<(Simb
     };
     let n = Arc::new(AtomicU64::new(0));
     let keep_alives = Arc::clone(&n);
+    let acquires = Arc::new(AtomicU64::new(0));
     let simba = match kind {
-        Kind::Redis => Simba::new(Counted { inner: RedisBackend::connect(url).await?, keep_alives }, cfg)?,
-        Kind::Postgres => Simba::new(Counted { inner: PostgresBackend::connect(url).await?, keep_alives }, cfg)?,
-        Kind::ZooKeeper => Simba::new(Counted { inner: ZooKeeperBackend::connect(url).await?, keep_alives }, cfg)?,
-        Kind::Etcd => Simba::new(Counted { inner: EtcdBackend::connect(url).await?, keep_alives }, cfg)?,
+        Kind::Redis => Simba::new(Counted { inner: RedisBackend::connect(url).await?, keep_alives, acquires }, cfg)?,
+        Kind::Postgres => {
+            Simba::new(Counted { inner: PostgresBackend::connect(url).await?, keep_alives, acquires }, cfg)?
+        }
+        Kind::ZooKeeper => {
+            Simba::new(Counted { inner: ZooKeeperBackend::connect(url).await?, keep_alives, acquires }, cfg)?
+        }
+        Kind::Etcd => Simba::new(Counted { inner: EtcdBackend::connect(url).await?, keep_alives, acquires }, cfg)?,
         other => bail!("P1 does not run on {other:?}"),
     };
     timeout(Duration::from_secs(15), simba.live())
@@ -837,7 +844,8 @@ pub(crate) async fn handovers(
 // ---------------------------------------------------------------------------------------------
 // P5 cron lateness
 
-/// Fire times by scheduler: the lease name of ours on each backend, `TCS` for the anchor.
+/// Fire times by scheduler: the lease name of ours on each backend, `tokio-cron-scheduler.X`
+/// for the anchor of backend X's phase.
 static FIRES: Mutex<Vec<(String, chrono::DateTime<chrono::Utc>)>> = Mutex::new(Vec::new());
 const TCS: &str = "tokio-cron-scheduler";
 
@@ -846,8 +854,11 @@ fn record(who: &str) {
     FIRES.lock().unwrap_or_else(PoisonError::into_inner).push((who.to_owned(), now));
 }
 
-fn fires_of(all: &[(String, chrono::DateTime<chrono::Utc>)], who: &str) -> Vec<chrono::DateTime<chrono::Utc>> {
-    all.iter().filter(|(w, _)| w == who).map(|(_, t)| *t).collect()
+fn take_fires(who: &str) -> Vec<chrono::DateTime<chrono::Utc>> {
+    let mut all = FIRES.lock().unwrap_or_else(PoisonError::into_inner);
+    let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut *all).into_iter().partition(|(w, _)| w == who);
+    *all = rest;
+    mine.into_iter().map(|(_, t)| t).collect()
 }
 
 fn p5_job(term: Term) -> JobFuture {
@@ -855,80 +866,202 @@ fn p5_job(term: Term) -> JobFuture {
     Box::pin(async { Ok(()) })
 }
 
-/// Lateness of each fire after the first, in ms: the fire time minus its slot (the whole
-/// second it falls in; both schedulers fire well within a second of the slot).
-fn lateness(fires: &[chrono::DateTime<chrono::Utc>]) -> Vec<f64> {
-    fires.iter().skip(1).map(|t| f64::from(t.timestamp_subsec_nanos()) / 1e6).collect()
+/// Lateness of at most `slots` fires after the first, in ms: the fire time minus its slot
+/// (the whole second it falls in; both schedulers fire well within a second of the slot).
+fn lateness(fires: &[chrono::DateTime<chrono::Utc>], slots: u64) -> Vec<f64> {
+    fires.iter().skip(1).take(slots as usize).map(|t| f64::from(t.timestamp_subsec_nanos()) / 1e6).collect()
 }
 
-/// Lateness of every-second cron jobs over `slots` seconds: ours on every backend of
-/// `targets` (one runtime each, so every fire includes the slot claim on that backend) beside
-/// tokio-cron-scheduler, all in one process at the same time. Returns our lateness per backend
-/// (a backend whose runtime did not start is reported with its error) and the anchor's.
-pub(crate) async fn p5(
-    targets: &[Target],
-    slots: u64,
-    run: &str,
-) -> Result<(Vec<(String, Result<Vec<f64>>)>, Vec<f64>)> {
-    let mut ours = Vec::new();
-    for t in targets {
-        let lease: &'static str = Box::leak(format!("p5.{}.{run}", t.kind.label()).into_boxed_str());
-        let job = ScheduledJob {
-            name: "p5_cron",
-            lease,
-            schedule: Schedule::Cron { expr: "* * * * * *", time_zone: None },
-            misfire: Misfire::Skip,
-            run: p5_job,
-        };
-        let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
-        let started = async {
-            let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
-            Ok::<_, anyhow::Error>(Runtime::builder().config(cfg).without_registry().job(job).start().await?)
-        }
-        .await;
-        ours.push((t.kind.label().to_owned(), lease, started));
-    }
+/// One backend's quiet P5 phase.
+#[derive(Debug, Clone)]
+pub(crate) struct P5Phase {
+    /// Backend.
+    pub(crate) system: String,
+    /// Our lateness per slot, ms (slot claim and `running` record on).
+    pub(crate) ours: Vec<f64>,
+    /// tokio-cron-scheduler's lateness per slot in the same phase, ms.
+    pub(crate) tcs: Vec<f64>,
+    /// The slot claim alone (one call after another, after the cron phase), ms per call;
+    /// empty if it could not be measured (the error is printed).
+    pub(crate) claim: Vec<f64>,
+    /// What the runtime claims a slot with on this backend: `claim_run` (the jobs store: the
+    /// fenced claim and the `running` record) or `claim_slot` (PostgreSQL and MariaDB, whose
+    /// jobs store the runtime leaves off: the backend's one-statement fenced slot record).
+    pub(crate) claim_with: &'static str,
+}
+
+/// P5 on one backend, in a phase of its own (nothing else of the benchmark runs): an
+/// every-second cron job in a `Runtime` on `t` (each fire claims its slot and writes the
+/// `running` record in the backend's jobs store) beside tokio-cron-scheduler on the same
+/// schedule in the same process for the same `slots` seconds; then `slots` slot claims timed
+/// alone, to tell the claim's share of the lateness from the timer's.
+pub(crate) async fn p5(t: &Target, slots: u64, run: &str) -> Result<P5Phase> {
+    let label = t.kind.label();
+    let lease: &'static str = Box::leak(format!("p5.{label}.{run}").into_boxed_str());
+    let job = ScheduledJob {
+        name: "p5_cron",
+        lease,
+        schedule: Schedule::Cron { expr: "* * * * * *", time_zone: None },
+        misfire: Misfire::Skip,
+        run: p5_job,
+    };
+    let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
+    let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
+    let rt = Runtime::builder().config(cfg).without_registry().job(job).start().await?;
+    let anchor = format!("{TCS}.{label}");
     let mut tcs = tokio_cron_scheduler::JobScheduler::new().await?;
-    tcs.add(tokio_cron_scheduler::Job::new_async("* * * * * *", |_id, _l| {
-        record(TCS);
+    let who = anchor.clone();
+    tcs.add(tokio_cron_scheduler::Job::new_async("* * * * * *", move |_id, _l| {
+        record(&who);
         Box::pin(async {})
     })?)
     .await?;
     tcs.start().await?;
     sleep(Duration::from_secs(slots + 2)).await;
     tcs.shutdown().await?;
-    let mut stopped = Vec::new();
-    for (label, lease, started) in ours {
-        let r = match started {
-            Ok(rt) => {
-                rt.shutdown().await;
-                Ok(())
-            }
-            Err(e) => Err(e),
-        };
-        stopped.push((label, lease, r));
+    rt.shutdown().await;
+    let ours = lateness(&take_fires(lease), slots);
+    let tcs = lateness(&take_fires(&anchor), slots);
+    if ours.is_empty() {
+        bail!("P5 {label}: our job never ran");
     }
-    let all = std::mem::take(&mut *FIRES.lock().unwrap_or_else(PoisonError::into_inner));
-    let out =
-        stopped.into_iter().map(|(label, lease, r)| (label, r.map(|()| lateness(&fires_of(&all, lease))))).collect();
-    Ok((out, lateness(&fires_of(&all, TCS))))
+    let store_off = matches!(t.kind, Kind::Postgres | Kind::MySql);
+    let claimed = if store_off {
+        claim_slot_alone(t, slots as usize, run).await
+    } else {
+        claim_alone(t, slots as usize, run).await
+    };
+    let claim = claimed.unwrap_or_else(|e| {
+        eprintln!("P5 {label}: the claim alone was not measured: {e:#}");
+        Vec::new()
+    });
+    Ok(P5Phase {
+        system: label.to_owned(),
+        ours,
+        tcs,
+        claim,
+        claim_with: if store_off { "claim_slot" } else { "claim_run" },
+    })
+}
+
+/// `n` slot records with `Backend::claim_slot` straight on a PostgreSQL or MariaDB backend
+/// (what the runtime claims a cron slot with there: their jobs store is off by default), one
+/// after another, timed one by one (ms).
+async fn claim_slot_alone(t: &Target, n: usize, run: &str) -> Result<Vec<f64>> {
+    use simba::backend::{mysql::MySqlBackend, postgres::PostgresBackend};
+    let err = |e: simba::backend::BackendError| anyhow!("{e}");
+    let name = format!("p5c.{}.{run}", t.kind.label());
+    match t.kind {
+        Kind::Postgres => claim_slots(&PostgresBackend::connect(&t.url).await.map_err(err)?, &name, n).await,
+        Kind::MySql => claim_slots(&MySqlBackend::connect(&t.url).await.map_err(err)?, &name, n).await,
+        other => bail!("claim_slot alone is measured on PostgreSQL and MariaDB, not {other:?}"),
+    }
+}
+
+async fn claim_slots<B: Backend>(b: &B, name: &str, n: usize) -> Result<Vec<f64>> {
+    let s = b.open_session(Duration::from_secs(60)).await.map_err(|e| anyhow!("{e}"))?.id;
+    let token = match b.acquire(&s, name).await.map_err(|e| anyhow!("{e}"))? {
+        Acquire::Won(token) => token,
+        other => bail!("{name}: acquire answered {other:?} on a free lease"),
+    };
+    let base = chrono::Utc::now().timestamp_millis();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let t0 = Instant::now();
+        let ok = b.claim_slot(&s, name, token, base + i as i64 * 1000).await.map_err(|e| anyhow!("{e}"))?;
+        out.push(t0.elapsed().as_secs_f64() * 1e3);
+        if !ok {
+            bail!("{name}: slot {i} was not granted");
+        }
+    }
+    b.close_session(&s).await.map_err(|e| anyhow!("{e}"))?;
+    Ok(out)
+}
+
+/// `n` scheduled-slot claims of one held term, one after another, timed one by one (ms).
+async fn claim_alone(t: &Target, n: usize, run: &str) -> Result<Vec<f64>> {
+    use simba::job_store::{Claim, ClaimRequest, SlotKind};
+    let simba = client(&t.url, SimbaConfig::default()).await?;
+    let store = simba.job_store().ok_or_else(|| anyhow!("{}: no jobs store", t.kind.label()))?;
+    let name = format!("p5c.{}.{run}", t.kind.label());
+    let guard = simba.lock(name.as_str()).acquire().await?;
+    let term = guard.term().clone();
+    let job = format!("p5_claim.{run}");
+    let base = chrono::Utc::now().timestamp_millis();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let req = ClaimRequest {
+            session: term.session_id(),
+            lease: term.name(),
+            token: term.token(),
+            job: &job,
+            slot_ms: base + i as i64 * 1000,
+            kind: SlotKind::Scheduled,
+            node: "simba-bench",
+            started_ms: chrono::Utc::now().timestamp_millis(),
+            attempts: 1,
+        };
+        let t0 = Instant::now();
+        let c = store.claim_run(req).await?;
+        out.push(t0.elapsed().as_secs_f64() * 1e3);
+        if !matches!(c, Claim::Claimed(_)) {
+            bail!("claim {i} was not granted: {c:?}");
+        }
+    }
+    drop(guard);
+    simba.close().await;
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------
 // P6 partition rebalance
 
-static P6_STARTS: Mutex<u64> = Mutex::new(0);
+/// One partition term as its worker saw it.
+struct PartTerm {
+    lease: String,
+    token: u64,
+    session: String,
+    start: Instant,
+    end: Option<Instant>,
+}
 
+/// Every partition term of the run, in the order their workers started.
+static P6_LOG: Mutex<Vec<PartTerm>> = Mutex::new(Vec::new());
+
+fn p6_log() -> std::sync::MutexGuard<'static, Vec<PartTerm>> {
+    P6_LOG.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Marks its term ended when the worker returns or is aborted.
+struct Ended(usize);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        if let Some(e) = p6_log().get_mut(self.0) {
+            e.end.get_or_insert_with(Instant::now);
+        }
+    }
+}
+
+/// The worker of a partition: logs its term's start (session, token), and its end when the
+/// term is cancelled (H1 revokes it before the release, so before anyone else can take it).
 fn p6_worker(term: Term, _partition: u32) -> JobFuture {
-    *P6_STARTS.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    let idx = {
+        let mut log = p6_log();
+        log.push(PartTerm {
+            lease: term.name().to_owned(),
+            token: term.token(),
+            session: term.session_id().as_str().to_owned(),
+            start: Instant::now(),
+            end: None,
+        });
+        log.len() - 1
+    };
     Box::pin(async move {
+        let _ended = Ended(idx);
         term.cancelled().await;
         Ok(())
     })
-}
-
-fn p6_starts() -> u64 {
-    *P6_STARTS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// One step of P6.
@@ -936,95 +1069,238 @@ fn p6_starts() -> u64 {
 pub(crate) struct P6Row {
     /// Backend.
     pub(crate) system: String,
-    /// "3 -> 4" or "4 -> 3".
-    pub(crate) step: &'static str,
-    /// Time until every node holds its share, ms.
+    /// Partitions of the group.
+    pub(crate) partitions: u32,
+    /// "16 -> 17", "17 -> 16".
+    pub(crate) step: String,
+    /// Time until every member holds its share, ms.
     pub(crate) ms: f64,
-    /// Partition terms started during the step.
+    /// The renewal interval of every member.
+    pub(crate) renew: Duration,
+    /// The goal, in renewal intervals.
+    pub(crate) goal_intervals: f64,
+    /// Partition terms started during the step (until it settled).
     pub(crate) moved: u64,
-    /// The least number of partitions that must move.
+    /// The least number of partitions that must move: the newcomer's share, or what the
+    /// leaver held.
     pub(crate) minimum: u64,
+    /// Pairs of terms of one partition whose lifetimes overlapped (0: never held twice),
+    /// over the whole scenario, and the terms checked.
+    pub(crate) held_twice: usize,
+    /// Partition terms checked for `held_twice`.
+    pub(crate) terms: usize,
+    /// `Backend::acquire` calls of all members from the change until the step settled (each
+    /// one store round trip; most answer that the partition is held).
+    pub(crate) acquires: u64,
 }
 
-const PARTITIONS: u32 = 64;
-
-/// 64 partitions on 3 nodes, a 4th joins, then one of the first three leaves (gracefully).
-pub(crate) async fn p6(t: &Target, run: &str) -> Result<Vec<P6Row>> {
-    let group: &'static str = Box::leak(format!("p6-{run}-{}", t.kind.label()).into_boxed_str());
-    let job = PartitionedJob {
-        name: "p6_part",
-        group,
-        partitions: PARTITIONS,
-        schedule: None,
-        misfire: Misfire::Skip,
-        run: p6_worker,
-    };
-    let start_node = || async {
-        let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
-        let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
-        Ok::<_, anyhow::Error>(Runtime::builder().config(cfg).without_registry().partitioned(job).start().await?)
-    };
-    let mut nodes = Vec::new();
-    for _ in 0..3 {
-        nodes.push(start_node().await?);
+impl P6Row {
+    /// Balanced within the goal, with the minimum moves, never held twice.
+    pub(crate) fn met(&self) -> bool {
+        self.ms <= self.renew.as_secs_f64() * 1e3 * self.goal_intervals
+            && self.moved == self.minimum
+            && self.held_twice == 0
     }
-    let limit = Duration::from_secs(60);
-    wait_balanced(&nodes, group, limit).await.context("3 nodes")?;
-    let mut rows = Vec::new();
-    let before = p6_starts();
-    let t0 = Instant::now();
-    nodes.push(start_node().await?);
-    wait_balanced(&nodes, group, limit).await.context("3 -> 4 nodes")?;
-    let ms = t0.elapsed().as_secs_f64() * 1e3;
-    // Terms may still start right after balance if a move was undone: let it settle.
-    sleep(Duration::from_millis(500)).await;
-    rows.push(P6Row {
-        system: t.kind.label().to_owned(),
-        step: "3 -> 4",
-        ms,
-        moved: p6_starts() - before,
-        minimum: 16,
-    });
-    let before = p6_starts();
-    let t0 = Instant::now();
-    let leaving = nodes.remove(0);
-    leaving.shutdown().await;
-    wait_balanced(&nodes, group, limit).await.context("4 -> 3 nodes")?;
-    let ms = t0.elapsed().as_secs_f64() * 1e3;
-    sleep(Duration::from_millis(500)).await;
-    rows.push(P6Row {
-        system: t.kind.label().to_owned(),
-        step: "4 -> 3",
-        ms,
-        moved: p6_starts() - before,
-        minimum: 16,
-    });
-    for n in nodes {
-        n.shutdown().await;
-    }
-    Ok(rows)
 }
 
-async fn wait_balanced(nodes: &[simba::runtime::RunningRuntime], group: &str, limit: Duration) -> Result<()> {
-    let prefix = format!("{group}.");
+/// A runtime running `job` on `t`'s backend wrapped in [`Counted`] (its acquisitions add to
+/// `acquires`).
+async fn counted_runtime(
+    t: &Target,
+    cfg: RuntimeConfig,
+    job: PartitionedJob,
+    acquires: Arc<AtomicU64>,
+) -> Result<simba::runtime::RunningRuntime> {
+    use simba::backend::{
+        etcd::EtcdBackend, mysql::MySqlBackend, postgres::PostgresBackend, redis::RedisBackend, sqlite::SqliteBackend,
+        zookeeper::ZooKeeperBackend,
+    };
+    let keep_alives = Arc::new(AtomicU64::new(0));
+    let b = Runtime::builder().config(cfg).without_registry().partitioned(job);
+    let url = t.url.as_str();
+    Ok(match t.kind {
+        Kind::Redis => b.backend(Counted { inner: RedisBackend::connect(url).await?, keep_alives, acquires }),
+        Kind::Postgres => b.backend(Counted { inner: PostgresBackend::connect(url).await?, keep_alives, acquires }),
+        Kind::MySql => b.backend(Counted { inner: MySqlBackend::connect(url).await?, keep_alives, acquires }),
+        Kind::ZooKeeper => b.backend(Counted { inner: ZooKeeperBackend::connect(url).await?, keep_alives, acquires }),
+        Kind::Etcd => b.backend(Counted { inner: EtcdBackend::connect(url).await?, keep_alives, acquires }),
+        Kind::Sqlite => b.backend(Counted { inner: SqliteBackend::connect(url).await?, keep_alives, acquires }),
+    }
+    .start()
+    .await?)
+}
+
+/// Open partition terms of `prefix` per session of `members`, and those held by any other
+/// session.
+fn p6_counts(prefix: &str, members: &[Option<String>]) -> (Vec<u32>, u32) {
+    let log = p6_log();
+    let mut counts = vec![0u32; members.len()];
+    let mut others = 0;
+    for e in log.iter().filter(|e| e.end.is_none() && e.lease.starts_with(prefix)) {
+        match members.iter().position(|m| m.as_deref() == Some(e.session.as_str())) {
+            Some(i) => counts[i] += 1,
+            None => others += 1,
+        }
+    }
+    (counts, others)
+}
+
+fn p6_sessions(nodes: &[simba::runtime::RunningRuntime]) -> Vec<Option<String>> {
+    nodes.iter().map(|n| n.simba().session_id().map(|s| s.as_str().to_owned())).collect()
+}
+
+/// Waits until every node holds `floor` or `ceil` of `partitions / nodes` and nothing else
+/// holds one.
+async fn wait_balanced(
+    nodes: &[simba::runtime::RunningRuntime],
+    prefix: &str,
+    partitions: u32,
+    limit: Duration,
+) -> Result<()> {
     let m = nodes.len() as u32;
-    let (lo, hi) = (PARTITIONS / m, PARTITIONS.div_ceil(m));
+    let (lo, hi) = (partitions / m, partitions.div_ceil(m));
     let start = Instant::now();
     loop {
-        let counts: Vec<u32> = nodes
-            .iter()
-            .map(|n| {
-                n.simba().snapshot().terms.iter().filter(|t| t.valid && t.name.starts_with(&prefix)).count() as u32
-            })
-            .collect();
-        if counts.iter().sum::<u32>() == PARTITIONS && counts.iter().all(|c| (lo..=hi).contains(c)) {
+        let (counts, others) = p6_counts(prefix, &p6_sessions(nodes));
+        if others == 0 && counts.iter().sum::<u32>() == partitions && counts.iter().all(|c| (lo..=hi).contains(c)) {
             return Ok(());
         }
         if start.elapsed() > limit {
-            bail!("not balanced within {limit:?}: partitions per node {counts:?}");
+            bail!("not balanced within {limit:?}: partitions per node {counts:?}, {others} held by other sessions");
         }
         sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Terms of `prefix` started at or after `since`.
+fn p6_started_since(prefix: &str, since: Instant) -> u64 {
+    p6_log().iter().filter(|e| e.lease.starts_with(prefix) && e.start >= since).count() as u64
+}
+
+/// Pairs of consecutive terms (by start) of one partition whose lifetimes overlap, or whose
+/// tokens do not grow; and the number of terms checked.
+fn p6_overlaps(prefix: &str) -> (usize, usize) {
+    let log = p6_log();
+    let mut by: std::collections::BTreeMap<&str, Vec<&PartTerm>> = std::collections::BTreeMap::new();
+    for e in log.iter().filter(|e| e.lease.starts_with(prefix)) {
+        by.entry(e.lease.as_str()).or_default().push(e);
+    }
+    let mut bad = 0;
+    let mut n = 0;
+    for terms in by.values_mut() {
+        terms.sort_by_key(|e| e.start);
+        n += terms.len();
+        for w in terms.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if a.end.is_none_or(|end| end > b.start) || b.token <= a.token {
+                bad += 1;
+            }
+        }
+    }
+    (bad, n)
+}
+
+/// A scenario of P6.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct P6Case {
+    /// Partitions of the group.
+    pub(crate) partitions: u32,
+    /// Members before one joins.
+    pub(crate) members: usize,
+    /// The goal for each step, in renewal intervals.
+    pub(crate) goal_intervals: f64,
+}
+
+/// `case.partitions` partitions (`PartitionedJob`) on `case.members` runtimes in this
+/// process, each its own client and session; one more joins, then one of the first leaves
+/// (graceful shutdown). Every partition term is logged by its worker (session, token, start,
+/// end), which gives the shares, the moves and whether two terms of a partition overlapped.
+pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str) -> Result<Vec<P6Row>> {
+    let P6Case { partitions, members, goal_intervals } = case;
+    let group: &'static str = Box::leak(
+        format!("p6-{run}-{}-{partitions}-{}", t.kind.label(), session.renew_interval().as_millis()).into_boxed_str(),
+    );
+    let prefix = format!("{group}.");
+    let job =
+        PartitionedJob { name: "p6_part", group, partitions, schedule: None, misfire: Misfire::Skip, run: p6_worker };
+    let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
+    let acquires = Arc::new(AtomicU64::new(0));
+    let start_node = || {
+        let toml = toml.clone();
+        let acquires = Arc::clone(&acquires);
+        async move {
+            let mut cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
+            cfg.session = session;
+            let rt = counted_runtime(t, cfg, job, acquires).await?;
+            timeout(Duration::from_secs(15), rt.simba().live())
+                .await
+                .map_err(|_| anyhow!("no live session within 15 s"))??;
+            Ok::<_, anyhow::Error>(rt)
+        }
+    };
+    let started: Vec<Result<_>> = futures_util::future::join_all((0..members).map(|_| start_node())).await;
+    let mut nodes = Vec::new();
+    let mut first_err = None;
+    for r in started {
+        match r {
+            Ok(n) => nodes.push(n),
+            Err(e) => first_err = first_err.or(Some(e)),
+        }
+    }
+    let outcome = async {
+        if let Some(e) = first_err {
+            return Err(e.context(format!("starting {members} members")));
+        }
+        let limit = Duration::from_secs(300);
+        wait_balanced(&nodes, &prefix, partitions, limit).await.context(format!("{members} members"))?;
+        sleep(session.renew_interval()).await;
+        let m1 = members + 1;
+        let settle = Duration::from_millis(500).max(session.renew_interval() / 2);
+        let mut rows = Vec::new();
+        let a0 = acquires.load(Ordering::Relaxed);
+        let t0 = Instant::now();
+        nodes.push(start_node().await?);
+        wait_balanced(&nodes, &prefix, partitions, limit).await.context(format!("{members} -> {m1} members"))?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let newcomer = p6_sessions(&nodes[members..]);
+        let minimum = u64::from(p6_counts(&prefix, &newcomer).0.first().copied().unwrap_or(0));
+        sleep(settle).await;
+        let row = |step: String, ms: f64, moved: u64, minimum: u64, acquires: u64| P6Row {
+            system: t.kind.label().to_owned(),
+            partitions,
+            step,
+            ms,
+            renew: session.renew_interval(),
+            goal_intervals,
+            moved,
+            minimum,
+            held_twice: 0,
+            terms: 0,
+            acquires,
+        };
+        let a = acquires.load(Ordering::Relaxed) - a0;
+        rows.push(row(format!("{members} -> {m1}"), ms, p6_started_since(&prefix, t0), minimum, a));
+        let leaving = nodes.remove(0);
+        let minimum = u64::from(p6_counts(&prefix, &p6_sessions(std::slice::from_ref(&leaving))).0[0]);
+        let a0 = acquires.load(Ordering::Relaxed);
+        let t0 = Instant::now();
+        leaving.shutdown().await;
+        wait_balanced(&nodes, &prefix, partitions, limit).await.context(format!("{m1} -> {members} members"))?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        sleep(settle).await;
+        let a = acquires.load(Ordering::Relaxed) - a0;
+        rows.push(row(format!("{m1} -> {members}"), ms, p6_started_since(&prefix, t0), minimum, a));
+        Ok(rows)
+    }
+    .await;
+    futures_util::future::join_all(nodes.into_iter().map(|n| n.shutdown())).await;
+    let mut rows = outcome?;
+    let (bad, n) = p6_overlaps(&prefix);
+    for r in &mut rows {
+        r.held_twice = bad;
+        r.terms = n;
+    }
+    Ok(rows)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1111,4 +1387,34 @@ pub(crate) async fn p7(t: &Target, leases: usize, idle_leases: usize, window: Du
         window,
         idle_cpu_pct: (c1 - c0) as f64 / 100.0 / secs * 100.0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn term(lease: &str, token: u64, start: Instant, end: Option<Instant>) -> PartTerm {
+        PartTerm { lease: lease.to_owned(), token, session: "s".to_owned(), start, end }
+    }
+
+    /// The held-twice check flags overlapping lifetimes and tokens that do not grow, and
+    /// passes a clean hand-over.
+    #[test]
+    fn p6_overlaps_flags_a_partition_held_twice() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        p6_log().extend([
+            // Clean: the second term starts after the first ended, with a larger token.
+            term("ovl-test-ok.0", 1, t0, Some(t0 + ms(10))),
+            term("ovl-test-ok.0", 2, t0 + ms(11), None),
+            // Overlap: the second starts before the first ended.
+            term("ovl-test-bad.0", 1, t0, Some(t0 + ms(10))),
+            term("ovl-test-bad.0", 2, t0 + ms(5), None),
+            // A token that does not grow.
+            term("ovl-test-bad.1", 5, t0, Some(t0 + ms(1))),
+            term("ovl-test-bad.1", 4, t0 + ms(2), None),
+        ]);
+        assert_eq!(p6_overlaps("ovl-test-ok."), (0, 2));
+        assert_eq!(p6_overlaps("ovl-test-bad."), (2, 4));
+    }
 }

@@ -7,11 +7,8 @@ use std::time::Duration;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use crate::measures::{Handover, P1Row, P2Row, P6Row, P7, Plan};
+use crate::measures::{Handover, P1Row, P2Row, P5Phase, P6Row, P7, Plan};
 use crate::stats::{Summary, summary};
-
-/// P5: our lateness samples (ms) per backend, and tokio-cron-scheduler's.
-pub(crate) type P5 = (Vec<(String, Vec<f64>)>, Vec<f64>);
 
 /// Everything one run measured.
 pub(crate) struct Results {
@@ -27,8 +24,8 @@ pub(crate) struct Results {
     pub(crate) p3: Vec<(String, Vec<f64>, Duration)>,
     /// P4: backend, handover trials.
     pub(crate) p4: Vec<(String, Vec<Handover>)>,
-    /// P5: our lateness samples per backend and tokio-cron-scheduler's (ms).
-    pub(crate) p5: Option<P5>,
+    /// P5: one quiet phase per backend (ours, tokio-cron-scheduler's, the claim alone).
+    pub(crate) p5: Vec<P5Phase>,
     /// P6 rows.
     pub(crate) p6: Vec<P6Row>,
     /// P7.
@@ -77,7 +74,7 @@ impl Results {
             p2: Vec::new(),
             p3: Vec::new(),
             p4: Vec::new(),
-            p5: None,
+            p5: Vec::new(),
             p6: Vec::new(),
             p7: Vec::new(),
             errors: Vec::new(),
@@ -167,27 +164,33 @@ impl Results {
                 verdict(s.p99 < P4_GOAL_MS).replace('*', ""),
             );
         }
-        if let Some((ours, tcs)) = &self.p5 {
-            let c = summary(tcs);
-            for (sys, v) in ours {
-                let o = summary(v);
-                line(
-                    "P5",
-                    format!("{sys} cron lateness, 1 s cron"),
-                    format!(
-                        "ours p50 {:.1} p99 {:.1} ms, n={}; tokio-cron-scheduler p50 {:.0} p99 {:.0} ms",
-                        o.p50, o.p99, o.n, c.p50, c.p99
-                    ),
-                    verdict(o.p99 < P5_GOAL_MS).replace('*', ""),
-                );
-            }
+        for p in &self.p5 {
+            let (o, c, k) = (summary(&p.ours), summary(&p.tcs), summary(&p.claim));
+            line(
+                "P5",
+                format!("{} cron lateness, 1 s cron, alone", p.system),
+                format!(
+                    "ours p50 {:.1} p99 {:.1} ms ({} alone p50 {:.1} p99 {:.1}), n={}; tokio-cron-scheduler p50 {:.0} p99 {:.0} ms",
+                    o.p50, o.p99, p.claim_with, k.p50, k.p99, o.n, c.p50, c.p99
+                ),
+                verdict(o.p99 < P5_GOAL_MS).replace('*', ""),
+            );
         }
         for r in &self.p6 {
             line(
                 "P6",
-                format!("{} 64 partitions {}", r.system, r.step),
-                format!("{:.0} ms, {} moved (minimum {})", r.ms, r.moved, r.minimum),
-                verdict(r.moved == r.minimum).replace('*', ""),
+                format!("{} {} partitions {} @ {:?}", r.system, r.partitions, r.step, r.renew),
+                format!(
+                    "{:.0} ms = {:.2} renewals (goal {}), {} moved (minimum {}), held twice {}, {} acquire calls",
+                    r.ms,
+                    p6_intervals(r),
+                    r.goal_intervals,
+                    r.moved,
+                    r.minimum,
+                    r.held_twice,
+                    r.acquires
+                ),
+                verdict(r.met()).replace('*', ""),
             );
         }
         for p in &self.p7 {
@@ -261,9 +264,10 @@ impl Results {
             )?;
             plots.push("p4_handover_cdf.svg");
         }
-        if let Some((ours, tcs)) = &self.p5 {
-            let mut series: Series = ours.iter().map(|(s, v)| (format!("simba ({s})"), cdf(v))).collect();
-            series.push(("tokio-cron-scheduler".to_owned(), cdf(tcs)));
+        if !self.p5.is_empty() {
+            let mut series: Series = self.p5.iter().map(|p| (format!("simba ({})", p.system), cdf(&p.ours))).collect();
+            let tcs: Vec<f64> = self.p5.iter().flat_map(|p| p.tcs.iter().copied()).collect();
+            series.push(("tokio-cron-scheduler (all phases)".to_owned(), cdf(&tcs)));
             plot(
                 &dir.join("p5_cron_lateness_cdf.svg"),
                 "P5: cron lateness (CDF)",
@@ -462,43 +466,83 @@ impl Results {
         let _ = writeln!(w, "## P5: cron lateness\n");
         let _ = writeln!(
             w,
-            "A job on the cron `* * * * * *` (every second), ours in one `Runtime` per backend, all at once (so each \
-             fire includes the slot claim written with the fencing token on that backend), beside **tokio-cron-scheduler 0.15** on the same \
-             schedule in the same process at the same time. Lateness = fire time (wall clock when the job body \
-             starts) minus the slot. Both run while P4, P3 and P6 run in the same process (handover trials, \
-             mostly waiting on lease timers), which keeps the whole benchmark short. **Goal:** our p99 < 5 ms on \
-             each backend (the previous BENCHMARKS.md had Redis only: p50 1.8, p99 3.2 ms).\n"
+            "A job on the cron `* * * * * *` (every second) in a `Runtime` on one backend, so that each fire claims \
+             its slot with the term's fencing token and writes the `running` record in that backend's jobs store \
+             (one store round trip before the body starts), beside **tokio-cron-scheduler 0.15** on the same \
+             schedule in the same process for the same slots. Each backend has a phase of its own, one after \
+             another at the end of the run: nothing else of the benchmark runs while its slots fire. Lateness = \
+             fire time (wall clock when the job body starts) minus the slot. *Claim alone*: after the cron phase, \
+             the same number of slot claims of one held term, one after another, each timed: the store's share \
+             of the lateness. The claim is `JobStore::claim_run` (fenced claim and `running` record in one \
+             round trip) where the runtime has a jobs store, and `Backend::claim_slot` (the one-statement \
+             fenced slot record, no history) on PostgreSQL and MariaDB, whose jobs store the runtime leaves \
+             off by default (`with_job_store`). **Goal:** our p99 < 5 ms on each backend.\n"
         );
-        if let Some((ours, tcs)) = &self.p5 {
-            let names: Vec<String> = ours.iter().map(|(s, _)| format!("simba ({s})")).collect();
-            let rows = ours
-                .iter()
-                .zip(&names)
-                .map(|((_, v), n)| (n.as_str(), summary(v), Some(P5_GOAL_MS)))
-                .chain(std::iter::once(("tokio-cron-scheduler", summary(tcs), None)));
-            dist_table(w, rows);
+        if !self.p5.is_empty() {
+            let _ = writeln!(
+                w,
+                "| backend | slots | ours p50 ms | ours p99 ms | ours max ms | claimed with | claim alone p50 ms | claim alone p99 ms | tokio-cron-scheduler p50 ms | p99 ms | median ratio | goal (p99 < 5 ms) |"
+            );
+            let _ = writeln!(w, "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |");
+            for p in &self.p5 {
+                let (o, c, k) = (summary(&p.ours), summary(&p.tcs), summary(&p.claim));
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {:.1} | {:.1} | {:.1} | `{}` | {:.1} | {:.1} | {:.0} | {:.0} | {:.0}x | {} |",
+                    p.system,
+                    o.n,
+                    o.p50,
+                    o.p99,
+                    o.max,
+                    p.claim_with,
+                    k.p50,
+                    k.p99,
+                    c.p50,
+                    c.p99,
+                    c.p50 / o.p50,
+                    verdict(o.p99 < P5_GOAL_MS)
+                );
+            }
+            let _ = writeln!(w);
         }
         // P6
         let _ = writeln!(w, "## P6: partition rebalance\n");
         let _ = writeln!(
             w,
-            "64 partitions (`PartitionedJob`) on 3 runtimes, each its own client; a 4th joins, then one of the \
-             first three shuts down gracefully. Time from the change until every node holds `floor` or `ceil` of \
-             64/m and all 64 are held; partitions moved = partition terms started during the step. **Goal:** the \
-             minimum, 16 each way (64/4 to the newcomer; the leaver's 16 to the others).\n"
+            "A `PartitionedJob` on `m` runtimes in this process, each its own client and session; one more joins, \
+             then one of the first `m` shuts down gracefully. Every partition worker logs its term (session, \
+             fencing token, start, and its end when the term is cancelled, which H1 does before the release). \
+             *Time to balance*: from the change (the newcomer's start, the leaver's `shutdown()`) until every \
+             member holds `floor` or `ceil` of n/m and no other session holds one. *Moved*: partition terms \
+             started from the change until the step settled; the *minimum* is the newcomer's share, or what the \
+             leaver held. *Held twice*: pairs of consecutive terms of one partition whose lifetimes overlap (or \
+             whose tokens do not grow), over the whole scenario. *Acquire calls*: `Backend::acquire` calls of all \
+             members during the step (each backend wrapped in a counter), one store round trip each. **Goals:** 64 partitions, 3 -> 4: balanced \
+             within 2 renewal intervals; 1,024 partitions, 16 -> 17 -> 16: within 3 renewal intervals; on both \
+             the minimum moves and nothing held twice.\n"
         );
-        let _ = writeln!(w, "| backend | step | time to balance | partitions moved | minimum | goal |");
-        let _ = writeln!(w, "| --- | --- | ---: | ---: | ---: | --- |");
+        let _ = writeln!(
+            w,
+            "| backend | partitions | step | renewal | time to balance | renewal intervals | goal | moved | minimum | held twice (terms checked) | acquire calls | met |"
+        );
+        let _ = writeln!(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
         for r in &self.p6 {
             let _ = writeln!(
                 w,
-                "| {} | {} | {:.0} ms | {} | {} | {} |",
+                "| {} | {} | {} | {:?} | {:.0} ms | {:.2} | {} | {} | {} | {} ({}) | {} | {} |",
                 r.system,
+                r.partitions,
                 r.step,
+                r.renew,
                 r.ms,
+                p6_intervals(r),
+                r.goal_intervals,
                 r.moved,
                 r.minimum,
-                verdict(r.moved == r.minimum)
+                r.held_twice,
+                r.terms,
+                r.acquires,
+                verdict(r.met())
             );
         }
         let _ = writeln!(w);
@@ -587,11 +631,54 @@ release watch (above) costs one query per tick per waiting node, so its tick set
 time and the cost: 5 ms on SQLite (a look at shared memory), 10 ms on MariaDB (a network round trip).\n\
 - **P4 etcd, p99 47 ms** (p50 4.0 ms): the watch wakes the candidate at once; the tail is most likely this etcd's \
 commit of the candidate's put (about 120 serial writes a second on this 2-core machine, P2; not traced).\n\
-- **P5, p99 7 to 42 ms against the 5 ms goal**: the cron jobs run in the background while P4, P3 and \
-P6 run in the same process (handover and failover trials spawn clients and sessions), so a fire \
-waits for a busy core now and then; p50 2.1 to 7.4 ms, against tokio-cron-scheduler's 228 ms (it \
-polls every 500 ms). The slowest backends are the ones whose claim is slowest (etcd commits a \
-`Txn`, ZooKeeper a `multi`).\n";
+- **P5, p99 5 to 29 ms against the 5 ms goal on most backends** (issue 15 runs of 2026-12-02, 100 slots \
+per backend, each alone: Redis 1.6/5.6, PostgreSQL 2.2/5.3, MariaDB 2.4/4.9, ZooKeeper 3.0/6.3, etcd \
+3.7/9.9, SQLite 3.4/28.8 and 4.8/8.9 ms p50/p99; tokio-cron-scheduler p50 120 to 480 ms in the same \
+phases). A fire's lateness is three things in `job/schedule.rs` and `job/history.rs`: (1) the wake: the \
+cron loop sleeps `until(slot, now)` with `sleep_until(Instant::now() + wait)`, and Tokio's timer has a \
+1 ms resolution and rounds a deadline up to the next millisecond tick, then the worker thread wakes \
+from its poll: 1 to 2 ms on an idle core, which is the whole p50 on Redis and PostgreSQL, whose claim \
+alone takes 0.1 ms; (2) the claim, awaited before the body starts (`Recording::claim`: `claim_run` of \
+the jobs store, the fenced claim and the `running` record in one round trip, or `claim_slot` on \
+PostgreSQL and MariaDB, whose jobs store the runtime leaves off), measured alone beside each phase: \
+p50 0.1 (Redis, PostgreSQL) to 1.1 ms (SQLite, a write transaction whose WAL commit is synced), p99 up \
+to 5.6 ms on etcd (one raft commit) and 43.6 ms on MariaDB (one slow statement in 100, not traced; \
+the cron phase met the goal there); (3) the rest of the tail, larger than the claim's own p99 on Redis, PostgreSQL, \
+ZooKeeper and SQLite, is the machine: these runs shared 2 cores with other engineers' builds and \
+tests (load average 4 to 21), and the bench ran under `nice -n 10`; a late wake-up of the timer \
+thread is not something the claim can cause. The goal needs (1) to shrink (waking a millisecond \
+early and spinning to the slot, or sleeping to `slot - 1 ms`) and, on etcd and SQLite, the claim off \
+the path before the body (claim in parallel with the start, abort on refusal), which would change \
+the at-most-once order of J5; neither was changed here (engine and job code untouched).\n\
+- **P6, 1,024 partitions at a 600 ms renewal period** (issue 15 runs of 2026-12-02, load average up to \
+21): 16 -> 17 missed on PostgreSQL (3.35) and MariaDB (6.5 to 14.8 renewal intervals), 17 -> 16 missed \
+on PostgreSQL (4.6), MariaDB (9.5 to 23.5), ZooKeeper (4.7), etcd (4.4) and SQLite (5.75 to 8.45); goal \
+3. At the default 5 s period every step met it (the slowest MariaDB, 2.2 to 2.6 intervals), the \
+64-partition 3 -> 4 case met its 2 intervals everywhere at both periods (at most 1.26, PostgreSQL at \
+600 ms), and every backend kept the minimum moves and never held a partition twice. Three things in `job/group.rs` (J6), none changed: \
+(1) a member sees a join or a leave only at its next round, which runs on the candidate timer \
+(`renew_interval / 2 + [0, retry_jitter)`, 300 to 600 ms here) or when a release of one of the group's \
+partitions is broadcast: joining and leaving broadcast nothing, and a leaver releases its partitions \
+*before* `leave_group` (`shut_down` awaits the workers, then leaves), so rounds woken by those \
+releases may still count it and take nothing; balance after a leave waits for every member's own \
+timer. (2) SQLite and MariaDB have no broadcast of their own: \
+a release reaches other processes' members through the release watch, which polls (every 5 ms on \
+SQLite, 10 ms on MariaDB) the names that a `Held` answer registered, so after a scan it watches \
+hundreds of partition names and its reads add to the same store's load. (3) A round is O(partitions) \
+round trips: it tries partitions one at a time from its natural segment, one `acquire_once` (a store \
+round trip and a spawned attempt task) for every partition it does not hold, held or free, until its \
+share is met, and every member under its share does this at once against the same store (the *acquire \
+calls* column: 1,000 to 2,000 `acquire` calls for the 60 moves of a join, 5,400 to 7,600 for the 60 of \
+a leave). On SQLite every attempt is a write transaction on one file, on MariaDB a stored \
+procedure with row locks, so the scans of 16 members queue behind one another. Closing it needs the \
+round to read which partitions are free in one query (a listing of the group's leases), \
+`leave_group` before the hand-over, and a membership change broadcast (or watch) so that a join or \
+leave wakes every member.\n";
+
+/// The time to balance in renewal intervals.
+fn p6_intervals(r: &P6Row) -> f64 {
+    r.ms / (r.renew.as_secs_f64() * 1e3)
+}
 
 fn dist_table<'a>(w: &mut String, rows: impl Iterator<Item = (&'a str, Summary, Option<f64>)>) {
     let _ = writeln!(w, "| system | trials | p50 ms | p90 ms | p99 ms | max ms | goal (p99 <) | met |");
