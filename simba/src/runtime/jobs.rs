@@ -101,6 +101,13 @@ impl JobsHandle {
 
     /// Starts a planned scheduled job (the runtime's start, and [`add`](Self::add)).
     pub(super) fn start_scheduled(&self, job: PlannedJob) -> Result<(), Error> {
+        let mut running = self.running();
+        self.start_scheduled_in(&mut running, job)
+    }
+
+    /// [`start_scheduled`](Self::start_scheduled) under the lock of the running jobs, so that
+    /// a check and the start it allows are one step.
+    fn start_scheduled_in(&self, running: &mut BTreeMap<String, Running>, job: PlannedJob) -> Result<(), Error> {
         let election = self.inner.simba.election(job.lease.clone());
         let shared = Arc::clone(&self.inner.simba.shared);
         let run = job.run;
@@ -109,18 +116,23 @@ impl JobsHandle {
         election.run_while_leader(move |term: Term| {
             run_scheduled(Arc::clone(&shared), rec.clone(), timer.clone(), misfire, term, move |t| run(t))
         })?;
-        self.running().insert(job.name, Running::Scheduled { lease: job.lease, election });
+        running.insert(job.name, Running::Scheduled { lease: job.lease, election });
         Ok(())
     }
 
     /// Starts a planned partition group (the runtime's start, and
     /// [`add_partitioned`](Self::add_partitioned)).
-    pub(super) fn start_group(&self, mut g: GroupSpec) {
+    pub(super) fn start_group(&self, g: GroupSpec) {
+        let mut running = self.running();
+        self.start_group_in(&mut running, g);
+    }
+
+    fn start_group_in(&self, running: &mut BTreeMap<String, Running>, mut g: GroupSpec) {
         g.recording = self.recording(&g.job, g.recording.policy);
         let (name, group, partitions) = (g.job.to_string(), g.group.to_string(), g.partitions);
         let stop = CancellationToken::new();
         let task = tokio::spawn(run_group(Arc::clone(&self.inner.simba.shared), g, stop.clone()));
-        self.running().insert(name, Running::Group { group, partitions, stop, task });
+        running.insert(name, Running::Group { group, partitions, stop, task });
     }
 
     /// The names of the jobs running on this node (registered at start or added), sorted.
@@ -129,8 +141,12 @@ impl JobsHandle {
     }
 
     /// Refuses a job whose name or lease (or group) is taken on this node.
-    fn check_free(&self, name: &str, lease: &str, group: Option<&str>) -> Result<(), Error> {
-        let running = self.running();
+    fn check_free(
+        running: &BTreeMap<String, Running>,
+        name: &str,
+        lease: &str,
+        group: Option<&str>,
+    ) -> Result<(), Error> {
         if running.contains_key(name) {
             return Err(Error::InvalidConfig(format!(
                 "a job named `{name}` already runs on this node: remove it first, or give the new one another name"
@@ -149,34 +165,38 @@ impl JobsHandle {
     /// running job has the same name or lease, when the job is disabled by `[jobs.NAME]
     /// enabled = false`, or when its settings are invalid (the same checks as at start).
     pub fn add(&self, job: ScheduledJob) -> Result<(), Error> {
-        self.check_free(job.name, job.lease, None)?;
         let Some(planned) = plan_scheduled(&self.inner.config, &job, &self.inner.policies)? else {
-            return Err(Error::InvalidConfig(format!(
-                "{}: [jobs.{}] enabled = false: the job is disabled on this node",
-                self.inner.config.source, job.name
-            )));
+            return Err(self.disabled(job.name));
         };
+        let mut running = self.running();
+        Self::check_free(&running, job.name, job.lease, None)?;
+        self.start_scheduled_in(&mut running, planned)?;
         tracing::info!(job = job.name, lease = job.lease, "job added at run time");
-        self.start_scheduled(planned)
+        Ok(())
+    }
+
+    fn disabled(&self, name: &str) -> Error {
+        Error::InvalidConfig(format!(
+            "{}: [jobs.{name}] enabled = false: the job is disabled on this node",
+            self.inner.config.source
+        ))
     }
 
     /// Joins partitioned job `job`'s group on this node now. Refused like [`add`](Self::add).
     pub fn add_partitioned(&self, job: PartitionedJob) -> Result<(), Error> {
-        let first = format!("{}.0", job.group);
-        self.check_free(job.name, &first, Some(job.group))?;
         let Some(g) = plan_group(&self.inner.config, &job, &self.inner.policies)? else {
-            return Err(Error::InvalidConfig(format!(
-                "{}: [jobs.{}] enabled = false: the job is disabled on this node",
-                self.inner.config.source, job.name
-            )));
+            return Err(self.disabled(job.name));
         };
+        let mut running = self.running();
+        // The group itself, or any of its partition leases.
+        Self::check_free(&running, job.name, &format!("{}.0", job.group), Some(job.group))?;
         tracing::info!(
             job = job.name,
             group = job.group,
             partitions = g.partitions,
             "partitioned job added at run time"
         );
-        self.start_group(g);
+        self.start_group_in(&mut running, g);
         Ok(())
     }
 
