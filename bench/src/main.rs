@@ -1,4 +1,4 @@
-//! simba's benchmarks beside their anchors: runs P1-P7 against the servers of
+//! simba's benchmarks beside their anchors: runs P1-P8 against the servers of
 //! `scripts/backends.sh` and writes `BENCHMARKS.md` and `benches/*.svg`.
 //!
 //! Run it with `bash scripts/bench.sh` (starts the servers, builds in release, runs this,
@@ -10,6 +10,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod counting;
+mod fleet;
 mod measures;
 mod report;
 mod stats;
@@ -245,6 +246,21 @@ async fn main() -> Result<()> {
     }
     if wants("p6") {
         p6(&ts, &args, plan, &run, &mut r, &step).await?;
+    }
+    if wants("p8") {
+        let (sessions, per, window) =
+            if plan.quick { (50, 20, Duration::from_secs(5)) } else { (500, 20, Duration::from_secs(30)) };
+        let period = Duration::from_secs(5);
+        for kind in [Kind::Postgres, Kind::Redis] {
+            step(&format!(
+                "P8 a fleet: {sessions} sessions x {per} leases on {}, beside one extend per lock",
+                kind.label()
+            ));
+            match fleet::p8(target(&ts, kind)?, sessions, per, period, window, &run).await {
+                Ok(row) => r.p8.push(row),
+                Err(e) => r.error(&format!("P8 {}", kind.label()), e),
+            }
+        }
     }
     // P5 last, one backend at a time, each in a quiet phase of its own (issue 15 item 4):
     // nothing else of the benchmark runs while a backend's cron job fires, and

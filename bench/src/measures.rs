@@ -139,10 +139,10 @@ pub(crate) struct P1Row {
 }
 
 /// A backend that counts the keep-alives and acquisitions the engine sends through it.
-struct Counted<B> {
-    inner: B,
-    keep_alives: Arc<AtomicU64>,
-    acquires: Arc<AtomicU64>,
+pub(crate) struct Counted<B> {
+    pub(crate) inner: B,
+    pub(crate) keep_alives: Arc<AtomicU64>,
+    pub(crate) acquires: Arc<AtomicU64>,
 }
 
 impl<B: Backend> Backend for Counted<B> {
@@ -303,7 +303,7 @@ fn per_period(system: &str, leases: usize, d: Traffic, periods: f64, held: bool)
 
 /// The Redlock-style extend of one lock (compare the holder's token, then PEXPIRE), as
 /// Redisson's watchdog and ShedLock's keep-alive send once per held lock.
-const EXTEND: &str =
+pub(crate) const EXTEND: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
 /// P1's anchor: one extend per lock on Redis, `leases` requests per renewal period. Sent with

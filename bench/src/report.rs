@@ -30,6 +30,8 @@ pub(crate) struct Results {
     pub(crate) p6: Vec<P6Row>,
     /// P7.
     pub(crate) p7: Vec<P7>,
+    /// P8: a fleet of sessions on one store, beside the per-lock anchor.
+    pub(crate) p8: Vec<crate::fleet::P8Row>,
     /// Measures that failed, with why.
     pub(crate) errors: Vec<String>,
 }
@@ -77,6 +79,7 @@ impl Results {
             p5: Vec::new(),
             p6: Vec::new(),
             p7: Vec::new(),
+            p8: Vec::new(),
             errors: Vec::new(),
         }
     }
@@ -191,6 +194,21 @@ impl Results {
                     r.acquires
                 ),
                 verdict(r.met()).replace('*', ""),
+            );
+        }
+        for p in &self.p8 {
+            line(
+                "P8",
+                format!("{} fleet {} x {} @ {:?}", p.system, p.sessions, p.per_session, p.period),
+                format!(
+                    "store CPU {:.2}% vs anchor {:.2}% of a core: {:.1}x (goal 15x); {:.0} vs {:.0} requests/s",
+                    p.ours_cpu,
+                    p.anchor_cpu,
+                    p.ratio(),
+                    p.ours_rps,
+                    p.anchor_rps
+                ),
+                verdict(p.met()).replace('*', ""),
             );
         }
         for p in &self.p7 {
@@ -576,6 +594,46 @@ impl Results {
             );
         }
         let _ = writeln!(w);
+        if !self.p8.is_empty() {
+            let _ = writeln!(w, "## P8: a fleet on one store\n");
+            let _ = writeln!(
+                w,
+                "Sessions (each its own client; ten shared connection pools in this one process) holding \
+                 leases each on one store, renewing every period; then the anchor at the same fleet: one extend \
+                 per held lock per period (Redis: the Redlock-style compare-and-`PEXPIRE` script of P1; PostgreSQL: \
+                 ShedLock's JDBC `UPDATE ... WHERE name AND locked_by AND lock_until > now()`), 64 in flight. Per \
+                 side, over one window after it settled: the requests sent and answered per second (keep-alives; \
+                 extends) and the user+system CPU of the server's processes (`/proc`, the postmaster and its \
+                 children, minus the same servers' CPU over a window with nothing running; one clock tick over the \
+                 window is the resolution, and our CPU counts as at least one tick in the ratio). **Goal:** the store's \
+                 load follows sessions, not leases: the anchor's CPU divided by ours >= 15 at 20 leases per \
+                 session.\n"
+            );
+            let _ = writeln!(
+                w,
+                "| store | sessions x leases | period | window | idle store CPU | ours: requests/s | ours: store CPU | anchor: requests/s | anchor: store CPU | ratio | goal |"
+            );
+            let _ = writeln!(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+            for p in &self.p8 {
+                let _ = writeln!(
+                    w,
+                    "| {} | {} x {} | {:?} | {:?} | {:.2}% | {:.0} | {:.2}% | {:.0} | {:.2}% | {:.1}x | {} |",
+                    p.system,
+                    p.sessions,
+                    p.per_session,
+                    p.period,
+                    p.window,
+                    p.idle_cpu,
+                    p.ours_rps,
+                    p.ours_cpu,
+                    p.anchor_rps,
+                    p.anchor_cpu,
+                    p.ratio(),
+                    verdict(p.met())
+                );
+            }
+            let _ = writeln!(w);
+        }
         let _ = writeln!(w, "{CAUSES}");
         if !plots.is_empty() {
             let _ = writeln!(w, "## Plots\n");
@@ -673,7 +731,16 @@ a leave). On SQLite every attempt is a write transaction on one file, on MariaDB
 procedure with row locks, so the scans of 16 members queue behind one another. Closing it needs the \
 round to read which partitions are free in one query (a listing of the group's leases), \
 `leave_group` before the hand-over, and a membership change broadcast (or watch) so that a join or \
-leave wakes every member.\n";
+leave wakes every member.\n\
+- **P8 Redis, the store's CPU follows leases**: the keep-alive script is one `EVALSHA` per session \
+(constant round trips and bytes, S1), but inside it checks every lease the session holds (`HGETALL` of \
+its owned hash, then one `HMGET` of each lease record, to find one taken over); with 20 leases per \
+session that is 21 lookups per renewal, against the anchor's two (`GET`, `PEXPIRE`) per lock, so the \
+store does about as much work either way. A digest kept up to date by acquire and release, with the \
+per-lease check only on a mismatch, would make it constant; whether a lease record edited behind the \
+session's back (the manual-takeover test) is still found at the next renewal is the trade-off. \
+**P8 PostgreSQL** aggregates the session's lease rows in its one keep-alive statement (an index \
+range of 20 rows), cheaper per lease than an `UPDATE` each, hence its ratio.\n";
 
 /// The time to balance in renewal intervals.
 fn p6_intervals(r: &P6Row) -> f64 {
