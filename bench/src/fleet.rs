@@ -168,30 +168,23 @@ async fn fleet(
     let err = |e: simba::backend::BackendError| anyhow!("{e}");
     // Ten backends (connection pools), shared by the clients in turn: a few processes' worth
     // of connections, each client its own session.
-    let mut clients = Vec::with_capacity(sessions);
-    match t.kind {
+    let clients = match t.kind {
         Kind::Postgres => {
             let mut pools = Vec::new();
             for _ in 0..10 {
                 pools.push(PostgresBackend::connect(&t.url).await.map_err(err)?);
             }
-            for i in 0..sessions {
-                let b = counted(pools[i % 10].clone(), keep_alives);
-                clients.push(Simba::builder().backend(b).config(cfg).build()?);
-            }
+            clients_over(&pools, sessions, cfg, keep_alives)?
         }
         Kind::Redis => {
             let mut conns = Vec::new();
             for _ in 0..10 {
                 conns.push(RedisBackend::connect(&t.url).await.map_err(err)?);
             }
-            for i in 0..sessions {
-                let b = counted(conns[i % 10].clone(), keep_alives);
-                clients.push(Simba::builder().backend(b).config(cfg).build()?);
-            }
+            clients_over(&conns, sessions, cfg, keep_alives)?
         }
         other => bail!("P8 runs on PostgreSQL and Redis, not {other:?}"),
-    }
+    };
     for c in &clients {
         timeout(Duration::from_secs(60), c.live())
             .await
@@ -212,6 +205,21 @@ async fn fleet(
         guards.push(g.map_err(|_| anyhow!("an acquisition took more than 60 s"))??);
     }
     Ok((clients, guards))
+}
+
+/// `sessions` clients, each its own session, over `backends` in turn (clones share a pool).
+fn clients_over<B: simba::backend::Backend + Clone>(
+    backends: &[B],
+    sessions: usize,
+    cfg: SimbaConfig,
+    keep_alives: &Arc<AtomicU64>,
+) -> Result<Vec<Simba>> {
+    (0..sessions)
+        .map(|i| {
+            let b = counted(backends[i % backends.len()].clone(), keep_alives);
+            Ok(Simba::builder().backend(b).config(cfg).build()?)
+        })
+        .collect()
 }
 
 fn counted<B>(inner: B, keep_alives: &Arc<AtomicU64>) -> Counted<B> {
