@@ -212,6 +212,9 @@ struct TermInner {
     session: Arc<SessionCell>,
     started_at: Instant,
     revoked: watch::Sender<Option<RevokeReason>>,
+    /// When the term was revoked, on the local monotonic clock: set once, before the
+    /// revocation is visible to `revoked()` waiters.
+    ended_at: std::sync::OnceLock<Instant>,
 }
 
 impl Term {
@@ -226,6 +229,7 @@ impl Term {
                 session,
                 started_at: now,
                 revoked,
+                ended_at: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -262,10 +266,16 @@ impl Term {
         self.inner.revoked.borrow().is_none() && self.inner.session.is_live_at(now)
     }
 
-    /// The session's local deadline as it stands now: the latest instant at which the term
-    /// can still be valid unless a renewal moves it. Frozen once the session ended.
+    /// The latest instant at which the term can still be valid unless a renewal moves it:
+    /// the session's local deadline while the term lasts. Once the term ended it is frozen at
+    /// the earlier of the revocation instant and the session's deadline, so a revoked term
+    /// never reports validity that a later renewal of its session gave (T4).
     pub fn deadline(&self) -> Instant {
-        self.inner.session.deadline()
+        let session = self.inner.session.deadline();
+        match self.inner.ended_at.get() {
+            Some(&ended) => ended.min(session),
+            None => session,
+        }
     }
 
     /// Time until the session's local deadline; `Duration::ZERO` once the term ended (T4).
@@ -322,8 +332,10 @@ impl Term {
     /// Ends the term with `reason` unless it already ended. Returns whether this call ended
     /// it.
     pub(crate) fn revoke(&self, reason: RevokeReason) -> bool {
+        let now = Instant::now();
         let first = self.inner.revoked.send_if_modified(|r| {
             if r.is_none() {
+                let _ = self.inner.ended_at.set(now);
                 *r = Some(reason);
                 true
             } else {
@@ -405,5 +417,35 @@ mod tests {
         c.attempt_ended("b");
         c.release_acknowledged("a", 5, false);
         assert_eq!(c.released_len(), 0);
+    }
+
+    /// T4: once revoked, a term's deadline is frozen at its revocation instant, while its
+    /// session goes on renewing (a step-down, a `TakenOver`): it never reports validity the
+    /// session gained after the term ended. Before the revocation it follows the session.
+    #[tokio::test(start_paused = true)]
+    async fn t4_a_revoked_terms_deadline_is_its_end() {
+        let c = Arc::new(cell());
+        let start = Instant::now();
+        let term = Term::new("a".into(), 1, Arc::clone(&c), start);
+        assert_eq!(term.deadline(), start + Duration::from_secs(10));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(c.extend(start + Duration::from_secs(12), Instant::now()));
+        assert_eq!(term.deadline(), start + Duration::from_secs(12), "a live term follows its session");
+        let revoked_at = Instant::now();
+        assert!(term.revoke(RevokeReason::SteppedDown));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(c.extend(start + Duration::from_secs(20), Instant::now()));
+        assert_eq!(term.deadline(), revoked_at, "the session renewed, the revoked term did not");
+        assert!(!term.revoke(RevokeReason::TakenOver));
+        assert_eq!(term.deadline(), revoked_at);
+        assert_eq!(term.remaining(), Duration::ZERO);
+        // A session that ended before the term's revocation keeps the earlier instant.
+        let c2 = Arc::new(cell());
+        let t2 = Term::new("b".into(), 2, Arc::clone(&c2), Instant::now());
+        c2.end(Instant::now());
+        let ended = c2.deadline();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        t2.revoke(RevokeReason::DeadlinePassed);
+        assert_eq!(t2.deadline(), ended);
     }
 }
