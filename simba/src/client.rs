@@ -12,11 +12,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, HeldDigest, SessionId, SharedBackend};
+use crate::core::Timing;
 use crate::election::{Election, ElectionCtl};
 use crate::events::{ElectionSnapshot, Event, SessionStatus, Snapshot, TermSnapshot};
 use crate::lock::Lock;
 use crate::term::SessionCell;
-use crate::timing::Timing;
 use crate::{Error, SimbaConfig, Term};
 
 /// A simba client: one session on one backend (rule S1), and the elections and locks that

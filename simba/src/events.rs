@@ -73,19 +73,7 @@ pub enum Event {
     Closed,
 }
 
-/// The state of a client's session (rule S5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SessionStatus {
-    /// No session yet, or opening a new one after the last ended.
-    Opening,
-    /// The last renewal succeeded.
-    Live,
-    /// The last renewal failed and the deadline has not passed yet.
-    Suspended,
-    /// The client was closed.
-    Closed,
-}
+pub use crate::core::SessionStatus;
 
 /// The state of one election in a [`Snapshot`].
 #[derive(Debug, Clone, PartialEq, Eq)]

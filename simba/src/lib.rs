@@ -7,6 +7,7 @@ pub mod backend;
 pub mod cli;
 mod client;
 mod config;
+pub mod core;
 pub mod dashboard;
 mod election;
 mod error;
@@ -22,7 +23,6 @@ mod secret;
 mod session;
 mod suggest;
 mod term;
-mod timing;
 
 #[cfg(feature = "tck")]
 pub mod tck;

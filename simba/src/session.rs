@@ -1,34 +1,37 @@
-//! The session actor: opens the client's one session, renews it with one keep-alive per
-//! period whatever the number of held leases (S1), keeps the local deadline (D1-D5), and ends
-//! every term of the session when it ends (S3, D3, T6).
+//! The session actor: the async shell of the core's session machine
+//! ([`crate::core::session`]). It opens the client's one session, renews it with one
+//! keep-alive per period whatever the number of held leases (S1), keeps the local deadline the
+//! machine computes (D1-D5), and ends every term of the session when it ends (S3, D3, T6).
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio::time::{Instant, sleep_until, timeout};
 use tracing::Instrument;
 
 use crate::RevokeReason;
 use crate::backend::{BackendError, KeepAlive, SessionGrant};
 use crate::client::{CLOSE_TIMEOUT, Shared};
+use crate::core::{Close, Command, SessionMachine};
 use crate::events::{Event, SessionStatus};
 use crate::term::SessionCell;
 
-/// How a live session stopped.
-enum Ended {
-    Lost(RevokeReason),
-    Shutdown,
+/// A backend call of the session machine, with its D2 timeout applied.
+type Call = Pin<Box<dyn Future<Output = Reply> + Send>>;
+
+/// The answer to a call of the session machine; `Err(timeout)` when none came in time.
+enum Reply {
+    Open(Result<Result<SessionGrant, BackendError>, Duration>),
+    KeepAlive(Instant, Result<Result<KeepAlive, BackendError>, Duration>),
 }
 
-/// A session the backend opened: what it granted and when the request was sent (D1).
-struct Opened {
-    grant: SessionGrant,
-    sent_at: Instant,
-}
-
-/// The session actor: opens a session, keeps it until it ends, and opens the next one until
-/// the client shuts down.
+/// The session actor: the async shell around [`SessionMachine`]. It executes the machine's
+/// commands (the open and keep-alive calls with their timeouts, the session cell that terms
+/// read, events, logs, metrics) and feeds the machine the clock and the replies, until the
+/// client shuts down.
 ///
 /// Logs of the opening phase carry the span `simba{backend}`; those of each live session a
 /// fresh span `simba{backend, session}` with that session's id alone, both children of
@@ -36,179 +39,221 @@ struct Opened {
 pub(crate) async fn run(shared: Arc<Shared>, parent: tracing::Span) {
     let backend = shared.backend.describe();
     let opening = tracing::info_span!(parent: &parent, "simba", backend = %backend);
-    let mut open_backoff = shared.timing.config.min_backoff();
+    let mut shell = Shell {
+        shared: Arc::clone(&shared),
+        parent,
+        opening: opening.clone(),
+        span: opening,
+        cell: None,
+        grant: None,
+        call: None,
+    };
+    let mut machine = SessionMachine::new(shared.timing);
+    let mut commands = machine.start(Instant::now());
     loop {
-        let Some(opened) = open(&shared, &mut open_backoff).instrument(opening.clone()).await else { break };
-        let span = tracing::info_span!(parent: &parent, "simba", backend = %backend, session = %opened.grant.id);
-        let stop = async {
-            let cell = start_session(&shared, &opened);
-            let ended = keep(&shared, &cell, opened.sent_at, opened.grant.remaining).await;
-            finish_session(&shared, &cell, ended).await
-        };
-        if stop.instrument(span).await {
+        if shell.execute(commands).await {
             break;
         }
-    }
-    set_status(&shared, SessionStatus::Closed);
-    shared.session.send_replace(None);
-    shared.emit(Event::Closed);
-}
-
-/// Opens a session whose grant can be used, retrying with a doubling backoff (capped at
-/// `renew_interval`) after a failure and after a grant too short to be used, so a backend
-/// that grants less than the margin is not asked again in a loop. `None` on shutdown.
-async fn open(shared: &Arc<Shared>, open_backoff: &mut Duration) -> Option<Opened> {
-    let t = shared.timing;
-    loop {
-        if shared.shutdown.is_cancelled() {
-            return None;
-        }
-        set_status(shared, SessionStatus::Opening);
-        let sent_at = Instant::now();
-        let reply = tokio::select! {
+        let wake = machine.next_wakeup();
+        commands = tokio::select! {
             biased;
-            _ = shared.shutdown.cancelled() => return None,
-            r = timeout(t.config.renew_interval(), shared.backend.open_session(t.config.lease_duration())) => r,
+            _ = shared.shutdown.cancelled() => machine.shutdown(Instant::now()),
+            _ = sleep_until_some(wake) => machine.tick(Instant::now()),
+            reply = shell.reply() => shell.answer(&mut machine, reply),
         };
-        match reply {
-            Ok(Ok(grant)) if t.deadline(sent_at, grant.remaining) > Instant::now() => {
-                *open_backoff = t.config.min_backoff();
-                return Some(Opened { grant, sent_at });
-            }
-            Ok(Ok(grant)) => {
-                tracing::warn!(session = %grant.id, granted = ?grant.remaining, retry_in = ?*open_backoff, "session granted too little time to be used (less than the margin after drift); opening another later (raise the server's session cap, or lower `margin`)");
-                close_in_background(shared, grant.id);
-            }
-            failed => {
-                let error = match failed {
-                    Ok(Err(e)) => error_chain(&e),
-                    _ => format!("no answer within {:?}", t.config.renew_interval()),
-                };
-                tracing::warn!(backend = %shared.backend.describe(), %error, retry_in = ?*open_backoff, "cannot open a session");
-                shared.emit(Event::SessionOpenFailed { error });
-            }
-        }
-        tokio::select! {
-            _ = shared.shutdown.cancelled() => return None,
-            _ = sleep(*open_backoff) => {}
-        }
-        *open_backoff = (*open_backoff * 2).min(t.config.renew_interval());
     }
 }
 
-/// Publishes a freshly opened session as the live one.
-fn start_session(shared: &Shared, opened: &Opened) -> Arc<SessionCell> {
-    let t = shared.timing;
-    let grant = &opened.grant;
-    let plan = t.renew_plan(grant.remaining);
-    let cell = Arc::new(SessionCell::new(grant.id.clone(), t.deadline(opened.sent_at, grant.remaining), plan.period));
-    tracing::info!(session = %cell.id, granted = ?grant.remaining, "session opened");
-    shared.emit(Event::SessionOpened { session: cell.id.clone(), granted: grant.remaining });
-    set_status(shared, SessionStatus::Live);
-    shared.session.send_replace(Some(Arc::clone(&cell)));
-    cell
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
-/// Renews `cell` once per period (S1) until it ends: D1 deadlines from each send, D2 call
-/// timeouts from the current period, D3 no revival, D4 a shortened period, D5 backoff.
-async fn keep(shared: &Arc<Shared>, cell: &Arc<SessionCell>, opened_at: Instant, granted: Duration) -> Ended {
-    let t = shared.timing;
-    let mut shortened_reported = false;
-    let mut next = renewed(shared, cell, opened_at, granted, &mut shortened_reported);
-    let mut suspended = false;
-    loop {
-        tokio::select! {
-            biased;
-            _ = shared.shutdown.cancelled() => return Ended::Shutdown,
-            _ = sleep_until(cell.deadline()) => return Ended::Lost(RevokeReason::DeadlinePassed),
-            _ = sleep_until(next) => {}
+/// What the shell keeps between commands.
+struct Shell {
+    shared: Arc<Shared>,
+    parent: tracing::Span,
+    opening: tracing::Span,
+    /// The span of the current phase: `opening`, or the live session's.
+    span: tracing::Span,
+    /// The live session as terms and elections see it.
+    cell: Option<Arc<SessionCell>>,
+    /// The last session the backend granted, until the machine says what it is.
+    grant: Option<SessionGrant>,
+    call: Option<Call>,
+}
+
+impl Shell {
+    /// The reply of the call in flight (never completes while there is none).
+    async fn reply(&mut self) -> Reply {
+        match self.call.as_mut() {
+            Some(call) => {
+                let reply = call.await;
+                self.call = None;
+                reply
+            }
+            None => std::future::pending().await,
         }
-        let sent_at = Instant::now();
-        let digest = shared.digest(cell);
-        let call_timeout = cell.call_timeout(sent_at);
-        let reply = tokio::select! {
-            biased;
-            _ = shared.shutdown.cancelled() => return Ended::Shutdown,
-            _ = sleep_until(cell.deadline()) => return Ended::Lost(RevokeReason::DeadlinePassed),
-            r = timeout(call_timeout, shared.backend.keep_alive(&cell.id, digest)) => r,
-        };
+    }
+
+    /// Feeds a reply to the machine.
+    fn answer(&mut self, machine: &mut SessionMachine<Instant>, reply: Reply) -> Vec<Command<Instant>> {
         let now = Instant::now();
         match reply {
-            Ok(Ok(KeepAlive::Alive { remaining, digest_matches })) => {
+            Reply::Open(Ok(Ok(grant))) => {
+                let granted = grant.remaining;
+                self.grant = Some(grant);
+                machine.opened(now, granted)
+            }
+            Reply::Open(failed) => machine.open_failed(now, failure(failed)),
+            Reply::KeepAlive(sent_at, Ok(Ok(KeepAlive::Alive { remaining, digest_matches }))) => {
                 crate::metrics::renewal(now - sent_at);
-                // D1 from `sent_at`; D3: refused once the deadline passed.
-                if !cell.extend(t.deadline(sent_at, remaining), now) {
-                    return Ended::Lost(RevokeReason::DeadlinePassed);
-                }
-                next = renewed(shared, cell, sent_at, remaining, &mut shortened_reported);
-                if suspended {
-                    suspended = false;
-                    tracing::info!(session = %cell.id, "session renewed again");
-                    shared.emit(Event::SessionResumed { session: cell.id.clone() });
-                    set_status(shared, SessionStatus::Live);
-                }
-                if !digest_matches {
-                    reconcile(shared, cell).await;
+                machine.renewed(now, remaining, digest_matches)
+            }
+            Reply::KeepAlive(_, Ok(Ok(KeepAlive::Expired))) => machine.expired(now),
+            Reply::KeepAlive(_, failed) => {
+                crate::metrics::renewal_failed();
+                machine.renew_failed(now, failure(failed))
+            }
+        }
+    }
+
+    /// Executes `commands` in order; returns whether the actor stops.
+    async fn execute(&mut self, commands: Vec<Command<Instant>>) -> bool {
+        for command in commands {
+            let span = self.span.clone();
+            if self.command(command).instrument(span).await {
+                return true;
+            }
+        }
+        false
+    }
+
+    async fn command(&mut self, command: Command<Instant>) -> bool {
+        let shared = &self.shared;
+        match command {
+            Command::Status(status) => set_status(shared, status),
+            Command::OpenSession { lease, timeout } => {
+                let backend = Arc::clone(&shared.backend);
+                let call = async move { Reply::Open(bounded(timeout, backend.open_session(lease)).await) };
+                self.call = Some(Box::pin(call.instrument(self.span.clone())));
+            }
+            Command::OpenFailed { error, retry_in } => {
+                tracing::warn!(backend = %shared.backend.describe(), %error, ?retry_in, "cannot open a session");
+                shared.emit(Event::SessionOpenFailed { error });
+            }
+            Command::DiscardGrant { granted, retry_in } => {
+                if let Some(grant) = self.grant.take() {
+                    tracing::warn!(session = %grant.id, ?granted, ?retry_in, "session granted too little time to be used (less than the margin after drift); opening another later (raise the server's session cap, or lower `margin`)");
+                    close_in_background(shared, grant.id);
                 }
             }
-            Ok(Ok(KeepAlive::Expired)) => return Ended::Lost(RevokeReason::SessionExpired),
-            failed => {
-                let error = match failed {
-                    Ok(Err(e)) => error_chain(&e),
-                    _ => format!("no answer within {call_timeout:?}"),
-                };
-                let backoff = t.backoff(now, cell.deadline());
-                crate::metrics::renewal_failed();
-                tracing::warn!(session = %cell.id, %error, retry_in = ?backoff, "renewal failed");
-                if !suspended {
-                    suspended = true;
-                    set_status(shared, SessionStatus::Suspended);
+            Command::BeginSession { granted, deadline, period, .. } => self.begin(granted, deadline, period),
+            Command::Shortened { granted, period } => {
+                if let Some(cell) = &self.cell {
+                    report_shortened(shared, cell, granted, period);
+                }
+            }
+            Command::KeepAlive { timeout } => self.keep_alive(timeout),
+            Command::Extend { deadline, period } => {
+                if let Some(cell) = &self.cell {
+                    cell.set_period(period);
+                    cell.extend(deadline, Instant::now());
+                }
+            }
+            Command::RenewalFailed { error, retry_in } => {
+                tracing::warn!(session = %self.session_id(), %error, ?retry_in, "renewal failed");
+            }
+            Command::Suspended { error } => {
+                if let Some(cell) = &self.cell {
                     shared.emit(Event::SessionSuspended { session: cell.id.clone(), error });
                 }
-                next = now + backoff;
+            }
+            Command::Resumed => {
+                if let Some(cell) = &self.cell {
+                    tracing::info!(session = %cell.id, "session renewed again");
+                    shared.emit(Event::SessionResumed { session: cell.id.clone() });
+                }
+            }
+            Command::Reconcile => {
+                if let Some(cell) = self.cell.clone() {
+                    reconcile(shared, &cell).await;
+                }
+            }
+            Command::EndSession { reason, close, .. } => self.end(reason, close).await,
+            Command::Exit => {
+                set_status(shared, SessionStatus::Closed);
+                shared.session.send_replace(None);
+                shared.emit(Event::Closed);
+                return true;
             }
         }
+        false
     }
-}
 
-/// A grant of `remaining` arrived for a request sent at `sent_at`: sets the renewal period
-/// (D4; every D2 timeout follows it), reports a shortened grant once per session, and
-/// returns when to renew next.
-fn renewed(shared: &Shared, cell: &SessionCell, sent_at: Instant, remaining: Duration, reported: &mut bool) -> Instant {
-    let plan = shared.timing.renew_plan(remaining);
-    cell.set_period(plan.period);
-    if plan.shortened && !*reported {
-        report_shortened(shared, cell, remaining, plan.period);
-        *reported = true;
+    /// Publishes a freshly opened session as the live one, under a span of its own.
+    fn begin(&mut self, granted: Duration, deadline: Instant, period: Duration) {
+        let Some(grant) = self.grant.take() else { return };
+        let shared = &self.shared;
+        let backend = shared.backend.describe();
+        self.span = tracing::info_span!(parent: &self.parent, "simba", backend = %backend, session = %grant.id);
+        let cell = Arc::new(SessionCell::new(grant.id, deadline, period));
+        self.span.in_scope(|| tracing::info!(session = %cell.id, ?granted, "session opened"));
+        shared.emit(Event::SessionOpened { session: cell.id.clone(), granted });
+        set_status(shared, SessionStatus::Live);
+        shared.session.send_replace(Some(Arc::clone(&cell)));
+        self.cell = Some(cell);
     }
-    sent_at + plan.period
-}
 
-/// Ends a session that stopped; returns whether the actor stops too (shutdown).
-async fn finish_session(shared: &Arc<Shared>, cell: &Arc<SessionCell>, ended: Ended) -> bool {
-    match ended {
-        Ended::Lost(reason) => {
-            end_session(shared, cell, reason);
-            if reason != RevokeReason::SessionExpired {
-                // The backend may still list the session: close it so that its leases
-                // go to others now rather than at its expiry.
-                close_in_background(shared, cell.id.clone());
-            }
-            false
-        }
-        Ended::Shutdown => {
-            end_session(shared, cell, RevokeReason::Stopped);
-            match timeout(CLOSE_TIMEOUT, shared.backend.close_session(&cell.id)).await {
+    /// Sends one keep-alive with the digest of the session's terms (S1).
+    fn keep_alive(&mut self, timeout: Duration) {
+        let Some(cell) = self.cell.clone() else { return };
+        let backend = Arc::clone(&self.shared.backend);
+        let digest = self.shared.digest(&cell);
+        let sent_at = Instant::now();
+        let call =
+            async move { Reply::KeepAlive(sent_at, bounded(timeout, backend.keep_alive(&cell.id, digest)).await) };
+        self.call = Some(Box::pin(call.instrument(self.span.clone())));
+    }
+
+    /// Ends the live session: its call in flight is dropped, its terms revoked, and it is
+    /// closed as the machine says.
+    async fn end(&mut self, reason: RevokeReason, close: Close) {
+        self.call = None;
+        let Some(cell) = self.cell.take() else { return };
+        end_session(&self.shared, &cell, reason);
+        match close {
+            Close::Background => close_in_background(&self.shared, cell.id.clone()),
+            Close::Await => match timeout(CLOSE_TIMEOUT, self.shared.backend.close_session(&cell.id)).await {
                 Ok(Ok(())) => tracing::info!(session = %cell.id, "session closed"),
                 Ok(Err(e)) => {
                     tracing::warn!(session = %cell.id, error = %error_chain(&e), "closing the session failed; it expires on its own")
                 }
-                Err(_) => {
-                    tracing::warn!(session = %cell.id, "closing the session timed out; it expires on its own")
-                }
-            }
-            true
+                Err(_) => tracing::warn!(session = %cell.id, "closing the session timed out; it expires on its own"),
+            },
+            Close::No => {}
         }
+        self.span = self.opening.clone();
+    }
+
+    fn session_id(&self) -> String {
+        self.cell.as_ref().map(|c| c.id.to_string()).unwrap_or_default()
+    }
+}
+
+/// `call`, given up after `limit` (D2): `Err(limit)` when no answer came in time.
+async fn bounded<R>(limit: Duration, call: impl Future<Output = R>) -> Result<R, Duration> {
+    timeout(limit, call).await.map_err(|_| limit)
+}
+
+/// The text of a failed call.
+fn failure<R>(failed: Result<Result<R, BackendError>, Duration>) -> String {
+    match failed {
+        Ok(Err(e)) => error_chain(&e),
+        Err(limit) => format!("no answer within {limit:?}"),
+        Ok(Ok(_)) => String::from("unexpected answer"),
     }
 }
 

@@ -11,33 +11,7 @@ use tokio::time::Instant;
 use crate::Error;
 use crate::backend::SessionId;
 
-/// Why a term ended (rule T6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RevokeReason {
-    /// The election was stopped, the lock released or the client closed.
-    Stopped,
-    /// The election stepped down (`step_down`), or its leader task returned.
-    SteppedDown,
-    /// The session's local deadline passed with no successful renewal.
-    DeadlinePassed,
-    /// The backend said the session expired.
-    SessionExpired,
-    /// A keep-alive reply no longer listed the lease as this session's.
-    TakenOver,
-}
-
-impl fmt::Display for RevokeReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RevokeReason::Stopped => "stopped",
-            RevokeReason::SteppedDown => "stepped down",
-            RevokeReason::DeadlinePassed => "deadline passed",
-            RevokeReason::SessionExpired => "session expired",
-            RevokeReason::TakenOver => "taken over",
-        })
-    }
-}
+pub use crate::core::RevokeReason;
 
 /// One session instance as the engine tracks it: its id and its local deadline.
 ///
@@ -88,7 +62,7 @@ impl SessionCell {
     /// out after the CURRENT renewal period (shortened by D4 when the backend granted less),
     /// and never later than the session's local deadline.
     pub(crate) fn call_timeout(&self, now: Instant) -> Duration {
-        crate::timing::call_timeout(self.period(), now, self.deadline())
+        crate::core::call_timeout(self.period(), now, self.deadline())
     }
 
     pub(crate) fn deadline(&self) -> Instant {

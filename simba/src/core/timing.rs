@@ -1,49 +1,50 @@
-//! The pure timing core: deadlines, renewal periods, timeouts and backoffs as functions of the
-//! configuration and monotonic instants. No I/O and no clock reads happen here, so every rule
-//! of section D is tested by arithmetic alone.
+//! The timing rules: deadlines, renewal periods, timeouts and backoffs as functions of the
+//! configuration and monotonic instants ([`Moment`]). No I/O and no clock reads happen here,
+//! so every rule of section D is tested by arithmetic alone.
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
+use super::Moment;
 use crate::SimbaConfig;
 
 /// The timing rules of one client.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Timing {
-    pub(crate) config: SimbaConfig,
+pub struct Timing {
+    /// The configuration the rules read.
+    pub config: SimbaConfig,
 }
 
 /// When to renew next, derived from what the backend granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RenewPlan {
+pub struct RenewPlan {
     /// The keep-alive period.
-    pub(crate) period: Duration,
+    pub period: Duration,
     /// Whether the grant was too short for `renew_interval` (rule D4).
-    pub(crate) shortened: bool,
+    pub shortened: bool,
 }
 
 impl Timing {
-    pub(crate) fn new(config: SimbaConfig) -> Self {
+    /// The rules of `config`.
+    pub fn new(config: SimbaConfig) -> Self {
         Timing { config }
     }
 
     /// How long a grant of `remaining` stays valid on the local clock:
     /// `remaining * (1 - drift) - margin` (rule D1), never negative.
-    pub(crate) fn local_validity(&self, remaining: Duration) -> Duration {
+    pub fn local_validity(&self, remaining: Duration) -> Duration {
         remaining.mul_f64(1.0 - self.config.drift()).saturating_sub(self.config.margin())
     }
 
     /// D1: `deadline = sent_at + remaining * (1 - drift) - margin`, where `sent_at` is when the
     /// request was sent, so a slow reply only shortens the deadline.
-    pub(crate) fn deadline(&self, sent_at: Instant, remaining: Duration) -> Instant {
+    pub fn deadline<T: Moment>(&self, sent_at: T, remaining: Duration) -> T {
         sent_at + self.local_validity(remaining)
     }
 
     /// D4: renew every `renew_interval`, unless the backend granted less than
     /// `lease_duration` and the local validity cannot fit two renewals at `renew_interval`;
     /// then renew every third of the local validity.
-    pub(crate) fn renew_plan(&self, remaining: Duration) -> RenewPlan {
+    pub fn renew_plan(&self, remaining: Duration) -> RenewPlan {
         let validity = self.local_validity(remaining);
         let interval = self.config.renew_interval();
         if remaining < self.config.lease_duration() && validity < interval * 2 {
@@ -55,27 +56,30 @@ impl Timing {
 
     /// D5: after a failed renewal, retry after `clamp(remaining / 2, min_backoff, renew_interval)`
     /// where `remaining` is the time left before the local deadline.
-    pub(crate) fn backoff(&self, now: Instant, deadline: Instant) -> Duration {
+    pub fn backoff<T: Moment>(&self, now: T, deadline: T) -> Duration {
         let remaining = deadline.saturating_duration_since(now);
         (remaining / 2).clamp(self.config.min_backoff(), self.config.renew_interval())
     }
 
     /// K1: a candidate retries after `renew_interval / 2 + uniform[0, retry_jitter)`;
     /// `unit` is a uniform sample from `[0, 1)`.
-    pub(crate) fn candidate_delay(&self, unit: f64) -> Duration {
+    pub fn candidate_delay(&self, unit: f64) -> Duration {
         self.config.renew_interval() / 2 + self.config.retry_jitter().mul_f64(unit.clamp(0.0, 1.0))
     }
 }
 
 /// D2: a backend call times out after the current renewal period, and never later than the
 /// session's deadline (a reply after it could not be used anyway). Applied through
-/// `SessionCell::call_timeout`, which passes the session's current period.
-pub(crate) fn call_timeout(period: Duration, now: Instant, deadline: Instant) -> Duration {
+/// `SessionCell::call_timeout`, which passes the session's current period, and by the
+/// session machine to its keep-alives.
+pub fn call_timeout<T: Moment>(period: Duration, now: T, deadline: T) -> Duration {
     period.min(deadline.saturating_duration_since(now))
 }
 
 #[cfg(test)]
 mod tests {
+    use tokio::time::Instant;
+
     use super::*;
 
     fn timing() -> Timing {

@@ -1,0 +1,88 @@
+//! The protocol core, sans I/O (ADR 0001): state plus monotonic time and events in, commands
+//! out. Nothing here awaits, spawns, reads a clock or talks to a backend, so every rule is
+//! tested by asserting the exact commands a sequence of events produces, and a simulation or
+//! a model checker can drive the same code the engine runs.
+//!
+//! - [`timing`]: the formulas of section D and K1 (deadline, renewal plan, call timeout,
+//!   backoff, candidate delay).
+//! - [`session`]: the session machine (S1-S5, D1-D5): opening, renewing, suspending and
+//!   ending the client's one session.
+//!
+//! The async shell around it is `simba`'s session actor: it executes the commands (backend
+//! calls with their timeouts, events, logs) and feeds the results back. Dependencies run one
+//! way: handles -> engine -> core.
+//!
+//! Time is generic ([`Moment`]): the engine passes `tokio::time::Instant`, a simulation its own
+//! clock. This module is public so that such drivers can use it; its items follow the engine,
+//! not semver promises to applications.
+
+use std::fmt;
+use std::ops::Add;
+use std::time::Duration;
+
+pub mod session;
+pub mod timing;
+
+pub use session::{Close, Command, SessionMachine};
+pub use timing::{RenewPlan, Timing, call_timeout};
+
+/// An instant on a monotonic clock, as the core needs it: ordered, moved forward by a
+/// [`Duration`], and measured against an earlier instant.
+pub trait Moment: Copy + Ord + fmt::Debug + Add<Duration, Output = Self> {
+    /// The time from `earlier` to `self`, or zero when `earlier` is later.
+    fn saturating_duration_since(self, earlier: Self) -> Duration;
+}
+
+impl Moment for tokio::time::Instant {
+    fn saturating_duration_since(self, earlier: Self) -> Duration {
+        tokio::time::Instant::saturating_duration_since(&self, earlier)
+    }
+}
+
+impl Moment for std::time::Instant {
+    fn saturating_duration_since(self, earlier: Self) -> Duration {
+        std::time::Instant::saturating_duration_since(&self, earlier)
+    }
+}
+
+/// Why a term ended (rule T6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RevokeReason {
+    /// The election was stopped, the lock released or the client closed.
+    Stopped,
+    /// The election stepped down (`step_down`), or its leader task returned.
+    SteppedDown,
+    /// The session's local deadline passed with no successful renewal.
+    DeadlinePassed,
+    /// The backend said the session expired.
+    SessionExpired,
+    /// A keep-alive reply no longer listed the lease as this session's.
+    TakenOver,
+}
+
+impl fmt::Display for RevokeReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RevokeReason::Stopped => "stopped",
+            RevokeReason::SteppedDown => "stepped down",
+            RevokeReason::DeadlinePassed => "deadline passed",
+            RevokeReason::SessionExpired => "session expired",
+            RevokeReason::TakenOver => "taken over",
+        })
+    }
+}
+
+/// The state of a client's session (rule S5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SessionStatus {
+    /// No session yet, or opening a new one after the last ended.
+    Opening,
+    /// The last renewal succeeded.
+    Live,
+    /// The last renewal failed and the deadline has not passed yet.
+    Suspended,
+    /// The client was closed.
+    Closed,
+}
