@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, HeldDigest, SessionId, SharedBackend};
 use crate::core::Timing;
+use crate::core::ledger::{Verdict, judge_win};
 use crate::election::{Election, ElectionCtl};
 use crate::events::{ElectionSnapshot, Event, SessionStatus, Snapshot, TermSnapshot};
 use crate::lock::Lock;
@@ -118,6 +119,42 @@ impl Shared {
     pub(crate) fn release_acknowledged(&self, cell: &SessionCell, name: &str, token: u64) {
         let st = self.lock_state();
         cell.release_acknowledged(name, token, st.inflight.contains(name));
+    }
+
+    /// The acquisition of `name` made for `cell` ended with `won` (a token, or nothing): the
+    /// one place where an attempt leaves `inflight` with its result taken (K3) and a win
+    /// becomes a term or is released (K4, [`judge_win`]). Leaving `inflight` and entering
+    /// `held` are one critical section: a keep-alive's reconcile in between would see the
+    /// lease owned by the session but neither held nor in flight, and release it as an orphan
+    /// (T6).
+    pub(crate) fn settle_attempt(
+        self: &Arc<Self>,
+        cell: &Arc<SessionCell>,
+        name: &Arc<str>,
+        won: Option<u64>,
+    ) -> Option<Term> {
+        let now = Instant::now();
+        let adopted = {
+            let mut st = self.lock_state();
+            st.inflight.remove(name);
+            let adopted = won
+                .filter(|&token| {
+                    judge_win(token, cell.is_live_at(now), st.closed, cell.max_released(name)) == Verdict::Adopt
+                })
+                .map(|token| {
+                    let term = Term::new(Arc::clone(name), token, Arc::clone(cell), now);
+                    st.held.insert(Arc::clone(name), term.clone());
+                    term
+                });
+            cell.attempt_ended(name);
+            adopted
+        };
+        self.attempt_done.notify_waiters();
+        if let (Some(token), None) = (won, &adopted) {
+            tracing::debug!(lease = %name, token, "not adopting a won lease (late reply, ended session or stale token); releasing it");
+            self.release_in_background(Arc::clone(cell), Arc::clone(name), token);
+        }
+        adopted
     }
 
     /// Releases `name` with `token` in the background, best effort (the lease expires with

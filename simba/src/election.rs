@@ -542,31 +542,9 @@ impl Actor {
         attempt_finished(&self.shared, cell, &self.ctl.name);
     }
 
-    /// K4: adopts a won lease as a term only if the reply came before the session's local
-    /// deadline and its token exceeds every token this session released for the name;
-    /// otherwise releases what it won.
+    /// K4: adopts a won lease as a term, or releases it ([`Shared::settle_attempt`]).
     fn adopt(&self, cell: &Arc<SessionCell>, token: u64) -> Option<Term> {
-        let name = &self.ctl.name;
-        let now = Instant::now();
-        let adopted = {
-            let mut st = self.shared.lock_state();
-            st.inflight.remove(name);
-            let adopted = if cell.is_live_at(now) && token > cell.max_released(name) && !st.closed {
-                let term = Term::new(Arc::clone(name), token, Arc::clone(cell), now);
-                st.held.insert(Arc::clone(name), term.clone());
-                Some(term)
-            } else {
-                None
-            };
-            cell.attempt_ended(name);
-            adopted
-        };
-        self.shared.attempt_done.notify_waiters();
-        if adopted.is_none() {
-            tracing::debug!(lease = %name, token, "not adopting a won lease (late reply, ended session or stale token); releasing it");
-            self.shared.release_in_background(Arc::clone(cell), Arc::clone(name), token);
-        }
-        adopted
+        self.shared.settle_attempt(cell, &self.ctl.name, Some(token))
     }
 
     /// Holds `term` until it is lost, stopped or stepped down.

@@ -91,33 +91,12 @@ impl Lock {
                 Some(Ok(Acquire::Won(token))) => Some(token),
                 _ => None,
             };
-            // The attempt leaves `inflight` and its term enters `held` in one critical section:
-            // a keep-alive's reconciliation in between would see the lease owned by the
-            // session but neither held nor in flight, and release it as an orphan (T6).
-            let now = Instant::now();
-            let term = {
-                let mut st = self.shared.lock_state();
-                st.inflight.remove(&*name);
-                let term = won
-                    .filter(|&token| cell.is_live_at(now) && token > cell.max_released(&name) && !st.closed)
-                    .map(|token| {
-                        let term = Term::new(Arc::clone(&name), token, Arc::clone(&cell), now);
-                        st.held.insert(Arc::clone(&name), term.clone());
-                        term
-                    });
-                cell.attempt_ended(&name);
-                term
-            };
-            self.shared.attempt_done.notify_waiters();
-            if let Some(token) = won {
-                match term {
-                    Some(term) => {
-                        tracing::debug!(lease = %name, token, session = %cell.id, "lock acquired");
-                        self.shared.emit(Event::Elected { name: name.to_string(), token });
-                        return Ok(Some(LockGuard { term, claim: Some(claim), _local: local }));
-                    }
-                    None => self.shared.release_in_background(Arc::clone(&cell), Arc::clone(&name), token),
-                }
+            let term = self.shared.settle_attempt(&cell, &name, won);
+            if let Some(term) = term {
+                let token = term.token();
+                tracing::debug!(lease = %name, token, session = %cell.id, "lock acquired");
+                self.shared.emit(Event::Elected { name: name.to_string(), token });
+                return Ok(Some(LockGuard { term, claim: Some(claim), _local: local }));
             }
             if once {
                 return Ok(None);

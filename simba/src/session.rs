@@ -12,12 +12,13 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until, timeout};
 use tracing::Instrument;
 
-use crate::RevokeReason;
 use crate::backend::{BackendError, KeepAlive, SessionGrant};
 use crate::client::{CLOSE_TIMEOUT, Shared};
+use crate::core::ledger::{self, HeldTerm};
 use crate::core::{Close, Command, SessionMachine};
 use crate::events::{Event, SessionStatus};
 use crate::term::SessionCell;
+use crate::{RevokeReason, Term};
 
 /// A backend call of the session machine, with its D2 timeout applied.
 type Call = Pin<Box<dyn Future<Output = Reply> + Send>>;
@@ -331,24 +332,17 @@ async fn reconcile(shared: &Arc<Shared>, cell: &Arc<SessionCell>) {
             return;
         }
     };
-    let owned_set: HashSet<(&str, u64)> = owned.iter().map(|(n, t)| (n.as_str(), *t)).collect();
     let (taken, orphans) = {
         let mut st = shared.lock_state();
-        let taken_names: Vec<_> = st
-            .held
+        let asked: HashSet<(&str, u64)> = covered.iter().map(|(n, t)| (&**n, *t)).collect();
+        let terms: Vec<Term> = st.held.values().filter(|t| Arc::ptr_eq(t.session(), cell)).cloned().collect();
+        let held: Vec<HeldTerm<'_>> = terms
             .iter()
-            .filter(|(_, t)| Arc::ptr_eq(t.session(), cell) && t.revoke_reason().is_none())
-            .filter(|(n, t)| covered.contains(&(Arc::clone(n), t.token())))
-            .filter(|(n, t)| !owned_set.contains(&(&***n, t.token())))
-            .map(|(n, _)| n.clone())
+            .map(|t| HeldTerm { name: t.name(), token: t.token(), revoked: t.revoke_reason().is_some() })
             .collect();
-        let taken: Vec<_> = taken_names.iter().filter_map(|n| st.held.remove(n)).collect();
-        let orphans: Vec<(String, u64)> = owned
-            .iter()
-            .filter(|(n, _)| !st.held.contains_key(n.as_str()) && !st.inflight.contains(n.as_str()))
-            .cloned()
-            .collect();
-        (taken, orphans)
+        let judged = ledger::reconcile(&asked, &held, &owned, |n| st.held.contains_key(n) || st.inflight.contains(n));
+        let taken: Vec<Term> = judged.taken.iter().filter_map(|n| st.held.remove(*n)).collect();
+        (taken, judged.orphans)
     };
     for term in taken {
         tracing::warn!(session = %cell.id, lease = term.name(), token = term.token(), "lease taken over");

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use crate::Error;
 use crate::backend::SessionId;
+use crate::core::ledger::ReleasedTokens;
 
 pub use crate::core::RevokeReason;
 
@@ -24,17 +25,9 @@ pub(crate) struct SessionCell {
     /// grant (D4). Every D2 timeout follows it.
     period: Mutex<Duration>,
     ended: AtomicBool,
-    /// Highest token this session released, per lease name (rule K4), while it matters; see
-    /// [`SessionCell::release_acknowledged`].
-    released: Mutex<std::collections::HashMap<String, Released>>,
-}
-
-/// The K4 record of one lease name in a session: the highest token it released, and whether
-/// a release of that token was acknowledged while an acquisition of the name was in flight.
-#[derive(Debug, Clone, Copy)]
-struct Released {
-    token: u64,
-    acked: bool,
+    /// The K4 record: the highest token this session released per lease name, while it
+    /// matters (`ReleasedTokens`).
+    released: Mutex<ReleasedTokens>,
 }
 
 impl SessionCell {
@@ -96,67 +89,37 @@ impl SessionCell {
         }
     }
 
-    /// Records that this session released (or is releasing) `name` with `token` (K4): from
-    /// now on a won acquisition of `name` at or below `token` is not adopted.
+    fn released(&self) -> std::sync::MutexGuard<'_, ReleasedTokens> {
+        self.released.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records that this session released (or is releasing) `name` with `token` (K4).
     pub(crate) fn note_released(&self, name: &str, token: u64) {
-        let mut r = self.released.lock().unwrap_or_else(PoisonError::into_inner);
-        let e = r.entry(name.to_owned()).or_insert(Released { token: 0, acked: false });
-        if token >= e.token {
-            // A release of this token is outstanding again: not acknowledged yet.
-            *e = Released { token, acked: false };
-        }
+        self.released().note_released(name, token);
     }
 
-    /// The highest token this session released for `name` while it still matters (0 when
-    /// none).
+    /// The highest token this session released for `name` while it still matters (K4).
     pub(crate) fn max_released(&self, name: &str) -> u64 {
-        self.released.lock().unwrap_or_else(PoisonError::into_inner).get(name).map_or(0, |e| e.token)
+        self.released().max_released(name)
     }
 
-    /// The backend answered a release of `name` with `token` (either answer: freed, or not
-    /// held). After it the backend no longer holds `name` for this session with `token`, so an
-    /// acquisition sent from now on wins, if at all, a greater token (T3), and the record of
-    /// `name` is forgotten; this is what keeps the record from growing with every name a
-    /// session ever released (issue 16 item 7). Unless an acquisition of `name` is in flight
-    /// (`in_flight`, read under the client's state lock, K3): the backend may have answered it
-    /// with the released token before it applied the release, so the record stays until that
-    /// attempt ends ([`SessionCell::attempt_ended`]). Checked by the model
-    /// (`k4_pruning_released_tokens_after_acknowledged_releases_holds`, and the mutant that
-    /// prunes while in flight, `k4_pruning_while_an_attempt_is_in_flight_is_caught`).
+    /// The backend answered a release of `name` with `token` (K4 pruning; see
+    /// [`ReleasedTokens::release_acknowledged`]). `in_flight` is read under the client's state
+    /// lock, where attempts enter and leave `inflight` (K3).
     pub(crate) fn release_acknowledged(&self, name: &str, token: u64, in_flight: bool) {
-        let mut r = self.released.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(e) = r.get_mut(name).filter(|e| e.token <= token) else { return };
-        if in_flight {
-            e.acked = true;
-        } else {
-            r.remove(name);
-            shrink(&mut r);
-        }
+        self.released().release_acknowledged(name, token, in_flight);
     }
 
-    /// The acquisition of `name` in flight ended (its result was taken, or it was given up):
-    /// a record whose release was acknowledged meanwhile is forgotten. Called under the
-    /// client's state lock, where the attempt leaves `inflight`.
+    /// The acquisition of `name` in flight ended; called under the client's state lock, where
+    /// the attempt leaves `inflight`.
     pub(crate) fn attempt_ended(&self, name: &str) {
-        let mut r = self.released.lock().unwrap_or_else(PoisonError::into_inner);
-        if r.get(name).is_some_and(|e| e.acked) {
-            r.remove(name);
-            shrink(&mut r);
-        }
+        self.released().attempt_ended(name);
     }
 
     /// How many names this session keeps a K4 record for (tests).
     #[cfg(test)]
     pub(crate) fn released_len(&self) -> usize {
-        self.released.lock().unwrap_or_else(PoisonError::into_inner).len()
-    }
-}
-
-/// Gives memory back once the map holds far fewer records than it has room for (a burst of
-/// releases leaves a large table behind otherwise).
-fn shrink(r: &mut std::collections::HashMap<String, Released>) {
-    if r.capacity() > 64 && r.len() * 4 < r.capacity() {
-        r.shrink_to_fit();
+        self.released().len()
     }
 }
 
@@ -354,43 +317,6 @@ mod tests {
     fn cell() -> SessionCell {
         let now = Instant::now();
         SessionCell::new(SessionId::new("s1"), now + Duration::from_secs(10), Duration::from_secs(1))
-    }
-
-    /// K4 pruning (issue 16 item 7): an acknowledged release forgets its record at once when
-    /// no acquisition of the name is in flight.
-    #[tokio::test(start_paused = true)]
-    async fn k4_acknowledged_release_forgets_the_record() {
-        let c = cell();
-        c.note_released("a", 3);
-        assert_eq!(c.max_released("a"), 3);
-        c.release_acknowledged("a", 3, false);
-        assert_eq!(c.max_released("a"), 0);
-        assert_eq!(c.released_len(), 0);
-    }
-
-    /// K4 pruning: while an acquisition of the name is in flight the record stays (its reply
-    /// may carry the released token), and goes when that attempt ends; an acknowledgement of
-    /// an older token, or a newer release noted since, keeps it.
-    #[tokio::test(start_paused = true)]
-    async fn k4_release_acknowledged_during_an_attempt_waits_for_its_end() {
-        let c = cell();
-        c.note_released("a", 3);
-        c.release_acknowledged("a", 3, true);
-        assert_eq!(c.max_released("a"), 3, "the attempt in flight may still answer token 3");
-        c.attempt_ended("a");
-        assert_eq!(c.max_released("a"), 0);
-
-        c.note_released("a", 5);
-        c.release_acknowledged("a", 4, false);
-        assert_eq!(c.max_released("a"), 5, "an older token's acknowledgement says nothing of token 5");
-
-        c.release_acknowledged("a", 5, true);
-        c.note_released("a", 5); // released again (a stale win of token 5 given back)
-        c.attempt_ended("a");
-        assert_eq!(c.max_released("a"), 5, "the second release of token 5 is not acknowledged yet");
-        c.attempt_ended("b");
-        c.release_acknowledged("a", 5, false);
-        assert_eq!(c.released_len(), 0);
     }
 
     /// T4: once revoked, a term's deadline is frozen at its revocation instant, while its

@@ -5,6 +5,8 @@
 //!
 //! - [`timing`]: the formulas of section D and K1 (deadline, renewal plan, call timeout,
 //!   backoff, candidate delay).
+//! - [`ledger`]: the lease ledger's rules (K3, K4, T6): the released-token record, whether a
+//!   won lease becomes a term, what a reconcile revokes and releases.
 //! - [`session`]: the session machine (S1-S5, D1-D5): opening, renewing, suspending and
 //!   ending the client's one session.
 //!
@@ -20,6 +22,7 @@ use std::fmt;
 use std::ops::Add;
 use std::time::Duration;
 
+pub mod ledger;
 pub mod session;
 pub mod timing;
 
