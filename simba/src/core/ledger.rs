@@ -5,6 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::mutants::{Mutant, active};
+
 /// The K4 record of one session: the highest token it released per lease name, kept while it
 /// matters (see [`release_acknowledged`](ReleasedTokens::release_acknowledged)).
 #[derive(Debug, Default, Clone)]
@@ -49,7 +51,7 @@ impl ReleasedTokens {
     /// prunes while in flight, `k4_pruning_while_an_attempt_is_in_flight_is_caught`).
     pub fn release_acknowledged(&mut self, name: &str, token: u64, in_flight: bool) {
         let Some(e) = self.records.get_mut(name).filter(|e| e.token <= token) else { return };
-        if in_flight {
+        if in_flight && !active(Mutant::PruneReleasedInFlight) {
             e.acked = true;
         } else {
             self.records.remove(name);
@@ -64,6 +66,12 @@ impl ReleasedTokens {
             self.records.remove(name);
             self.shrink();
         }
+    }
+
+    /// Whether the release of `name`'s recorded token was acknowledged while an acquisition
+    /// of the name was in flight (the record goes when that attempt ends).
+    pub fn acknowledged(&self, name: &str) -> bool {
+        self.records.get(name).is_some_and(|e| e.acked)
     }
 
     /// How many names have a record.
@@ -99,7 +107,8 @@ pub enum Verdict {
 /// live on the local clock (`session_live`), the client is not closed, and its token exceeds
 /// every token this session released for the name (`max_released`). Otherwise it is released.
 pub fn judge_win(token: u64, session_live: bool, client_closed: bool, max_released: u64) -> Verdict {
-    if session_live && !client_closed && token > max_released { Verdict::Adopt } else { Verdict::Release }
+    let above = token > max_released || active(Mutant::AdoptReleasedToken);
+    if session_live && !client_closed && above { Verdict::Adopt } else { Verdict::Release }
 }
 
 /// A term of the session as a reconcile sees it.

@@ -3,6 +3,7 @@
 //! tested by asserting the exact commands a sequence of events produces, and a simulation or
 //! a model checker can drive the same code the engine runs.
 //!
+//! - [`mutants`]: rule breaks the model checker switches on (feature `mutants`, tests only).
 //! - [`timing`]: the formulas of section D and K1 (deadline, renewal plan, call timeout,
 //!   backoff, candidate delay).
 //! - [`ledger`]: the lease ledger's rules (K3, K4, T6): the released-token record, whether a
@@ -23,6 +24,7 @@ use std::ops::Add;
 use std::time::Duration;
 
 pub mod ledger;
+pub mod mutants;
 pub mod session;
 pub mod timing;
 

@@ -33,7 +33,11 @@ pub enum Mutant {
     /// the election then wins the same token again and adopts it as a new term (breaks T3,
     /// the way `session.rs` `reconcile()` does).
     ReconcileStaleSnapshot,
-    /// With [`Config::release_acks`]: an acknowledged release forgets the session's
+    /// Inside the engine's core (`simba::core::ledger::judge_win`): a won token at or below
+    /// one the session released is adopted (breaks K4, then T3).
+    AdoptReleasedToken,
+    /// Inside the engine's core (`simba::core::ledger::ReleasedTokens`), switched on through
+    /// `simba::core::mutants`. With [`Config::release_acks`]: an acknowledged release forgets the session's
     /// released-token record of the name at once, even while an acquisition of that name is
     /// in flight (its reply may still carry the released token: the backend can answer it
     /// before it applies the release). Breaks K4 the way an unconditional pruning of

@@ -94,6 +94,17 @@ impl LeaseModel {
         self.cfg.mutant == Some(m)
     }
 
+    /// Runs engine code (`simba::core`) with this configuration's mutant switched on inside
+    /// the core, if it is one of the core's.
+    fn in_core<R>(&self, f: impl FnOnce() -> R) -> R {
+        let core = match self.cfg.mutant {
+            Some(Mutant::PruneReleasedInFlight) => Some(simba::core::mutants::Mutant::PruneReleasedInFlight),
+            Some(Mutant::AdoptReleasedToken) => Some(simba::core::mutants::Mutant::AdoptReleasedToken),
+            _ => None,
+        };
+        simba::core::mutants::with(core, f)
+    }
+
     /// D1 without `sent_at`: `remaining * (1 - drift) - margin`, never negative.
     fn validity(&self, remaining: i16) -> i16 {
         let (num, den) = if self.is(Mutant::IgnoreDrift) { (0, 1) } else { self.cfg.drift };

@@ -178,8 +178,18 @@ fn k4_pruning_released_tokens_after_acknowledged_releases_holds() {
 
 /// The same pruning done at once, while an acquisition of the name is in flight: the backend
 /// answered the acquisition with the token it held before it applied the release, and the
-/// node adopts that token again (T3) after the release freed the lease.
+/// node adopts that token again (T3) after the release freed the lease. The break is switched
+/// on inside the engine's own `simba::core::ledger::ReleasedTokens` (issue 13 item 3): the
+/// model runs that code for the node's K4 record.
 #[test]
 fn k4_pruning_while_an_attempt_is_in_flight_is_caught() {
     caught(Mutant::PruneReleasedInFlight, Config::release_acks(), Invariant::TokenMonotonicity);
+}
+
+/// K4 broken inside the engine's own code (issue 13 item 3): `simba::core::ledger::judge_win`
+/// adopts a won token at or below one the session released, and the model, which asks
+/// `judge_win` for every adoption, finds the node holding a token it already gave back (T3).
+#[test]
+fn core_adopt_released_token_is_caught() {
+    caught(Mutant::AdoptReleasedToken, Config::release_acks(), Invariant::TokenMonotonicity);
 }

@@ -1,6 +1,8 @@
 //! The transitions of the lease model: a tick of real time, a node reading a reply, the
 //! backend processing a request.
 
+use simba::core::ledger::{ReleasedTokens, Verdict, judge_win};
+
 use super::{LeaseModel, Log};
 use crate::model::bag::Bag;
 use crate::model::config::{Invariant, MAX_NAMES, MAX_SESSIONS, Mutant, NODES};
@@ -266,8 +268,13 @@ impl LeaseModel {
         if ss.released[n] == 0 || ss.released[n] > token {
             return;
         }
-        if in_flight && !self.is(Mutant::PruneReleasedInFlight) {
-            ss.acked[n] = true;
+        // The engine's own K4 record decides (`simba::core::ledger::ReleasedTokens`).
+        let key = name_key(name);
+        let mut record = released_record(ss, n, key);
+        self.in_core(|| record.release_acknowledged(key, u64::from(token), in_flight));
+        ss.released[n] = u8::try_from(record.max_released(key)).expect("tokens fit in u8");
+        ss.acked[n] = record.acknowledged(key);
+        if ss.released[n] != 0 {
             log.note(|_| {
                 format!(
                     "n{i}: release of {}#{token} acknowledged; record kept until the attempt in flight ends",
@@ -275,8 +282,6 @@ impl LeaseModel {
                 )
             });
         } else {
-            ss.released[n] = 0;
-            ss.acked[n] = false;
             log.note(|_| {
                 format!("n{i}: release of {}#{token} acknowledged; released-token record forgotten", name_of(name))
             });
@@ -347,8 +352,14 @@ impl LeaseModel {
                 s.nodes[i].attempts[n] = None;
                 s.nodes[i].retry_at[n] = self.cfg.renew_interval / 2;
                 if let AcqResult::Won(t) = result {
+                    // K4 by the engine's own rule (`simba::core::ledger::judge_win`).
                     let adoptable = s.nodes[i].session.is_some_and(|ss| {
-                        ss.sid == sid && ss.deadline > 0 && t > ss.released[n] && s.nodes[i].terms[n] == 0
+                        ss.sid == sid
+                            && s.nodes[i].terms[n] == 0
+                            && self.in_core(|| {
+                                judge_win(u64::from(t), ss.deadline > 0, false, u64::from(ss.released[n]))
+                                    == Verdict::Adopt
+                            })
                     });
                     if adoptable {
                         return self.adopt(s, i, name, t, log);
@@ -483,4 +494,21 @@ impl LeaseModel {
         }
         Some(None)
     }
+}
+
+/// The lease name of model name `n` as the engine's ledger keys it.
+fn name_key(n: u8) -> &'static str {
+    ["a", "b", "c", "d"][usize::from(n)]
+}
+
+/// The engine's K4 record of name `n` as the model's session holds it.
+fn released_record(ss: &Sess, n: usize, key: &str) -> ReleasedTokens {
+    let mut record = ReleasedTokens::default();
+    if ss.released[n] != 0 {
+        record.note_released(key, u64::from(ss.released[n]));
+        if ss.acked[n] {
+            record.release_acknowledged(key, u64::from(ss.released[n]), true);
+        }
+    }
+    record
 }

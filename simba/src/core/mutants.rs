@@ -1,0 +1,45 @@
+//! Deliberate rule breaks inside the core, switched on one at a time by the model checker so
+//! that breaking a rule in the engine's own code is caught by the model check (V1, issue 13
+//! item 3). Compiled in only with the test-only feature `mutants`; without it
+//! [`active`] is always `false` and the switch does not exist.
+
+/// A rule broken on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mutant {
+    /// [`ReleasedTokens::release_acknowledged`](super::ledger::ReleasedTokens::release_acknowledged)
+    /// forgets the record at once even while an acquisition of the name is in flight (breaks
+    /// K4: that acquisition's reply may carry the released token).
+    PruneReleasedInFlight,
+    /// [`judge_win`](super::ledger::judge_win) adopts a won token at or below one the session
+    /// released (breaks K4 and so T3).
+    AdoptReleasedToken,
+}
+
+#[cfg(feature = "mutants")]
+thread_local! {
+    static ACTIVE: std::cell::Cell<Option<Mutant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with `mutant` switched on in this thread (none with `None`), then restores the
+/// switch.
+#[cfg(feature = "mutants")]
+pub fn with<R>(mutant: Option<Mutant>, f: impl FnOnce() -> R) -> R {
+    let previous = ACTIVE.with(|a| a.replace(mutant));
+    let r = f();
+    ACTIVE.with(|a| a.set(previous));
+    r
+}
+
+/// Whether `mutant` is switched on in this thread (never without the feature `mutants`).
+pub fn active(mutant: Mutant) -> bool {
+    #[cfg(feature = "mutants")]
+    {
+        ACTIVE.with(|a| a.get() == Some(mutant))
+    }
+    #[cfg(not(feature = "mutants"))]
+    {
+        let _ = mutant;
+        false
+    }
+}
