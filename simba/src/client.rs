@@ -1,24 +1,20 @@
 //! The client: one session per `Simba`, shared by every election and lock it starts.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use tokio::sync::{broadcast, watch};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{Backend, HeldDigest, SessionId, SharedBackend};
+use crate::backend::{Backend, SessionId, SharedBackend};
 use crate::core::Timing;
-use crate::core::ledger::{Verdict, judge_win};
-use crate::election::{Election, ElectionCtl};
+use crate::election::Election;
+use crate::engine::{ClientState, Shared};
 use crate::events::{ElectionSnapshot, Event, SessionStatus, Snapshot, TermSnapshot};
 use crate::lock::Lock;
-use crate::term::SessionCell;
-use crate::{Error, SimbaConfig, Term};
+use crate::{Error, SimbaConfig};
 
 /// A simba client: one session on one backend (rule S1), and the elections and locks that
 /// live and die with it.
@@ -44,133 +40,6 @@ use crate::{Error, SimbaConfig, Term};
 #[derive(Clone)]
 pub struct Simba {
     pub(crate) shared: Arc<Shared>,
-}
-
-/// What the session actor, elections and locks share.
-pub(crate) struct Shared {
-    pub(crate) backend: SharedBackend,
-    pub(crate) timing: Timing,
-    /// The current session while it is live or suspended; `None` while opening or closed.
-    pub(crate) session: watch::Sender<Option<Arc<SessionCell>>>,
-    pub(crate) state: Mutex<ClientState>,
-    pub(crate) events: broadcast::Sender<Event>,
-    /// Names of released leases, fed by the backend where it broadcasts them (K2).
-    pub(crate) releases: broadcast::Sender<String>,
-    pub(crate) shutdown: CancellationToken,
-    /// Woken when an acquisition stops being in flight (K3: the next one waits for it).
-    pub(crate) attempt_done: tokio::sync::Notify,
-    rng: Mutex<StdRng>,
-    actor: Mutex<Option<JoinHandle<()>>>,
-}
-
-#[derive(Default)]
-pub(crate) struct ClientState {
-    pub(crate) status: Option<SessionStatus>,
-    /// Terms held now, including revoked ones whose release is still under way (so that a
-    /// keep-alive does not mistake them for orphans).
-    pub(crate) held: HashMap<Arc<str>, Term>,
-    /// Names with an acquisition in flight.
-    pub(crate) inflight: HashSet<Arc<str>>,
-    /// Names in use by an election or a lock on this client (rule L4).
-    pub(crate) claims: HashSet<Arc<str>>,
-    pub(crate) elections: HashMap<Arc<str>, Arc<ElectionCtl>>,
-    /// Local queues so that tasks of one process take a lock one at a time.
-    pub(crate) lock_queues: HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>,
-    pub(crate) closed: bool,
-}
-
-impl Shared {
-    pub(crate) fn lock_state(&self) -> MutexGuard<'_, ClientState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn emit(&self, e: Event) {
-        let _ = self.events.send(e);
-    }
-
-    /// A uniform sample from `[0, 1)` for jitter.
-    pub(crate) fn unit_random(&self) -> f64 {
-        self.rng.lock().unwrap_or_else(PoisonError::into_inner).random::<f64>()
-    }
-
-    /// The digest of what this session holds, sent with each keep-alive.
-    pub(crate) fn digest(&self, cell: &Arc<SessionCell>) -> HeldDigest {
-        let st = self.lock_state();
-        let mut d = HeldDigest::default();
-        for t in st.held.values().filter(|t| Arc::ptr_eq(t.session(), cell)) {
-            d.add(t.token());
-        }
-        d
-    }
-
-    /// The live session, or `None`.
-    pub(crate) fn current_session(&self) -> Option<Arc<SessionCell>> {
-        self.session.borrow().clone()
-    }
-
-    pub(crate) fn ensure_open(&self) -> Result<(), Error> {
-        if self.lock_state().closed { Err(Error::Closed) } else { Ok(()) }
-    }
-
-    /// The backend answered a release of `name` with `token` made for `cell`: the session's
-    /// K4 record of the name can go, unless an acquisition of it is in flight (see
-    /// [`SessionCell::release_acknowledged`]). The state lock makes the in-flight check and the
-    /// pruning one step with respect to an attempt entering `inflight`.
-    pub(crate) fn release_acknowledged(&self, cell: &SessionCell, name: &str, token: u64) {
-        let st = self.lock_state();
-        cell.release_acknowledged(name, token, st.inflight.contains(name));
-    }
-
-    /// The acquisition of `name` made for `cell` ended with `won` (a token, or nothing): the
-    /// one place where an attempt leaves `inflight` with its result taken (K3) and a win
-    /// becomes a term or is released (K4, [`judge_win`]). Leaving `inflight` and entering
-    /// `held` are one critical section: a keep-alive's reconcile in between would see the
-    /// lease owned by the session but neither held nor in flight, and release it as an orphan
-    /// (T6).
-    pub(crate) fn settle_attempt(
-        self: &Arc<Self>,
-        cell: &Arc<SessionCell>,
-        name: &Arc<str>,
-        won: Option<u64>,
-    ) -> Option<Term> {
-        let now = Instant::now();
-        let adopted = {
-            let mut st = self.lock_state();
-            st.inflight.remove(name);
-            let adopted = won
-                .filter(|&token| {
-                    judge_win(token, cell.is_live_at(now), st.closed, cell.max_released(name)) == Verdict::Adopt
-                })
-                .map(|token| {
-                    let term = Term::new(Arc::clone(name), token, Arc::clone(cell), now);
-                    st.held.insert(Arc::clone(name), term.clone());
-                    term
-                });
-            cell.attempt_ended(name);
-            adopted
-        };
-        self.attempt_done.notify_waiters();
-        if let (Some(token), None) = (won, &adopted) {
-            tracing::debug!(lease = %name, token, "not adopting a won lease (late reply, ended session or stale token); releasing it");
-            self.release_in_background(Arc::clone(cell), Arc::clone(name), token);
-        }
-        adopted
-    }
-
-    /// Releases `name` with `token` in the background, best effort (the lease expires with
-    /// the session anyway).
-    pub(crate) fn release_in_background(self: &Arc<Self>, cell: Arc<SessionCell>, name: Arc<str>, token: u64) {
-        cell.note_released(&name, token);
-        let shared = Arc::clone(self);
-        tokio::spawn(async move {
-            let to = cell.call_timeout(Instant::now());
-            match tokio::time::timeout(to, shared.backend.release(&cell.id, &name, token)).await {
-                Ok(Ok(_)) => shared.release_acknowledged(&cell, &name, token),
-                Ok(Err(e)) => tracing::debug!(lease = %name, token, error = %e, "background release failed"),
-                Err(_) => tracing::debug!(lease = %name, token, "background release timed out"),
-            }
-        });
-    }
 }
 
 /// Builds a [`Simba`] client.
@@ -242,7 +111,7 @@ impl SimbaBuilder {
         }
         // The actor logs under `simba{backend}` while opening and under a fresh
         // `simba{backend, session}` per session, children of the span current here.
-        let actor = handle.spawn(crate::session::run(Arc::clone(&shared), tracing::Span::current()));
+        let actor = handle.spawn(crate::engine::session::run(Arc::clone(&shared), tracing::Span::current()));
         *shared.actor.lock().unwrap_or_else(PoisonError::into_inner) = Some(actor);
         Ok(Simba { shared })
     }
@@ -391,7 +260,7 @@ impl Simba {
     async fn wait_actor(&self) {
         let actor = self.shared.actor.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(a) = actor {
-            if crate::election::inside_engine_task() {
+            if crate::engine::control::inside_engine_task() {
                 // Waiting for the actor from inside a task it may wait for would deadlock
                 // (L5); it finishes on its own.
                 return;
@@ -409,6 +278,3 @@ impl std::fmt::Debug for Simba {
             .finish_non_exhaustive()
     }
 }
-
-/// How long a close waits for the backend.
-pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);

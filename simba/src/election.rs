@@ -11,9 +11,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 
-use crate::backend::{Acquire, BackendResult};
-use crate::client::Shared;
-use crate::events::{ElectionState, Event};
+use crate::backend::Acquire;
+use crate::engine::Shared;
+use crate::engine::attempt::{abandon, attempt_finished, spawn_attempt};
+use crate::engine::control::{Cmd, ElectionCtl, ElectionStatus, IN_ELECTION, inside_election};
+use crate::events::Event;
 use crate::term::SessionCell;
 use crate::{Error, RevokeReason, Term};
 
@@ -77,56 +79,6 @@ type TaskFn = Box<dyn FnMut(Term) -> TaskFuture + Send>;
 const CALLBACK_CAPACITY: usize = 1024;
 
 static NEXT_ELECTION_ID: AtomicU64 = AtomicU64::new(1);
-
-tokio::task_local! {
-    /// The election whose leader task or callback is running on this task (rule L5).
-    static IN_ELECTION: u64;
-}
-
-/// Whether the caller runs inside a leader task or callback of some election.
-pub(crate) fn inside_engine_task() -> bool {
-    IN_ELECTION.try_with(|_| ()).is_ok()
-}
-
-fn inside_election(id: u64) -> bool {
-    IN_ELECTION.try_with(|v| *v == id).unwrap_or(false)
-}
-
-enum Cmd {
-    Stop(oneshot::Sender<()>),
-    StepDown(Duration, oneshot::Sender<()>),
-}
-
-/// What an election's handle and the client share about a started election.
-pub(crate) struct ElectionCtl {
-    pub(crate) id: u64,
-    pub(crate) name: Arc<str>,
-    cmds: mpsc::UnboundedSender<Cmd>,
-    state: Mutex<ElectionStatus>,
-}
-
-#[derive(Clone)]
-enum ElectionStatus {
-    Candidate,
-    Leader(Term),
-    CoolingDown(Instant),
-}
-
-impl ElectionCtl {
-    pub(crate) fn state(&self, now: Instant) -> ElectionState {
-        match &*self.state.lock().unwrap_or_else(PoisonError::into_inner) {
-            ElectionStatus::Candidate => ElectionState::Candidate,
-            ElectionStatus::Leader(t) => ElectionState::Leader { token: t.token() },
-            ElectionStatus::CoolingDown(until) => {
-                ElectionState::CoolingDown { remaining: until.saturating_duration_since(now) }
-            }
-        }
-    }
-
-    fn set(&self, s: ElectionStatus) {
-        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = s;
-    }
-}
 
 /// An election for one lease name on one client.
 ///
@@ -471,7 +423,7 @@ impl Actor {
             Some(Ok(Acquire::Held | Acquire::Expired)) => self.done_attempt(&cell),
             Some(Err(e)) => {
                 self.done_attempt(&cell);
-                tracing::debug!(lease = %self.ctl.name, error = %crate::session::error_chain(&e), "acquire failed");
+                tracing::debug!(lease = %self.ctl.name, error = %crate::engine::session::error_chain(&e), "acquire failed");
             }
             None => self.done_attempt(&cell),
         }
@@ -641,7 +593,7 @@ impl Actor {
             match tokio::time::timeout(to, self.shared.backend.release(&cell.id, name, term.token())).await {
                 Ok(Ok(_)) => self.shared.release_acknowledged(cell, name, term.token()),
                 Ok(Err(e)) => {
-                    tracing::warn!(lease = %name, token = term.token(), error = %crate::session::error_chain(&e), "release failed; the lease frees with the session")
+                    tracing::warn!(lease = %name, token = term.token(), error = %crate::engine::session::error_chain(&e), "release failed; the lease frees with the session")
                 }
                 Err(_) => {
                     tracing::warn!(lease = %name, token = term.token(), "release timed out; the lease frees with the session")
@@ -662,105 +614,4 @@ impl Actor {
         self.dispatcher.revoked(term, reason);
         self.dispatcher.flush().await;
     }
-}
-
-/// An acquisition in flight, as the election or the lock sees it: a future of its result.
-/// Dropping it before the result was taken abandons the attempt (see [`abandon`]), so that a
-/// caller that gives up (a stop, a step-down, a dropped `lock()` future) never leaves the
-/// name marked in flight for good.
-pub(crate) struct Attempt {
-    rx: oneshot::Receiver<BackendResult<Acquire>>,
-    shared: Arc<Shared>,
-    cell: Arc<SessionCell>,
-    name: Arc<str>,
-    taken: bool,
-}
-
-impl Future for Attempt {
-    type Output = Result<BackendResult<Acquire>, oneshot::error::RecvError>;
-
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
-        let r = std::task::ready!(std::pin::Pin::new(&mut self.rx).poll(cx));
-        self.taken = true;
-        std::task::Poll::Ready(r)
-    }
-}
-
-impl Drop for Attempt {
-    fn drop(&mut self) {
-        if self.taken {
-            return;
-        }
-        self.rx.close();
-        // A result that already arrived is ours to handle; otherwise the attempt's task
-        // handles it when its reply or its timeout comes (K3).
-        if let Ok(r) = self.rx.try_recv() {
-            if let Ok(Acquire::Won(token)) = r
-                && tokio::runtime::Handle::try_current().is_ok()
-            {
-                self.shared.release_in_background(Arc::clone(&self.cell), Arc::clone(&self.name), token);
-            }
-            attempt_finished(&self.shared, &self.cell, &self.name);
-        }
-    }
-}
-
-/// Sends one acquisition for `name` with the D2 timeout. Its result arrives through the
-/// returned [`Attempt`]; if the election abandoned the attempt meanwhile, whatever it won is
-/// released (K4).
-///
-/// K3: the name stays in `inflight` until the receiver took the result or, for an abandoned
-/// attempt, until its reply or its timeout; a new attempt waits for that before it is sent,
-/// so a late `Won` of an abandoned attempt never releases a term adopted by the next one.
-pub(crate) fn spawn_attempt(shared: &Arc<Shared>, cell: &Arc<SessionCell>, name: &Arc<str>) -> Attempt {
-    let (tx, rx) = oneshot::channel();
-    let attempt =
-        Attempt { rx, shared: Arc::clone(shared), cell: Arc::clone(cell), name: Arc::clone(name), taken: false };
-    let (shared, cell, name) = (Arc::clone(shared), Arc::clone(cell), Arc::clone(name));
-    tokio::spawn(async move {
-        loop {
-            let done = shared.attempt_done.notified();
-            if shared.lock_state().inflight.insert(Arc::clone(&name)) {
-                break;
-            }
-            done.await;
-        }
-        if tx.is_closed() {
-            attempt_finished(&shared, &cell, &name);
-            return;
-        }
-        let to = cell.call_timeout(Instant::now());
-        let r = match tokio::time::timeout(to, shared.backend.acquire(&cell.id, &name)).await {
-            Ok(r) => r,
-            Err(_) => Err(crate::backend::BackendError::Unavailable {
-                message: format!("acquire got no answer within {to:?}"),
-                source: None,
-            }),
-        };
-        if let Err(r) = tx.send(r) {
-            // Abandoned: it was in flight until now.
-            if let Ok(Acquire::Won(token)) = r {
-                shared.release_in_background(Arc::clone(&cell), Arc::clone(&name), token);
-            }
-            attempt_finished(&shared, &cell, &name);
-        }
-    });
-    attempt
-}
-
-/// The attempt for `name` made for `cell` is no longer in flight; a waiting attempt may go
-/// (K3), and a K4 record whose release was acknowledged meanwhile goes (K4 pruning).
-pub(crate) fn attempt_finished(shared: &Shared, cell: &SessionCell, name: &str) {
-    {
-        let mut st = shared.lock_state();
-        st.inflight.remove(name);
-        cell.attempt_ended(name);
-    }
-    shared.attempt_done.notify_waiters();
-}
-
-/// Gives up an attempt in flight; a win that already arrived is released (K4). An attempt
-/// still under way stays in flight until its reply or its timeout (K3).
-pub(crate) fn abandon(attempt: Attempt) {
-    drop(attempt);
 }

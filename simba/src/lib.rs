@@ -10,6 +10,7 @@ mod config;
 pub mod core;
 pub mod dashboard;
 mod election;
+mod engine;
 mod error;
 mod events;
 pub mod fencing;
@@ -20,7 +21,6 @@ pub mod metrics;
 mod name;
 pub mod runtime;
 mod secret;
-mod session;
 mod suggest;
 mod term;
 

@@ -7,8 +7,8 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
-use crate::client::Shared;
-use crate::election::{abandon, spawn_attempt};
+use crate::engine::Shared;
+use crate::engine::attempt::{abandon, spawn_attempt};
 use crate::events::Event;
 use crate::term::SessionCell;
 use crate::{Error, RevokeReason, Term};

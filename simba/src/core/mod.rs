@@ -8,6 +8,7 @@
 //!   backoff, candidate delay).
 //! - [`ledger`]: the lease ledger's rules (K3, K4, T6): the released-token record, whether a
 //!   won lease becomes a term, what a reconcile revokes and releases.
+//! - [`rebalance`]: the J6 decision of a partition group's member in one round.
 //! - [`session`]: the session machine (S1-S5, D1-D5): opening, renewing, suspending and
 //!   ending the client's one session.
 //!
@@ -25,6 +26,7 @@ use std::time::Duration;
 
 pub mod ledger;
 pub mod mutants;
+pub mod rebalance;
 pub mod session;
 pub mod timing;
 

@@ -4,10 +4,10 @@
 //! sticky); a node under its share acquires free ones. Leases keep two nodes from ever
 //! holding one partition.
 //!
-//! Which members get the `ceil` share is decided by rank in the sorted member list, so every
-//! node computes the same targets from the same list.
+//! The decision of each round is the core's (`crate::core::rebalance`); this module runs it:
+//! the join, the member listing, the workers and their handover.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Misfire, PartitionFn, Recording, Timer, run_scheduled};
 use crate::backend::SessionId;
-use crate::client::Shared;
+use crate::core::rebalance::{self, Plan};
+use crate::engine::Shared;
 use crate::lock::{Lock, LockGuard};
 use crate::{RevokeReason, Term};
 
@@ -39,12 +40,6 @@ impl GroupSpec {
     pub(crate) fn lease(&self, partition: u32) -> String {
         format!("{}.{partition}", self.group)
     }
-}
-
-/// How many partitions member `rank` of `members` should hold.
-pub(crate) fn target(partitions: u32, members: usize, rank: usize) -> u32 {
-    let m = members.max(1) as u32;
-    partitions / m + u32::from((rank as u32) < partitions % m)
 }
 
 struct Worker {
@@ -117,7 +112,7 @@ async fn round(
             Ok(Ok(crate::backend::Join::Expired)) | Err(_) => return,
         }
     }
-    let mut members = match tokio::time::timeout(to, shared.backend.members(&spec.group)).await {
+    let members = match tokio::time::timeout(to, shared.backend.members(&spec.group)).await {
         Ok(Ok(m)) => m,
         Ok(Err(e)) => {
             tracing::warn!(group = %spec.group, error = %e, "cannot list the group's members; retrying");
@@ -125,53 +120,42 @@ async fn round(
         }
         Err(_) => return,
     };
-    if !members.contains(&cell.id) {
-        members.push(cell.id.clone());
-        members.sort();
-    }
-    let rank = members.iter().position(|m| *m == cell.id).unwrap_or(0);
-    let want = target(spec.partitions, members.len(), rank) as usize;
-    if held.len() > want {
-        // Surplus: hand the highest-numbered partitions over (H1), keep the rest (sticky).
-        let surplus: Vec<u32> = held.keys().rev().take(held.len() - want).copied().collect();
-        for i in surplus {
-            if let Some(mut w) = held.remove(&i) {
-                tracing::info!(group = %spec.group, partition = i, members = members.len(), share = want, "stepping a surplus partition down");
-                if let Some(s) = w.stop.take() {
-                    let _ = s.send(RevokeReason::SteppedDown);
+    let held_now: BTreeSet<u32> = held.keys().copied().collect();
+    let leaving_now: BTreeSet<u32> = leaving.keys().copied().collect();
+    match rebalance::plan(spec.partitions, &members, &cell.id, &held_now, &leaving_now) {
+        Plan::Keep => {}
+        Plan::StepDown(surplus) => {
+            // Surplus: hand the highest-numbered partitions over (H1), keep the rest (sticky).
+            let share = held.len() - surplus.len();
+            for i in surplus {
+                if let Some(mut w) = held.remove(&i) {
+                    tracing::info!(group = %spec.group, partition = i, members = members.len(), share, "stepping a surplus partition down");
+                    if let Some(s) = w.stop.take() {
+                        let _ = s.send(RevokeReason::SteppedDown);
+                    }
+                    leaving.insert(i, w);
                 }
-                leaving.insert(i, w);
             }
         }
-        return;
-    }
-    let mut need = want - held.len();
-    if need == 0 {
-        return;
-    }
-    // Start from this node's natural segment so that nodes mostly try different partitions.
-    let n = spec.partitions;
-    let start = (rank as u64 * u64::from(n) / members.len().max(1) as u64) as u32;
-    for k in 0..n {
-        let i = (start + k) % n;
-        if held.contains_key(&i) || leaving.contains_key(&i) {
-            continue;
-        }
-        if !cell.is_live_at(Instant::now()) {
-            return;
-        }
-        let lock = Lock::new(Arc::clone(shared), spec.lease(i));
-        match lock.acquire_once().await {
-            Ok(Some(guard)) => {
-                held.insert(i, start_worker(shared, spec, i, guard, ended_tx.clone()));
-                need -= 1;
-                if need == 0 {
+        Plan::Acquire { mut need, candidates } => {
+            for i in candidates {
+                if !cell.is_live_at(Instant::now()) {
                     return;
                 }
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::debug!(group = %spec.group, partition = i, error = %e, "cannot contend for a partition");
+                let lock = Lock::new(Arc::clone(shared), spec.lease(i));
+                match lock.acquire_once().await {
+                    Ok(Some(guard)) => {
+                        held.insert(i, start_worker(shared, spec, i, guard, ended_tx.clone()));
+                        need -= 1;
+                        if need == 0 {
+                            return;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::debug!(group = %spec.group, partition = i, error = %e, "cannot contend for a partition");
+                    }
+                }
             }
         }
     }
@@ -274,20 +258,4 @@ async fn shut_down(
         let _ = tokio::time::timeout(Duration::from_secs(2), shared.backend.leave_group(&id, &spec.group)).await;
     }
     tracing::info!(group = %spec.group, "left the group");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::target;
-
-    /// J6: shares are floor(n/m) or ceil(n/m) and add up to n.
-    #[test]
-    fn j6_targets() {
-        for (n, m) in [(16u32, 3usize), (16, 2), (64, 4), (64, 3), (5, 7), (1, 1), (100_000, 7)] {
-            let t: Vec<u32> = (0..m).map(|r| target(n, m, r)).collect();
-            assert_eq!(t.iter().sum::<u32>(), n, "{n}/{m}");
-            assert!(t.iter().all(|x| *x == n / m as u32 || *x == n.div_ceil(m as u32)), "{n}/{m}: {t:?}");
-        }
-        assert_eq!((0..3).map(|r| target(16, 3, r)).collect::<Vec<_>>(), vec![6, 5, 5]);
-    }
 }

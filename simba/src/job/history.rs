@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::JobContext;
 use super::registry::JobFuture;
-use crate::client::Shared;
+use crate::engine::Shared;
 use crate::job_store::{Claim, ClaimRequest, Outcome, RunRecord, SharedJobStore, SlotKind, truncate_error};
 use crate::{BoxError, Error, RevokeReason, Term};
 

@@ -15,7 +15,7 @@ use tokio::time::{Instant, sleep_until};
 use super::history::{Claimed, Recording};
 use super::{JobFuture, Misfire, Schedule};
 use crate::Term;
-use crate::client::Shared;
+use crate::engine::Shared;
 use crate::job_store::{Outcome, SlotKind};
 
 /// A schedule as the runtime holds it (owned, so that `simba.toml` can override it).

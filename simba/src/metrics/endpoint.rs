@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Shared;
+use crate::engine::Shared;
 use crate::{Error, SessionStatus, Simba};
 
 /// Histogram buckets, in seconds: from 1 ms (a local renewal) to 60 s (a long job).

@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until, timeout};
 use tracing::Instrument;
 
+use super::{CLOSE_TIMEOUT, Shared};
 use crate::backend::{BackendError, KeepAlive, SessionGrant};
-use crate::client::{CLOSE_TIMEOUT, Shared};
 use crate::core::ledger::{self, HeldTerm};
 use crate::core::{Close, Command, SessionMachine};
 use crate::events::{Event, SessionStatus};

@@ -1,0 +1,158 @@
+//! The engine: the async shell around [`crate::core`]. It owns what a client's session,
+//! elections and locks share ([`Shared`]: the backend, the live session cell, the held terms,
+//! the acquisitions in flight) and executes the core's decisions. Dependencies run one way:
+//! the handles (`client`, `election`, `lock`) -> `engine` -> `core`; nothing here imports a
+//! handle.
+
+pub(crate) mod attempt;
+pub(crate) mod control;
+pub(crate) mod session;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rand::Rng;
+use rand::rngs::StdRng;
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use self::control::ElectionCtl;
+use crate::backend::{HeldDigest, SharedBackend};
+use crate::core::Timing;
+use crate::core::ledger::{Verdict, judge_win};
+use crate::events::{Event, SessionStatus};
+use crate::term::SessionCell;
+use crate::{Error, Term};
+
+/// What the session actor, elections and locks share.
+pub(crate) struct Shared {
+    pub(crate) backend: SharedBackend,
+    pub(crate) timing: Timing,
+    /// The current session while it is live or suspended; `None` while opening or closed.
+    pub(crate) session: watch::Sender<Option<Arc<SessionCell>>>,
+    pub(crate) state: Mutex<ClientState>,
+    pub(crate) events: broadcast::Sender<Event>,
+    /// Names of released leases, fed by the backend where it broadcasts them (K2).
+    pub(crate) releases: broadcast::Sender<String>,
+    pub(crate) shutdown: CancellationToken,
+    /// Woken when an acquisition stops being in flight (K3: the next one waits for it).
+    pub(crate) attempt_done: tokio::sync::Notify,
+    pub(crate) rng: Mutex<StdRng>,
+    pub(crate) actor: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+pub(crate) struct ClientState {
+    pub(crate) status: Option<SessionStatus>,
+    /// Terms held now, including revoked ones whose release is still under way (so that a
+    /// keep-alive does not mistake them for orphans).
+    pub(crate) held: HashMap<Arc<str>, Term>,
+    /// Names with an acquisition in flight.
+    pub(crate) inflight: HashSet<Arc<str>>,
+    /// Names in use by an election or a lock on this client (rule L4).
+    pub(crate) claims: HashSet<Arc<str>>,
+    pub(crate) elections: HashMap<Arc<str>, Arc<ElectionCtl>>,
+    /// Local queues so that tasks of one process take a lock one at a time.
+    pub(crate) lock_queues: HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>,
+    pub(crate) closed: bool,
+}
+
+impl Shared {
+    pub(crate) fn lock_state(&self) -> MutexGuard<'_, ClientState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn emit(&self, e: Event) {
+        let _ = self.events.send(e);
+    }
+
+    /// A uniform sample from `[0, 1)` for jitter.
+    pub(crate) fn unit_random(&self) -> f64 {
+        self.rng.lock().unwrap_or_else(PoisonError::into_inner).random::<f64>()
+    }
+
+    /// The digest of what this session holds, sent with each keep-alive.
+    pub(crate) fn digest(&self, cell: &Arc<SessionCell>) -> HeldDigest {
+        let st = self.lock_state();
+        let mut d = HeldDigest::default();
+        for t in st.held.values().filter(|t| Arc::ptr_eq(t.session(), cell)) {
+            d.add(t.token());
+        }
+        d
+    }
+
+    /// The live session, or `None`.
+    pub(crate) fn current_session(&self) -> Option<Arc<SessionCell>> {
+        self.session.borrow().clone()
+    }
+
+    pub(crate) fn ensure_open(&self) -> Result<(), Error> {
+        if self.lock_state().closed { Err(Error::Closed) } else { Ok(()) }
+    }
+
+    /// The backend answered a release of `name` with `token` made for `cell`: the session's
+    /// K4 record of the name can go, unless an acquisition of it is in flight (see
+    /// [`SessionCell::release_acknowledged`]). The state lock makes the in-flight check and the
+    /// pruning one step with respect to an attempt entering `inflight`.
+    pub(crate) fn release_acknowledged(&self, cell: &SessionCell, name: &str, token: u64) {
+        let st = self.lock_state();
+        cell.release_acknowledged(name, token, st.inflight.contains(name));
+    }
+
+    /// The acquisition of `name` made for `cell` ended with `won` (a token, or nothing): the
+    /// one place where an attempt leaves `inflight` with its result taken (K3) and a win
+    /// becomes a term or is released (K4, [`judge_win`]). Leaving `inflight` and entering
+    /// `held` are one critical section: a keep-alive's reconcile in between would see the
+    /// lease owned by the session but neither held nor in flight, and release it as an orphan
+    /// (T6).
+    pub(crate) fn settle_attempt(
+        self: &Arc<Self>,
+        cell: &Arc<SessionCell>,
+        name: &Arc<str>,
+        won: Option<u64>,
+    ) -> Option<Term> {
+        let now = Instant::now();
+        let adopted = {
+            let mut st = self.lock_state();
+            st.inflight.remove(name);
+            let adopted = won
+                .filter(|&token| {
+                    judge_win(token, cell.is_live_at(now), st.closed, cell.max_released(name)) == Verdict::Adopt
+                })
+                .map(|token| {
+                    let term = Term::new(Arc::clone(name), token, Arc::clone(cell), now);
+                    st.held.insert(Arc::clone(name), term.clone());
+                    term
+                });
+            cell.attempt_ended(name);
+            adopted
+        };
+        self.attempt_done.notify_waiters();
+        if let (Some(token), None) = (won, &adopted) {
+            tracing::debug!(lease = %name, token, "not adopting a won lease (late reply, ended session or stale token); releasing it");
+            self.release_in_background(Arc::clone(cell), Arc::clone(name), token);
+        }
+        adopted
+    }
+
+    /// Releases `name` with `token` in the background, best effort (the lease expires with
+    /// the session anyway).
+    pub(crate) fn release_in_background(self: &Arc<Self>, cell: Arc<SessionCell>, name: Arc<str>, token: u64) {
+        cell.note_released(&name, token);
+        let shared = Arc::clone(self);
+        tokio::spawn(async move {
+            let to = cell.call_timeout(Instant::now());
+            match tokio::time::timeout(to, shared.backend.release(&cell.id, &name, token)).await {
+                Ok(Ok(_)) => shared.release_acknowledged(&cell, &name, token),
+                Ok(Err(e)) => tracing::debug!(lease = %name, token, error = %e, "background release failed"),
+                Err(_) => tracing::debug!(lease = %name, token, "background release timed out"),
+            }
+        });
+    }
+}
+
+/// How long a close waits for the backend.
+pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
