@@ -4,6 +4,8 @@
 //! a model checker can drive the same code the engine runs.
 //!
 //! - [`mutants`]: rule breaks the model checker switches on (feature `mutants`, tests only).
+//! - [`slots`]: the slot arithmetic of schedules (cron slots in a time zone, the fixed-rate
+//!   grid, misfire gaps), the wall clock passed in.
 //! - [`timing`]: the formulas of section D and K1 (deadline, renewal plan, call timeout,
 //!   backoff, candidate delay).
 //! - [`ledger`]: the lease ledger's rules (K3, K4, T6): the released-token record, whether a
@@ -28,6 +30,7 @@ pub mod ledger;
 pub mod mutants;
 pub mod rebalance;
 pub mod session;
+pub mod slots;
 pub mod timing;
 
 pub use session::{Close, Command, SessionMachine};

@@ -15,8 +15,8 @@ pub use registry::{
 
 pub(crate) use history::{Recording, node_name};
 
-pub(crate) use group::{GroupSpec, run_group};
 #[cfg(feature = "testing")]
-pub(crate) use schedule::next_slot;
+pub(crate) use crate::core::slots::next_slot;
+pub(crate) use group::{GroupSpec, run_group};
 pub use schedule::{ScheduleSpec, parse_cron, parse_time_zone};
 pub(crate) use schedule::{Timer, run_scheduled};

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
@@ -15,6 +15,7 @@ use tokio::time::{Instant, sleep_until};
 use super::history::{Claimed, Recording};
 use super::{JobFuture, Misfire, Schedule};
 use crate::Term;
+use crate::core::slots::{CronSlots, FixedRateSlots, term_start_gap, until};
 use crate::engine::Shared;
 use crate::job_store::{Outcome, SlotKind};
 
@@ -97,35 +98,6 @@ impl Timer {
     }
 }
 
-/// The first slot strictly after `after`, in UTC. Slots are instants: a local time that
-/// occurs twice at a DST fall-back runs at its first occurrence only (croner), one skipped at
-/// a spring-forward does not run.
-pub(crate) fn next_slot(cron: &Cron, tz: Tz, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    // Slots are whole seconds: croner keeps the sub-second part of its input.
-    let after = after.with_nanosecond(0)?;
-    cron.find_next_occurrence(&after.with_timezone(&tz), false).ok().map(|t| t.with_timezone(&Utc))
-}
-
-/// The latest slot at or before `at`, in UTC.
-pub(crate) fn previous_slot(cron: &Cron, tz: Tz, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let at = at.with_nanosecond(0)?;
-    cron.find_previous_occurrence(&at.with_timezone(&tz), true).ok().map(|t| t.with_timezone(&Utc))
-}
-
-/// `period * k`, exact for any `k`.
-fn grid(period: Duration, k: u128) -> Duration {
-    let nanos = period.as_nanos().saturating_mul(k);
-    Duration::new((nanos / 1_000_000_000) as u64, (nanos % 1_000_000_000) as u32)
-}
-
-/// How long until wall-clock instant `t`, zero when it has passed.
-fn until(t: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
-    (t - now).to_std().unwrap_or(Duration::ZERO)
-}
-
-/// At most this many `missed` or `skipped_running` records are written for one gap.
-const MAX_GAP_RECORDS: usize = 100;
-
 /// Runs `run` on `timer` for as long as `term` is valid, one run at a time (J5). Returns when
 /// the term is cancelled (the election then hands over, H1) or ends.
 ///
@@ -143,105 +115,110 @@ pub(crate) async fn run_scheduled(
 ) -> Result<(), crate::BoxError> {
     manual(&shared, &rec, &term, &run).await;
     match timer {
-        Timer::Fixed(period) => {
-            // Slots at start + k * period on the monotonic clock: no drift accumulates and
-            // sub-second periods stay exact. Slots that pass during a long run are skipped
-            // (recorded `skipped_running`); the next run is on the grid again.
-            let start = Instant::now();
-            let start_wall = rec.now();
-            // Claimed slots must grow across terms even if this node's wall clock is behind
-            // the previous holder's: start after the last claimed one.
-            let mut last_ms = match rec.last_slot_ms(&term).await {
-                Ok(last) => last.unwrap_or(i64::MIN),
-                Err(e) => {
-                    tracing::warn!(job = %rec.job, error = %e, "cannot read the job's last slot; the store still refuses a claim of any slot at or before the last one claimed");
-                    i64::MIN
-                }
-            };
-            let mut k: u128 = 1;
-            loop {
-                let slot = start + grid(period, k);
-                loop {
-                    tokio::select! {
-                        _ = term.cancelled() => return Ok(()),
-                        _ = sleep_until(slot) => break,
-                        _ = rec.control_changed() => manual(&shared, &rec, &term, &run).await,
-                    }
-                }
-                if !term.is_valid() {
-                    return Ok(());
-                }
-                let grid_wall = start_wall + chrono::Duration::from_std(grid(period, k)).unwrap_or_default();
-                let slot_ms = grid_wall.timestamp_millis().max(last_ms.saturating_add(1));
-                last_ms = slot_ms;
-                let slot_wall = DateTime::from_timestamp_millis(slot_ms).unwrap_or(grid_wall);
-                if let Claimed::Run(r) = rec.claim(&shared, &term, slot_ms, SlotKind::Scheduled, false).await {
-                    rec.execute(&shared, &term, r, slot_wall, SlotKind::Scheduled, &run).await;
-                }
-                let elapsed = start.elapsed().as_nanos();
-                let next = (k + 1).max(elapsed.div_ceil(period.as_nanos().max(1)));
-                for skipped in (k + 1).max(next.saturating_sub(MAX_GAP_RECORDS as u128))..next {
-                    let at = start_wall + chrono::Duration::from_std(grid(period, skipped)).unwrap_or_default();
-                    rec.append(at, Outcome::SkippedRunning, &term);
-                }
-                k = next;
+        Timer::Fixed(period) => run_fixed(&shared, &mut rec, period, &term, &run).await,
+        Timer::Cron { cron, tz } => run_cron(&shared, &mut rec, &cron, tz, misfire, &term, &run).await,
+    }
+}
+
+/// The fixed-rate loop of [`run_scheduled`]: slots on the grid of `period` from the term's
+/// start ([`FixedRateSlots`]).
+async fn run_fixed(
+    shared: &Shared,
+    rec: &mut Recording,
+    period: Duration,
+    term: &Term,
+    run: &impl Fn(Term) -> JobFuture,
+) -> Result<(), crate::BoxError> {
+    let start = Instant::now();
+    let start_wall = rec.now();
+    // Claimed slots must grow across terms even if this node's wall clock is behind
+    // the previous holder's: name them after the last claimed one.
+    let last = match rec.last_slot_ms(term).await {
+        Ok(last) => last,
+        Err(e) => {
+            tracing::warn!(job = %rec.job, error = %e, "cannot read the job's last slot; the store still refuses a claim of any slot at or before the last one claimed");
+            None
+        }
+    };
+    let mut slots = FixedRateSlots::new(period, start_wall, last);
+    loop {
+        let due = start + slots.due();
+        loop {
+            tokio::select! {
+                _ = term.cancelled() => return Ok(()),
+                _ = sleep_until(due) => break,
+                _ = rec.control_changed() => manual(shared, rec, term, run).await,
             }
         }
-        Timer::Cron { cron, tz } => {
-            let now = rec.now();
-            let (gap, catch_up) = gap_at_term_start(&rec, &term, &cron, tz, now, misfire).await;
-            for s in gap {
-                rec.append(s, Outcome::Missed, &term);
+        if !term.is_valid() {
+            return Ok(());
+        }
+        let (slot_ms, slot_wall) = slots.name();
+        if let Claimed::Run(r) = rec.claim(shared, term, slot_ms, SlotKind::Scheduled, false).await {
+            rec.execute(shared, term, r, slot_wall, SlotKind::Scheduled, run).await;
+        }
+        for skipped in slots.advance(start.elapsed()) {
+            rec.append(skipped, Outcome::SkippedRunning, term);
+        }
+    }
+}
+
+/// The cron loop of [`run_scheduled`]: the misfire gap at the term's start, then each slot
+/// claimed once across the cluster ([`CronSlots`]).
+async fn run_cron(
+    shared: &Shared,
+    rec: &mut Recording,
+    cron: &Cron,
+    tz: Tz,
+    misfire: Misfire,
+    term: &Term,
+    run: &impl Fn(Term) -> JobFuture,
+) -> Result<(), crate::BoxError> {
+    let now = rec.now();
+    let (gap, catch_up) = gap_at_term_start(rec, term, cron, tz, now, misfire).await;
+    for s in gap {
+        rec.append(s, Outcome::Missed, term);
+    }
+    if let Some(slot) = catch_up
+        && term.is_valid()
+        && let Claimed::Run(r) = rec.claim(shared, term, slot.timestamp_millis(), SlotKind::CaughtUp, true).await
+    {
+        rec.execute(shared, term, r, slot, SlotKind::CaughtUp, run).await;
+    }
+    let mut slots = CronSlots::after(catch_up);
+    loop {
+        let (skipped, next) = slots.next(cron, tz, rec.now());
+        // Slots that passed while the previous run was in flight.
+        for s in skipped {
+            rec.append(s, Outcome::SkippedRunning, term);
+        }
+        let Some(slot) = next else {
+            tracing::warn!(job = %rec.metric, "the cron expression has no further slot; the job will not run again");
+            term.cancelled().await;
+            return Ok(());
+        };
+        // Sleep on the monotonic clock, then re-check the wall clock: it may have
+        // been adjusted while we slept.
+        loop {
+            let wait = until(slot, rec.now());
+            if wait.is_zero() {
+                break;
             }
-            if let Some(slot) = catch_up
-                && term.is_valid()
-                && let Claimed::Run(r) =
-                    rec.claim(&shared, &term, slot.timestamp_millis(), SlotKind::CaughtUp, true).await
-            {
-                rec.execute(&shared, &term, r, slot, SlotKind::CaughtUp, &run).await;
+            tokio::select! {
+                _ = term.cancelled() => return Ok(()),
+                _ = sleep_until(Instant::now() + wait) => {}
+                _ = rec.control_changed() => manual(shared, rec, term, run).await,
             }
-            let mut last: Option<DateTime<Utc>> = catch_up;
-            loop {
-                let now = rec.now();
-                // Never the same slot twice on this node, even if the wall clock steps back.
-                let after = last.map_or(now, |l| l.max(now));
-                if let Some(l) = last {
-                    // Slots that passed while the previous run was in flight.
-                    for s in slots_between(&cron, tz, l, now).into_iter().rev().take(MAX_GAP_RECORDS).rev() {
-                        rec.append(s, Outcome::SkippedRunning, &term);
-                    }
-                }
-                let Some(slot) = next_slot(&cron, tz, after) else {
-                    tracing::warn!(job = %rec.metric, "the cron expression has no further slot; the job will not run again");
-                    term.cancelled().await;
-                    return Ok(());
-                };
-                // Sleep on the monotonic clock, then re-check the wall clock: it may have
-                // been adjusted while we slept.
-                loop {
-                    let wait = until(slot, rec.now());
-                    if wait.is_zero() {
-                        break;
-                    }
-                    tokio::select! {
-                        _ = term.cancelled() => return Ok(()),
-                        _ = sleep_until(Instant::now() + wait) => {}
-                        _ = rec.control_changed() => manual(&shared, &rec, &term, &run).await,
-                    }
-                }
-                last = Some(slot);
-                if !term.is_valid() {
-                    return Ok(());
-                }
-                // The slot runs at most once across the cluster: claim it with the term's
-                // token; a slot claimed by another term (another node, or a node whose wall
-                // clock is behind) is skipped.
-                if let Claimed::Run(r) =
-                    rec.claim(&shared, &term, slot.timestamp_millis(), SlotKind::Scheduled, true).await
-                {
-                    rec.execute(&shared, &term, r, slot, SlotKind::Scheduled, &run).await;
-                }
-            }
+        }
+        slots.take(slot);
+        if !term.is_valid() {
+            return Ok(());
+        }
+        // The slot runs at most once across the cluster: claim it with the term's
+        // token; a slot claimed by another term (another node, or a node whose wall
+        // clock is behind) is skipped.
+        if let Claimed::Run(r) = rec.claim(shared, term, slot.timestamp_millis(), SlotKind::Scheduled, true).await {
+            rec.execute(shared, term, r, slot, SlotKind::Scheduled, run).await;
         }
     }
 }
@@ -258,24 +235,6 @@ async fn manual(shared: &Shared, rec: &Recording, term: &Term, run: &impl Fn(Ter
     }
 }
 
-/// The slots strictly between `from` and `to`, oldest first, at most the newest
-/// [`MAX_GAP_RECORDS`].
-fn slots_between(cron: &Cron, tz: Tz, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
-    let mut out = Vec::new();
-    let mut at = to - chrono::Duration::milliseconds(1);
-    while out.len() < MAX_GAP_RECORDS {
-        // `previous_slot` is at or before `at`, so before `to`.
-        let Some(s) = previous_slot(cron, tz, at) else { break };
-        if s <= from {
-            break;
-        }
-        out.push(s);
-        at = s - chrono::Duration::seconds(1);
-    }
-    out.reverse();
-    out
-}
-
 /// At the start of a term: the slots nobody ran since the last claimed one (`missed`), and
 /// the slot to run once for them under [`Misfire::RunOnce`] (not itself reported missed).
 /// Without a store (or history for this job) there is no gap to see; `RunOnce` then tries
@@ -288,9 +247,9 @@ async fn gap_at_term_start(
     now: DateTime<Utc>,
     misfire: Misfire,
 ) -> (Vec<DateTime<Utc>>, Option<DateTime<Utc>>) {
-    let latest = previous_slot(cron, tz, now);
+    let run_once = misfire == Misfire::RunOnce;
     if rec.store.is_none() {
-        return (Vec::new(), if misfire == Misfire::RunOnce { latest } else { None });
+        return term_start_gap(cron, tz, None, now, run_once);
     }
     let last = match rec.last_slot_ms(term).await {
         Ok(last) => last.and_then(DateTime::from_timestamp_millis),
@@ -299,21 +258,13 @@ async fn gap_at_term_start(
             return (Vec::new(), None);
         }
     };
-    let Some(last) = last else {
-        // A job that never ran has missed nothing; `RunOnce` still runs the latest slot.
-        return (Vec::new(), if misfire == Misfire::RunOnce { latest } else { None });
-    };
-    let mut gap = slots_between(cron, tz, last, now + chrono::Duration::milliseconds(1));
-    let catch_up = match misfire {
-        Misfire::RunOnce => gap.pop(),
-        Misfire::Skip => None,
-    };
-    (gap, catch_up)
+    term_start_gap(cron, tz, last, now, run_once)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::slots::{next_slot, previous_slot};
     use chrono::TimeZone;
 
     fn utc(s: &str) -> DateTime<Utc> {
