@@ -8,7 +8,7 @@
 //! by slot then kind: 16 hexadecimal digits of the slot with its sign bit flipped, then the
 //! kind's rank.
 
-use crate::job_store::{JobState, Outcome, RunRecord, SlotKind, group_of, truncate_error};
+use crate::backend::job_store::{JobState, Outcome, RunRecord, SlotKind, group_of, truncate_error};
 
 /// One job name's control row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -70,9 +70,10 @@ impl Control {
         (was != paused, was)
     }
 
-    /// A new request at `at_ms`: see [`trigger_slot`](crate::job_store::trigger_slot).
+    /// A new request at `at_ms`: see [`trigger_slot`](crate::backend::job_store::trigger_slot).
     pub(crate) fn request(&mut self, at_ms: i64) -> i64 {
-        self.trigger_ms = Some(crate::job_store::trigger_slot(self.trigger_ms, self.pending().is_some(), at_ms));
+        self.trigger_ms =
+            Some(crate::backend::job_store::trigger_slot(self.trigger_ms, self.pending().is_some(), at_ms));
         self.trigger_id += 1;
         self.trigger_id
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use crate::job_store::{
+use crate::backend::job_store::{
     BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SharedJobStore, SlotKind,
     group_of, truncate_error,
 };
@@ -463,7 +463,7 @@ impl JobStore for MemoryJobStore {
                 job: req.job.to_owned(),
                 slot_ms,
                 kind: req.kind,
-                outcome: crate::job_store::Outcome::Running,
+                outcome: crate::backend::job_store::Outcome::Running,
                 attempt: 1,
                 attempts: req.attempts.max(1),
                 session: req.session.as_str().to_owned(),
@@ -546,7 +546,7 @@ impl JobStore for MemoryJobStore {
                 st.jobs.version += 1;
                 let c = st.jobs.controls.entry(job.to_owned()).or_default();
                 let pending = c.trigger_seq > c.taken_seq;
-                c.trigger_ms = Some(crate::job_store::trigger_slot(c.trigger_ms, pending, at_ms));
+                c.trigger_ms = Some(crate::backend::job_store::trigger_slot(c.trigger_ms, pending, at_ms));
                 c.trigger_seq += 1;
                 c.trigger_seq
             };

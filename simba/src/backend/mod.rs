@@ -28,6 +28,7 @@ pub mod etcd;
 mod inspect;
 #[cfg(any(feature = "zookeeper", feature = "etcd"))]
 mod job_codec;
+pub(crate) mod job_store;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
@@ -290,7 +291,7 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The store's jobs store (run history and job control, issue 12), where the backend
     /// has one; `None` (the default) turns history and control off for jobs on this backend.
-    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+    fn job_store(&self) -> Option<self::job_store::SharedJobStore> {
         None
     }
 
@@ -323,7 +324,7 @@ pub(crate) trait DynBackend: Send + Sync + 'static {
     fn members<'a>(&'a self, group: &'a str) -> BoxFuture<'a, BackendResult<Vec<SessionId>>>;
     fn inspect(&self) -> BoxFuture<'_, BackendResult<StoreSnapshot>>;
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>>;
-    fn job_store(&self) -> Option<crate::job_store::SharedJobStore>;
+    fn job_store(&self) -> Option<self::job_store::SharedJobStore>;
     fn describe(&self) -> String;
 }
 
@@ -370,7 +371,7 @@ impl<B: Backend> DynBackend for B {
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         Backend::subscribe_releases(self)
     }
-    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+    fn job_store(&self) -> Option<self::job_store::SharedJobStore> {
         Backend::job_store(self)
     }
     fn describe(&self) -> String {

@@ -28,10 +28,10 @@ use super::session::lease_of;
 use crate::backend::job_codec::{
     Control, Decision, decide, decode_record, encode_record, escape_job, group, record_name, unescape_job,
 };
-use crate::backend::{BackendError, BackendResult};
-use crate::job_store::{
+use crate::backend::job_store::{
     BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind,
 };
+use crate::backend::{BackendError, BackendResult};
 
 /// How many times a call reads again after another writer changed what it read.
 const ATTEMPTS: usize = 5;
@@ -472,7 +472,7 @@ impl JobStore for EtcdJobStore {
         self.retention
     }
 
-    fn keeping(&self, records: usize) -> crate::job_store::SharedJobStore {
+    fn keeping(&self, records: usize) -> crate::backend::job_store::SharedJobStore {
         let mut store = EtcdJobStore::new(self.backend.clone());
         store.retention = records.max(1);
         Arc::new(store)

@@ -423,7 +423,7 @@ impl Backend for EtcdBackend {
         self.inspect_store().await
     }
 
-    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+    fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
         Some(Arc::new(jobs::EtcdJobStore::new(self.clone())))
     }
 

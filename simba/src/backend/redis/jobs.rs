@@ -26,11 +26,11 @@ use tokio::sync::broadcast;
 
 use super::RedisBackend;
 use super::subscriber::Subscriber;
-use crate::backend::{BackendError, BackendResult};
-use crate::job_store::{
+use crate::backend::job_store::{
     BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, group_of,
     truncate_error,
 };
+use crate::backend::{BackendError, BackendResult};
 
 /// How many control changes a slow subscriber may fall behind before it skips some (it then
 /// reads the control version, so nothing is lost).
@@ -576,7 +576,7 @@ impl JobStore for RedisJobStore {
         self.retention
     }
 
-    fn keeping(&self, records: usize) -> crate::job_store::SharedJobStore {
+    fn keeping(&self, records: usize) -> crate::backend::job_store::SharedJobStore {
         Arc::new(RedisJobStore { retention: records.max(1), ..self.clone() })
     }
     fn describe(&self) -> String {

@@ -29,11 +29,11 @@ use tokio::sync::OnceCell;
 
 use super::SqlStore;
 use super::dialect::{Dialect, Param, Stmt};
-use crate::backend::{BackendError, BackendResult};
-use crate::job_store::{
+use crate::backend::job_store::{
     BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, group_of,
     truncate_error,
 };
+use crate::backend::{BackendError, BackendResult};
 
 /// What a dialect writes its own way for the jobs store.
 pub(crate) trait JobDialect: Dialect {
@@ -769,7 +769,7 @@ where
         self.retention
     }
 
-    fn keeping(&self, records: usize) -> crate::job_store::SharedJobStore {
+    fn keeping(&self, records: usize) -> crate::backend::job_store::SharedJobStore {
         std::sync::Arc::new(Self::with_retention(self.sql.clone(), records))
     }
     fn describe(&self) -> String {

@@ -658,8 +658,10 @@ impl Backend for MySqlBackend {
         self.sql.inspect().await
     }
 
-    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
-        self.jobs.then(|| Arc::new(super::jobs::SqlJobStore::new(self.sql.clone())) as crate::job_store::SharedJobStore)
+    fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
+        self.jobs.then(|| {
+            Arc::new(super::jobs::SqlJobStore::new(self.sql.clone())) as crate::backend::job_store::SharedJobStore
+        })
     }
 
     fn describe(&self) -> String {

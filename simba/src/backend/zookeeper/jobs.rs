@@ -24,10 +24,10 @@ use super::{ZooKeeperBackend, lease_path, session_gone, slot_path};
 use crate::backend::job_codec::{
     Control, Decision, decide, decode_record, encode_record, escape_job, group, record_name, unescape_job,
 };
-use crate::backend::{BackendError, BackendResult};
-use crate::job_store::{
+use crate::backend::job_store::{
     BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind,
 };
+use crate::backend::{BackendError, BackendResult};
 
 const JOBCTL: &str = "/simba/jobctl";
 const RUNS: &str = "/simba/runs";
@@ -567,7 +567,7 @@ impl JobStore for ZkJobStore {
         self.retention
     }
 
-    fn keeping(&self, records: usize) -> crate::job_store::SharedJobStore {
+    fn keeping(&self, records: usize) -> crate::backend::job_store::SharedJobStore {
         let mut store = ZkJobStore::new(self.backend.clone());
         store.retention = records.max(1);
         Arc::new(store)

@@ -420,7 +420,7 @@ impl Backend for ZooKeeperBackend {
         self.inspect_store().await
     }
 
-    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+    fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
         Some(Arc::new(jobs::ZkJobStore::new(self.clone())))
     }
 

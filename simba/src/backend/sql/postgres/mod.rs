@@ -580,9 +580,9 @@ impl Backend for PostgresBackend {
         Some(self.inner.releases.subscribe())
     }
 
-    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+    fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
         self.jobs.then(|| {
-            Arc::new(super::jobs::SqlJobStore::new(self.inner.sql.clone())) as crate::job_store::SharedJobStore
+            Arc::new(super::jobs::SqlJobStore::new(self.inner.sql.clone())) as crate::backend::job_store::SharedJobStore
         })
     }
 

@@ -472,7 +472,7 @@ impl Backend for SqliteBackend {
         self.sql.inspect().await
     }
 
-    fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
+    fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
         Some(Arc::new(super::jobs::SqlJobStore::new(self.sql.clone())))
     }
 
