@@ -230,6 +230,27 @@ pub struct ClaimRequest<'a> {
     pub attempts: u32,
 }
 
+impl ClaimRequest<'_> {
+    /// The `running` record a successful claim of this request writes for slot `slot_ms`
+    /// (for a manual slot, the trigger's instant): attempt 1, started now, not ended.
+    pub fn running_record(&self, slot_ms: i64) -> RunRecord {
+        RunRecord {
+            job: self.job.to_owned(),
+            slot_ms,
+            kind: self.kind,
+            outcome: Outcome::Running,
+            attempt: 1,
+            attempts: self.attempts.max(1),
+            session: self.session.as_str().to_owned(),
+            node: self.node.to_owned(),
+            token: self.token,
+            started_ms: Some(self.started_ms),
+            ended_ms: None,
+            error: None,
+        }
+    }
+}
+
 /// The answer to a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {

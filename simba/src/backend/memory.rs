@@ -459,20 +459,7 @@ impl JobStore for MemoryJobStore {
                     }
                 }
             };
-            let rec = RunRecord {
-                job: req.job.to_owned(),
-                slot_ms,
-                kind: req.kind,
-                outcome: crate::backend::job_store::Outcome::Running,
-                attempt: 1,
-                attempts: req.attempts.max(1),
-                session: req.session.as_str().to_owned(),
-                node: req.node.to_owned(),
-                token: req.token,
-                started_ms: Some(req.started_ms),
-                ended_ms: None,
-                error: None,
-            };
+            let rec = req.running_record(slot_ms);
             st.jobs.insert(rec.clone(), self.retention);
             Ok(Claim::Claimed(rec))
         })

@@ -316,31 +316,10 @@ impl Recording {
             let fut = ctx.scope(tracing::Instrument::instrument(run(term.clone()), span));
             let result = self.attempt(term, fut, cancel, rec.as_ref()).await;
             let took = started.elapsed();
-            let (outcome, error) = match &result {
-                Attempt::Done(Ok(())) if term.revoke_reason().is_some_and(|r| !graceful(r)) => {
-                    (Outcome::Cancelled, term.revoke_reason().map(|r| format!("term lost: {r}")))
-                }
-                Attempt::Done(Ok(())) => {
-                    (if kind == SlotKind::CaughtUp { Outcome::CaughtUp } else { Outcome::Ran }, None)
-                }
-                Attempt::Done(Err(e)) if is_decline(e.as_ref()) => (Outcome::Declined, Some(e.to_string())),
-                Attempt::Done(Err(e)) => match term.revoke_reason() {
-                    Some(r) if !graceful(r) => (Outcome::Cancelled, Some(format!("term lost: {r}: {e}"))),
-                    _ => (Outcome::Failed, Some(e.to_string())),
-                },
-                Attempt::TimedOut => (Outcome::TimedOut, self.policy.timeout.map(|t| format!("timed out after {t:?}"))),
-            };
+            let (outcome, error) = self.outcome_of(&result, term, kind);
             let failed = matches!(outcome, Outcome::Failed | Outcome::TimedOut);
             crate::metrics::job_finished(&self.metric, took, failed);
-            match outcome {
-                Outcome::Declined => {
-                    tracing::debug!(job = %self.job, token = term.token(), reason = error.as_deref().unwrap_or(""), "job run declined: its term is ending")
-                }
-                Outcome::Failed | Outcome::TimedOut | Outcome::Cancelled => {
-                    tracing::error!(job = %self.job, lease = term.name(), token = term.token(), attempt, attempts, %outcome, error = error.as_deref().unwrap_or(""), "job run failed")
-                }
-                _ => tracing::debug!(job = %self.job, token = term.token(), ?took, "job run finished"),
-            }
+            self.log_outcome(term, (attempt, attempts), outcome, error.as_deref(), took);
             let retry = failed && attempt < attempts && term.is_valid();
             let wait = self.policy.backoff_before(attempt + 1, shared.unit_random());
             let retry = retry && term.remaining() > wait;
@@ -364,6 +343,43 @@ impl Recording {
                 return;
             }
             attempt += 1;
+        }
+    }
+
+    /// How an attempt ended, as its record says it: a run that returned while its term was
+    /// lost is `cancelled`, a refusal because the term is ending `declined`.
+    fn outcome_of(&self, result: &Attempt, term: &Term, kind: SlotKind) -> (Outcome, Option<String>) {
+        match result {
+            Attempt::Done(Ok(())) if term.revoke_reason().is_some_and(|r| !graceful(r)) => {
+                (Outcome::Cancelled, term.revoke_reason().map(|r| format!("term lost: {r}")))
+            }
+            Attempt::Done(Ok(())) => (if kind == SlotKind::CaughtUp { Outcome::CaughtUp } else { Outcome::Ran }, None),
+            Attempt::Done(Err(e)) if is_decline(e.as_ref()) => (Outcome::Declined, Some(e.to_string())),
+            Attempt::Done(Err(e)) => match term.revoke_reason() {
+                Some(r) if !graceful(r) => (Outcome::Cancelled, Some(format!("term lost: {r}: {e}"))),
+                _ => (Outcome::Failed, Some(e.to_string())),
+            },
+            Attempt::TimedOut => (Outcome::TimedOut, self.policy.timeout.map(|t| format!("timed out after {t:?}"))),
+        }
+    }
+
+    /// Logs how attempt `n` of `of` ended: a decline at debug, a failure at error.
+    fn log_outcome(
+        &self,
+        term: &Term,
+        (attempt, attempts): (u32, u32),
+        outcome: Outcome,
+        error: Option<&str>,
+        took: Duration,
+    ) {
+        match outcome {
+            Outcome::Declined => {
+                tracing::debug!(job = %self.job, token = term.token(), reason = error.unwrap_or(""), "job run declined: its term is ending")
+            }
+            Outcome::Failed | Outcome::TimedOut | Outcome::Cancelled => {
+                tracing::error!(job = %self.job, lease = term.name(), token = term.token(), attempt, attempts, %outcome, error = error.unwrap_or(""), "job run failed")
+            }
+            _ => tracing::debug!(job = %self.job, token = term.token(), ?took, "job run finished"),
         }
     }
 

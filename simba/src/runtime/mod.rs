@@ -148,11 +148,7 @@ impl RuntimeBuilder {
 
     /// Validates everything, connects, and starts every job; returns a handle to stop them.
     pub async fn start(self) -> Result<RunningRuntime, Error> {
-        let config = match self.config {
-            ConfigSource::Load => RuntimeConfig::load()?,
-            ConfigSource::File(p) => RuntimeConfig::load_file(&p)?,
-            ConfigSource::Given(c) => *c,
-        };
+        let config = self.config.load()?;
         let mut scheduled = self.scheduled;
         let mut partitioned = self.partitioned;
         let mut policies = self.policies;
@@ -202,13 +198,7 @@ impl RuntimeBuilder {
             Some(records) => s.keeping(records),
             None => s,
         });
-        let control_stop = CancellationToken::new();
-        let control = store.as_ref().map(|s| {
-            let (tx, rx) = tokio::sync::watch::channel(0u64);
-            let every = simba.config().renew_interval();
-            tokio::spawn(control_loop(Arc::clone(s), every, tx, control_stop.clone()));
-            rx
-        });
+        let (control_stop, control) = watch_control(&simba, store.as_ref());
         let jobs = JobsHandle::new(simba.clone(), config, policies, store, control, node_name(), self.clock);
         for job in plan.jobs {
             if let Err(e) = jobs.start_scheduled(job) {
@@ -524,6 +514,35 @@ fn policy_of(name: &str, policies: &[JobPolicy], o: &JobOverride) -> RunPolicy {
 /// of secret query parameters (`password=`, `sslpassword=`, `auth=`, `token=`, ...).
 pub fn redact(url: &str) -> String {
     crate::secret::redact_url(url)
+}
+
+impl ConfigSource {
+    /// The configuration this source names: `simba.toml` (or `SIMBA_CONFIG`), a file, or one
+    /// given.
+    fn load(self) -> Result<RuntimeConfig, Error> {
+        match self {
+            ConfigSource::Load => RuntimeConfig::load(),
+            ConfigSource::File(p) => RuntimeConfig::load_file(&p),
+            ConfigSource::Given(c) => Ok(*c),
+        }
+    }
+}
+
+/// Starts the loop that follows the jobs store's control version (pause, resume, run now)
+/// once per renewal interval; returns its stop token and the version's receiver (none without
+/// a store).
+fn watch_control(
+    simba: &Simba,
+    store: Option<&crate::job_store::SharedJobStore>,
+) -> (CancellationToken, Option<tokio::sync::watch::Receiver<u64>>) {
+    let stop = CancellationToken::new();
+    let control = store.map(|s| {
+        let (tx, rx) = tokio::sync::watch::channel(0u64);
+        let every = simba.config().renew_interval();
+        tokio::spawn(control_loop(Arc::clone(s), every, tx, stop.clone()));
+        rx
+    });
+    (stop, control)
 }
 
 #[cfg(test)]

@@ -416,20 +416,7 @@ impl RedisJobStore {
                 let slot_ms = slot
                     .and_then(|s| s.parse().ok())
                     .ok_or_else(|| self.protocol("the claim script answered no slot"))?;
-                Ok(Claim::Claimed(RunRecord {
-                    job: req.job.to_owned(),
-                    slot_ms,
-                    kind: req.kind,
-                    outcome: Outcome::Running,
-                    attempt: 1,
-                    attempts: req.attempts.max(1),
-                    session: req.session.as_str().to_owned(),
-                    node: req.node.to_owned(),
-                    token: req.token,
-                    started_ms: Some(req.started_ms),
-                    ended_ms: None,
-                    error: None,
-                }))
+                Ok(Claim::Claimed(req.running_record(slot_ms)))
             }
             _ => Err(self.protocol(&format!("unexpected reply to a job claim: {answer:?}"))),
         }

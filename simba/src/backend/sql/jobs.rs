@@ -500,6 +500,28 @@ where
         }
     }
 
+    /// A claim's first look at the lease row, without a lock: `None` unless `req.session`
+    /// holds `req.lease` with `token`; otherwise the lease's last claimed slot.
+    async fn lease_look(
+        &self,
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        req: &ClaimRequest<'_>,
+        token: i64,
+        what: &'static str,
+    ) -> BackendResult<Option<Option<i64>>> {
+        let s = self.statements;
+        let args = self.args(&s.lease_slot, &[Param::Text(req.lease)])?;
+        let row: Option<(Option<String>, Option<i64>, Option<i64>)> = sqlx::query_as_with(s.lease_slot.sql(), args)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(self.sql.err(what))?;
+        Ok(row
+            .filter(|(holder, holder_token, _)| {
+                holder.as_deref() == Some(req.session.as_str()) && *holder_token == Some(token)
+            })
+            .map(|(_, _, slot)| slot))
+    }
+
     async fn claim(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
         self.ensure_schema().await?;
         let s = self.statements;
@@ -519,18 +541,7 @@ where
         // the row that candidates lock to take the lease over (the fault suite found takeovers
         // on MariaDB waiting for a paused node's claim). A look without a lock first answers a
         // caller that does not hold the term before anything is written; the fence decides.
-        let (holder, holder_token, lease_slot): (Option<String>, Option<i64>, Option<i64>) = {
-            let args = self.args(&s.lease_slot, &[Param::Text(req.lease)])?;
-            let row = sqlx::query_as_with(s.lease_slot.sql(), args)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(self.sql.err(what))?;
-            let Some(row) = row else { return Ok(Claim::NotHolder) };
-            row
-        };
-        if holder.as_deref() != Some(req.session.as_str()) || holder_token != Some(token) {
-            return Ok(Claim::NotHolder);
-        }
+        let Some(lease_slot) = self.lease_look(&mut tx, &req, token, what).await? else { return Ok(Claim::NotHolder) };
         let fence = [Param::Text(req.lease), Param::Text(req.session.as_str()), Param::Int(token)];
         let fence_slot =
             [Param::Text(req.lease), Param::Text(req.session.as_str()), Param::Int(token), Param::Int(req.slot_ms)];
@@ -572,20 +583,7 @@ where
                 at
             }
         };
-        let record = RunRecord {
-            job: req.job.to_owned(),
-            slot_ms,
-            kind: req.kind,
-            outcome: Outcome::Running,
-            attempt: 1,
-            attempts: req.attempts.max(1),
-            session: req.session.as_str().to_owned(),
-            node: req.node.to_owned(),
-            token: req.token,
-            started_ms: Some(req.started_ms),
-            ended_ms: None,
-            error: None,
-        };
+        let record = req.running_record(slot_ms);
         let p = RecordParams::new(&record);
         let params = p.params();
         exec!(s.delete_record, [params[0], params[1], params[2]]);

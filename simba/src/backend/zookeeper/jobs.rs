@@ -25,7 +25,7 @@ use crate::backend::job_codec::{
     Control, Decision, decide, decode_record, encode_record, escape_job, group, record_name, unescape_job,
 };
 use crate::backend::job_store::{
-    BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind,
+    BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SlotKind,
 };
 use crate::backend::{BackendError, BackendResult};
 
@@ -274,20 +274,7 @@ impl ZkJobStore {
                     None => w.add_create(&slot_node, data.as_bytes(), &self.backend.inner.spec.persistent())?,
                 }
             }
-            let record = slot_ms.map(|slot_ms| RunRecord {
-                job: req.job.to_owned(),
-                slot_ms,
-                kind: req.kind,
-                outcome: Outcome::Running,
-                attempt: 1,
-                attempts: req.attempts.max(1),
-                session: req.session.as_str().to_owned(),
-                node: req.node.to_owned(),
-                token: req.token,
-                started_ms: Some(req.started_ms),
-                ended_ms: None,
-                error: None,
-            });
+            let record = slot_ms.map(|slot_ms| req.running_record(slot_ms));
             if let Some(r) = &record {
                 self.write_record(&mut w, r, names.as_deref())?;
             }
