@@ -12,8 +12,9 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
+use crate::core::election::{Command as MachineCommand, ElectionMachine, Status};
 use crate::engine::Shared;
-use crate::engine::attempt::{abandon, attempt_finished, spawn_attempt};
+use crate::engine::attempt::{Attempt, abandon, attempt_finished, spawn_attempt};
 use crate::engine::control::{Cmd, ElectionCtl, ElectionStatus, IN_ELECTION, inside_election};
 use crate::events::Event;
 use crate::term::SessionCell;
@@ -329,7 +330,9 @@ impl Dispatcher {
     }
 }
 
-/// The election's own task.
+/// The election's own task: the async shell of the core's election machine
+/// ([`crate::core::election`]). It waits for what the machine's phase waits for, feeds it the
+/// event, and executes the commands it returns, in order.
 struct Actor {
     shared: Arc<Shared>,
     ctl: Arc<ElectionCtl>,
@@ -339,130 +342,277 @@ struct Actor {
     task: Option<Mutex<TaskFn>>,
 }
 
-/// A command received while not leading: a stop, or a step-down (answered at once) into a
-/// cooldown (H4).
-fn idle_command(cmd: Option<Cmd>) -> LeaderExit {
-    match cmd {
-        None => LeaderExit::Stop(None),
-        Some(Cmd::Stop(r)) => LeaderExit::Stop(Some(r)),
-        Some(Cmd::StepDown(d, r)) => {
-            let _ = r.send(());
-            LeaderExit::Continue(Some(Instant::now() + d))
-        }
-    }
+/// What the shell holds for the machine: the session of the attempt or term, the attempt in
+/// flight, the term and its task, and the answers owed.
+#[derive(Default)]
+struct Held {
+    cell: Option<Arc<SessionCell>>,
+    attempt: Option<Attempt>,
+    term: Option<Term>,
+    task: Option<JoinHandle<Result<(), BoxError>>>,
+    /// Set by `Revoke`: whether this election revoked the term (else it was lost meanwhile,
+    /// H3, and the session shell dropped it), and the reason the term ended with.
+    revoked: Option<(bool, RevokeReason)>,
+    stop_reply: Option<oneshot::Sender<()>>,
+    step_down_reply: Option<oneshot::Sender<()>>,
 }
 
-/// What ended a leader phase.
-enum LeaderExit {
-    /// Contend again (after a cooldown, if any).
-    Continue(Option<Instant>),
-    /// The election stopped; reply when done.
-    Stop(Option<oneshot::Sender<()>>),
+/// What the actor waited for.
+enum Waited {
+    Commands(Vec<MachineCommand<Instant>>),
+    /// The client shut down or its session channel closed: the election ends without a reply.
+    Gone,
 }
 
 impl Actor {
     async fn run(mut self) {
         let mut releases = self.shared.releases.subscribe();
-        let mut cooldown: Option<Instant> = None;
-        let stop_reply = loop {
-            // Cooling down after step_down (H4).
-            if let Some(until) = cooldown.take()
-                && let Err(reply) = self.cool_down(until).await
-            {
-                break reply;
+        let mut m = ElectionMachine::new(self.shared.timing);
+        let mut h = Held::default();
+        while !m.stopped() {
+            let commands = match self.wait(&mut m, &mut h, &mut releases).await {
+                Waited::Commands(c) => c,
+                Waited::Gone => m.stop(Instant::now()),
+            };
+            self.execute(&mut m, &mut h, commands).await;
+            if m.handing_over() {
+                // The handover is done: its term is forgotten (an L6 one had no on_revoked).
+                h.term = None;
+                h.revoked = None;
+                let after = m.handed_over(Instant::now(), || self.shared.unit_random());
+                self.execute(&mut m, &mut h, after).await;
             }
-            self.ctl.set(ElectionStatus::Candidate);
-            match self.contend(&mut releases).await {
-                LeaderExit::Continue(c) => cooldown = c,
-                LeaderExit::Stop(r) => break r,
-            }
-        };
-        self.stopped(stop_reply).await;
+        }
     }
 
-    /// H4: waits out a cooldown; a step-down meanwhile is answered and changes nothing.
-    /// `Err` with the reply to send when the election is stopped meanwhile.
-    async fn cool_down(&mut self, until: Instant) -> Result<(), Option<oneshot::Sender<()>>> {
-        self.ctl.set(ElectionStatus::CoolingDown(until));
+    /// Waits for the next event of the machine's phase and feeds it to the machine.
+    async fn wait(
+        &mut self,
+        m: &mut ElectionMachine<Instant>,
+        h: &mut Held,
+        releases: &mut tokio::sync::broadcast::Receiver<String>,
+    ) -> Waited {
+        if m.wants_session() {
+            return self.wait_session(m, h).await;
+        }
+        if m.attempting() {
+            return self.wait_attempt(m, h).await;
+        }
+        if m.leading() {
+            return self.wait_leading(m, h).await;
+        }
+        let Some(at) = m.next_wakeup() else { return Waited::Gone };
+        // K1, H4: waiting for a retry (sooner on a release heard or a new session, K2) or for
+        // the end of a cooldown (only the clock and commands end it).
+        let retrying = m.next_wakeup().is_some() && !m.cooling_down();
+        let mut session_rx = self.shared.session.subscribe();
         loop {
             tokio::select! {
-                _ = sleep_until(until) => return Ok(()),
-                cmd = self.cmds.recv() => match cmd {
-                    None => return Err(None),
-                    Some(Cmd::Stop(r)) => return Err(Some(r)),
-                    Some(Cmd::StepDown(_, r)) => { let _ = r.send(()); }
-                }
+                _ = sleep_until(at) => return Waited::Commands(m.tick(Instant::now())),
+                r = releases.recv(), if retrying => match r {
+                    Ok(n) if *n == *self.ctl.name => return Waited::Commands(m.nudge(Instant::now())),
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Waited::Commands(m.nudge(Instant::now())),
+                },
+                _ = session_rx.changed(), if retrying => return Waited::Commands(m.nudge(Instant::now())),
+                cmd = self.cmds.recv() => return self.command(m, h, cmd),
             }
         }
     }
 
-    /// One round as a candidate: waits for a live session, sends one attempt (K3), leads if it
-    /// won, then waits to try again (K1, K2).
-    async fn contend(&mut self, releases: &mut tokio::sync::broadcast::Receiver<String>) -> LeaderExit {
-        let cell = match self.live_session().await {
-            Ok(cell) => cell,
-            Err(exit) => return exit,
-        };
-        let mut attempt = spawn_attempt(&self.shared, &cell, &self.ctl.name);
-        let outcome = tokio::select! {
-            r = &mut attempt => r.ok(),
-            cmd = self.cmds.recv() => {
-                abandon(attempt);
-                return idle_command(cmd);
-            }
-        };
-        match outcome {
-            Some(Ok(Acquire::Won(token))) => {
-                if let Some(term) = self.adopt(&cell, token) {
-                    match self.lead(term, &cell).await {
-                        LeaderExit::Continue(None) => {}
-                        exit => return exit,
-                    }
-                }
-            }
-            Some(Ok(Acquire::Held | Acquire::Expired)) => self.done_attempt(&cell),
-            Some(Err(e)) => {
-                self.done_attempt(&cell);
-                tracing::debug!(lease = %self.ctl.name, error = %crate::engine::session::error_chain(&e), "acquire failed");
-            }
-            None => self.done_attempt(&cell),
-        }
-        self.wait_retry(releases).await
-    }
-
-    /// The live session, once there is one; `Err` when a command or the shutdown comes first.
-    async fn live_session(&mut self) -> Result<Arc<SessionCell>, LeaderExit> {
+    /// A candidate waits for a live session (or a command, or the client's shutdown).
+    async fn wait_session(&mut self, m: &mut ElectionMachine<Instant>, h: &mut Held) -> Waited {
         loop {
             let mut rx = self.shared.session.subscribe();
             let current = rx.borrow_and_update().clone();
             if let Some(c) = current.filter(|c| c.is_live_at(Instant::now())) {
-                return Ok(c);
+                h.cell = Some(c);
+                return Waited::Commands(m.session_live(Instant::now()));
             }
             tokio::select! {
-                r = rx.changed() => if r.is_err() { return Err(LeaderExit::Stop(None)) },
-                _ = self.shared.shutdown.cancelled() => return Err(LeaderExit::Stop(None)),
-                cmd = self.cmds.recv() => return Err(idle_command(cmd)),
+                r = rx.changed() => if r.is_err() { return Waited::Gone },
+                _ = self.shared.shutdown.cancelled() => return Waited::Gone,
+                cmd = self.cmds.recv() => return self.command(m, h, cmd),
             }
         }
     }
 
-    /// K1: waits `renew_interval / 2 + jitter` before the next attempt, or less when the lease
-    /// is released (K2) or the session changes.
-    async fn wait_retry(&mut self, releases: &mut tokio::sync::broadcast::Receiver<String>) -> LeaderExit {
-        let retry_at = Instant::now() + self.shared.timing.candidate_delay(self.shared.unit_random());
-        let mut session_rx = self.shared.session.subscribe();
-        loop {
-            tokio::select! {
-                _ = sleep_until(retry_at) => return LeaderExit::Continue(None),
-                r = releases.recv() => match r {
-                    Ok(n) if *n == *self.ctl.name => return LeaderExit::Continue(None),
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return LeaderExit::Continue(None),
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
-                },
-                _ = session_rx.changed() => return LeaderExit::Continue(None),
-                cmd = self.cmds.recv() => return idle_command(cmd),
+    /// The acquisition in flight ends (K4 settled by the ledger), or a command comes first.
+    async fn wait_attempt(&mut self, m: &mut ElectionMachine<Instant>, h: &mut Held) -> Waited {
+        let (Some(attempt), Some(cell)) = (h.attempt.as_mut(), h.cell.clone()) else {
+            return Waited::Commands(m.attempt_ended(Instant::now(), false, || self.shared.unit_random()));
+        };
+        let outcome = tokio::select! {
+            r = attempt => r.ok(),
+            cmd = self.cmds.recv() => return self.command(m, h, cmd),
+        };
+        h.attempt = None;
+        let adopted = match outcome {
+            Some(Ok(Acquire::Won(token))) => self.shared.settle_attempt(&cell, &self.ctl.name, Some(token)),
+            other => {
+                attempt_finished(&self.shared, &cell, &self.ctl.name);
+                if let Some(Err(e)) = other {
+                    tracing::debug!(lease = %self.ctl.name, error = %crate::engine::session::error_chain(&e), "acquire failed");
+                }
+                None
             }
+        };
+        let won = adopted.is_some();
+        h.term = adopted;
+        h.revoked = None;
+        Waited::Commands(m.attempt_ended(Instant::now(), won, || self.shared.unit_random()))
+    }
+
+    /// The leader waits for its term to be lost (H3), a command, or its task's return.
+    async fn wait_leading(&mut self, m: &mut ElectionMachine<Instant>, h: &mut Held) -> Waited {
+        let Some(term) = h.term.clone() else {
+            return Waited::Commands(m.term_lost(Instant::now(), RevokeReason::Stopped, || self.shared.unit_random()));
+        };
+        let name = &self.ctl.name;
+        tokio::select! {
+            reason = term.revoked() => Waited::Commands(m.term_lost(Instant::now(), reason, || self.shared.unit_random())),
+            cmd = self.cmds.recv() => self.command(m, h, cmd),
+            res = async { match h.task.as_mut() { Some(t) => t.await, None => std::future::pending().await } } => {
+                h.task = None;
+                match res {
+                    Ok(Ok(())) => tracing::info!(lease = %name, token = term.token(), "leader task returned; stepping down"),
+                    Ok(Err(e)) => tracing::warn!(lease = %name, token = term.token(), error = %e, "leader task failed; stepping down"),
+                    Err(e) => tracing::error!(lease = %name, token = term.token(), error = %e, "leader task panicked; stepping down"),
+                }
+                Waited::Commands(m.task_returned(Instant::now()))
+            }
+        }
+    }
+
+    /// A command from the handle; `None` when every handle and the client are gone.
+    fn command(&self, m: &mut ElectionMachine<Instant>, h: &mut Held, cmd: Option<Cmd>) -> Waited {
+        let now = Instant::now();
+        Waited::Commands(match cmd {
+            None => m.stop(now),
+            Some(Cmd::Stop(r)) => {
+                h.stop_reply = Some(r);
+                m.stop(now)
+            }
+            Some(Cmd::StepDown(d, r)) => {
+                h.step_down_reply = Some(r);
+                m.step_down(now, d)
+            }
+        })
+    }
+
+    /// Executes the machine's commands in order.
+    async fn execute(
+        &mut self,
+        m: &mut ElectionMachine<Instant>,
+        h: &mut Held,
+        commands: Vec<MachineCommand<Instant>>,
+    ) {
+        let mut queue: std::collections::VecDeque<_> = commands.into();
+        while let Some(command) = queue.pop_front() {
+            match command {
+                MachineCommand::Status(status) => self.ctl.set(match status {
+                    Status::Candidate => ElectionStatus::Candidate,
+                    Status::CoolingDown(until) => ElectionStatus::CoolingDown(until),
+                    Status::Leader => match &h.term {
+                        Some(t) => ElectionStatus::Leader(t.clone()),
+                        None => ElectionStatus::Candidate,
+                    },
+                }),
+                MachineCommand::Attempt => {
+                    if let Some(cell) = &h.cell {
+                        h.attempt = Some(spawn_attempt(&self.shared, cell, &self.ctl.name));
+                    }
+                }
+                MachineCommand::Abandon => {
+                    if let Some(a) = h.attempt.take() {
+                        abandon(a);
+                    }
+                }
+                MachineCommand::Elect => {
+                    if !self.elect(h) {
+                        // L6: nobody knows this term: give the lease up without an on_revoked.
+                        queue.extend(m.elect_failed(Instant::now()));
+                    }
+                }
+                MachineCommand::Revoke(reason) => {
+                    if let Some(term) = &h.term {
+                        let first = term.revoke(reason);
+                        h.revoked = Some((first, if first { reason } else { term.revoke_reason().unwrap_or(reason) }));
+                    }
+                }
+                MachineCommand::AwaitTask => self.await_task(h).await,
+                MachineCommand::AbortTask => {
+                    if let Some(t) = h.task.take() {
+                        t.abort();
+                    }
+                }
+                MachineCommand::Release => self.release_or_forget(h).await,
+                MachineCommand::DeliverRevoked(reason) => {
+                    let reason = h.revoked.take().map_or(reason, |(_, r)| r);
+                    if let Some(term) = h.term.take() {
+                        tracing::info!(lease = %self.ctl.name, token = term.token(), %reason, "term ended");
+                        self.shared.emit(Event::Revoked {
+                            name: self.ctl.name.to_string(),
+                            token: term.token(),
+                            reason,
+                        });
+                        self.dispatcher.revoked(&term, reason);
+                    }
+                }
+                MachineCommand::Flush => self.dispatcher.flush().await,
+                MachineCommand::ReplyStepDown => {
+                    if let Some(r) = h.step_down_reply.take() {
+                        let _ = r.send(());
+                    }
+                }
+                MachineCommand::Stopped => self.stopped(h.stop_reply.take()).await,
+            }
+        }
+    }
+
+    /// Dispatches `on_elected` for the adopted term, then shows it and starts the task;
+    /// `false` when the dispatch failed (L6).
+    fn elect(&mut self, h: &mut Held) -> bool {
+        let (Some(term), Some(cell)) = (h.term.clone(), h.cell.clone()) else { return false };
+        let name = Arc::clone(&self.ctl.name);
+        if !self.dispatcher.elected(&term) {
+            tracing::warn!(lease = %name, token = term.token(), "on_elected could not be dispatched; giving the lease up for one lease period");
+            return false;
+        }
+        tracing::info!(lease = %name, token = term.token(), session = %cell.id, "elected");
+        self.shared.emit(Event::Elected { name: name.to_string(), token: term.token() });
+        self.ctl.set(ElectionStatus::Leader(term.clone()));
+        h.task = self.task.as_mut().map(|f| {
+            let f = f.get_mut().unwrap_or_else(PoisonError::into_inner);
+            let span = tracing::info_span!("leader", lease = %name, token = term.token(), session = %cell.id);
+            tokio::spawn(tracing::Instrument::instrument(IN_ELECTION.scope(self.ctl.id, f(term.clone())), span))
+        });
+        true
+    }
+
+    /// H1, H5: waits until the task returns or the session's local deadline passes; aborts it
+    /// then.
+    async fn await_task(&self, h: &mut Held) {
+        let (Some(mut t), Some(cell)) = (h.task.take(), h.cell.as_ref()) else { return };
+        tokio::select! {
+            _ = &mut t => {}
+            _ = sleep_until(cell.deadline()) => {
+                let token = h.term.as_ref().map_or(0, Term::token);
+                tracing::warn!(lease = %self.ctl.name, token, "leader task ignored cancellation until the local deadline; aborting it");
+                t.abort();
+            }
+        }
+    }
+
+    /// T7: releases the term's lease with its token if this election revoked it; a term lost
+    /// meanwhile (H3) is only forgotten (the session shell already dropped it).
+    async fn release_or_forget(&self, h: &mut Held) {
+        let (Some(term), Some(cell)) = (h.term.as_ref(), h.cell.as_ref()) else { return };
+        match h.revoked {
+            Some((false, _)) => {
+                self.shared.lock_state().held.remove(&self.ctl.name);
+            }
+            _ => self.release(term, cell).await,
         }
     }
 
@@ -490,100 +640,6 @@ impl Actor {
         }
     }
 
-    fn done_attempt(&self, cell: &SessionCell) {
-        attempt_finished(&self.shared, cell, &self.ctl.name);
-    }
-
-    /// K4: adopts a won lease as a term, or releases it ([`Shared::settle_attempt`]).
-    fn adopt(&self, cell: &Arc<SessionCell>, token: u64) -> Option<Term> {
-        self.shared.settle_attempt(cell, &self.ctl.name, Some(token))
-    }
-
-    /// Holds `term` until it is lost, stopped or stepped down.
-    async fn lead(&mut self, term: Term, cell: &Arc<SessionCell>) -> LeaderExit {
-        let name = Arc::clone(&self.ctl.name);
-        if !self.dispatcher.elected(&term) {
-            // L6: nobody knows this term: give the lease up for one lease period, without
-            // an on_revoked.
-            tracing::warn!(lease = %name, token = term.token(), "on_elected could not be dispatched; giving the lease up for one lease period");
-            term.revoke(RevokeReason::SteppedDown);
-            self.release(&term, cell).await;
-            return LeaderExit::Continue(Some(Instant::now() + self.shared.timing.config.lease_duration()));
-        }
-        tracing::info!(lease = %name, token = term.token(), session = %cell.id, "elected");
-        self.shared.emit(Event::Elected { name: name.to_string(), token: term.token() });
-        self.ctl.set(ElectionStatus::Leader(term.clone()));
-        let mut task: Option<JoinHandle<Result<(), BoxError>>> = self.task.as_mut().map(|f| {
-            let f = f.get_mut().unwrap_or_else(PoisonError::into_inner);
-            let span = tracing::info_span!("leader", lease = %name, token = term.token(), session = %cell.id);
-            tokio::spawn(tracing::Instrument::instrument(IN_ELECTION.scope(self.ctl.id, f(term.clone())), span))
-        });
-
-        let exit = tokio::select! {
-            reason = term.revoked() => {
-                // H3: lost; the backend may already have given the lease away. Do not wait.
-                if let Some(t) = task.take() {
-                    t.abort();
-                }
-                self.finish(&term, reason).await;
-                return LeaderExit::Continue(None);
-            }
-            cmd = self.cmds.recv() => match cmd {
-                None | Some(Cmd::Stop(_)) => {
-                    let reply = match cmd { Some(Cmd::Stop(r)) => Some(r), _ => None };
-                    self.hand_over(&term, cell, task.take(), RevokeReason::Stopped).await;
-                    LeaderExit::Stop(reply)
-                }
-                Some(Cmd::StepDown(d, r)) => {
-                    self.hand_over(&term, cell, task.take(), RevokeReason::SteppedDown).await;
-                    let _ = r.send(());
-                    LeaderExit::Continue(Some(Instant::now() + d))
-                }
-            },
-            res = async { match task.as_mut() { Some(t) => t.await, None => std::future::pending().await } } => {
-                task = None;
-                match res {
-                    Ok(Ok(())) => tracing::info!(lease = %name, token = term.token(), "leader task returned; stepping down"),
-                    Ok(Err(e)) => tracing::warn!(lease = %name, token = term.token(), error = %e, "leader task failed; stepping down"),
-                    Err(e) => tracing::error!(lease = %name, token = term.token(), error = %e, "leader task panicked; stepping down"),
-                }
-                self.hand_over(&term, cell, None, RevokeReason::SteppedDown).await;
-                LeaderExit::Continue(None)
-            }
-        };
-        drop(task);
-        exit
-    }
-
-    /// H1: revoke and signal; wait for the task or the deadline; release with the token;
-    /// deliver on_revoked and wait until it ran.
-    async fn hand_over(
-        &self,
-        term: &Term,
-        cell: &Arc<SessionCell>,
-        task: Option<JoinHandle<Result<(), BoxError>>>,
-        reason: RevokeReason,
-    ) {
-        let revoked_now = term.revoke(reason);
-        let reason = if revoked_now { reason } else { term.revoke_reason().unwrap_or(reason) };
-        if let Some(mut t) = task {
-            tokio::select! {
-                _ = &mut t => {}
-                _ = sleep_until(cell.deadline()) => {
-                    tracing::warn!(lease = %self.ctl.name, token = term.token(), "leader task ignored cancellation until the local deadline; aborting it");
-                    t.abort();
-                }
-            }
-        }
-        if revoked_now {
-            self.release(term, cell).await;
-        } else {
-            // Lost meanwhile (H3): the session actor already dropped it.
-            self.shared.lock_state().held.remove(&self.ctl.name);
-        }
-        self.finish(term, reason).await;
-    }
-
     /// Releases the term's lease with its token (T7) and forgets it.
     async fn release(&self, term: &Term, cell: &Arc<SessionCell>) {
         let name = &self.ctl.name;
@@ -604,14 +660,5 @@ impl Actor {
         if st.held.get(name).is_some_and(|t| t == term) {
             st.held.remove(name);
         }
-    }
-
-    /// Delivers on_revoked and waits until it ran (L1, L3).
-    async fn finish(&self, term: &Term, reason: RevokeReason) {
-        tracing::info!(lease = %self.ctl.name, token = term.token(), %reason, "term ended");
-        self.shared.emit(Event::Revoked { name: self.ctl.name.to_string(), token: term.token(), reason });
-        self.ctl.set(ElectionStatus::Candidate);
-        self.dispatcher.revoked(term, reason);
-        self.dispatcher.flush().await;
     }
 }

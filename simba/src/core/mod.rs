@@ -8,6 +8,8 @@
 //!   grid, misfire gaps), the wall clock passed in.
 //! - [`timing`]: the formulas of section D and K1 (deadline, renewal plan, call timeout,
 //!   backoff, candidate delay).
+//! - [`election`]: the election machine (K1, K3, H1-H5, L3, L6): attempts, retries, the
+//!   handover order, cooldowns.
 //! - [`ledger`]: the lease ledger's rules (K3, K4, T6): the released-token record, whether a
 //!   won lease becomes a term, what a reconcile revokes and releases.
 //! - [`rebalance`]: the J6 decision of a partition group's member in one round.
@@ -26,6 +28,7 @@ use std::fmt;
 use std::ops::Add;
 use std::time::Duration;
 
+pub mod election;
 pub mod ledger;
 pub mod mutants;
 pub mod rebalance;
