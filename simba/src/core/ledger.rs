@@ -146,7 +146,10 @@ pub fn reconcile<'a>(
     let listed: HashSet<(&str, u64)> = owned.iter().map(|(n, t)| (n.as_str(), *t)).collect();
     let taken = held
         .iter()
-        .filter(|t| !t.revoked && asked.contains(&(t.name, t.token)) && !listed.contains(&(t.name, t.token)))
+        .filter(|t| {
+            let judged = asked.contains(&(t.name, t.token)) || active(Mutant::ReconcileStaleSnapshot);
+            !t.revoked && judged && !listed.contains(&(t.name, t.token))
+        })
         .map(|t| t.name)
         .collect();
     let orphans = owned.iter().filter(|(n, _)| !known(n)).cloned().collect();

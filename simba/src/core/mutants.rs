@@ -14,6 +14,10 @@ pub enum Mutant {
     /// [`judge_win`](super::ledger::judge_win) adopts a won token at or below one the session
     /// released (breaks K4 and so T3).
     AdoptReleasedToken,
+    /// [`reconcile`](super::ledger::reconcile) judges every held term against the listing,
+    /// including one adopted after the listing was asked for: it is revoked `TakenOver` and
+    /// the election wins the same token again as a new term (breaks T2, T3).
+    ReconcileStaleSnapshot,
 }
 
 #[cfg(feature = "mutants")]

@@ -28,8 +28,8 @@ pub enum Mutant {
     /// may run while the abandoned one can still come back with `Won` and release what it won
     /// (relaxes K3 the way `election.rs` `abandon()` does).
     AbandonFreesSlot,
-    /// A keep-alive reply that lists the session's leases revokes (`TakenOver`) every held
-    /// term it does not list, including a term adopted after the backend took that snapshot;
+    /// Inside the engine's core (`simba::core::ledger::reconcile`): a keep-alive reply that
+    /// lists the session's leases revokes (`TakenOver`) every held term it does not list, including a term adopted after the backend took that snapshot;
     /// the election then wins the same token again and adopts it as a new term (breaks T3,
     /// the way `session.rs` `reconcile()` does).
     ReconcileStaleSnapshot,

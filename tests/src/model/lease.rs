@@ -100,6 +100,7 @@ impl LeaseModel {
         let core = match self.cfg.mutant {
             Some(Mutant::PruneReleasedInFlight) => Some(simba::core::mutants::Mutant::PruneReleasedInFlight),
             Some(Mutant::AdoptReleasedToken) => Some(simba::core::mutants::Mutant::AdoptReleasedToken),
+            Some(Mutant::ReconcileStaleSnapshot) => Some(simba::core::mutants::Mutant::ReconcileStaleSnapshot),
             _ => None,
         };
         simba::core::mutants::with(core, f)

@@ -1,7 +1,9 @@
 //! The transitions of the lease model: a tick of real time, a node reading a reply, the
 //! backend processing a request.
 
-use simba::core::ledger::{ReleasedTokens, Verdict, judge_win};
+use std::collections::HashSet;
+
+use simba::core::ledger::{self, HeldTerm, ReleasedTokens, Verdict, judge_win};
 
 use super::{LeaseModel, Log};
 use crate::model::bag::Bag;
@@ -301,19 +303,36 @@ impl LeaseModel {
         owned: [u8; MAX_NAMES],
         log: &mut Log,
     ) {
-        for n in 0..self.cfg.names {
+        // The engine's own rule decides (`simba::core::ledger::reconcile`), on the model's
+        // compact state: the terms the keep-alive's digest covered, the terms now, the
+        // backend's listing, and what the node holds or acquires before anything is revoked.
+        let names = 0..self.cfg.names;
+        let node = s.nodes[i];
+        let asked: HashSet<(&str, u64)> =
+            names.clone().filter(|&n| held[n] != 0).map(|n| (name_key(n as u8), u64::from(held[n]))).collect();
+        let terms: Vec<HeldTerm<'static>> = names
+            .clone()
+            .filter(|&n| node.terms[n] != 0)
+            .map(|n| HeldTerm { name: name_key(n as u8), token: u64::from(node.terms[n]), revoked: false })
+            .collect();
+        let listed: Vec<(String, u64)> = names
+            .clone()
+            .filter(|&n| owned[n] != 0)
+            .map(|n| (name_key(n as u8).to_owned(), u64::from(owned[n])))
+            .collect();
+        let index = |name: &str| names.clone().find(|&n| name_key(n as u8) == name);
+        let known = |name: &str| index(name).is_some_and(|n| node.terms[n] != 0 || node.attempts[n].is_some());
+        let judged = self.in_core(|| ledger::reconcile(&asked, &terms, &listed, known));
+        for name in judged.taken {
+            let Some(n) = index(name) else { continue };
             let t = s.nodes[i].terms[n];
-            let covered = held[n] == t || self.is(Mutant::ReconcileStaleSnapshot);
-            if t != 0 && covered && owned[n] != t {
-                s.nodes[i].terms[n] = 0;
-                log.note(|_| format!("n{i}: term {}#{t} revoked (TakenOver)", name_of(n as u8)));
-            }
+            s.nodes[i].terms[n] = 0;
+            log.note(|_| format!("n{i}: term {}#{t} revoked (TakenOver)", name_of(n as u8)));
         }
-        for (n, &t) in owned.iter().enumerate().take(self.cfg.names) {
-            let node = &s.nodes[i];
-            if t != 0 && node.terms[n] == 0 && node.attempts[n].is_none() {
-                self.release_won(s, i, (sid, n as u8, t), "orphan listed by the backend", log);
-            }
+        for (name, token) in judged.orphans {
+            let Some(n) = index(&name) else { continue };
+            let token = u8::try_from(token).expect("tokens fit in u8");
+            self.release_won(s, i, (sid, n as u8, token), "orphan listed by the backend", log);
         }
     }
 
