@@ -7,8 +7,8 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
-use crate::engine::Shared;
 use crate::engine::attempt::{abandon, spawn_attempt};
+use crate::engine::{Shared, sleep_until_or_never};
 use crate::events::Event;
 use crate::term::SessionCell;
 use crate::{Error, RevokeReason, Term};
@@ -78,7 +78,7 @@ impl Lock {
             let mut attempt = spawn_attempt(&self.shared, &cell, &name);
             let outcome = tokio::select! {
                 r = &mut attempt => r.ok(),
-                _ = deadline_or_pending(until) => {
+                _ = sleep_until_or_never(until) => {
                     abandon(attempt);
                     return Ok(None);
                 }
@@ -167,17 +167,10 @@ impl Lock {
             }
             tokio::select! {
                 r = rx.changed() => if r.is_err() { return Err(Error::Closed) },
-                _ = deadline_or_pending(until) => return Ok(None),
+                _ = sleep_until_or_never(until) => return Ok(None),
                 _ = self.shared.shutdown.cancelled() => return Err(Error::Closed),
             }
         }
-    }
-}
-
-async fn deadline_or_pending(until: Option<Instant>) {
-    match until {
-        Some(u) => sleep_until(u).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -154,5 +154,13 @@ impl Shared {
     }
 }
 
+/// Completes at `at`, or never without one.
+pub(crate) async fn sleep_until_or_never(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// How long a close waits for the backend.
 pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::{Instant, timeout};
 use tracing::Instrument;
 
 use super::{CLOSE_TIMEOUT, Shared};
@@ -59,16 +59,9 @@ pub(crate) async fn run(shared: Arc<Shared>, parent: tracing::Span) {
         commands = tokio::select! {
             biased;
             _ = shared.shutdown.cancelled() => machine.shutdown(Instant::now()),
-            _ = sleep_until_some(wake) => machine.tick(Instant::now()),
+            _ = super::sleep_until_or_never(wake) => machine.tick(Instant::now()),
             reply = shell.reply() => shell.answer(&mut machine, reply),
         };
-    }
-}
-
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 
