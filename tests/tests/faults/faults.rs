@@ -257,7 +257,12 @@ pub(crate) fn fault_log(line: &str) {
 
 #[derive(Default, Debug)]
 pub(crate) struct Logs {
-    /// (pid, token) -> (start, valid until)
+    /// (pid, token) -> (start, valid until). "Valid until" is the term's `end` line when its
+    /// node logged one: the revoked term's frozen deadline (`Term::deadline`), the instant it
+    /// ended, whenever the node got round to logging it. A term without one (its node was
+    /// killed first, or the run ended while it lasted) is valid until the last deadline its
+    /// node logged, at most: the session cannot be renewed once the node is dead (and a
+    /// stopped node logs its end once it runs again).
     pub(crate) terms: BTreeMap<(u32, u64), (u128, u128)>,
     /// (start, end, token, accepted, pid)
     pub(crate) writes: Vec<(u128, u128, u64, bool, u32)>,
@@ -283,7 +288,8 @@ pub(crate) fn read_logs(path: &Path) -> Logs {
                 *d = (*d).max(n(2));
             }
             Some("end") => {
-                ends.insert((pid, n(1) as u64), n(2));
+                let e = ends.entry((pid, n(1) as u64)).or_insert(u128::MAX);
+                *e = (*e).min(n(2));
             }
             Some("write") => l.writes.push((n(1), n(2), n(3) as u64, n(4) == 1, pid)),
             Some("clock") => l.clocks.push((pid, n(1), n(2), n(3))),
@@ -291,9 +297,10 @@ pub(crate) fn read_logs(path: &Path) -> Logs {
         }
     }
     for (k, (start, until)) in l.terms.iter_mut() {
-        let d = deadlines.get(k).copied().unwrap_or(*start);
-        *until = ends.get(k).map_or(d, |e| (*e).min(d));
-        let _ = start;
+        // The end is the truth when there is one: it can lie past the last logged deadline
+        // (a renewal after the job's last run moved the deadline, and the term lasted until
+        // its revocation) or before it (revoked before its deadline).
+        *until = ends.get(k).copied().unwrap_or_else(|| deadlines.get(k).copied().unwrap_or(*start));
     }
     l
 }
