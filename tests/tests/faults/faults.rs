@@ -349,6 +349,9 @@ pub(crate) struct Report {
     pub(crate) terms: usize,
     /// Terms whose node logged their `end` line.
     pub(crate) ended: usize,
+    /// Terms without an `end` line that were not their node's last: their node lived on after
+    /// them without logging their end (0 unless the node's logging is wrong).
+    pub(crate) unended_not_last: usize,
     /// The largest change of the host's wall clock against its monotonic clock between two
     /// faults, in ns: a step of the wall clock (NTP, a paused VM catching up). The SQL stores
     /// and Redis expire sessions on their server's wall clock while the nodes count on the
@@ -596,6 +599,7 @@ async fn run(
         assert_eq!(report.overlaps, 0, "[{backend}] two terms were valid at once");
     }
     assert_eq!(report.token_regressions, 0, "[{backend}] tokens went backwards");
+    assert_eq!(report.unended_not_last, 0, "[{backend}] a node went on after a term without logging its end");
     // Item 4 of issue 16: every fault's time back to an accepted write, from the fault's end
     // (all kinds) and from its start (node and link faults), within its bound.
     for (what, worst) in [("end", &report.worst), ("start", &report.worst_from_start)] {
@@ -645,6 +649,13 @@ pub(crate) fn check(_backend: &str, log: &Path, r: &mut Report) {
     }
     r.terms = logs.terms.len();
     r.ended = logs.terms.keys().filter(|k| logs.ended.contains(k)).count();
+    let mut last: BTreeMap<u32, u64> = BTreeMap::new();
+    for (pid, token) in logs.terms.keys() {
+        let l = last.entry(*pid).or_default();
+        *l = (*l).max(*token);
+    }
+    r.unended_not_last =
+        logs.terms.keys().filter(|k| !logs.ended.contains(k) && last.get(&k.0).is_some_and(|l| *l != k.1)).count();
     let mut writes = logs.writes.clone();
     writes.sort_by_key(|w| w.1);
     r.writes = writes.len();
@@ -768,8 +779,8 @@ fn print_report(backend: &str, seed: u64, count: usize, r: &Report, stretch: f64
         r.terms, r.writes, r.refused, r.stale_accepted, r.overlaps, r.token_regressions
     ));
     out.push_str(&format!(
-        "terms that logged their end: {} of {} (the others' nodes were killed, or held the lease when the run ended)\n",
-        r.ended, r.terms
+        "terms that logged their end: {} of {} (the others' nodes were killed, or held the lease when the run ended); without one although their node went on: {}\n",
+        r.ended, r.terms, r.unended_not_last
     ));
     out.push_str(&format!(
         "largest wall-clock step against the monotonic clock between two faults: {:.1} ms\n",
@@ -977,5 +988,12 @@ fn read_logs_ends_a_term_at_its_end_line() {
     let mut r = Report::default();
     check("test", &log, &mut r);
     // 2 (200-500) overlaps 1 (100-150)? No. 3 (600-900) and 4 (800-): yes, once.
-    assert_eq!((r.terms, r.ended, r.overlaps, r.token_regressions), (4, 2, 1, 0));
+    assert_eq!((r.terms, r.ended, r.overlaps, r.token_regressions, r.unended_not_last), (4, 2, 1, 0, 0));
+    // A node that logged a later term after one without an `end` line lived on after it.
+    let mut more = lines.join("\n");
+    more.push_str("\nterm 5 1100 12\n");
+    std::fs::write(&log, more).expect("write the log");
+    let mut r = Report::default();
+    check("test", &log, &mut r);
+    assert_eq!(r.unended_not_last, 1, "term 3 of pid 12 is not its last any more");
 }
