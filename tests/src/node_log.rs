@@ -58,12 +58,32 @@ pub fn clock_rate() -> f64 {
 /// would end each interval at the last observation (one job period, 50 ms, before the
 /// deadline): it would hide the ~30 ms by which a 3% slow clock with `drift = 0.01` outlives
 /// the store's expiry, the very overlap the check is there to see.
+///
+/// The two clocks are read one after the other, and a thread preempted or stopped (`SIGSTOP`,
+/// the fault suite's `NodePause`) between the two reads would shift the result by the delay:
+/// a deadline read just before a 1.9 s pause would be logged 1.9 s late. So Tokio's clock is
+/// read on both sides of the host's, again while the two readings lie more than 1 ms apart
+/// (a few times at most: a stop or a preemption does not hit the same few nanoseconds twice),
+/// and the first reading is used: the result errs by less than that gap, on the late side.
 pub fn to_mono(t: tokio::time::Instant) -> u128 {
-    let now = tokio::time::Instant::now();
-    let m = mono_ns();
+    let (now, m) = clock_pair();
     let rate = clock_rate();
     let real = |d: std::time::Duration| (d.as_nanos() as f64 / rate) as u128;
     if t >= now { m + real(t - now) } else { m.saturating_sub(real(now - t)) }
+}
+
+/// Tokio's clock and the host's, read within 1 ms of each other (see [`to_mono`]).
+fn clock_pair() -> (tokio::time::Instant, u128) {
+    let mut tries = 0;
+    loop {
+        let before = tokio::time::Instant::now();
+        let m = mono_ns();
+        let after = tokio::time::Instant::now();
+        tries += 1;
+        if after - before <= std::time::Duration::from_millis(1) || tries >= 10 {
+            return (before, m);
+        }
+    }
 }
 
 /// Measures this process's clock rate: Tokio's `Instant` against [`mono_ns`] over `over`,

@@ -5,8 +5,8 @@
 //!
 //! ```text
 //! term <token> <start_mono_ns> <pid>          a term started
-//! valid <token> <deadline_mono_ns> <pid>      its local deadline moved
-//! end <token> <mono_ns> <pid>                 it was revoked
+//! valid <token> <deadline_mono_ns> <pid>      its local deadline moved (never once revoked)
+//! end <token> <end_mono_ns> <pid>             it was revoked: the instant it ended
 //! clock <real_start_ns> <real_ns> <local_ns> <pid>  its clock's rate, under an injected skew
 //! write <start_ns> <end_ns> <token> <0|1> <pid>  a ledger write, refused (0) or accepted (1)
 //! ```
@@ -19,6 +19,7 @@
 //! binary.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -69,29 +70,62 @@ async fn fence() -> anyhow::Result<&'static Ledger> {
         .await
 }
 
-/// Logs a term's start once, its deadline whenever it moves, and its end when revoked.
+/// What the node logged of one term: its last deadline, and whether it logged its end.
+#[derive(Default)]
+struct Logged {
+    deadline: u128,
+    ended: bool,
+}
+
+/// Logs a term's start once, its deadline whenever it moves while the term lasts, and its end
+/// once, as soon as any observer here sees the revocation: the job at each run (before and
+/// after its write) and a watcher task that [`Term::revoked`] wakes at the revocation itself.
+///
+/// The `end` line carries the revoked term's [`Term::deadline`], which the library freezes at
+/// the revocation instant (or at the session's earlier deadline): the instant the term ended,
+/// not the instant this node got round to logging it, so a node stopped or starved between
+/// the two still logs the truth once it runs. No `valid` line is logged for a term already
+/// revoked, and a revocation that lands while a `valid` line is being logged is followed by
+/// the `end` line in the same critical section, with no await in between.
 fn watch(term: &Term) {
-    static SEEN: OnceLock<Mutex<HashMap<u64, u128>>> = OnceLock::new();
+    static SEEN: OnceLock<Mutex<HashMap<u64, Logged>>> = OnceLock::new();
     let seen = SEEN.get_or_init(Mutex::default);
-    let deadline = to_mono(term.deadline());
     let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-    match seen.get_mut(&term.token()) {
-        None => {
-            log(format!("term {} {}", term.token(), to_mono(term.started_at())));
-            log(format!("valid {} {deadline}", term.token()));
-            seen.insert(term.token(), deadline);
+    let token = term.token();
+    let logged = match seen.entry(token) {
+        Entry::Occupied(e) => e.into_mut(),
+        Entry::Vacant(e) => {
+            log(format!("term {token} {}", to_mono(term.started_at())));
             let t = term.clone();
             tokio::spawn(async move {
                 t.revoked().await;
-                log(format!("end {} {}", t.token(), mono_ns()));
+                watch(&t);
             });
+            e.insert(Logged::default())
         }
-        Some(d) if deadline.abs_diff(*d) > 1_000_000 => {
-            log(format!("valid {} {deadline}", term.token()));
-            *d = deadline;
-        }
-        Some(_) => {}
+    };
+    if logged.ended {
+        return;
     }
+    if term.revoke_reason().is_none() {
+        let deadline = to_mono(term.deadline());
+        // Checked again after the read: a revocation between the two would make this the
+        // session's deadline, read while the term lasted but past its end; the end is logged
+        // instead.
+        if term.revoke_reason().is_none() {
+            if deadline.abs_diff(logged.deadline) > 1_000_000 {
+                log(format!("valid {token} {deadline}"));
+                logged.deadline = deadline;
+            }
+            if term.revoke_reason().is_none() {
+                return;
+            }
+        }
+    }
+    // Revoked: its deadline is frozen at its end (never later than now).
+    let end = to_mono(term.deadline()).min(mono_ns());
+    log(format!("end {token} {end}"));
+    logged.ended = true;
 }
 
 #[simba_scheduled(fixed_rate = "50ms", lease = "ledger")]

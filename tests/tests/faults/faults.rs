@@ -257,8 +257,15 @@ pub(crate) fn fault_log(line: &str) {
 
 #[derive(Default, Debug)]
 pub(crate) struct Logs {
-    /// (pid, token) -> (start, valid until)
+    /// (pid, token) -> (start, valid until). "Valid until" is the term's `end` line when its
+    /// node logged one: the revoked term's frozen deadline (`Term::deadline`), the instant it
+    /// ended, whenever the node got round to logging it. A term without one (its node was
+    /// killed first, or the run ended while it lasted) is valid until the last deadline its
+    /// node logged, at most: the session cannot be renewed once the node is dead (and a
+    /// stopped node logs its end once it runs again).
     pub(crate) terms: BTreeMap<(u32, u64), (u128, u128)>,
+    /// The terms whose node logged their `end` (the others end at their last logged deadline).
+    pub(crate) ended: std::collections::BTreeSet<(u32, u64)>,
     /// (start, end, token, accepted, pid)
     pub(crate) writes: Vec<(u128, u128, u64, bool, u32)>,
     /// (pid, real start, real ns, local ns): a node's measured clock rate.
@@ -283,7 +290,8 @@ pub(crate) fn read_logs(path: &Path) -> Logs {
                 *d = (*d).max(n(2));
             }
             Some("end") => {
-                ends.insert((pid, n(1) as u64), n(2));
+                let e = ends.entry((pid, n(1) as u64)).or_insert(u128::MAX);
+                *e = (*e).min(n(2));
             }
             Some("write") => l.writes.push((n(1), n(2), n(3) as u64, n(4) == 1, pid)),
             Some("clock") => l.clocks.push((pid, n(1), n(2), n(3))),
@@ -291,10 +299,12 @@ pub(crate) fn read_logs(path: &Path) -> Logs {
         }
     }
     for (k, (start, until)) in l.terms.iter_mut() {
-        let d = deadlines.get(k).copied().unwrap_or(*start);
-        *until = ends.get(k).map_or(d, |e| (*e).min(d));
-        let _ = start;
+        // The end is the truth when there is one: it can lie past the last logged deadline
+        // (a renewal after the job's last run moved the deadline, and the term lasted until
+        // its revocation) or before it (revoked before its deadline).
+        *until = ends.get(k).copied().unwrap_or_else(|| deadlines.get(k).copied().unwrap_or(*start));
     }
+    l.ended = ends.into_keys().collect();
     l
 }
 
@@ -337,6 +347,23 @@ pub(crate) struct Report {
     pub(crate) overlaps: usize,
     pub(crate) token_regressions: usize,
     pub(crate) terms: usize,
+    /// Terms whose node logged their `end` line.
+    pub(crate) ended: usize,
+    /// Terms without an `end` line that were not their node's last: their node lived on after
+    /// them without logging their end (0 unless the node's logging is wrong).
+    pub(crate) unended_not_last: usize,
+    /// The largest change of the host's wall clock against its monotonic clock between two
+    /// faults, in ns: a step of the wall clock (NTP, a paused VM catching up). The SQL stores
+    /// and Redis expire sessions on their server's wall clock while the nodes count on the
+    /// monotonic one, so a forward step shortens every session at the store by its size,
+    /// which D6 (rates only) does not cover; printed so that an overlap can be told from one.
+    pub(crate) wall_step: u128,
+}
+
+/// The host's wall clock minus its monotonic clock, in ns (read back to back).
+fn wall_minus_mono() -> i128 {
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    wall as i128 - mono_ns() as i128
 }
 
 /// Writes the nodes' configuration, starts [`NODES`] node processes on `url` (through a fault
@@ -449,6 +476,7 @@ async fn run(
     // ran 47-51 minutes on 2 cores).
     let hold = bound();
     let mut report = Report::default();
+    let mut offset = wall_minus_mono();
     for i in 0..count {
         let fault = kinds[rng.random_range(0..kinds.len())];
         // Two faults in three hit the current leader (the node of the latest accepted write).
@@ -518,6 +546,16 @@ async fn run(
         *w = (*w).max(after_end);
         // Let the cluster settle before the next fault (a restarted node opens its session).
         tokio::time::sleep(Duration::from_millis(150)).await;
+        let now = wall_minus_mono();
+        let step = now.abs_diff(offset);
+        if step > 50_000_000 {
+            fault_log(&format!(
+                "[{backend}] the wall clock moved {:.1} ms against the monotonic one",
+                step as f64 / 1e6
+            ));
+        }
+        report.wall_step = report.wall_step.max(step);
+        offset = now;
     }
     drop(std::mem::take(&mut s.nodes));
     let s_is_file = s.server.is_none();
@@ -561,6 +599,7 @@ async fn run(
         assert_eq!(report.overlaps, 0, "[{backend}] two terms were valid at once");
     }
     assert_eq!(report.token_regressions, 0, "[{backend}] tokens went backwards");
+    assert_eq!(report.unended_not_last, 0, "[{backend}] a node went on after a term without logging its end");
     // Item 4 of issue 16: every fault's time back to an accepted write, from the fault's end
     // (all kinds) and from its start (node and link faults), within its bound.
     for (what, worst) in [("end", &report.worst), ("start", &report.worst_from_start)] {
@@ -609,6 +648,14 @@ pub(crate) fn check(_backend: &str, log: &Path, r: &mut Report) {
         *g = (*g).max(Duration::from_nanos(gap as u64));
     }
     r.terms = logs.terms.len();
+    r.ended = logs.terms.keys().filter(|k| logs.ended.contains(k)).count();
+    let mut last: BTreeMap<u32, u64> = BTreeMap::new();
+    for (pid, token) in logs.terms.keys() {
+        let l = last.entry(*pid).or_default();
+        *l = (*l).max(*token);
+    }
+    r.unended_not_last =
+        logs.terms.keys().filter(|k| !logs.ended.contains(k) && last.get(&k.0).is_some_and(|l| *l != k.1)).count();
     let mut writes = logs.writes.clone();
     writes.sort_by_key(|w| w.1);
     r.writes = writes.len();
@@ -630,15 +677,21 @@ pub(crate) fn check(_backend: &str, log: &Path, r: &mut Report) {
             if b.0 < a.1 && b.2 != a.2 {
                 r.overlaps += 1;
                 eprintln!(
-                    "overlap: token {} (pid {}) valid until {} and token {} (pid {}) from {} ({:.1} ms both valid)",
+                    "overlap: token {} (pid {}) valid until {} ({}) and token {} (pid {}) from {} ({:.1} ms both valid)",
                     a.2,
                     a.3,
                     a.1,
+                    if logs.ended.contains(&(a.3, a.2)) {
+                        "its end line"
+                    } else {
+                        "its last logged deadline: no end line"
+                    },
                     b.2,
                     b.3,
                     b.0,
                     a.1.min(b.1).saturating_sub(b.0) as f64 / 1e6
                 );
+                explain_overlap(log, r, (a.3, a.2), (b.3, b.2), b.0.saturating_sub(3_000_000_000), a.1);
             }
         }
     }
@@ -646,6 +699,35 @@ pub(crate) fn check(_backend: &str, log: &Path, r: &mut Report) {
         if w[1].2 <= w[0].2 {
             r.token_regressions += 1;
         }
+    }
+}
+
+/// Prints what the log holds of two overlapping terms (their `term`, `valid` and `end`
+/// lines, and their writes from `from` to `to`) and the faults injected from `from` to `to`:
+/// enough to tell a harness artefact from a real overlap once the run's temporary directory
+/// is gone.
+fn explain_overlap(log: &Path, r: &Report, a: (u32, u64), b: (u32, u64), from: u128, to: u128) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let pid = f.last().and_then(|s| s.parse::<u32>().ok());
+        let num = |i: usize| f.get(i).and_then(|s| s.parse::<u128>().ok());
+        let token = match f.first().copied() {
+            Some("term" | "valid" | "end") => num(1),
+            Some("write") if num(1).is_some_and(|t| t >= from && t <= to) => num(3),
+            _ => None,
+        };
+        if let (Some(pid), Some(token)) = (pid, token)
+            && ((pid, token as u64) == a || (pid, token as u64) == b)
+        {
+            eprintln!("  {line}");
+        }
+    }
+    for (f, began, restored, back) in r.windows.iter().filter(|w| w.1 <= to && w.3 >= from) {
+        eprintln!("  fault {f:?}: from {began} to {restored}, an accepted write at {back}");
+    }
+    for (f, began, restored, pid) in r.hits.iter().filter(|h| h.1 <= to && h.2 >= from) {
+        eprintln!("  fault {f:?} hit pid {pid}: from {began} to {restored}");
     }
 }
 
@@ -695,6 +777,14 @@ fn print_report(backend: &str, seed: u64, count: usize, r: &Report, stretch: f64
     out.push_str(&format!(
         "\nterms: {}, ledger writes: {} ({} refused as stale), stale writes accepted: {}, overlapping terms: {}, token regressions: {}\n",
         r.terms, r.writes, r.refused, r.stale_accepted, r.overlaps, r.token_regressions
+    ));
+    out.push_str(&format!(
+        "terms that logged their end: {} of {} (the others' nodes were killed, or held the lease when the run ended); without one although their node went on: {}\n",
+        r.ended, r.terms, r.unended_not_last
+    ));
+    out.push_str(&format!(
+        "largest wall-clock step against the monotonic clock between two faults: {:.1} ms\n",
+        r.wall_step as f64 / 1e6
     ));
     eprintln!("{out}");
     if let Ok(path) = std::env::var("SIMBA_RELIABILITY_OUT") {
@@ -863,4 +953,47 @@ async fn clock_skew_overlaps_redis() {
     let server = server("redis", "SIMBA_TEST_REDIS_PIDFILE", true);
     run("redis-skew", url.clone(), server, Some(url), Some(&[Fault::LinkCut, Fault::LinkBlackHole]), 60, Some(skew))
         .await;
+}
+
+/// The harness's reading of the node log: a term ends at its `end` line when there is one
+/// (before or past its last logged deadline), at its last logged deadline otherwise; overlaps
+/// are counted on those intervals. No server needed.
+#[test]
+fn read_logs_ends_a_term_at_its_end_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("nodes.log");
+    let lines = [
+        // 1 (pid 10): revoked at 150, before its last logged deadline 400.
+        "term 1 100 10",
+        "valid 1 400 10",
+        "end 1 150 10",
+        // 2 (pid 11): renewed after its last `valid` line, revoked at 500.
+        "term 2 200 11",
+        "valid 2 300 11",
+        "end 2 500 11",
+        // 3 (pid 12): its node killed, no `end`: valid until its last logged deadline, 900.
+        "term 3 600 12",
+        "valid 3 700 12",
+        "valid 3 900 12",
+        // 4 (pid 10) starts at 800, inside 3's interval.
+        "term 4 800 10",
+        "valid 4 1000 10",
+    ];
+    std::fs::write(&log, lines.join("\n") + "\n").expect("write the log");
+    let logs = read_logs(&log);
+    assert_eq!(logs.terms[&(10, 1)], (100, 150));
+    assert_eq!(logs.terms[&(11, 2)], (200, 500));
+    assert_eq!(logs.terms[&(12, 3)], (600, 900));
+    assert_eq!(logs.ended.len(), 2);
+    let mut r = Report::default();
+    check("test", &log, &mut r);
+    // 2 (200-500) overlaps 1 (100-150)? No. 3 (600-900) and 4 (800-): yes, once.
+    assert_eq!((r.terms, r.ended, r.overlaps, r.token_regressions, r.unended_not_last), (4, 2, 1, 0, 0));
+    // A node that logged a later term after one without an `end` line lived on after it.
+    let mut more = lines.join("\n");
+    more.push_str("\nterm 5 1100 12\n");
+    std::fs::write(&log, more).expect("write the log");
+    let mut r = Report::default();
+    check("test", &log, &mut r);
+    assert_eq!(r.unended_not_last, 1, "term 3 of pid 12 is not its last any more");
 }
