@@ -404,7 +404,7 @@ impl Actor {
         let Some(at) = m.next_wakeup() else { return Waited::Gone };
         // K1, H4: waiting for a retry (sooner on a release heard or a new session, K2) or for
         // the end of a cooldown (only the clock and commands end it).
-        let retrying = m.next_wakeup().is_some() && !m.cooling_down();
+        let retrying = !m.cooling_down();
         let mut session_rx = self.shared.session.subscribe();
         loop {
             tokio::select! {
@@ -513,10 +513,6 @@ impl Actor {
                 MachineCommand::Status(status) => self.ctl.set(match status {
                     Status::Candidate => ElectionStatus::Candidate,
                     Status::CoolingDown(until) => ElectionStatus::CoolingDown(until),
-                    Status::Leader => match &h.term {
-                        Some(t) => ElectionStatus::Leader(t.clone()),
-                        None => ElectionStatus::Candidate,
-                    },
                 }),
                 MachineCommand::Attempt => {
                     if let Some(cell) = &h.cell {

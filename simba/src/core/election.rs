@@ -9,13 +9,12 @@ use std::time::Duration;
 
 use super::{Moment, RevokeReason, Timing};
 
-/// What the election's status shows ([`crate::ElectionState`]).
+/// What the election's status shows ([`crate::ElectionState`]); the leader status is set by the
+/// shell with the term when it carries out [`Command::Elect`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status<T> {
     /// Contending.
     Candidate,
-    /// Holding a term.
-    Leader,
     /// Out of contention until the instant (H4, L6).
     CoolingDown(T),
 }
