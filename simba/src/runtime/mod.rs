@@ -4,6 +4,7 @@
 
 mod config;
 mod jobs;
+mod registry;
 mod security;
 
 use std::collections::BTreeSet;
@@ -16,9 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{DEFAULT_BACKEND_URL, JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY, RuntimeConfig};
 pub use jobs::JobsHandle;
+pub use registry::REGISTRY_CHECK_PERIOD;
 
 use crate::job::{
-    GroupSpec, JOB_POLICIES, JobPolicy, Misfire, PARTITIONED_JOBS, PartitionedJob, Recording, RunPolicy,
+    GroupSpec, JOB_POLICIES, JobPolicy, JobSettings, Misfire, PARTITIONED_JOBS, PartitionedJob, Recording, RunPolicy,
     SCHEDULED_JOBS, ScheduleSpec, ScheduledJob, Timer, node_name,
 };
 use crate::{Error, Simba};
@@ -50,6 +52,7 @@ impl Runtime {
             shutdown: None,
             backend: None,
             seed: None,
+            node: None,
         }
     }
 }
@@ -74,9 +77,17 @@ pub struct RuntimeBuilder {
     shutdown: Option<ShutdownFuture>,
     backend: Option<MakeClient>,
     seed: Option<u64>,
+    node: Option<String>,
 }
 
 impl RuntimeBuilder {
+    /// Names this node in run records and in its published registry (default: `SIMBA_NODE`,
+    /// else `host:pid`), e.g. a Kubernetes pod name.
+    pub fn node_name(mut self, name: impl Into<String>) -> Self {
+        self.node = Some(name.into());
+        self
+    }
+
     /// Uses this backend instead of the configuration's `[backend] url` (for tests and for
     /// backends built in code).
     pub fn backend<B: crate::backend::Backend>(mut self, backend: B) -> Self {
@@ -199,7 +210,8 @@ impl RuntimeBuilder {
             None => s,
         });
         let (control_stop, control) = watch_control(&simba, store.as_ref());
-        let jobs = JobsHandle::new(simba.clone(), config, policies, store, control, node_name(), self.clock);
+        let node = self.node.map_or_else(node_name, Into::into);
+        let jobs = JobsHandle::new(simba.clone(), config, policies, store.clone(), control, node, self.clock);
         for job in plan.jobs {
             if let Err(e) = jobs.start_scheduled(job) {
                 // Nothing half-started: what did start is handed over, the session closed.
@@ -212,9 +224,11 @@ impl RuntimeBuilder {
         for g in plan.groups {
             jobs.start_group(g);
         }
+        let registry = registry::start(&simba, store.as_ref(), &jobs, control_stop.clone());
         Ok(RunningRuntime {
             simba,
             jobs,
+            registry,
             control_stop,
             shutdown: self.shutdown,
             #[cfg(feature = "prometheus")]
@@ -243,6 +257,7 @@ impl RuntimeBuilder {
 pub struct RunningRuntime {
     simba: Simba,
     jobs: JobsHandle,
+    registry: registry::RegistryWatch,
     control_stop: CancellationToken,
     shutdown: Option<ShutdownFuture>,
     #[cfg(feature = "prometheus")]
@@ -273,6 +288,13 @@ impl RunningRuntime {
     /// The handle that adds and removes jobs on this node while it runs (issue 12 item 7).
     pub fn jobs(&self) -> JobsHandle {
         self.jobs.clone()
+    }
+
+    /// The last comparison this node made of the live nodes' published job registries
+    /// (issue 12 item 5; made after each publish and every [`REGISTRY_CHECK_PERIOD`]); `None`
+    /// before the first one, or without a jobs store.
+    pub fn registry_report(&self) -> Option<crate::job::RegistryReport> {
+        self.registry.get()
     }
 
     /// Hands every job and partition over in the H1 order, then closes the session.
@@ -369,11 +391,19 @@ struct PlannedJob {
     misfire: Misfire,
     policy: RunPolicy,
     run: crate::job::ScheduledFn,
+    /// What the node publishes about it (item 5).
+    settings: JobSettings,
+}
+
+/// A partitioned job checked against the configuration, with what the node publishes about it.
+struct PlannedGroup {
+    spec: GroupSpec,
+    settings: JobSettings,
 }
 
 struct Plan {
     jobs: Vec<PlannedJob>,
-    groups: Vec<GroupSpec>,
+    groups: Vec<PlannedGroup>,
 }
 
 /// Checks jobs against the configuration before anything starts (J4, J7).
@@ -447,19 +477,25 @@ fn plan_scheduled(
     crate::validate_name(j.lease)?;
     let spec = o.schedule.clone().unwrap_or_else(|| ScheduleSpec::from(j.schedule));
     let timer = Timer::new(&spec).map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
+    let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(j.name, policies, &o));
     Ok(Some(PlannedJob {
         name: j.name.to_owned(),
         lease: j.lease.to_owned(),
         timer,
-        misfire: o.misfire.unwrap_or(j.misfire),
-        policy: policy_of(j.name, policies, &o),
+        misfire,
+        policy,
         run: j.run,
+        settings: JobSettings::scheduled(j.name, j.lease, &spec, misfire, &policy),
     }))
 }
 
 /// Checks partitioned job `j` against the configuration: `None` when disabled. Its
 /// recording is completed by the runtime (store, node, clock).
-fn plan_group(config: &RuntimeConfig, j: &PartitionedJob, policies: &[JobPolicy]) -> Result<Option<GroupSpec>, Error> {
+fn plan_group(
+    config: &RuntimeConfig,
+    j: &PartitionedJob,
+    policies: &[JobPolicy],
+) -> Result<Option<PlannedGroup>, Error> {
     let bad = |msg: String| Error::InvalidConfig(format!("{}: {msg}", config.source));
     let o = config.jobs.get(j.name).cloned().unwrap_or_default();
     if o.enabled == Some(false) {
@@ -472,24 +508,27 @@ fn plan_group(config: &RuntimeConfig, j: &PartitionedJob, policies: &[JobPolicy]
     }
     crate::validate_name(&format!("{}.{}", j.group, partitions - 1))?;
     let spec = o.schedule.clone().or_else(|| j.schedule.map(ScheduleSpec::from));
-    let timer = spec.map(|s| Timer::new(&s)).transpose().map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
-    Ok(Some(GroupSpec {
+    let timer = spec.as_ref().map(Timer::new).transpose().map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
+    let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(j.name, policies, &o));
+    let settings = JobSettings::partitioned(j.name, j.group, partitions, spec.as_ref(), misfire, &policy);
+    let spec = GroupSpec {
         job: j.name.into(),
         group: j.group.into(),
         partitions,
         timer,
-        misfire: o.misfire.unwrap_or(j.misfire),
+        misfire,
         run: j.run,
         recording: Recording {
             metric: j.name.into(),
             job: j.name.into(),
             store: None,
             node: "".into(),
-            policy: policy_of(j.name, policies, &o),
+            policy,
             control: None,
             clock: crate::job::WallClock::System,
         },
-    }))
+    };
+    Ok(Some(PlannedGroup { spec, settings }))
 }
 
 /// The retry and timeout options of job `name`: the macro's (or the builder's), then the

@@ -33,7 +33,7 @@ use crate::backend::job_store::{
     BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, group_of,
     truncate_error,
 };
-use crate::backend::{BackendError, BackendResult};
+use crate::backend::{BackendError, BackendResult, SessionId};
 
 /// What a dialect writes its own way for the jobs store.
 pub(crate) trait JobDialect: Dialect {
@@ -97,6 +97,11 @@ impl JobDialect for super::sqlite::SqliteDialect {
         "CREATE INDEX IF NOT EXISTS simba_job_run_time ON simba_job_run (job, slot_ms)",
         "CREATE TABLE IF NOT EXISTS simba_job_version (id INTEGER PRIMARY KEY, version INTEGER NOT NULL)",
         "INSERT INTO simba_job_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
+        "CREATE TABLE IF NOT EXISTS simba_registry (
+            session_id   TEXT    PRIMARY KEY,
+            body         TEXT    NOT NULL,
+            published_ms INTEGER NOT NULL
+        )",
     ];
     const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
     /// `BEGIN IMMEDIATE` already holds the database's write lock.
@@ -134,6 +139,11 @@ impl JobDialect for super::postgres::PgDialect {
         "CREATE INDEX IF NOT EXISTS simba_job_run_time ON simba_job_run (job, slot_ms)",
         "CREATE TABLE IF NOT EXISTS simba_job_version (id BIGINT PRIMARY KEY, version BIGINT NOT NULL)",
         "INSERT INTO simba_job_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
+        "CREATE TABLE IF NOT EXISTS simba_registry (
+            session_id   TEXT COLLATE \"C\" PRIMARY KEY,
+            body         TEXT NOT NULL,
+            published_ms BIGINT NOT NULL
+        )",
     ];
     const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
     const ADVISORY_LOCK: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(7305521853129551362)");
@@ -173,6 +183,11 @@ impl JobDialect for super::mysql::MySqlDialect {
         "CREATE TABLE IF NOT EXISTS simba_job_version (id BIGINT NOT NULL PRIMARY KEY, version BIGINT NOT NULL) \
          ENGINE = InnoDB",
         "INSERT INTO simba_job_version (id, version) VALUES (1, 0) ON DUPLICATE KEY UPDATE id = id",
+        "CREATE TABLE IF NOT EXISTS simba_registry (
+            session_id   VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+            body         MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            published_ms BIGINT NOT NULL
+        ) ENGINE = InnoDB",
     ];
     const KEEP_ROW: &'static str = "ON DUPLICATE KEY UPDATE job = job";
     /// MariaDB's setting, in whole seconds (MySQL has none: the statement fails there and the
@@ -237,6 +252,12 @@ pub(crate) struct JobStatements {
     set_paused: Stmt,
     /// `:1` job, `:2` the request's time.
     trigger: Stmt,
+    /// `:1` session: drops its registry and those of sessions no longer live.
+    registry_drop: Stmt,
+    /// `:1` session, `:2` registry: written only while the session is live.
+    registry_write: Stmt,
+    /// The registries of live sessions, by session id.
+    registry_read: Stmt,
 }
 
 impl JobStatements {
@@ -303,6 +324,12 @@ impl JobStatements {
                  WHEN trigger_ms >= :2 THEN trigger_ms + 1 \
                  ELSE :2 END, \
                  trigger_id = trigger_id + 1 WHERE job = :1"),
+            registry_drop: r("DELETE FROM simba_registry WHERE session_id = :1 OR NOT EXISTS \
+                 (SELECT 1 FROM simba_session s WHERE s.id = simba_registry.session_id AND s.expires_at > {now})"),
+            registry_write: r("INSERT INTO simba_registry (session_id, body, published_ms) \
+                 SELECT id, :2, {now} FROM simba_session WHERE id = :1 AND expires_at > {now}"),
+            registry_read: r("SELECT r.session_id, r.body FROM simba_registry r \
+                 JOIN simba_session s ON s.id = r.session_id WHERE s.expires_at > {now} ORDER BY r.session_id"),
         }
     }
 }
@@ -718,6 +745,28 @@ where
         self.sql.non_negative("trigger id", id)
     }
 
+    /// [`JobStore::publish_registry`]: two statements, no transaction (no lock is held between
+    /// them): the first drops this session's entry and every entry of a session no longer
+    /// live, the second writes this one only if the session is live.
+    async fn publish(&self, session: &str, registry: &str) -> BackendResult<bool> {
+        self.ensure_schema().await?;
+        let s = self.statements;
+        self.sql.execute(&s.registry_drop, &[Param::Text(session)], "publish the job registry").await?;
+        let written = self
+            .sql
+            .execute(&s.registry_write, &[Param::Text(session), Param::Text(registry)], "publish the job registry")
+            .await?;
+        Ok(written == 1)
+    }
+
+    /// [`JobStore::registries`]: the entries of live sessions.
+    async fn read_registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+        self.ensure_schema().await?;
+        let rows: Vec<(String, String)> =
+            self.sql.fetch_all(&self.statements.registry_read, &[], "read the job registries").await?;
+        Ok(rows.into_iter().map(|(s, r)| (SessionId::new(s), r)).collect())
+    }
+
     async fn version(&self) -> BackendResult<u64> {
         self.ensure_schema().await?;
         let (v,): (i64,) = self.sql.fetch_one(&self.statements.version, &[], "read the control version").await?;
@@ -762,6 +811,12 @@ where
     }
     fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
         Box::pin(self.version())
+    }
+    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(self.publish(session.as_str(), registry))
+    }
+    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
+        Box::pin(self.read_registries())
     }
     fn retention(&self) -> usize {
         self.retention
