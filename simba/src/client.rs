@@ -14,7 +14,7 @@ use crate::election::Election;
 use crate::engine::{ClientState, Shared};
 use crate::events::{ElectionSnapshot, Event, SessionStatus, Snapshot, TermSnapshot};
 use crate::lock::Lock;
-use crate::{Error, SimbaConfig};
+use crate::{Error, SimbaConfig, Term};
 
 /// A simba client: one session on one backend (rule S1), and the elections and locks that
 /// live and die with it.
@@ -162,6 +162,28 @@ impl Simba {
     /// A lock on lease `name`.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(Arc::clone(&self.shared), name.into())
+    }
+
+    /// Records that `term` ran cron slot `slot_ms` (unix milliseconds) of its lease, fenced
+    /// like a write: `Ok(true)` only while `term`'s session holds the lease with its token and
+    /// no later or equal slot was recorded before (a slot runs at most once across the cluster,
+    /// whatever the nodes' clocks say). One backend call, bounded by the renewal period (D2);
+    /// `Ok(false)` also when it timed out. What the scheduler uses without a jobs store.
+    pub async fn claim_slot(&self, term: &Term, slot_ms: i64) -> Result<bool, Error> {
+        let cell = term.session();
+        let to = cell.call_timeout(Instant::now());
+        let call = self.shared.backend.claim_slot(&cell.id, term.name(), term.token(), slot_ms);
+        match tokio::time::timeout(to, call).await {
+            Ok(Ok(claimed)) => Ok(claimed),
+            Ok(Err(source)) => Err(Error::Backend { op: "claim_slot", name: Some(term.name().to_owned()), source }),
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// A number in `[0, 1)` from this client's random generator, for jitter (retry backoffs):
+    /// reproducible under [`SimbaBuilder::seed`], as the engine's own jitter is.
+    pub fn random_unit(&self) -> f64 {
+        self.shared.unit_random()
     }
 
     /// Subscribes to the client's events.

@@ -112,12 +112,12 @@ impl JobsHandle {
     /// a check and the start it allows are one step.
     fn start_scheduled_in(&self, running: &mut BTreeMap<String, Running>, job: PlannedJob) -> Result<(), Error> {
         let election = self.inner.simba.election(job.lease.clone());
-        let shared = Arc::clone(&self.inner.simba.shared);
+        let simba = self.inner.simba.clone();
         let run = job.run;
         let rec = self.recording(&job.name, job.policy);
         let (timer, misfire) = (job.timer, job.misfire);
         election.run_while_leader(move |term: Term| {
-            run_scheduled(Arc::clone(&shared), rec.clone(), timer.clone(), misfire, term, move |t| run(t))
+            run_scheduled(simba.clone(), rec.clone(), timer.clone(), misfire, term, move |t| run(t))
         })?;
         running.insert(job.name, Running::Scheduled { lease: job.lease, election, settings: job.settings });
         self.inner.changed.send_modify(|v| *v += 1);
@@ -136,7 +136,7 @@ impl JobsHandle {
         g.recording = self.recording(&g.job, g.recording.policy);
         let (name, group, partitions) = (g.job.to_string(), g.group.to_string(), g.partitions);
         let stop = CancellationToken::new();
-        let task = tokio::spawn(run_group(Arc::clone(&self.inner.simba.shared), g, stop.clone()));
+        let task = tokio::spawn(run_group(self.inner.simba.clone(), g, stop.clone()));
         running.insert(name, Running::Group { group, partitions, stop, task, settings });
         self.inner.changed.send_modify(|v| *v += 1);
     }
