@@ -4,4 +4,5 @@ mod added;
 mod history;
 mod jobs;
 mod macros;
+mod namespaced;
 mod testkit;
