@@ -197,6 +197,7 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
     // Every other command sees one namespace: the named one, or the default one without
     // the named namespaces' records.
     let backend: SharedBackend = std::sync::Arc::new(Namespaced::shared(raw, config.namespace.clone()));
+    let namespace = config.namespace.as_ref().map(Namespace::as_str);
     if let Some(settings) = dashboard {
         return dashboard::serve(backend, &url, &settings, out).await;
     }
@@ -205,7 +206,7 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
     }
     match &cli.command {
         Command::Status => {
-            let view = render::View::read(&*backend, &url, cli.timeout).await?;
+            let view = render::View::read(&*backend, &url, namespace, cli.timeout).await?;
             match render::write(&view, cli.json, out).and_then(|()| out.flush()) {
                 Ok(()) => {}
                 // The reader went away (`simba status | head`): nothing left to say.
@@ -216,7 +217,7 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
         Command::Watch { interval, count } => {
             let mut n = 0u64;
             loop {
-                let view = render::View::read(&*backend, &url, cli.timeout).await;
+                let view = render::View::read(&*backend, &url, namespace, cli.timeout).await;
                 let written = match &view {
                     Ok(v) if cli.json => render::write(v, true, out),
                     Ok(v) => write!(out, "\x1b[2J\x1b[H").and_then(|()| render::write(v, false, out)),

@@ -79,13 +79,18 @@ async fn issue12_6_cli_works_within_one_namespace_and_lists_them() {
     let (code, out, err) = simba(&["--backend", &url, "--namespace", "billing-svc", "status", "--json"]).await;
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
+    assert_eq!(v["namespace"], "billing-svc", "{out}");
     assert_eq!(sessions(&v), vec![billing_id.to_string()], "{out}");
     assert_eq!(leases(&v), vec![("report".to_owned(), billing_id.to_string())], "{out}");
 
     let (code, out, err) = simba(&["--backend", &url, "status", "--json"]).await;
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
+    assert_eq!(v["namespace"], Value::Null, "{out}");
     assert_eq!(sessions(&v), vec![legacy_id.to_string()], "the default namespace: {out}");
+    let (code, out, _) = simba(&["--backend", &url, "-N", "billing-svc", "status"]).await;
+    assert_eq!(code, 0);
+    assert!(out.starts_with(&format!("backend: {url}  namespace: billing-svc  (times on")), "{out}");
     assert_eq!(leases(&v), vec![("legacy-report".to_owned(), legacy_id.to_string())], "{out}");
 
     // `-c FILE` with `[backend] namespace`.
