@@ -256,7 +256,8 @@ fn unmap<'a>(namespace: Option<&Namespace>, stored: &'a str) -> Option<&'a str> 
 }
 
 /// A receiver of the names in `rx` that belong to `namespace`, unmapped, fed by a task that
-/// ends when every receiver is gone or `rx` closes. `None` outside a Tokio runtime.
+/// ends when `rx` closes, or at the first name it would pass on once every receiver is gone.
+/// `None` outside a Tokio runtime.
 fn forward(mut rx: broadcast::Receiver<String>, namespace: Option<Namespace>) -> Option<broadcast::Receiver<String>> {
     let handle = tokio::runtime::Handle::try_current().ok()?;
     let (tx, out) = broadcast::channel(1024);
@@ -354,11 +355,7 @@ impl Backend for Namespaced {
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
-        let rx = self.inner.subscribe_releases()?;
-        match &self.namespace {
-            Some(_) => forward(rx, self.namespace.clone()),
-            None => Some(rx),
-        }
+        forward(self.inner.subscribe_releases()?, self.namespace.clone())
     }
 
     fn job_store(&self) -> Option<SharedJobStore> {
@@ -478,11 +475,7 @@ impl JobStore for NamespacedJobs {
     }
 
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
-        let rx = self.inner.subscribe_control()?;
-        match &self.namespace {
-            Some(_) => forward(rx, self.namespace.clone()),
-            None => Some(rx),
-        }
+        forward(self.inner.subscribe_control()?, self.namespace.clone())
     }
 
     fn retention(&self) -> usize {
@@ -604,6 +597,33 @@ mod tests {
         assert_eq!(unmap(None, "report"), Some("report"));
         assert_eq!(unmap(None, &a.map("report")), None);
         assert_eq!(namespace_of(&a.map("g/3")), Some("a"));
+    }
+
+    /// Issue 12 item 6: the default view hears the default namespace's releases only, a
+    /// namespace its own, under the name its nodes use.
+    #[tokio::test]
+    async fn issue12_6_default_view_hears_no_namespaced_release() {
+        let store = MemoryBackend::new();
+        let ns = Namespace::new("a").unwrap_or_else(|e| panic!("{e}"));
+        let (plain, named) = (Namespaced::default_view(store.clone()), Namespaced::new(store.clone(), ns));
+        let (mut rx_plain, mut rx_named) = match (plain.subscribe_releases(), named.subscribe_releases()) {
+            (Some(p), Some(n)) => (p, n),
+            _ => panic!("the memory store broadcasts releases"),
+        };
+        let (sn, sp) =
+            (named.open_session(Duration::from_secs(5)).await, plain.open_session(Duration::from_secs(5)).await);
+        let (sn, sp) = (sn.unwrap_or_else(|e| panic!("{e}")).id, sp.unwrap_or_else(|e| panic!("{e}")).id);
+        for (b, s) in [(&named, &sn), (&plain, &sp)] {
+            let Ok(Acquire::Won(t)) = b.acquire(s, "x").await else { panic!("both win `x`") };
+            assert!(b.release(s, "x", t).await.unwrap_or_else(|e| panic!("{e}")));
+        }
+        let within = Duration::from_secs(5);
+        let heard = tokio::time::timeout(within, rx_named.recv()).await;
+        assert_eq!(heard.ok().and_then(Result::ok).as_deref(), Some("x"));
+        let heard = tokio::time::timeout(within, rx_plain.recv()).await;
+        assert_eq!(heard.ok().and_then(Result::ok).as_deref(), Some("x"), "the default view heard `a~x` first");
+        let extra = tokio::time::timeout(Duration::from_millis(200), rx_named.recv()).await;
+        assert!(extra.is_err(), "the namespace heard the default namespace's release: {extra:?}");
     }
 
     /// Issue 12 item 6: a stored name longer than a store keeps is refused before the call.
