@@ -121,6 +121,12 @@ async fn issue12_6_cli_works_within_one_namespace_and_lists_them() {
     let (code, out, _) = simba(&["--backend", &url, "history", "legacy-report", "--json"]).await;
     assert_eq!(code, 0, "{out}");
 
+    // `check` says which namespace it works in and what that holds.
+    let (code, out, err) = simba(&["--backend", &url, "-N", "billing-svc", "check"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let line = out.lines().find(|l| l.contains("namespace")).unwrap_or_else(|| panic!("no namespace line: {out}"));
+    assert!(line.contains("`billing-svc`: 1 sessions, 1 leases, 1 jobs; 2 other namespace(s)"), "{line}");
+
     // The listing, whatever --namespace says.
     let (code, out, err) = simba(&["--backend", &url, "-N", "search-svc", "namespaces"]).await;
     assert_eq!(code, 0, "{err}");
