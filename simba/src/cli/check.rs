@@ -160,6 +160,7 @@ async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) 
         Ok(Err(e)) => report.add("schema", Outcome::Fail, chain(&e)),
         Err(_) => report.add("schema", Outcome::Fail, format!("no answer within {:?}", cli.timeout)),
     }
+    namespace_check(&backend, config.namespace.as_ref(), cli.timeout, report).await;
     lifetime_check(&*backend, config.session.lease_duration(), store, cli.timeout, report).await;
     registry_check(&*backend, cli.timeout, report).await;
 }
@@ -202,6 +203,33 @@ async fn registry_check(backend: &dyn crate::backend::DynBackend, timeout: Durat
             problems.join("; ")
         ),
     );
+}
+
+/// Issue 12 item 6: which namespace the configuration works in, and what it holds now (a new
+/// namespace holds nothing, which is no failure). The name itself was checked with the
+/// configuration.
+async fn namespace_check(
+    backend: &SharedBackend,
+    namespace: Option<&crate::backend::namespace::Namespace>,
+    timeout: Duration,
+    report: &mut Report,
+) {
+    const NAME: &str = "namespace";
+    let list = match tokio::time::timeout(timeout, crate::backend::namespace::list_shared(backend)).await {
+        Ok(Ok(l)) => l,
+        Ok(Err(e)) => return report.add(NAME, Outcome::Fail, chain(&e)),
+        Err(_) => return report.add(NAME, Outcome::Fail, format!("no answer within {timeout:?}")),
+    };
+    let label = namespace.map_or_else(|| "the default namespace".to_owned(), |n| format!("`{n}`"));
+    let others = list.iter().filter(|i| i.name.as_deref() != namespace.map(|n| n.as_str())).count();
+    let detail = match list.iter().find(|i| i.name.as_deref() == namespace.map(|n| n.as_str())) {
+        Some(i) => format!(
+            "{label}: {} sessions, {} leases, {} jobs; {others} other namespace(s) in this store",
+            i.sessions, i.leases, i.jobs
+        ),
+        None => format!("{label}: nothing stored yet; {others} other namespace(s) in this store"),
+    };
+    report.add(NAME, Outcome::Pass, detail);
 }
 
 async fn redis_checks(r: &crate::backend::redis::RedisBackend, report: &mut Report) {

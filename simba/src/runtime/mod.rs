@@ -64,7 +64,10 @@ enum ConfigSource {
 }
 
 type ShutdownFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
-type MakeClient = Box<dyn FnOnce(crate::SimbaConfig, Option<u64>) -> Result<Simba, Error> + Send>;
+type MakeClient = Box<
+    dyn FnOnce(crate::SimbaConfig, Option<u64>, Option<crate::backend::namespace::Namespace>) -> Result<Simba, Error>
+        + Send,
+>;
 
 /// Configures and starts the runtime.
 pub struct RuntimeBuilder {
@@ -91,8 +94,11 @@ impl RuntimeBuilder {
     /// Uses this backend instead of the configuration's `[backend] url` (for tests and for
     /// backends built in code).
     pub fn backend<B: crate::backend::Backend>(mut self, backend: B) -> Self {
-        self.backend = Some(Box::new(move |config, seed| {
-            let b = Simba::builder().backend(backend).config(config);
+        self.backend = Some(Box::new(move |config, seed, namespace| {
+            let mut b = Simba::builder().backend(backend).config(config);
+            if let Some(ns) = namespace {
+                b = b.namespace(ns);
+            }
             match seed {
                 Some(s) => b.seed(s).build(),
                 None => b.build(),
@@ -174,10 +180,12 @@ impl RuntimeBuilder {
             crate::metrics::recorder()?;
         }
         let simba = match self.backend {
-            Some(make) => make(config.session, self.seed)?,
-            None => Simba::connect(&config.backend_url, config.session).await.inspect_err(|e| {
-                tracing::error!(url = %redact(&config.backend_url), error = %e, "cannot connect to the backend");
-            })?,
+            Some(make) => make(config.session, self.seed, config.namespace.clone())?,
+            None => Simba::connect_in(&config.backend_url, config.namespace.clone(), config.session)
+                .await
+                .inspect_err(|e| {
+                    tracing::error!(url = %redact(&config.backend_url), error = %e, "cannot connect to the backend");
+                })?,
         };
         #[cfg(feature = "prometheus")]
         let metrics = match config.metrics_listen {
@@ -201,6 +209,7 @@ impl RuntimeBuilder {
         tracing::info!(
             config = %config.source,
             backend = %redact(&config.backend_url),
+            namespace = config.namespace.as_ref().map_or("(default)", |n| n.as_str()),
             jobs = plan.jobs.len(),
             groups = plan.groups.len(),
             "simba runtime starting"
