@@ -487,7 +487,7 @@ impl JobStore for NamespacedJobs {
                 .filter_map(|(session, text)| {
                     let tagged = text
                         .split_once(SEPARATOR)
-                        .filter(|(ns, _)| Namespace::new(*ns).is_ok())
+                        .filter(|(ns, _)| Namespace::new(ns).is_ok())
                         .map(|(ns, rest)| (ns.to_owned(), rest.to_owned()));
                     match (&self.namespace, tagged) {
                         (Some(mine), Some((ns, rest))) if ns == mine.as_str() => Some((session, rest)),
