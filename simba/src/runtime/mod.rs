@@ -484,6 +484,7 @@ fn plan_scheduled(
         return Ok(None);
     }
     crate::validate_name(j.lease)?;
+    fits_namespace(config, j.name, j.lease, j.name)?;
     let spec = o.schedule.clone().unwrap_or_else(|| ScheduleSpec::from(j.schedule));
     let timer = Timer::new(&spec).map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
     let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(j.name, policies, &o));
@@ -516,6 +517,12 @@ fn plan_group(
         return Err(bad(format!("[jobs.{}] partitions must be at least 1", j.name)));
     }
     crate::validate_name(&format!("{}.{}", j.group, partitions - 1))?;
+    fits_namespace(
+        config,
+        j.name,
+        &format!("{}.{}", j.group, partitions - 1),
+        &format!("{}/{}", j.name, partitions - 1),
+    )?;
     let spec = o.schedule.clone().or_else(|| j.schedule.map(ScheduleSpec::from));
     let timer = spec.as_ref().map(Timer::new).transpose().map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
     let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(j.name, policies, &o));
@@ -538,6 +545,25 @@ fn plan_group(
         },
     };
     Ok(Some(PlannedGroup { spec, settings }))
+}
+
+/// In a namespace, the names the store keeps are longer (`namespace~name`): refuses a job
+/// whose longest lease or job name would not fit, at start, rather than at its first call.
+fn fits_namespace(config: &RuntimeConfig, job: &str, lease: &str, record: &str) -> Result<(), Error> {
+    use crate::backend::namespace::{MAX_STORED_JOB_LEN, MAX_STORED_NAME_LEN};
+    let Some(ns) = &config.namespace else { return Ok(()) };
+    for (what, name, limit) in [("lease", lease, MAX_STORED_NAME_LEN), ("history name", record, MAX_STORED_JOB_LEN)] {
+        let stored = ns.map(name);
+        let len = stored.chars().count();
+        if len > limit {
+            return Err(Error::InvalidConfig(format!(
+                "{}: job `{job}`: in namespace `{ns}` its {what} `{name}` is stored as `{stored}`, {len} characters, \
+                 more than the {limit} every backend keeps: use a shorter namespace or job name",
+                config.source
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The retry and timeout options of job `name`: the macro's (or the builder's), then the
@@ -596,6 +622,43 @@ fn watch_control(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn noop(_t: crate::Term) -> crate::job::JobFuture {
+        crate::job::job_future(async {})
+    }
+
+    /// Issue 12 item 6: in a namespace, a job whose stored lease or history name would be too
+    /// long for the store is refused at start (nothing starts), naming the stored name.
+    #[test]
+    fn item6_a_name_too_long_in_its_namespace_is_refused_at_start() {
+        let ns = "n".repeat(100);
+        let toml = format!("[backend]\nnamespace = \"{ns}\"\n");
+        let config = RuntimeConfig::from_toml_str(&toml, "simba.toml", Vec::new()).expect("config");
+        let job = |name: &'static str| ScheduledJob {
+            name,
+            lease: name,
+            schedule: crate::job::Schedule::FixedRate(std::time::Duration::from_secs(1)),
+            misfire: Misfire::Skip,
+            run: noop,
+        };
+        assert!(plan(&config, &[job("short")], &[], &[]).is_ok());
+        let long = "l".repeat(30);
+        let long: &'static str = long.leak();
+        let e = plan(&config, &[job(long)], &[], &[]).err().expect("refused").to_string();
+        assert!(e.contains("is stored as") && e.contains("131 characters, more than the 128"), "{e}");
+        let group = PartitionedJob {
+            name: "g",
+            group: "gggggggggggggggggggggggggggggg",
+            partitions: 100,
+            schedule: None,
+            misfire: Misfire::Skip,
+            run: |_t, _i| crate::job::job_future(async {}),
+        };
+        assert!(
+            plan(&config, &[], &[group], &[])
+                .is_err_and(|e| e.to_string().contains("`gggggggggggggggggggggggggggggg.99`"))
+        );
+    }
 
     #[test]
     fn redacts_passwords() {
