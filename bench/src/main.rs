@@ -10,6 +10,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod counting;
+mod fairness;
 mod fleet;
 mod measures;
 mod report;
@@ -259,6 +260,21 @@ async fn main() -> Result<()> {
             match fleet::p8(target(&ts, kind)?, sessions, per, period, window, &run).await {
                 Ok(row) => r.p8.push(row),
                 Err(e) => r.error(&format!("P8 {}", kind.label()), e),
+            }
+        }
+    }
+    if wants("p10") {
+        let (clients, tasks, iterations) = if plan.quick { (3, 4, 20) } else { (3, 4, 100) };
+        for t in &ts {
+            for fair in [false, true] {
+                step(&format!(
+                    "P10 lock fairness, {}: {clients} clients x {tasks} tasks x {iterations} sections, fair_locks {fair}",
+                    t.kind.label()
+                ));
+                match fairness::p10(t, fair, clients, tasks, iterations, &run).await {
+                    Ok(row) => r.p10.push(row),
+                    Err(e) => r.error(&format!("P10 {}", t.kind.label()), e),
+                }
             }
         }
     }

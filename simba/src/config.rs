@@ -14,6 +14,7 @@ use crate::Error;
 /// | `margin` | 50 ms | extra safety subtracted from every deadline |
 /// | `retry_jitter` | `renew_interval / 2` | candidates retry after `renew_interval / 2 + [0, retry_jitter)` |
 /// | `min_backoff` | 100 ms | lower bound of the backoff after a failed renewal |
+/// | `fair_locks` | `true` | after tasks of this process passed a lock name among themselves for `renew_interval / 2`, the next one gives other nodes' candidates a short turn first (issue 15 item 7) |
 ///
 /// ```
 /// use std::time::Duration;
@@ -33,6 +34,7 @@ pub struct SimbaConfig {
     margin: Duration,
     retry_jitter: Duration,
     min_backoff: Duration,
+    fair_locks: bool,
 }
 
 impl Default for SimbaConfig {
@@ -57,6 +59,7 @@ impl SimbaConfig {
             margin: self.margin,
             retry_jitter: Some(self.retry_jitter),
             min_backoff: self.min_backoff,
+            fair_locks: self.fair_locks,
         }
     }
 
@@ -84,6 +87,11 @@ impl SimbaConfig {
     pub fn min_backoff(&self) -> Duration {
         self.min_backoff
     }
+    /// Whether a lock name passed among this process's tasks gives other nodes a turn
+    /// (`core::timing::gives_way`).
+    pub fn fair_locks(&self) -> bool {
+        self.fair_locks
+    }
 
     /// The longest a crashed holder keeps a lease from the others:
     /// `lease_duration + renew_interval / 2 + retry_jitter`.
@@ -101,6 +109,7 @@ pub struct SimbaConfigBuilder {
     margin: Duration,
     retry_jitter: Option<Duration>,
     min_backoff: Duration,
+    fair_locks: bool,
 }
 
 impl Default for SimbaConfigBuilder {
@@ -112,6 +121,7 @@ impl Default for SimbaConfigBuilder {
             margin: Duration::from_millis(50),
             retry_jitter: None,
             min_backoff: Duration::from_millis(100),
+            fair_locks: true,
         }
     }
 }
@@ -147,6 +157,13 @@ impl SimbaConfigBuilder {
         self.min_backoff = d;
         self
     }
+    /// Sets `fair_locks` (default `true`). `false`: tasks of this process that keep
+    /// re-locking a name may keep it from other nodes for as long as they do (more throughput
+    /// inside one process, no bound on another node's wait).
+    pub fn fair_locks(mut self, fair: bool) -> Self {
+        self.fair_locks = fair;
+        self
+    }
 
     fn build_unchecked(self) -> SimbaConfig {
         let renew_interval = self.renew_interval.unwrap_or(self.lease_duration / 3);
@@ -157,6 +174,7 @@ impl SimbaConfigBuilder {
             margin: self.margin,
             retry_jitter: self.retry_jitter.unwrap_or(renew_interval / 2),
             min_backoff: self.min_backoff,
+            fair_locks: self.fair_locks,
         }
     }
 

@@ -8,7 +8,7 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
 use crate::engine::attempt::{abandon, spawn_attempt};
-use crate::engine::{Shared, sleep_until_or_never};
+use crate::engine::{LocalStreak, Shared, sleep_until_or_never};
 use crate::events::Event;
 use crate::term::SessionCell;
 use crate::{Error, RevokeReason, Term};
@@ -61,7 +61,10 @@ impl Lock {
         crate::validate_name(&self.name)?;
         self.shared.ensure_open()?;
         let name: Arc<str> = self.name.as_str().into();
-        let Some(local) = self.local_turn(&name, until).await else { return Ok(None) };
+        let Some(mut local) = self.local_turn(&name, until).await else { return Ok(None) };
+        if !once && self.shared.timing.config.fair_locks() && !self.give_way(&mut local, until).await? {
+            return Ok(None);
+        }
         let claim = self.claim(&name)?;
         let mut releases = self.shared.releases.subscribe();
         loop {
@@ -97,6 +100,7 @@ impl Lock {
                 let token = term.token();
                 tracing::debug!(lease = %name, token, session = %cell.id, "lock acquired");
                 self.shared.emit(Event::Elected { name: name.to_string(), token });
+                local.won(Instant::now());
                 return Ok(Some(LockGuard { term, claim: Some(claim), _local: local }));
             }
             if once {
@@ -112,7 +116,8 @@ impl Lock {
     /// Waits for this task's turn in the local queue of `name`; `None` when `until` came
     /// first (the turn then drops the queue if nobody else waits on it).
     async fn local_turn(&self, name: &Arc<str>, until: Option<Instant>) -> Option<LocalTurn> {
-        let mut local = LocalTurn { shared: Arc::clone(&self.shared), name: Arc::clone(name), guard: None };
+        let mut local =
+            LocalTurn { shared: Arc::clone(&self.shared), name: Arc::clone(name), guard: None, held: false };
         let queue = {
             let mut st = self.shared.lock_state();
             Arc::clone(st.lock_queues.entry(Arc::clone(name)).or_default())
@@ -123,6 +128,31 @@ impl Lock {
         };
         local.guard = Some(waited.ok()?);
         Some(local)
+    }
+
+    /// Issue 15 item 7: after a long enough local streak, this local waiter lets other nodes'
+    /// candidates (woken by the release just made) try first ([`core::timing::gives_way`]).
+    /// `false` when `until` came first.
+    async fn give_way(&self, local: &mut LocalTurn, until: Option<Instant>) -> Result<bool, Error> {
+        let renew = self.shared.timing.config.renew_interval();
+        let now = Instant::now();
+        let Some(streak) = local.guard.as_deref_mut() else { return Ok(true) };
+        if !crate::core::timing::gives_way(streak.since, streak.released_at, now, renew) {
+            if streak.released_at.is_none_or(|r| now.saturating_duration_since(r) >= renew / 2) {
+                // Nobody local took it over at once: whoever takes it next starts a streak.
+                streak.since = None;
+            }
+            return Ok(true);
+        }
+        streak.since = None;
+        let resume = now + crate::core::timing::lock_courtesy(renew);
+        tracing::debug!(lease = %self.name, "giving way to other nodes after a local streak");
+        tokio::select! {
+            _ = sleep_until(resume) => {}
+            _ = sleep_until_or_never(until) => return Ok(false),
+            _ = self.shared.shutdown.cancelled() => return Err(Error::Closed),
+        }
+        Ok(until.is_none_or(|u| Instant::now() < u))
     }
 
     /// Claims `name` on this client (L4): refused while an election or another lock uses it.
@@ -181,11 +211,28 @@ impl Lock {
 struct LocalTurn {
     shared: Arc<Shared>,
     name: Arc<str>,
-    guard: Option<OwnedMutexGuard<()>>,
+    guard: Option<OwnedMutexGuard<LocalStreak>>,
+    /// Whether this turn won the lock (its end is then a local release).
+    held: bool,
+}
+
+impl LocalTurn {
+    /// This turn won the lock at `now`: a streak starts unless one runs.
+    fn won(&mut self, now: Instant) {
+        self.held = true;
+        if let Some(streak) = self.guard.as_deref_mut() {
+            streak.since.get_or_insert(now);
+        }
+    }
 }
 
 impl Drop for LocalTurn {
     fn drop(&mut self) {
+        if self.held
+            && let Some(streak) = self.guard.as_deref_mut()
+        {
+            streak.released_at = Some(Instant::now());
+        }
         // The guard holds a reference to the queue: drop it first.
         drop(self.guard.take());
         let mut st = self.shared.lock_state();

@@ -68,6 +68,30 @@ impl Timing {
     }
 }
 
+/// Issue 15 item 7: tasks of one process queue locally for a lock name, so a local waiter,
+/// already waiting when its neighbour releases, would win every race against another node's
+/// candidate (woken by the release's broadcast a few milliseconds later). Once the name has
+/// passed between this process's tasks for half a renewal interval (the candidate delay's
+/// base, K1) without going to the store's other nodes, the next local waiter first gives
+/// way for this long: enough for a woken remote candidate's attempt, short beside the streak.
+pub fn lock_courtesy(renew_interval: Duration) -> Duration {
+    (renew_interval / 20).clamp(Duration::from_millis(20), Duration::from_millis(250))
+}
+
+/// Whether the local waiter that takes a lock's turn at `now` gives way first
+/// ([`lock_courtesy`]): the name came from the store at `since`, its last local holder released
+/// it at `released_at`, and the streak (since to that release) reached half a renewal interval.
+/// A release older than that is no streak: nobody local waited.
+pub fn gives_way<T: Moment>(since: Option<T>, released_at: Option<T>, now: T, renew_interval: Duration) -> bool {
+    let fair = renew_interval / 2;
+    match (since, released_at) {
+        (Some(since), Some(released)) => {
+            now.saturating_duration_since(released) < fair && released.saturating_duration_since(since) >= fair
+        }
+        _ => false,
+    }
+}
+
 /// D2: a backend call times out after the current renewal period, and never later than the
 /// session's deadline (a reply after it could not be used anyway). Applied through
 /// `SessionCell::call_timeout`, which passes the session's current period, and by the
@@ -148,5 +172,23 @@ mod tests {
         let t = timing();
         assert_eq!(t.candidate_delay(0.0), Duration::from_millis(2500));
         assert_eq!(t.candidate_delay(0.5), Duration::from_millis(3750));
+    }
+
+    /// Issue 15 item 7: a local waiter gives way once a local streak reached half a renewal
+    /// interval, right after a local release; not before, and not after a release nobody local
+    /// followed at once. The courtesy is a twentieth of the interval, within 20 to 250 ms.
+    #[test]
+    fn issue15_7_lock_courtesy() {
+        let renew = Duration::from_secs(5);
+        let t0 = std::time::Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        assert!(!gives_way(Some(at(0)), Some(at(2499)), at(2500), renew), "a streak under 2.5 s");
+        assert!(gives_way(Some(at(0)), Some(at(2500)), at(2501), renew), "2.5 s, released just now");
+        assert!(!gives_way(Some(at(0)), Some(at(2500)), at(5000), renew), "released 2.5 s ago: no streak");
+        assert!(!gives_way(None, Some(at(2500)), at(2501), renew), "fresh from the store");
+        assert!(!gives_way::<std::time::Instant>(Some(at(0)), None, at(9000), renew), "never released locally");
+        assert_eq!(lock_courtesy(renew), Duration::from_millis(250));
+        assert_eq!(lock_courtesy(Duration::from_secs(1)), Duration::from_millis(50));
+        assert_eq!(lock_courtesy(Duration::from_millis(100)), Duration::from_millis(20));
     }
 }

@@ -44,6 +44,15 @@ pub(crate) struct Shared {
     pub(crate) actor: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// How long a lock name has passed between tasks of this process without going to another
+/// node (issue 15 item 7): when this process took it from the store, and when its last local
+/// holder released it.
+#[derive(Debug, Default)]
+pub(crate) struct LocalStreak {
+    pub(crate) since: Option<tokio::time::Instant>,
+    pub(crate) released_at: Option<tokio::time::Instant>,
+}
+
 #[derive(Default)]
 pub(crate) struct ClientState {
     pub(crate) status: Option<SessionStatus>,
@@ -55,8 +64,9 @@ pub(crate) struct ClientState {
     /// Names in use by an election or a lock on this client (rule L4).
     pub(crate) claims: HashSet<Arc<str>>,
     pub(crate) elections: HashMap<Arc<str>, Arc<ElectionCtl>>,
-    /// Local queues so that tasks of one process take a lock one at a time.
-    pub(crate) lock_queues: HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>,
+    /// Local queues so that tasks of one process take a lock one at a time, each with the
+    /// name's local streak (issue 15 item 7).
+    pub(crate) lock_queues: HashMap<Arc<str>, Arc<tokio::sync::Mutex<LocalStreak>>>,
     pub(crate) closed: bool,
 }
 

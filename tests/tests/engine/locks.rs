@@ -74,3 +74,50 @@ async fn lock_lost_with_the_session() {
     assert_eq!(h.calls(Op::Release), 0, "released a lease the node no longer owns");
     a.close().await;
 }
+
+/// Issue 15 item 7: tasks of one process that keep re-locking a name do not starve another
+/// node's candidate. Two tasks of `a` lock, hold 100 ms and release in a loop; `b` asks for the
+/// lock while `a` has it. Once the name has passed between `a`'s tasks for half a renewal
+/// interval, `a`'s next waiter gives way (`core::timing::lock_courtesy`) and `b`, woken by the
+/// release, takes it: `b` waits at most half an interval, one section and one courtesy.
+#[tokio::test(start_paused = true)]
+async fn issue15_7_a_busy_process_does_not_starve_another_nodes_candidate() {
+    let store = MemoryBackend::new();
+    let (a, _) = faulty_client(&store, 1);
+    let (b, _) = faulty_client(&store, 2);
+    a.live().await.expect("live");
+    b.live().await.expect("live");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut loops = Vec::new();
+    for _ in 0..2 {
+        let (a, stop) = (a.clone(), std::sync::Arc::clone(&stop));
+        loops.push(tokio::spawn(async move {
+            let mut sections = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let g = a.lock("hot").acquire().await.expect("a locks");
+                sleep(MS(100)).await;
+                g.release().await.expect("release");
+                sections += 1;
+            }
+            sections
+        }));
+    }
+    sleep(MS(50)).await;
+    let renew = a.config().renew_interval();
+    let bound = renew / 2 + MS(100) + simba::core::timing::lock_courtesy(renew);
+    let t0 = Instant::now();
+    let g = b.lock("hot").try_acquire(bound * 10).await.expect("try");
+    let g =
+        g.unwrap_or_else(|| panic!("b starved: no turn in {:?} while a's tasks passed the lock around", bound * 10));
+    let waited = t0.elapsed();
+    assert!(waited <= bound, "b waited {waited:?}, more than {bound:?}");
+    g.release().await.expect("release");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut sections = 0;
+    for l in loops {
+        sections += l.await.expect("join");
+    }
+    assert!(sections >= 20, "a kept working meanwhile: {sections} sections");
+    a.close().await;
+    b.close().await;
+}
