@@ -21,6 +21,14 @@
 //! Run-now requests are counters: `trigger` bumps `trigger_id`, a claim copies the id it took
 //! into `taken_id` (or, for partition `g/i` taking a request of group `g`, into
 //! `group_taken_id`), so a request made during a claim is never lost.
+//!
+//! Round trips: on PostgreSQL and MySQL/MariaDB the claim and the control changes (pause,
+//! resume, run now) are one call of a routine created with the tables (`simba_claim_run_v1`,
+//! `simba_job_control_v1`: a PL/pgSQL function, a stored procedure), whose steps are the ones
+//! SQLite runs as a transaction statement by statement: so a run starts after one round trip,
+//! as with [`claim_slot`](crate::backend::Backend::claim_slot), and no row lock is ever held
+//! while the server waits for a client (ADR 0012, amendment "the SQL claim in one round
+//! trip"). A finish and an append are two statements, each its own transaction.
 
 use std::marker::PhantomData;
 
@@ -45,12 +53,6 @@ pub(crate) trait JobDialect: Dialect {
     const LOCK_ROWS: &'static str = " FOR UPDATE";
     /// Whether the schema is created under PostgreSQL's advisory lock.
     const ADVISORY_LOCK: Option<&'static str> = None;
-    /// The first statement of a claim or control transaction: the server ends a transaction
-    /// whose client stalls inside it (a node stopped, or its link black-holed, between two
-    /// statements), so the rows it locked do not block the next holder's claims for as long as
-    /// the stall lasts (the fault suite's LinkBlackHole on PostgreSQL: no run for over 10 s).
-    /// `(statement, optional)`: an optional one may fail (a server without the setting).
-    const STALL_GUARD: Option<(&'static str, bool)> = None;
     /// The stored routines created with the tables (`{now}` is the database's clock), after
     /// them and idempotently: on the servers, the claim and the control changes run inside
     /// the server in one call, so that no row lock is held across a client round trip.
@@ -160,8 +162,6 @@ impl JobDialect for super::postgres::PgDialect {
     ];
     const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
     const ADVISORY_LOCK: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(7305521853129551362)");
-    const STALL_GUARD: Option<(&'static str, bool)> =
-        Some(("SET LOCAL idle_in_transaction_session_timeout = '500ms'", false));
     const ROUTINES: &'static [&'static str] = &[PG_CLAIM_FUNCTION, PG_CONTROL_FUNCTION];
     const CLAIM_CALL: Option<&'static str> =
         Some("SELECT o_result, o_slot FROM simba_claim_run_v1(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, :11)");
@@ -204,9 +204,6 @@ impl JobDialect for super::mysql::MySqlDialect {
         "INSERT INTO simba_job_version (id, version) VALUES (1, 0) ON DUPLICATE KEY UPDATE id = id",
     ];
     const KEEP_ROW: &'static str = "ON DUPLICATE KEY UPDATE job = job";
-    /// MariaDB's setting, in whole seconds (MySQL has none: the statement fails there and the
-    /// transaction goes on unguarded).
-    const STALL_GUARD: Option<(&'static str, bool)> = Some(("SET SESSION idle_transaction_timeout = 1", true));
     const ROUTINES: &'static [&'static str] = &[MYSQL_CLAIM_PROCEDURE, MYSQL_CONTROL_PROCEDURE];
     const CLAIM_CALL: Option<&'static str> =
         Some("CALL simba_claim_run_v1(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, :11)");
@@ -783,32 +780,27 @@ where
             .map_err(|e| BackendError::Protocol(format!("{}: cannot encode an argument: {e}", self.sql.description())))
     }
 
-    /// Creates the tables on the first call (every statement idempotent; in one transaction,
-    /// under an advisory lock on PostgreSQL, where concurrent `CREATE ... IF NOT EXISTS` of
-    /// one table can fail).
-    /// Starts a transaction the dialect's way (`BEGIN IMMEDIATE` on SQLite); with `guarded`,
-    /// under the dialect's stall guard, so that a node stalled inside it cannot hold its row
-    /// locks for long (claims and control changes).
-    async fn begin(&self, what: &'static str, guarded: bool) -> BackendResult<sqlx::Transaction<'static, D::Db>> {
-        let mut tx = match D::BEGIN {
+    /// Starts a transaction the dialect's way (`BEGIN IMMEDIATE` on SQLite). Only SQLite runs
+    /// its claims and control changes as transactions of several statements (one local file
+    /// lock, no network); the servers run them as one call of a routine, so that no client
+    /// stalled inside one (stopped, or its link black-holed) holds row locks: the fault suite
+    /// found that stopping every run of a job on PostgreSQL for over 10 s (ADR 0012).
+    async fn begin(&self, what: &'static str) -> BackendResult<sqlx::Transaction<'static, D::Db>> {
+        match D::BEGIN {
             Some(begin) => self.sql.pool().begin_with(begin).await,
             None => self.sql.pool().begin().await,
         }
-        .map_err(self.sql.err(what))?;
-        if let Some((guard, optional)) = D::STALL_GUARD.filter(|_| guarded) {
-            let set = sqlx::raw_sql(guard).execute(&mut *tx).await;
-            if !optional {
-                set.map_err(self.sql.err(what))?;
-            }
-        }
-        Ok(tx)
+        .map_err(self.sql.err(what))
     }
 
+    /// Creates the tables on the first call (every statement idempotent; in one transaction,
+    /// under an advisory lock on PostgreSQL, where concurrent `CREATE ... IF NOT EXISTS` of
+    /// one table can fail), then the routines when any is missing.
     async fn ensure_schema(&self) -> BackendResult<()> {
         self.schema
             .get_or_try_init(|| async {
                 let what = "create the jobs tables";
-                let mut tx = self.begin(what, false).await?;
+                let mut tx = self.begin(what).await?;
                 if let Some(lock) = D::ADVISORY_LOCK {
                     sqlx::raw_sql(lock).execute(&mut *tx).await.map_err(self.sql.err(what))?;
                 }
@@ -960,7 +952,7 @@ where
         }
         let what = "claim a job run";
         let group = group_of(req.job).unwrap_or(req.job);
-        let mut tx = self.begin(what, true).await?;
+        let mut tx = self.begin(what).await?;
         macro_rules! exec {
             ($stmt:expr, $params:expr) => {{
                 let args = self.args(&$stmt, &$params)?;
@@ -1118,7 +1110,7 @@ where
     ) -> BackendResult<T> {
         self.ensure_schema().await?;
         let s = self.statements;
-        let mut tx = self.begin(what, true).await?;
+        let mut tx = self.begin(what).await?;
         let args = self.args(&s.ensure_job, &[Param::Text(job)])?;
         sqlx::query_with(s.ensure_job.sql(), args).execute(&mut *tx).await.map_err(self.sql.err(what))?;
         let args = self.args(&s.read_control, &[Param::Text(job), Param::Text(job)])?;
