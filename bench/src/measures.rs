@@ -993,10 +993,10 @@ pub(crate) struct P9Row {
 ///   proxy holds a term and claims `calls` slots with `JobStore::claim_run` (history on: the
 ///   fenced claim, the pause check and the `running` record), then `calls` with
 ///   `Backend::claim_slot` (history off). Each call's exchanges are read from the proxy right
-///   before and right after it, 20 ms after the previous one (so that work a driver does
-///   after answering, such as sqlx's ping of a connection back in its pool, is not counted
-///   against the next call; it does not delay a run). Ten calls of each first warm the
-///   connections (prepared statements, the jobs tables' first-use check).
+///   before it and 20 ms after it returned, so the window always holds what the driver does
+///   after the answer without the caller waiting (sqlx pings a connection it gets back into
+///   its pool: one exchange on the SQL servers, on and off alike). Ten calls of each first
+///   warm the connections (prepared statements, the jobs tables' first-use check).
 /// - **Lateness, side by side**: two `Runtime`s in this process, each with its own backend
 ///   connection and an every-second cron job on its own lease, for the same `slots`
 ///   seconds: one with the backend's jobs store, one with the same backend wrapped so that it
@@ -1093,10 +1093,13 @@ async fn p9_trips<B: Backend>(b: &B, proxy: &CountingProxy, calls: usize, lease:
     let job = format!("{lease}.job");
     let mut slot = chrono::Utc::now().timestamp_millis();
     const WARM: usize = 10;
+    // Each window ends 20 ms after the call returned, so it always holds what the driver does
+    // after the answer (sqlx pings a connection it gets back into its pool: one exchange the
+    // caller does not wait for, which would otherwise land in or out of the window by a race).
+    const SETTLE: Duration = Duration::from_millis(20);
     let (mut on, mut off) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
     for i in 0..WARM + calls {
         slot += 1000;
-        sleep(Duration::from_millis(20)).await;
         let req = ClaimRequest {
             session: &s,
             lease,
@@ -1110,6 +1113,7 @@ async fn p9_trips<B: Backend>(b: &B, proxy: &CountingProxy, calls: usize, lease:
         };
         let before = proxy.read();
         let c = store.claim_run(req).await.map_err(e)?;
+        sleep(SETTLE).await;
         let d = proxy.read().since(before);
         if !matches!(c, Claim::Claimed(_)) {
             bail!("{lease}: claim {i} was not granted: {c:?}");
@@ -1120,9 +1124,9 @@ async fn p9_trips<B: Backend>(b: &B, proxy: &CountingProxy, calls: usize, lease:
     }
     for i in 0..WARM + calls {
         slot += 1000;
-        sleep(Duration::from_millis(20)).await;
         let before = proxy.read();
         let ok = b.claim_slot(&s, lease, token, slot).await.map_err(e)?;
+        sleep(SETTLE).await;
         let d = proxy.read().since(before);
         if !ok {
             bail!("{lease}: slot {i} was not granted");

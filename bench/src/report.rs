@@ -904,8 +904,10 @@ counted by a TCP proxy in front of the store (`bench/src/counting.rs`: one excha
 speaks after the server did), around each call of a backend of our own that holds a term: 100 slot claims \
 with `JobStore::claim_run` (history on: fence, pause check, ledger, `running` record, retention) then 100 \
 with `Backend::claim_slot` (history off: what the runtime claims with when the backend has no jobs store), \
-20 ms apart, after 10 of each to warm the connections; the cell is the median per call (the maximum in \
-brackets when it differs). SQLite has no network: n/a. **Lateness**: two `Runtime`s in one process for \
+each window from just before the call to 20 ms after it returned, after 10 of each to warm the connections; \
+the cell is the median per call (the maximum in brackets when it differs). On PostgreSQL and MariaDB a call \
+counts one exchange more than the run waits for, on and off alike: sqlx pings a connection it gets back into \
+its pool after the answer (MariaDB's general log shows one `Execute` per claim). SQLite has no network: n/a. **Lateness**: two `Runtime`s in one process for \
 the same 60 seconds, each on its own connection with an every-second cron job on its own lease, one with \
 the backend's jobs store and one with the same backend wrapped to offer none (`simba::tck::FaultyBackend` \
 without faults), so the two columns share the machine's noise. **Goal:** no more round trips before a run \
