@@ -69,10 +69,11 @@ pub(crate) trait JobDialect: Dialect {
     /// request, `:3` its value: paused 0/1, or the request's time), answering one row: the
     /// old paused flag (0/1), or the new request id. `None`: a transaction, as the claim.
     const CONTROL_CALL: Option<&'static str> = None;
-    /// How many of [`ROUTINES`](Self::ROUTINES) exist (one `BIGINT`): when all do, none is
-    /// created, so a user that may not create routines can run the store an administrator
-    /// set up.
-    const ROUTINES_PRESENT: &'static str = "SELECT 0";
+    /// How many of the three tables and the [`ROUTINES`](Self::ROUTINES) exist (one
+    /// `BIGINT`): when all do, no DDL runs, so a user that may not create them can run the store
+    /// an administrator set up (PostgreSQL checks the right to create in the schema before it
+    /// sees that a table exists, even with `IF NOT EXISTS`). SQLite: 0, the file's owner creates.
+    const SCHEMA_PRESENT: &'static str = "SELECT 0";
     /// Whether an administrator's script needs `DELIMITER` around the routines (the mysql
     /// client; psql reads PostgreSQL's dollar quoting as it is).
     const SCRIPT_DELIMITER: bool = false;
@@ -166,8 +167,10 @@ impl JobDialect for super::postgres::PgDialect {
     const CLAIM_CALL: Option<&'static str> =
         Some("SELECT o_result, o_slot FROM simba_claim_run_v1(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, :11)");
     const CONTROL_CALL: Option<&'static str> = Some("SELECT o_answer FROM simba_job_control_v1(:1, :2, :3)");
-    const ROUTINES_PRESENT: &'static str = "SELECT COUNT(*)::bigint FROM pg_proc WHERE pronamespace = \
-         current_schema()::regnamespace AND proname IN ('simba_claim_run_v1', 'simba_job_control_v1')";
+    const SCHEMA_PRESENT: &'static str = "SELECT (SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema() \
+         AND tablename IN ('simba_job', 'simba_job_run', 'simba_job_version')) + (SELECT COUNT(*) FROM pg_proc \
+         WHERE pronamespace = current_schema()::regnamespace \
+         AND proname IN ('simba_claim_run_v1', 'simba_job_control_v1'))";
     job_statements!(super::postgres::PgDialect);
 }
 
@@ -208,8 +211,10 @@ impl JobDialect for super::mysql::MySqlDialect {
     const CLAIM_CALL: Option<&'static str> =
         Some("CALL simba_claim_run_v1(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, :11)");
     const CONTROL_CALL: Option<&'static str> = Some("CALL simba_job_control_v1(:1, :2, :3)");
-    const ROUTINES_PRESENT: &'static str = "SELECT CAST(COUNT(*) AS SIGNED) FROM information_schema.routines \
-         WHERE routine_schema = DATABASE() AND routine_name IN ('simba_claim_run_v1', 'simba_job_control_v1')";
+    const SCHEMA_PRESENT: &'static str = "SELECT CAST((SELECT COUNT(*) FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name IN ('simba_job', 'simba_job_run', 'simba_job_version')) \
+         + (SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() \
+         AND routine_name IN ('simba_claim_run_v1', 'simba_job_control_v1')) AS SIGNED)";
     const SCRIPT_DELIMITER: bool = true;
     job_statements!(super::mysql::MySqlDialect);
 }
@@ -804,15 +809,12 @@ where
                 if let Some(lock) = D::ADVISORY_LOCK {
                     sqlx::raw_sql(lock).execute(&mut *tx).await.map_err(self.sql.err(what))?;
                 }
-                for statement in D::JOB_SCHEMA {
+                let present: i64 =
+                    sqlx::query_scalar(D::SCHEMA_PRESENT).fetch_one(&mut *tx).await.map_err(self.sql.err(what))?;
+                let missing = usize::try_from(present).map_or(true, |n| n < 3 + self.statements.routines.len());
+                for statement in D::JOB_SCHEMA.iter().filter(|_| missing) {
                     sqlx::raw_sql(*statement).execute(&mut *tx).await.map_err(|e| self.schema_error(e))?;
                 }
-                let present: i64 = if self.statements.routines.is_empty() {
-                    0
-                } else {
-                    sqlx::query_scalar(D::ROUTINES_PRESENT).fetch_one(&mut *tx).await.map_err(self.sql.err(what))?
-                };
-                let missing = usize::try_from(present).map_or(true, |n| n < self.statements.routines.len());
                 for routine in self.statements.routines.iter().filter(|_| missing) {
                     let created = sqlx::raw_sql(sqlx::AssertSqlSafe(routine.as_str())).execute(&mut *tx).await;
                     // MySQL: two nodes creating the procedure at once; the other one's is the same.
