@@ -14,7 +14,9 @@ cd "$(dirname "$0")/.."
 secs=${SIMBA_SOAK_SECS:-1800}
 max_growth=${SIMBA_SOAK_MAX_GROWTH_PCT:-2}
 cargo build --release -q -p simba-tests --all-features --bin simba-soak-node
-bin=$PWD/${CARGO_TARGET_DIR:-target}/release/simba-soak-node
+target=${CARGO_TARGET_DIR:-target}
+case $target in /*) ;; *) target=$PWD/$target ;; esac
+bin=$target/release/simba-soak-node
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 url=${SIMBA_SOAK_URL:-sqlite://$dir/simba.db}

@@ -19,6 +19,7 @@
 use std::collections::BTreeSet;
 
 use crate::backend::{Backend, BackendError};
+use crate::job::RegistryReport;
 use crate::job_store::{JobState, RunRecord, SharedJobStore, group_of};
 
 /// Why an operation failed.
@@ -146,10 +147,19 @@ impl Jobs {
         Ok(id)
     }
 
-    /// Every name the operations accept: the store's jobs, their groups, and the registered
-    /// names.
+    /// What the live nodes published about the jobs they run, compared (issue 12 item 5): the
+    /// same report as `simba check` and `simba jobs` give.
+    pub async fn registry(&self) -> Result<RegistryReport, AdminError> {
+        Ok(RegistryReport::from_published(&self.store.registries().await?))
+    }
+
+    /// Every name the operations accept: the store's jobs, their groups, the registered
+    /// names, and the jobs the live nodes published (a job that has not run yet).
     pub async fn known(&self) -> Result<BTreeSet<String>, AdminError> {
         let mut names = self.registered.clone();
+        for node in self.registry().await?.nodes {
+            names.extend(node.jobs.into_iter().map(|j| j.name));
+        }
         for j in self.store.jobs().await? {
             if let Some(g) = group_of(&j.job) {
                 names.insert(g.to_owned());

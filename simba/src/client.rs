@@ -8,13 +8,14 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::namespace::{Namespace, Namespaced};
 use crate::backend::{Backend, SessionId, SharedBackend};
 use crate::core::Timing;
 use crate::election::Election;
 use crate::engine::{ClientState, Shared};
 use crate::events::{ElectionSnapshot, Event, SessionStatus, Snapshot, TermSnapshot};
 use crate::lock::Lock;
-use crate::{Error, SimbaConfig};
+use crate::{Error, SimbaConfig, Term};
 
 /// A simba client: one session on one backend (rule S1), and the elections and locks that
 /// live and die with it.
@@ -47,6 +48,7 @@ pub struct SimbaBuilder {
     config: SimbaConfig,
     backend: Option<SharedBackend>,
     seed: Option<u64>,
+    namespace: Option<Namespace>,
 }
 
 impl SimbaBuilder {
@@ -68,6 +70,27 @@ impl SimbaBuilder {
         self
     }
 
+    /// Puts every lease, group and job name of this client in `namespace` (issue 12 item 6,
+    /// ADR 0013): applications in different namespaces share one store without their names
+    /// colliding. Without it (the default), the client reads and writes the store's default
+    /// namespace, as before namespaces existed. `[backend] namespace` in `simba.toml`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), simba::Error> {
+    /// use simba::backend::{memory::MemoryBackend, namespace::Namespace};
+    /// use simba::Simba;
+    ///
+    /// let simba = Simba::builder().backend(MemoryBackend::new()).namespace(Namespace::new("billing-svc")?).build()?;
+    /// simba.close().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn namespace(mut self, namespace: Namespace) -> Self {
+        self.namespace = Some(namespace);
+        self
+    }
+
     /// Starts the client: its session actor opens a session in the background. Must be
     /// called inside a Tokio runtime.
     pub fn build(self) -> Result<Simba, Error> {
@@ -75,6 +98,10 @@ impl SimbaBuilder {
         let backend = self.backend.ok_or_else(|| {
             Error::InvalidConfig("no backend: call `SimbaBuilder::backend` or use `Simba::connect(url, ..)`".into())
         })?;
+        let backend: SharedBackend = match self.namespace {
+            Some(ns) => Arc::new(Namespaced::shared(backend, Some(ns))),
+            None => backend,
+        };
         let rng = match self.seed {
             Some(s) => StdRng::seed_from_u64(s),
             None => StdRng::from_rng(&mut rand::rng()),
@@ -120,7 +147,7 @@ impl SimbaBuilder {
 impl Simba {
     /// A builder.
     pub fn builder() -> SimbaBuilder {
-        SimbaBuilder { config: SimbaConfig::default(), backend: None, seed: None }
+        SimbaBuilder { config: SimbaConfig::default(), backend: None, seed: None, namespace: None }
     }
 
     /// A client on `backend` with `config`.
@@ -133,8 +160,14 @@ impl Simba {
     /// `mysql`), `redis://...` (feature `redis`), `zk://host:port/chroot` (feature
     /// `zookeeper`) or `etcd://host:port` (feature `etcd`).
     pub async fn connect(url: &str, config: SimbaConfig) -> Result<Simba, Error> {
+        Simba::connect_in(url, None, config).await
+    }
+
+    /// [`connect`](Simba::connect) in `namespace` (`None`: the default namespace); see
+    /// [`SimbaBuilder::namespace`].
+    pub async fn connect_in(url: &str, namespace: Option<Namespace>, config: SimbaConfig) -> Result<Simba, Error> {
         match crate::backend::connect_url(url).await {
-            Ok(Some(backend)) => SimbaBuilder { config, backend: Some(backend), seed: None }.build(),
+            Ok(Some(backend)) => SimbaBuilder { config, backend: Some(backend), seed: None, namespace }.build(),
             Ok(None) => Err(Error::InvalidConfig(format!(
                 "unsupported backend URL `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis://, zk:// or etcd:// (each needs its cargo feature: sqlite, postgres, mysql, redis, zookeeper, etcd)",
                 crate::backend::url_scheme(url)
@@ -162,6 +195,28 @@ impl Simba {
     /// A lock on lease `name`.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(Arc::clone(&self.shared), name.into())
+    }
+
+    /// Records that `term` ran cron slot `slot_ms` (unix milliseconds) of its lease, fenced
+    /// like a write: `Ok(true)` only while `term`'s session holds the lease with its token and
+    /// no later or equal slot was recorded before (a slot runs at most once across the cluster,
+    /// whatever the nodes' clocks say). One backend call, bounded by the renewal period (D2);
+    /// `Ok(false)` also when it timed out. What the scheduler uses without a jobs store.
+    pub async fn claim_slot(&self, term: &Term, slot_ms: i64) -> Result<bool, Error> {
+        let cell = term.session();
+        let to = cell.call_timeout(Instant::now());
+        let call = self.shared.backend.claim_slot(&cell.id, term.name(), term.token(), slot_ms);
+        match tokio::time::timeout(to, call).await {
+            Ok(Ok(claimed)) => Ok(claimed),
+            Ok(Err(source)) => Err(Error::Backend { op: "claim_slot", name: Some(term.name().to_owned()), source }),
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// A number in `[0, 1)` from this client's random generator, for jitter (retry backoffs):
+    /// reproducible under [`SimbaBuilder::seed`], as the engine's own jitter is.
+    pub fn random_unit(&self) -> f64 {
+        self.shared.unit_random()
     }
 
     /// Subscribes to the client's events.

@@ -46,9 +46,10 @@ impl Lock {
         self.acquire_until(Some(Instant::now() + timeout)).await
     }
 
-    /// One attempt: the lock if the lease is free now, `None` otherwise (also when no session
-    /// is live). Used by partition groups, which decide themselves when to try again.
-    pub(crate) async fn acquire_once(&self) -> Result<Option<LockGuard>, Error> {
+    /// One attempt, without waiting: the lock if the lease is free now, `None` otherwise (also
+    /// when no session is live, or another task of this process holds or waits for it). For
+    /// callers that decide themselves when to try again, as partition groups do.
+    pub async fn try_acquire_now(&self) -> Result<Option<LockGuard>, Error> {
         self.acquire_inner(None, true).await
     }
 
@@ -226,6 +227,14 @@ impl LockGuard {
     /// Revokes the term, then releases the lease with its token (T7).
     pub async fn release(self) -> Result<(), Error> {
         self.release_as(RevokeReason::Stopped).await
+    }
+
+    /// Ends the term locally with `reason` (unless it already ended), without releasing the
+    /// lease yet: [`Term::cancelled`] resolves, so the work under it stops. The first step of a
+    /// graceful handover (H1): revoke, wait for the work to return, then
+    /// [`release`](Self::release) (which keeps this reason). Returns whether it revoked.
+    pub fn revoke(&self, reason: RevokeReason) -> bool {
+        self.term.revoke(reason)
     }
 
     /// Revokes the term with `reason` (unless it already ended), then releases the lease with

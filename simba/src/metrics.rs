@@ -55,6 +55,9 @@ pub mod names {
     pub const JOB_SLOTS: &str = "simba_job_slots_total";
     /// Gauge, label `job`: 1 while the job is paused, as this node's claims see it.
     pub const JOB_PAUSED: &str = "simba_job_paused";
+    /// Gauge: how many differences this node saw between the live nodes' job registries at
+    /// its last check (0: they agree; issue 12 item 5).
+    pub const REGISTRY_DIFFERENCES: &str = "simba_job_registry_differences";
 }
 
 const STATES: [(SessionStatus, &str); 4] = [
@@ -104,6 +107,10 @@ pub(crate) fn job_started(job: &str, lateness: Duration) {
 
 pub(crate) fn job_slot(job: &str, outcome: crate::job_store::Outcome) {
     counter!(names::JOB_SLOTS, "job" => job.to_owned(), "outcome" => outcome.as_str()).increment(1);
+}
+
+pub(crate) fn registry_differences(n: usize) {
+    gauge!(names::REGISTRY_DIFFERENCES).set(n as f64);
 }
 
 pub(crate) fn job_paused(job: &str, paused: bool) {

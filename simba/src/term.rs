@@ -215,6 +215,13 @@ impl Term {
         }
     }
 
+    /// How long one backend call made for this term may take: the session's current renewal
+    /// period (rule D2), shorter when the backend granted a shorter session (D4). Bound a
+    /// fenced write to the store by it, so that a call that hangs cannot outlive the term.
+    pub fn call_timeout(&self) -> Duration {
+        self.inner.session.call_timeout(Instant::now())
+    }
+
     /// Time until the session's local deadline; `Duration::ZERO` once the term ended (T4).
     pub fn remaining(&self) -> Duration {
         let now = Instant::now();

@@ -17,6 +17,10 @@ pub const DEFAULT_RETENTION: usize = 100;
 /// boundary by [`truncate_error`].
 pub const MAX_ERROR_BYTES: usize = 1024;
 
+/// The largest registry a session may publish, in bytes
+/// ([`JobStore::publish_registry`]): well under ZooKeeper's and etcd's request limits.
+pub const MAX_REGISTRY_BYTES: usize = 256 * 1024;
+
 /// A boxed future, as the object-safe [`JobStore`] returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -349,6 +353,19 @@ pub trait JobStore: Send + Sync + 'static {
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
         None
     }
+
+    /// Publishes `registry` (what the node of `session` runs: see
+    /// [`NodeRegistry`](crate::job::NodeRegistry); opaque text to the store, at most
+    /// [`MAX_REGISTRY_BYTES`]) for `session`, replacing what that session published before.
+    /// The entry lives exactly as long as the session: once the session is closed or expired,
+    /// [`registries`](JobStore::registries) no longer answers it and the store drops it (at
+    /// once where the store ties it to the session, ZooKeeper and etcd; at the next publish
+    /// elsewhere). Returns `false`, storing nothing, when `session` is not live.
+    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>>;
+
+    /// What every live session published with
+    /// [`publish_registry`](JobStore::publish_registry), ordered by session id.
+    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>>;
 
     /// How many records per job this store keeps.
     fn retention(&self) -> usize;

@@ -48,11 +48,19 @@ struct JobsMem {
     controls: BTreeMap<String, ControlRec>,
     /// Per job: records by `(slot_ms, kind)`.
     records: BTreeMap<String, BTreeMap<(i64, SlotKind), RunRecord>>,
+    /// What each session published ([`JobStore::publish_registry`]).
+    registries: BTreeMap<SessionId, String>,
 }
 
 impl Default for JobsMem {
     fn default() -> Self {
-        JobsMem { retention: DEFAULT_RETENTION, version: 0, controls: BTreeMap::new(), records: BTreeMap::new() }
+        JobsMem {
+            retention: DEFAULT_RETENTION,
+            version: 0,
+            controls: BTreeMap::new(),
+            records: BTreeMap::new(),
+            registries: BTreeMap::new(),
+        }
     }
 }
 
@@ -544,6 +552,35 @@ impl JobStore for MemoryJobStore {
 
     fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
         Box::pin(async move { Ok(self.state().jobs.version) })
+    }
+
+    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(async move {
+            let mut st = self.state();
+            st.sweep(Instant::now());
+            let State { sessions, jobs, .. } = &mut *st;
+            jobs.registries.retain(|s, _| sessions.contains_key(s));
+            if !sessions.contains_key(session) {
+                return Ok(false);
+            }
+            jobs.registries.insert(session.clone(), registry.to_owned());
+            Ok(true)
+        })
+    }
+
+    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
+        Box::pin(async move {
+            let mut st = self.state();
+            st.sweep(Instant::now());
+            let st = &*st;
+            Ok(st
+                .jobs
+                .registries
+                .iter()
+                .filter(|(s, _)| st.sessions.contains_key(*s))
+                .map(|(s, r)| (s.clone(), r.clone()))
+                .collect())
+        })
     }
 
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {

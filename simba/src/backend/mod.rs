@@ -30,6 +30,7 @@ mod inspect;
 mod job_codec;
 pub(crate) mod job_store;
 pub mod memory;
+pub mod namespace;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]

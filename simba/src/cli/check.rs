@@ -160,7 +160,76 @@ async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) 
         Ok(Err(e)) => report.add("schema", Outcome::Fail, chain(&e)),
         Err(_) => report.add("schema", Outcome::Fail, format!("no answer within {:?}", cli.timeout)),
     }
+    namespace_check(&backend, config.namespace.as_ref(), cli.timeout, report).await;
     lifetime_check(&*backend, config.session.lease_duration(), store, cli.timeout, report).await;
+    registry_check(&*backend, cli.timeout, report).await;
+}
+
+/// Issue 12 item 5: the live nodes run the same jobs with the same settings.
+async fn registry_check(backend: &dyn crate::backend::DynBackend, timeout: Duration, report: &mut Report) {
+    const NAME: &str = "job registry";
+    let Some(store) = backend.job_store() else {
+        return report.add(NAME, Outcome::Skip, "this backend keeps no jobs store: nodes publish no registry");
+    };
+    let published = match tokio::time::timeout(timeout, store.registries()).await {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return report.add(NAME, Outcome::Fail, format!("cannot read the registries: {}", chain(&e))),
+        Err(_) => return report.add(NAME, Outcome::Fail, format!("no answer within {timeout:?}")),
+    };
+    let r = crate::job::RegistryReport::from_published(&published);
+    let versions = crate::job::registry_versions(&r.nodes).map(|v| format!(" (simba {v})")).unwrap_or_default();
+    if r.nodes.is_empty() && r.unreadable.is_empty() {
+        return report.add(NAME, Outcome::Skip, "no live node published its jobs (no runtime is running)");
+    }
+    let mut problems = r.differences.clone();
+    problems.extend(r.unreadable.iter().cloned());
+    if problems.is_empty() {
+        let jobs = r.nodes.first().map_or(0, |n| n.jobs.len() + n.omitted);
+        let digest = r.nodes.first().map_or("", |n| n.digest.as_str());
+        let nodes = r.nodes.len();
+        let detail = format!(
+            "{nodes} live node{} run the same {jobs} job{} (digest {digest}){versions}",
+            if nodes == 1 { "" } else { "s" },
+            if jobs == 1 { "" } else { "s" }
+        );
+        return report.add(NAME, Outcome::Pass, detail);
+    }
+    report.add(
+        NAME,
+        Outcome::Fail,
+        format!(
+            "the {} live nodes differ{versions}: {}; finish the rolling deploy, or align their code and simba.toml",
+            r.nodes.len(),
+            problems.join("; ")
+        ),
+    );
+}
+
+/// Issue 12 item 6: which namespace the configuration works in, and what it holds now (a new
+/// namespace holds nothing, which is no failure). The name itself was checked with the
+/// configuration.
+async fn namespace_check(
+    backend: &SharedBackend,
+    namespace: Option<&crate::backend::namespace::Namespace>,
+    timeout: Duration,
+    report: &mut Report,
+) {
+    const NAME: &str = "namespace";
+    let list = match tokio::time::timeout(timeout, crate::backend::namespace::list_shared(backend)).await {
+        Ok(Ok(l)) => l,
+        Ok(Err(e)) => return report.add(NAME, Outcome::Fail, chain(&e)),
+        Err(_) => return report.add(NAME, Outcome::Fail, format!("no answer within {timeout:?}")),
+    };
+    let label = namespace.map_or_else(|| "the default namespace".to_owned(), |n| format!("`{n}`"));
+    let others = list.iter().filter(|i| i.name.as_deref() != namespace.map(|n| n.as_str())).count();
+    let detail = match list.iter().find(|i| i.name.as_deref() == namespace.map(|n| n.as_str())) {
+        Some(i) => format!(
+            "{label}: {} sessions, {} leases, {} jobs; {others} other namespace(s) in this store",
+            i.sessions, i.leases, i.jobs
+        ),
+        None => format!("{label}: nothing stored yet; {others} other namespace(s) in this store"),
+    };
+    report.add(NAME, Outcome::Pass, detail);
 }
 
 async fn redis_checks(r: &crate::backend::redis::RedisBackend, report: &mut Report) {

@@ -11,6 +11,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 
 use crate::admin::{AdminError, Jobs};
+use crate::backend::{LeaseInfo, SessionId};
+use crate::dashboard::jobs::describe;
+use crate::job::{JobKind, JobSettings, RegistryReport, registry_versions};
 // One JSON shape for `simba history --json` and the dashboard's `/api/jobs`.
 use crate::backend::SharedBackend;
 use crate::dashboard::jobs::{record_json, time_json};
@@ -44,18 +47,11 @@ pub(crate) async fn run(
     let text = match cmd {
         JobsCommand::List => {
             let list = jobs.list().await.map_err(message)?;
-            let mut failures = Vec::with_capacity(list.len());
-            let since = Utc::now().timestamp_millis() - 24 * 3600 * 1000;
-            for j in &list {
-                let h = jobs.store().history(&j.job, jobs.store().retention()).await.map_err(|e| message(e.into()))?;
-                failures.push(
-                    h.iter()
-                        .filter(|r| r.slot_ms >= since)
-                        .filter(|r| matches!(r.outcome, Outcome::Failed | Outcome::TimedOut | Outcome::Cancelled))
-                        .count(),
-                );
-            }
-            if json { list_json(&list, &failures) } else { list_table(&list, &failures) }
+            let registry = jobs.registry().await.map_err(message)?;
+            // Holders are shown where the store can be listed; a failure leaves them out.
+            let held = backend.inspect().await.map(|s| s.leases).unwrap_or_default();
+            let rows = list_rows(&jobs, &list, &registry, &held).await?;
+            if json { list_json(&rows, &registry) } else { list_table(&rows, &registry) }
         }
         JobsCommand::History { job, limit } => {
             let h = jobs.history(job, *limit).await.map_err(message)?;
@@ -110,24 +106,6 @@ fn time(ms: Option<i64>) -> String {
         .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
 }
 
-fn list_json(list: &[JobState], failures: &[usize]) -> String {
-    let jobs: Vec<Value> = list
-        .iter()
-        .zip(failures)
-        .map(|(j, f)| {
-            json!({
-                "job": j.job,
-                "paused": j.paused,
-                "last_slot": time_json(j.last_slot_ms),
-                "last": j.last.as_ref().map(record_json),
-                "trigger_pending": time_json(j.trigger_pending_ms),
-                "failures_24h": f,
-            })
-        })
-        .collect();
-    serde_json::to_string_pretty(&json!({ "jobs": jobs })).unwrap_or_default() + "\n"
-}
-
 /// Left-aligned columns, two spaces apart.
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -154,29 +132,227 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     s
 }
 
-fn list_table(list: &[JobState], failures: &[usize]) -> String {
-    if list.is_empty() {
-        return "no jobs recorded yet: a job appears once a node ran it, or once it was paused or triggered\n"
+/// One row of `simba jobs`: what the store knows of a job, and what the live nodes published.
+struct ListRow {
+    job: String,
+    state: Option<JobState>,
+    settings: Option<JobSettings>,
+    /// A partition `g/i` of a published partitioned job `g`.
+    partition: Option<u32>,
+    /// `(node, session, token)` of each lease holder (one for a scheduled job or a partition,
+    /// those held for a partitioned job).
+    holders: Vec<(String, String, u64)>,
+    next_fire: Option<i64>,
+    failures: usize,
+    /// The live nodes disagree about it.
+    differs: bool,
+}
+
+/// The rows: every job the store knows, then every published job it does not know yet.
+async fn list_rows(
+    jobs: &Jobs,
+    list: &[JobState],
+    registry: &RegistryReport,
+    held: &[LeaseInfo],
+) -> Result<Vec<ListRow>, String> {
+    let since = Utc::now().timestamp_millis() - 24 * 3600 * 1000;
+    let now = std::time::SystemTime::now();
+    let differing = registry.differing_jobs();
+    let node_of = |session: &SessionId| {
+        registry
+            .nodes
+            .iter()
+            .find(|n| n.session == session.as_str())
+            .map_or_else(|| session.as_str().chars().take(8).collect::<String>(), |n| registry.label(n))
+    };
+    let holder = |lease: &str| {
+        held.iter().filter(|l| l.name == lease).map(|l| (node_of(&l.session), l.session.to_string(), l.token)).collect()
+    };
+    let mut names: Vec<(String, Option<JobState>)> = list.iter().map(|j| (j.job.clone(), Some(j.clone()))).collect();
+    for n in &registry.nodes {
+        for j in &n.jobs {
+            if !names.iter().any(|(name, _)| *name == j.name) {
+                names.push((j.name.clone(), None));
+            }
+        }
+    }
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut rows = Vec::with_capacity(names.len());
+    for (job, state) in names {
+        let own = registry.settings(&job).cloned();
+        let part = if own.is_none() {
+            job.rsplit_once('/').and_then(|(g, i)| Some((registry.settings(g)?.clone(), i.parse::<u32>().ok()?)))
+        } else {
+            None
+        };
+        let (settings, partition) = match (own, part) {
+            (Some(s), _) => (Some(s), None),
+            (None, Some((s, i))) => (Some(s), Some(i)),
+            (None, None) => (None, None),
+        };
+        let holders = match (&settings, partition) {
+            (Some(s), Some(i)) => holder(&format!("{}.{i}", s.lease)),
+            (Some(s), None) if s.kind == JobKind::Partitioned => {
+                (0..s.partitions.unwrap_or(0)).flat_map(|i| holder(&format!("{}.{i}", s.lease))).collect::<Vec<_>>()
+            }
+            (Some(s), None) => holder(&s.lease),
+            (None, _) => holder(&job),
+        };
+        let next_fire = settings
+            .as_ref()
+            .and_then(JobSettings::schedule_spec)
+            .and_then(|spec| describe(&spec, now).2)
+            .and_then(|t| DateTime::<Utc>::from(t).timestamp_millis().into());
+        let failures = if state.is_some() {
+            let h = jobs.store().history(&job, jobs.store().retention()).await.map_err(|e| message(e.into()))?;
+            h.iter()
+                .filter(|r| r.slot_ms >= since)
+                .filter(|r| matches!(r.outcome, Outcome::Failed | Outcome::TimedOut | Outcome::Cancelled))
+                .count()
+        } else {
+            0
+        };
+        let base = job.split('/').next().unwrap_or(&job);
+        let differs = differing.contains(&job) || differing.contains(base);
+        rows.push(ListRow { job, state, settings, partition, holders, next_fire, failures, differs });
+    }
+    Ok(rows)
+}
+
+impl ListRow {
+    fn kind(&self) -> &'static str {
+        match (&self.settings, self.partition) {
+            (_, Some(_)) => "partition",
+            (Some(s), None) => s.kind.as_str(),
+            (None, None) => "-",
+        }
+    }
+
+    fn schedule(&self) -> String {
+        match &self.settings {
+            Some(s) => match (&s.schedule, &s.time_zone) {
+                (Some(e), _) if e.starts_with("every ") => e.clone(),
+                (Some(e), tz) => format!("{e} {}", tz.as_deref().unwrap_or("UTC")),
+                (None, _) => "once per term".to_owned(),
+            },
+            None => "-".to_owned(),
+        }
+    }
+
+    fn holder(&self) -> String {
+        match (&self.settings, self.holders.as_slice()) {
+            (Some(s), held) if s.kind == JobKind::Partitioned && self.partition.is_none() => {
+                format!("{} of {} held", held.len(), s.partitions.unwrap_or(0))
+            }
+            (_, [(node, _, token)]) => format!("{node} ({token})"),
+            (_, []) => "-".to_owned(),
+            (_, many) => format!("{} holders", many.len()),
+        }
+    }
+}
+
+fn list_json(rows: &[ListRow], registry: &RegistryReport) -> String {
+    let jobs: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let st = r.state.as_ref();
+            let s = r.settings.as_ref();
+            json!({
+                "job": r.job,
+                "kind": r.kind(),
+                "schedule": s.and_then(|s| s.schedule.clone()),
+                "time_zone": s.filter(|s| s.schedule.as_deref().is_some_and(|e| !e.starts_with("every "))).map(|s| s.time_zone.clone().unwrap_or_else(|| "UTC".to_owned())),
+                "partitions": s.and_then(|s| s.partitions),
+                "paused": st.is_some_and(|j| j.paused),
+                "holders": r.holders.iter().map(|(node, session, token)| json!({"node": node, "session": session, "token": token})).collect::<Vec<_>>(),
+                "next_fire": time_json(r.next_fire),
+                "last_slot": time_json(st.and_then(|j| j.last_slot_ms)),
+                "last": st.and_then(|j| j.last.as_ref()).map(record_json),
+                "trigger_pending": time_json(st.and_then(|j| j.trigger_pending_ms)),
+                "failures_24h": r.failures,
+                "registry_differs": r.differs,
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&json!({ "jobs": jobs, "registry": registry_json(registry) })).unwrap_or_default()
+        + "\n"
+}
+
+/// The registry part of `simba jobs --json` and `simba check --json`.
+pub(super) fn registry_json(r: &RegistryReport) -> Value {
+    json!({
+        "agree": r.agrees() && r.unreadable.is_empty(),
+        "nodes": r.nodes.iter().map(|n| json!({
+            "node": r.label(n),
+            "session": n.session,
+            "version": n.version,
+            "digest": n.digest,
+            "jobs": n.jobs.len() + n.omitted,
+        })).collect::<Vec<_>>(),
+        "differences": r.differences,
+        "unreadable": r.unreadable,
+        "versions": registry_versions(&r.nodes),
+    })
+}
+
+fn list_table(rows: &[ListRow], registry: &RegistryReport) -> String {
+    if rows.is_empty() {
+        return "no jobs yet: a job appears once a node running it has started, or once it was paused or triggered\n"
             .to_owned();
     }
-    let rows: Vec<Vec<String>> = list
+    let cells: Vec<Vec<String>> = rows
         .iter()
-        .zip(failures)
-        .map(|(j, f)| {
-            let last = j.last.as_ref();
+        .map(|r| {
+            let st = r.state.as_ref();
+            let last = st.and_then(|j| j.last.as_ref());
             vec![
-                j.job.clone(),
-                if j.paused { "yes".to_owned() } else { "no".to_owned() },
-                last.map_or("-".to_owned(), |r| r.outcome.to_string()),
-                time(last.map(|r| r.slot_ms)),
-                last.map_or("-".to_owned(), |r| if r.node.is_empty() { "-".to_owned() } else { r.node.clone() }),
-                last.map_or("-".to_owned(), |r| r.token.to_string()),
-                f.to_string(),
-                time(j.trigger_pending_ms),
+                if r.differs { format!("{} *", r.job) } else { r.job.clone() },
+                r.kind().to_owned(),
+                r.schedule(),
+                if st.is_some_and(|j| j.paused) { "yes".to_owned() } else { "no".to_owned() },
+                r.holder(),
+                time(r.next_fire),
+                last.map_or("-".to_owned(), |l| l.outcome.to_string()),
+                time(last.map(|l| l.slot_ms)),
+                r.failures.to_string(),
+                time(st.and_then(|j| j.trigger_pending_ms)),
             ]
         })
         .collect();
-    table(&["JOB", "PAUSED", "LAST", "SLOT", "NODE", "TOKEN", "FAILURES 24H", "RUN REQUESTED"], &rows)
+    let mut out = table(
+        &[
+            "JOB",
+            "KIND",
+            "SCHEDULE",
+            "PAUSED",
+            "HOLDER (TOKEN)",
+            "NEXT",
+            "LAST",
+            "SLOT",
+            "FAILURES 24H",
+            "RUN REQUESTED",
+        ],
+        &cells,
+    );
+    out.push_str(&registry_note(registry));
+    out
+}
+
+/// What `simba jobs` says under its table about the nodes' registries.
+fn registry_note(r: &RegistryReport) -> String {
+    let mut out = String::new();
+    if r.nodes.is_empty() {
+        out.push_str("\nno live node published its jobs: schedules and holders show `-` (is a runtime running?)\n");
+    } else if !r.differences.is_empty() {
+        out.push_str(&format!("\nthe {} live nodes do not agree (* marks the jobs):\n", r.nodes.len()));
+        for d in &r.differences {
+            out.push_str(&format!("  {d}\n"));
+        }
+    }
+    for u in &r.unreadable {
+        out.push_str(&format!("  {u}\n"));
+    }
+    out
 }
 
 fn history_table(h: &[RunRecord]) -> String {
@@ -238,6 +414,54 @@ mod tests {
         Arc::new(b)
     }
 
+    /// Issue 12 items 4 and 5: with the nodes' registries published, `simba jobs` shows each
+    /// job's kind, schedule and time zone, holder node and token and next fire, marks the jobs
+    /// the live nodes disagree about and names the difference; `--json` carries the same.
+    #[tokio::test]
+    async fn item5_jobs_shows_schedules_holders_and_registry_differences() {
+        use crate::job::{JobSettings, Misfire, NodeRegistry, RunPolicy, ScheduleSpec};
+        let b = filled().await;
+        let store = b.job_store().expect("store");
+        let snap = b.inspect().await.expect("inspect");
+        let holder = snap.leases.iter().find(|l| l.name == "report").expect("held").session.clone();
+        let cron =
+            |expr: &str| ScheduleSpec::Cron { expr: expr.to_owned(), time_zone: Some("Europe/Berlin".to_owned()) };
+        let settings =
+            |expr: &str| JobSettings::scheduled("report", "report", &cron(expr), Misfire::Skip, &RunPolicy::default());
+        let sweep = JobSettings::partitioned("sweep", "sweep", 4, None, Misfire::Skip, &RunPolicy::default());
+        let a = NodeRegistry::new("node-a", vec![settings("0 * * * * *"), sweep.clone()]);
+        assert!(store.publish_registry(&holder, &a.encode()).await.expect("publish"));
+        let (_, out) = cmd(&b, JobsCommand::List, false).await;
+        assert!(out.contains("report  scheduled    0 * * * * * Europe/Berlin  no      node-a (1)"), "{out}");
+        assert!(out.contains("sweep   partitioned  once per term              no      0 of 4 held"), "{out}");
+        assert!(!out.contains("do not agree") && !out.contains("no live node"), "{out}");
+        let other = b.open_session(std::time::Duration::from_secs(30)).await.expect("session").id;
+        let c = NodeRegistry::new("node-b", vec![settings("30 * * * * *")]);
+        assert!(store.publish_registry(&other, &c.encode()).await.expect("publish"));
+        let (r, out) = cmd(&b, JobsCommand::List, false).await;
+        assert_eq!(r, Ok(0));
+        assert!(out.contains("report *  scheduled"), "{out}");
+        assert!(out.contains("the 2 live nodes do not agree (* marks the jobs):"), "{out}");
+        assert!(out.contains("  job `report` schedule: `0 * * * * *` on node-a; `30 * * * * *` on node-b"), "{out}");
+        assert!(out.contains("  job `sweep` runs on node-a but not on node-b"), "{out}");
+        let (_, out) = cmd(&b, JobsCommand::List, true).await;
+        let v: Value = serde_json::from_str(&out).expect("json");
+        let report = &v["jobs"][0];
+        assert_eq!((report["job"].as_str(), report["kind"].as_str()), (Some("report"), Some("scheduled")));
+        assert_eq!(
+            (report["time_zone"].as_str(), report["registry_differs"].as_bool()),
+            (Some("Europe/Berlin"), Some(true))
+        );
+        assert_eq!(report["holders"][0]["node"], "node-a");
+        assert_eq!(report["holders"][0]["token"], 1);
+        assert!(report["next_fire"].is_string(), "a cron job has a next fire: {report}");
+        assert_eq!(v["registry"]["agree"], false);
+        assert_eq!(v["registry"]["differences"].as_array().map(Vec::len), Some(2));
+        // A published job that never ran is known to the tool: it can be paused by name.
+        let (r, out) = cmd(&b, JobsCommand::Pause { job: "sweep".into() }, false).await;
+        assert!(r == Ok(0) && out.starts_with("paused `sweep`"), "{r:?} {out}");
+    }
+
     async fn cmd(b: &SharedBackend, c: JobsCommand, json: bool) -> (Result<u8, String>, String) {
         let mut out = Vec::new();
         let r = run(&c, b, "memory://", json, &mut out).await;
@@ -251,11 +475,9 @@ mod tests {
         let b = filled().await;
         let (r, out) = cmd(&b, JobsCommand::List, false).await;
         assert_eq!(r, Ok(0));
-        assert!(out.starts_with("JOB     PAUSED  LAST  SLOT"), "{out}");
-        assert!(
-            out.contains("report  no      ran   2026-05-28T20:28:40.000Z  node-a  1      0             -"),
-            "{out}"
-        );
+        assert!(out.starts_with("JOB     KIND  SCHEDULE  PAUSED  HOLDER (TOKEN)  NEXT  LAST  SLOT"), "{out}");
+        assert!(out.contains(" (1)    -     ran   2026-05-28T20:28:40.000Z  0             -"), "{out}");
+        assert!(out.contains("no live node published its jobs"), "{out}");
         let (_, out) = cmd(&b, JobsCommand::History { job: "report".into(), limit: 2 }, false).await;
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 3, "{out}");

@@ -8,6 +8,7 @@
 mod check;
 mod dashboard;
 mod jobs;
+mod namespaces;
 mod render;
 
 use std::ffi::OsString;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use crate::backend::namespace::{Namespace, Namespaced};
 use crate::backend::{BackendError, SharedBackend};
 use crate::runtime::redact;
 use crate::{Error, RuntimeConfig};
@@ -41,6 +43,10 @@ struct Cli {
     /// Print JSON instead of tables (one object; `watch` prints one per line).
     #[arg(long, global = true)]
     json: bool,
+    /// Work within this namespace (overrides the configuration's `[backend] namespace`): every
+    /// command sees and changes only its sessions, leases, groups and jobs.
+    #[arg(long, short = 'N', global = true, value_name = "NAME", value_parser = parse_namespace)]
+    namespace: Option<Namespace>,
     /// Give up on an unreachable backend after this long.
     #[arg(long, global = true, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     timeout: Duration,
@@ -52,6 +58,9 @@ struct Cli {
 enum Command {
     /// Sessions, leases and groups as the backend sees them.
     Status,
+    /// The namespaces present in the store, with their sessions, leases, groups and jobs
+    /// (whatever `--namespace` says).
+    Namespaces,
     /// `status`, refreshed live until Ctrl-C.
     Watch {
         /// Time between refreshes.
@@ -109,6 +118,13 @@ impl Command {
             Command::Trigger { job } => jobs::JobsCommand::Trigger { job: job.clone() },
             _ => return None,
         })
+    }
+}
+
+fn parse_namespace(s: &str) -> Result<Namespace, String> {
+    match crate::backend::namespace::problem(s) {
+        Some(message) => Err(message),
+        None => Namespace::new(s).map_err(|e| e.to_string()),
     }
 }
 
@@ -174,7 +190,14 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
         Command::Dashboard { listen } => Some(dashboard::settings(&config, *listen)?),
         _ => None,
     };
-    let backend = connect(&url, cli.timeout).await?;
+    let raw = connect(&url, cli.timeout).await?;
+    if let Command::Namespaces = cli.command {
+        return namespaces::run(&raw, &url, cli.json, out).await;
+    }
+    // Every other command sees one namespace: the named one, or the default one without
+    // the named namespaces' records.
+    let backend: SharedBackend = std::sync::Arc::new(Namespaced::shared(raw, config.namespace.clone()));
+    let namespace = config.namespace.as_ref().map(Namespace::as_str);
     if let Some(settings) = dashboard {
         return dashboard::serve(backend, &url, &settings, out).await;
     }
@@ -183,7 +206,7 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
     }
     match &cli.command {
         Command::Status => {
-            let view = render::View::read(&*backend, &url, cli.timeout).await?;
+            let view = render::View::read(&*backend, &url, namespace, cli.timeout).await?;
             match render::write(&view, cli.json, out).and_then(|()| out.flush()) {
                 Ok(()) => {}
                 // The reader went away (`simba status | head`): nothing left to say.
@@ -194,7 +217,7 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
         Command::Watch { interval, count } => {
             let mut n = 0u64;
             loop {
-                let view = render::View::read(&*backend, &url, cli.timeout).await;
+                let view = render::View::read(&*backend, &url, namespace, cli.timeout).await;
                 let written = match &view {
                     Ok(v) if cli.json => render::write(v, true, out),
                     Ok(v) => write!(out, "\x1b[2J\x1b[H").and_then(|()| render::write(v, false, out)),
@@ -228,6 +251,9 @@ fn load_config(cli: &Cli) -> Result<RuntimeConfig, Error> {
     };
     if let Some(url) = &cli.backend {
         config.backend_url = url.clone();
+    }
+    if let Some(ns) = &cli.namespace {
+        config.namespace = Some(ns.clone());
     }
     Ok(config)
 }

@@ -12,6 +12,8 @@ use crate::runtime::redact;
 /// A snapshot with what operators ask of it: leases per session, partitions per member.
 pub(super) struct View {
     backend: String,
+    /// The namespace the snapshot was read in; `None` for the default one.
+    namespace: Option<String>,
     snapshot: StoreSnapshot,
     /// The store's clock, else the local one: the reference of "held for".
     now: SystemTime,
@@ -26,7 +28,12 @@ struct GroupView<'a> {
 }
 
 impl View {
-    pub(super) async fn read(backend: &dyn DynBackend, url: &str, timeout: Duration) -> Result<View, String> {
+    pub(super) async fn read(
+        backend: &dyn DynBackend,
+        url: &str,
+        namespace: Option<&str>,
+        timeout: Duration,
+    ) -> Result<View, String> {
         let shown = redact(url);
         let snapshot = match tokio::time::timeout(timeout, backend.inspect()).await {
             Ok(Ok(s)) => s,
@@ -34,7 +41,7 @@ impl View {
             Err(_) => return Err(format!("cannot read the backend at {shown}: no answer within {timeout:?}")),
         };
         let now = snapshot.taken_at.unwrap_or_else(SystemTime::now);
-        Ok(View { backend: shown, snapshot, now })
+        Ok(View { backend: shown, namespace: namespace.map(str::to_owned), snapshot, now })
     }
 
     fn leases_of(&self, session: &str) -> usize {
@@ -137,7 +144,10 @@ pub(super) fn write(view: &View, json: bool, out: &mut dyn Write) -> std::io::Re
         Some(_) => "the backend's clock",
         None => "this machine's clock (the backend does not tell its own)",
     };
-    writeln!(out, "backend: {}  (times on {clock})", view.backend)?;
+    match &view.namespace {
+        Some(ns) => writeln!(out, "backend: {}  namespace: {ns}  (times on {clock})", view.backend)?,
+        None => writeln!(out, "backend: {}  (times on {clock})", view.backend)?,
+    }
     writeln!(out)?;
     writeln!(out, "SESSIONS ({})", s.sessions.len())?;
     let rows: Vec<Vec<String>> = s
@@ -218,7 +228,7 @@ fn to_json(view: &View) -> Value {
                    "balanced": g.balanced()})
         })
         .collect();
-    json!({"backend": view.backend, "taken_at_ms": epoch_ms(s.taken_at), "sessions": sessions,
+    json!({"backend": view.backend, "namespace": view.namespace, "taken_at_ms": epoch_ms(s.taken_at), "sessions": sessions,
            "leases": leases, "groups": groups})
 }
 

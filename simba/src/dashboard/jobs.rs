@@ -83,13 +83,16 @@ fn registry_of<'a>(job: &str, registry: &'a [Registered]) -> Option<(&'a Registe
 }
 
 /// What the page says about a schedule: text, time zone, next fire after `now`.
-fn describe(spec: &ScheduleSpec, now: SystemTime) -> (String, Option<String>, Option<SystemTime>) {
+pub(crate) fn describe(spec: &ScheduleSpec, now: SystemTime) -> (String, Option<String>, Option<SystemTime>) {
     match spec {
         ScheduleSpec::Cron { expr, time_zone } => {
             let zone = time_zone.clone().unwrap_or_else(|| "UTC".to_owned());
             let next = match (parse_cron(expr), parse_time_zone(&zone)) {
                 (Ok(cron), Ok(tz)) => {
-                    let after = DateTime::<Utc>::from(now).with_timezone(&tz);
+                    // From the whole second: a slot is a whole second, and croner keeps the
+                    // fraction of the instant it starts from.
+                    let second = DateTime::<Utc>::from(now).timestamp();
+                    let after = DateTime::<Utc>::from_timestamp(second, 0).unwrap_or_default().with_timezone(&tz);
                     cron.find_next_occurrence(&after, false).ok().map(|t| SystemTime::from(t.with_timezone(&Utc)))
                 }
                 _ => None,

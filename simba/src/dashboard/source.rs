@@ -172,10 +172,16 @@ impl BackendSource {
 impl Source for BackendSource {
     fn read(&self) -> BoxFuture<'_, Result<Reading, String>> {
         Box::pin(async move {
-            let both = futures_util::future::join(self.backend.inspect(), self.read_jobs());
-            let (cluster, jobs) = match tokio::time::timeout(self.timeout, both).await {
-                Ok((Ok(s), jobs)) => (s, jobs),
-                Ok((Err(e), _)) => {
+            let published = async {
+                match &self.store {
+                    Some(store) => store.registries().await.unwrap_or_default(),
+                    None => Vec::new(),
+                }
+            };
+            let all = futures_util::future::join3(self.backend.inspect(), self.read_jobs(), published);
+            let (cluster, jobs, published) = match tokio::time::timeout(self.timeout, all).await {
+                Ok((Ok(s), jobs, published)) => (s, jobs, crate::job::RegistryReport::from_published(&published)),
+                Ok((Err(e), _, _)) => {
                     return Err(scrub(&format!("cannot read the backend: {}", chain(&e)), &self.scrub));
                 }
                 Err(_) => return Err(format!("cannot read the backend: no answer within {:?}", self.timeout)),
@@ -184,13 +190,37 @@ impl Source for BackendSource {
             if let Some(id) = self.own.as_ref().and_then(|s| s.snapshot().session) {
                 nodes.insert(id, NodeInfo { label: this_node_label(), this_node: true });
             }
-            Ok(Reading { cluster, nodes, jobs, registry: self.registry.clone() })
+            // The nodes' own names and jobs, as they published them (issue 12 item 5): what
+            // `simba dashboard` knows of schedules without a registry of its own.
+            for n in &published.nodes {
+                nodes
+                    .entry(SessionId::new(n.session.clone()))
+                    .or_insert_with(|| NodeInfo { label: published.label(n), this_node: false });
+            }
+            let registry = if self.registry.is_empty() { registered_from(&published) } else { self.registry.clone() };
+            Ok(Reading { cluster, nodes, jobs, registry })
         })
     }
 
     fn describe(&self) -> String {
         self.shown.clone()
     }
+}
+
+/// The jobs the live nodes published, each as the first node that has it describes it.
+fn registered_from(report: &crate::job::RegistryReport) -> Vec<Registered> {
+    let mut out: Vec<Registered> = Vec::new();
+    for j in report.nodes.iter().flat_map(|n| n.jobs.iter()) {
+        if !out.iter().any(|r| r.name == j.name) {
+            out.push(Registered {
+                name: j.name.clone(),
+                lease: j.lease.clone(),
+                partitions: j.partitions,
+                schedule: j.schedule_spec(),
+            });
+        }
+    }
+    out
 }
 
 /// `host pid N`, for the serving node.

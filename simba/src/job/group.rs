@@ -4,24 +4,21 @@
 //! sticky); a node under its share acquires free ones. Leases keep two nodes from ever
 //! holding one partition.
 //!
-//! The decision of each round is the core's (`crate::core::rebalance`); this module runs it:
-//! the join, the member listing, the workers and their handover.
+//! The decision of each round is the core's (`crate::core::rebalance`); this module runs it
+//! with the client's public API only (issue 12 item 11): [`Simba::group`] for the membership,
+//! [`Simba::lock`] for the partitions, [`LockGuard::revoke`] for the handover.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
 use super::{Misfire, PartitionFn, Recording, Timer, run_scheduled};
-use crate::backend::SessionId;
 use crate::core::rebalance::{self, Plan};
-use crate::engine::Shared;
-use crate::lock::{Lock, LockGuard};
-use crate::{RevokeReason, Term};
+use crate::{Group, LockGuard, RevokeReason, Simba, Term};
 
 /// One partitioned job as the runtime runs it.
 #[derive(Clone)]
@@ -49,87 +46,60 @@ struct Worker {
 
 /// Runs the group until `stop` is cancelled, then hands every partition over (H1) and leaves
 /// the group.
-pub(crate) async fn run_group(shared: Arc<Shared>, spec: GroupSpec, stop: CancellationToken) {
+pub(crate) async fn run_group(simba: Simba, spec: GroupSpec, stop: CancellationToken) {
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<u32>();
     let mut held: BTreeMap<u32, Worker> = BTreeMap::new();
     let mut leaving: BTreeMap<u32, Worker> = BTreeMap::new();
-    let mut joined: Option<SessionId> = None;
-    let mut releases = shared.releases.subscribe();
-    let mut session_rx = shared.session.subscribe();
-    let prefix = format!("{}.", spec.group);
+    let group = simba.group(spec.group.to_string());
+    let mut watch = group.watch();
     loop {
-        round(&shared, &spec, &mut held, &mut leaving, &mut joined, &ended_tx).await;
-        let next = Instant::now() + shared.timing.candidate_delay(shared.unit_random());
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => {
-                    shut_down(&shared, &spec, held, leaving, joined).await;
-                    return;
-                }
-                Some(i) = ended_rx.recv() => {
-                    if held.get(&i).is_some_and(|w| w.handle.is_finished()) {
-                        held.remove(&i);
-                    }
-                    leaving.retain(|_, w| !w.handle.is_finished());
-                    held.retain(|_, w| !w.handle.is_finished());
-                    break;
-                }
-                r = releases.recv() => match r {
-                    Ok(n) if n.starts_with(&prefix) => break,
-                    Ok(_) => {}
-                    Err(_) => break,
-                },
-                _ = session_rx.changed() => break,
-                _ = sleep_until(next) => break,
+        round(&simba, &group, &spec, &mut held, &mut leaving, &ended_tx).await;
+        tokio::select! {
+            _ = stop.cancelled() => {
+                shut_down(&group, held, leaving).await;
+                return;
             }
+            Some(i) = ended_rx.recv() => {
+                if held.get(&i).is_some_and(|w| w.handle.is_finished()) {
+                    held.remove(&i);
+                }
+                leaving.retain(|_, w| !w.handle.is_finished());
+                held.retain(|_, w| !w.handle.is_finished());
+            }
+            () = watch.changed() => {}
         }
     }
 }
 
 async fn round(
-    shared: &Arc<Shared>,
+    simba: &Simba,
+    group: &Group,
     spec: &GroupSpec,
     held: &mut BTreeMap<u32, Worker>,
     leaving: &mut BTreeMap<u32, Worker>,
-    joined: &mut Option<SessionId>,
     ended_tx: &mpsc::UnboundedSender<u32>,
 ) {
     held.retain(|_, w| !w.handle.is_finished());
     leaving.retain(|_, w| !w.handle.is_finished());
-    let Some(cell) = shared.current_session().filter(|c| c.is_live_at(Instant::now())) else { return };
-    let to = cell.call_timeout(Instant::now());
-    if joined.as_ref() != Some(&cell.id) {
-        match tokio::time::timeout(to, shared.backend.join_group(&cell.id, &spec.group)).await {
-            Ok(Ok(crate::backend::Join::Joined)) => {
-                tracing::info!(group = %spec.group, session = %cell.id, "joined the group");
-                *joined = Some(cell.id.clone());
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(group = %spec.group, error = %e, "cannot join the group; retrying");
-                return;
-            }
-            // Expired: the session loop opens a new session, which joins at the next round.
-            Ok(Ok(crate::backend::Join::Expired)) | Err(_) => return,
-        }
-    }
-    let members = match tokio::time::timeout(to, shared.backend.members(&spec.group)).await {
-        Ok(Ok(m)) => m,
-        Ok(Err(e)) => {
-            tracing::warn!(group = %spec.group, error = %e, "cannot list the group's members; retrying");
+    let view = match group.members().await {
+        Ok(Some(view)) => view,
+        // No live session: the next one joins at the next round.
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(group = %spec.group, error = %e, "cannot join the group or list its members; retrying");
             return;
         }
-        Err(_) => return,
     };
     let held_now: BTreeSet<u32> = held.keys().copied().collect();
     let leaving_now: BTreeSet<u32> = leaving.keys().copied().collect();
-    match rebalance::plan(spec.partitions, &members, &cell.id, &held_now, &leaving_now) {
+    match rebalance::plan(spec.partitions, &view.members, &view.me, &held_now, &leaving_now) {
         Plan::Keep => {}
         Plan::StepDown(surplus) => {
             // Surplus: hand the highest-numbered partitions over (H1), keep the rest (sticky).
             let share = held.len() - surplus.len();
             for i in surplus {
                 if let Some(mut w) = held.remove(&i) {
-                    tracing::info!(group = %spec.group, partition = i, members = members.len(), share, "stepping a surplus partition down");
+                    tracing::info!(group = %spec.group, partition = i, members = view.members.len(), share, "stepping a surplus partition down");
                     if let Some(s) = w.stop.take() {
                         let _ = s.send(RevokeReason::SteppedDown);
                     }
@@ -139,13 +109,12 @@ async fn round(
         }
         Plan::Acquire { mut need, candidates } => {
             for i in candidates {
-                if !cell.is_live_at(Instant::now()) {
+                if simba.session_id().as_ref() != Some(&view.me) {
                     return;
                 }
-                let lock = Lock::new(Arc::clone(shared), spec.lease(i));
-                match lock.acquire_once().await {
+                match simba.lock(spec.lease(i)).try_acquire_now().await {
                     Ok(Some(guard)) => {
-                        held.insert(i, start_worker(shared, spec, i, guard, ended_tx.clone()));
+                        held.insert(i, start_worker(simba, spec, i, guard, ended_tx.clone()));
                         need -= 1;
                         if need == 0 {
                             return;
@@ -162,14 +131,14 @@ async fn round(
 }
 
 fn start_worker(
-    shared: &Arc<Shared>,
+    simba: &Simba,
     spec: &GroupSpec,
     i: u32,
     guard: LockGuard,
     ended: mpsc::UnboundedSender<u32>,
 ) -> Worker {
     let (stop_tx, stop_rx) = oneshot::channel();
-    let (shared, spec) = (Arc::clone(shared), spec.clone());
+    let (simba, spec) = (simba.clone(), spec.clone());
     let span = tracing::info_span!("partition", group = %spec.group, partition = i, token = guard.term().token());
     let handle = tokio::spawn(tracing::Instrument::instrument(
         async move {
@@ -180,7 +149,7 @@ fn start_worker(
             let mut task: JoinHandle<Result<(), crate::BoxError>> = match spec.timer.clone() {
                 // The worker logs inside this partition's span.
                 Some(timer) => tokio::spawn(tracing::Instrument::in_current_span(run_scheduled(
-                    Arc::clone(&shared),
+                    simba.clone(),
                     Recording { job: format!("{}/{i}", spec.job).into(), ..spec.recording.clone() },
                     timer,
                     spec.misfire,
@@ -198,8 +167,8 @@ fn start_worker(
                 }
                 reason = stop_rx => {
                     let reason = reason.unwrap_or(RevokeReason::Stopped);
-                    hand_over(&term, task, reason).await;
-                    if let Err(e) = guard.release_as(reason).await {
+                    hand_over(&guard, task, reason).await;
+                    if let Err(e) = guard.release().await {
                         tracing::warn!(group = %spec.group, partition = i, error = %e, "release failed; the lease frees with the session");
                     }
                 }
@@ -209,7 +178,8 @@ fn start_worker(
                         Ok(Err(e)) => tracing::error!(group = %spec.group, partition = i, error = %e, "partition worker failed; releasing the partition"),
                         Err(e) => tracing::error!(group = %spec.group, partition = i, error = %e, "partition worker panicked; releasing the partition"),
                     }
-                    if let Err(e) = guard.release_as(RevokeReason::SteppedDown).await {
+                    guard.revoke(RevokeReason::SteppedDown);
+                    if let Err(e) = guard.release().await {
                         tracing::warn!(group = %spec.group, partition = i, error = %e, "release failed; the lease frees with the session");
                     }
                 }
@@ -222,26 +192,22 @@ fn start_worker(
     Worker { stop: Some(stop_tx), handle }
 }
 
-/// H1 for one partition: revoke and signal; wait until the worker returns or the local
-/// deadline passes; the caller then releases with the token.
-async fn hand_over(term: &Term, mut task: JoinHandle<Result<(), crate::BoxError>>, reason: RevokeReason) {
-    term.revoke(reason);
+/// H1 for one partition: revoke and signal; wait until the worker returns or the deadline
+/// the term had when it was revoked passes; the caller then releases with the token.
+async fn hand_over(guard: &LockGuard, mut task: JoinHandle<Result<(), crate::BoxError>>, reason: RevokeReason) {
+    let term = guard.term();
+    let deadline = term.deadline();
+    guard.revoke(reason);
     tokio::select! {
         _ = &mut task => {}
-        _ = sleep_until(term.session().deadline()) => {
+        _ = sleep_until(deadline) => {
             tracing::warn!(lease = term.name(), token = term.token(), "partition worker ignored cancellation until the local deadline; aborting it");
             task.abort();
         }
     }
 }
 
-async fn shut_down(
-    shared: &Arc<Shared>,
-    spec: &GroupSpec,
-    held: BTreeMap<u32, Worker>,
-    leaving: BTreeMap<u32, Worker>,
-    joined: Option<SessionId>,
-) {
+async fn shut_down(group: &Group, held: BTreeMap<u32, Worker>, leaving: BTreeMap<u32, Worker>) {
     let mut handles = Vec::new();
     for (_, mut w) in held.into_iter().chain(leaving) {
         if let Some(s) = w.stop.take() {
@@ -252,10 +218,5 @@ async fn shut_down(
     for h in handles {
         let _ = h.await;
     }
-    if let (Some(id), Some(cell)) = (joined, shared.current_session())
-        && cell.id == id
-    {
-        let _ = tokio::time::timeout(Duration::from_secs(2), shared.backend.leave_group(&id, &spec.group)).await;
-    }
-    tracing::info!(group = %spec.group, "left the group");
+    group.leave().await;
 }

@@ -11,9 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::JobContext;
 use super::registry::JobFuture;
-use crate::engine::Shared;
 use crate::job_store::{Claim, ClaimRequest, Outcome, RunRecord, SharedJobStore, SlotKind, truncate_error};
-use crate::{BoxError, Error, RevokeReason, Term};
+use crate::{BoxError, Error, RevokeReason, Simba, Term};
 
 /// How a job retries and times out (`retry`, `backoff`, `timeout`; issue 12 item 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +132,7 @@ impl Recording {
     /// without a store or a record; `Err` says why it could not be read.
     pub(crate) async fn last_slot_ms(&self, term: &Term) -> Result<Option<i64>, String> {
         let Some(store) = &self.store else { return Ok(None) };
-        let to = term.session().call_timeout(Instant::now());
+        let to = term.call_timeout();
         match tokio::time::timeout(to, store.job(&self.job)).await {
             Ok(Ok(state)) => {
                 if let Some(last) = state.as_ref().and_then(|s| s.last.as_ref()) {
@@ -175,38 +174,31 @@ impl Recording {
     /// (fixed-rate slots, which were never claimed).
     pub(crate) async fn claim(
         &self,
-        shared: &Shared,
+        simba: &Simba,
         term: &Term,
         slot_ms: i64,
         kind: SlotKind,
         check_slot: bool,
     ) -> Claimed {
-        let cell = term.session();
-        let to = cell.call_timeout(Instant::now());
+        let to = term.call_timeout();
         let Some(store) = &self.store else {
             if !check_slot {
                 return Claimed::Run(None);
             }
-            return match tokio::time::timeout(
-                to,
-                shared.backend.claim_slot(&cell.id, term.name(), term.token(), slot_ms),
-            )
-            .await
-            {
-                Ok(Ok(true)) => Claimed::Run(None),
-                Ok(Ok(false)) => {
+            return match simba.claim_slot(term, slot_ms).await {
+                Ok(true) => Claimed::Run(None),
+                Ok(false) => {
                     tracing::info!(job = %self.metric, slot_ms, "slot already ran (or the term ended); skipping it");
                     Claimed::Skip
                 }
-                Ok(Err(e)) => {
+                Err(e) => {
                     tracing::warn!(job = %self.metric, slot_ms, error = %e, "cannot record the slot; skipping it rather than risking a second run");
                     Claimed::Skip
                 }
-                Err(_) => Claimed::Skip,
             };
         };
         let req = ClaimRequest {
-            session: &cell.id,
+            session: term.session_id(),
             lease: term.name(),
             token: term.token(),
             job: &self.job,
@@ -279,7 +271,7 @@ impl Recording {
     /// Runs one claimed slot to its end: attempts, backoff, timeout, and its record.
     pub(crate) async fn execute(
         &self,
-        shared: &Shared,
+        simba: &Simba,
         term: &Term,
         claimed: Option<RunRecord>,
         slot: DateTime<Utc>,
@@ -321,7 +313,7 @@ impl Recording {
             crate::metrics::job_finished(&self.metric, took, failed);
             self.log_outcome(term, (attempt, attempts), outcome, error.as_deref(), took);
             let retry = failed && attempt < attempts && term.is_valid();
-            let wait = self.policy.backoff_before(attempt + 1, shared.unit_random());
+            let wait = self.policy.backoff_before(attempt + 1, simba.random_unit());
             let retry = retry && term.remaining() > wait;
             let final_outcome = if retry { Outcome::Retried } else { outcome };
             crate::metrics::job_slot(&self.metric, final_outcome);

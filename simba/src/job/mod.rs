@@ -3,11 +3,15 @@
 mod context;
 mod group;
 mod history;
+mod published;
 mod registry;
 mod schedule;
 
 pub use context::JobContext;
 pub use history::{RunPolicy, WallClock};
+pub use published::{
+    JobKind, JobSettings, NodeRegistry, RegistryReport, compare as compare_registries, versions as registry_versions,
+};
 pub use registry::{
     JOB_POLICIES, JobFuture, JobOutcome, JobPolicy, Misfire, PARTITIONED_JOBS, PartitionFn, PartitionedJob,
     SCHEDULED_JOBS, Schedule, ScheduledFn, ScheduledJob, job_future,

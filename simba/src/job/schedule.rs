@@ -3,7 +3,6 @@
 //! record so that each cron slot runs at most once across the cluster (J5).
 
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -14,10 +13,9 @@ use tokio::time::{Instant, sleep_until};
 
 use super::history::{Claimed, Recording};
 use super::{JobFuture, Misfire, Schedule};
-use crate::Term;
 use crate::core::slots::{CronSlots, FixedRateSlots, term_start_gap, until};
-use crate::engine::Shared;
 use crate::job_store::{Outcome, SlotKind};
+use crate::{Simba, Term};
 
 /// A schedule as the runtime holds it (owned, so that `simba.toml` can override it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,24 +104,24 @@ impl Timer {
 /// (issue 12). A pending run-now request runs as a `manual` slot at the start of the term and
 /// whenever the control version moves.
 pub(crate) async fn run_scheduled(
-    shared: Arc<Shared>,
+    simba: Simba,
     mut rec: Recording,
     timer: Timer,
     misfire: Misfire,
     term: Term,
     run: impl Fn(Term) -> JobFuture,
 ) -> Result<(), crate::BoxError> {
-    manual(&shared, &rec, &term, &run).await;
+    manual(&simba, &rec, &term, &run).await;
     match timer {
-        Timer::Fixed(period) => run_fixed(&shared, &mut rec, period, &term, &run).await,
-        Timer::Cron { cron, tz } => run_cron(&shared, &mut rec, &cron, tz, misfire, &term, &run).await,
+        Timer::Fixed(period) => run_fixed(&simba, &mut rec, period, &term, &run).await,
+        Timer::Cron { cron, tz } => run_cron(&simba, &mut rec, &cron, tz, misfire, &term, &run).await,
     }
 }
 
 /// The fixed-rate loop of [`run_scheduled`]: slots on the grid of `period` from the term's
 /// start ([`FixedRateSlots`]).
 async fn run_fixed(
-    shared: &Shared,
+    simba: &Simba,
     rec: &mut Recording,
     period: Duration,
     term: &Term,
@@ -147,15 +145,15 @@ async fn run_fixed(
             tokio::select! {
                 _ = term.cancelled() => return Ok(()),
                 _ = sleep_until(due) => break,
-                _ = rec.control_changed() => manual(shared, rec, term, run).await,
+                _ = rec.control_changed() => manual(simba, rec, term, run).await,
             }
         }
         if !term.is_valid() {
             return Ok(());
         }
         let (slot_ms, slot_wall) = slots.name();
-        if let Claimed::Run(r) = rec.claim(shared, term, slot_ms, SlotKind::Scheduled, false).await {
-            rec.execute(shared, term, r, slot_wall, SlotKind::Scheduled, run).await;
+        if let Claimed::Run(r) = rec.claim(simba, term, slot_ms, SlotKind::Scheduled, false).await {
+            rec.execute(simba, term, r, slot_wall, SlotKind::Scheduled, run).await;
         }
         for skipped in slots.advance(start.elapsed()) {
             rec.append(skipped, Outcome::SkippedRunning, term);
@@ -166,7 +164,7 @@ async fn run_fixed(
 /// The cron loop of [`run_scheduled`]: the misfire gap at the term's start, then each slot
 /// claimed once across the cluster ([`CronSlots`]).
 async fn run_cron(
-    shared: &Shared,
+    simba: &Simba,
     rec: &mut Recording,
     cron: &Cron,
     tz: Tz,
@@ -181,9 +179,9 @@ async fn run_cron(
     }
     if let Some(slot) = catch_up
         && term.is_valid()
-        && let Claimed::Run(r) = rec.claim(shared, term, slot.timestamp_millis(), SlotKind::CaughtUp, true).await
+        && let Claimed::Run(r) = rec.claim(simba, term, slot.timestamp_millis(), SlotKind::CaughtUp, true).await
     {
-        rec.execute(shared, term, r, slot, SlotKind::CaughtUp, run).await;
+        rec.execute(simba, term, r, slot, SlotKind::CaughtUp, run).await;
     }
     let mut slots = CronSlots::after(catch_up);
     loop {
@@ -207,7 +205,7 @@ async fn run_cron(
             tokio::select! {
                 _ = term.cancelled() => return Ok(()),
                 _ = sleep_until(Instant::now() + wait) => {}
-                _ = rec.control_changed() => manual(shared, rec, term, run).await,
+                _ = rec.control_changed() => manual(simba, rec, term, run).await,
             }
         }
         slots.take(slot);
@@ -217,21 +215,21 @@ async fn run_cron(
         // The slot runs at most once across the cluster: claim it with the term's
         // token; a slot claimed by another term (another node, or a node whose wall
         // clock is behind) is skipped.
-        if let Claimed::Run(r) = rec.claim(shared, term, slot.timestamp_millis(), SlotKind::Scheduled, true).await {
-            rec.execute(shared, term, r, slot, SlotKind::Scheduled, run).await;
+        if let Claimed::Run(r) = rec.claim(simba, term, slot.timestamp_millis(), SlotKind::Scheduled, true).await {
+            rec.execute(simba, term, r, slot, SlotKind::Scheduled, run).await;
         }
     }
 }
 
 /// Runs a pending run-now request, if the store has one for this job.
-async fn manual(shared: &Shared, rec: &Recording, term: &Term, run: &impl Fn(Term) -> JobFuture) {
+async fn manual(simba: &Simba, rec: &Recording, term: &Term, run: &impl Fn(Term) -> JobFuture) {
     if rec.store.is_none() || !term.is_valid() {
         return;
     }
     let now = rec.now();
-    if let Claimed::Run(r) = rec.claim(shared, term, now.timestamp_millis(), SlotKind::Manual, true).await {
+    if let Claimed::Run(r) = rec.claim(simba, term, now.timestamp_millis(), SlotKind::Manual, true).await {
         tracing::info!(job = %rec.job, token = term.token(), "running the job now, as requested");
-        rec.execute(shared, term, r, now, SlotKind::Manual, run).await;
+        rec.execute(simba, term, r, now, SlotKind::Manual, run).await;
     }
 }
 

@@ -3,6 +3,7 @@
 //! ```toml
 //! [backend]
 //! url = "sqlite://simba.db"
+//! namespace = "billing-svc"  # optional: share one store with other applications (ADR 0013)
 //!
 //! [session]
 //! lease_duration = "15s"
@@ -78,6 +79,10 @@ pub struct RuntimeConfig {
     /// [`MAX_HISTORY_RETENTION`]); `None` (the default): the store's
     /// [`DEFAULT_RETENTION`](crate::job_store::DEFAULT_RETENTION).
     pub history_retention: Option<usize>,
+    /// `[backend] namespace` (or `SIMBA_BACKEND__NAMESPACE`): the namespace every lease,
+    /// group and job name of this application lives in (issue 12 item 6, ADR 0013); `None`
+    /// (the default): the store's default namespace, as before namespaces existed.
+    pub namespace: Option<crate::backend::namespace::Namespace>,
 }
 
 /// The largest `[history] retention`: every write of a record lists or trims the job's
@@ -94,6 +99,7 @@ impl std::fmt::Debug for RuntimeConfig {
             .field("metrics_listen", &self.metrics_listen)
             .field("dashboard", &self.dashboard)
             .field("history_retention", &self.history_retention)
+            .field("namespace", &self.namespace)
             .finish_non_exhaustive()
     }
 }
@@ -108,6 +114,7 @@ impl Default for RuntimeConfig {
             metrics_listen: None,
             dashboard: None,
             history_retention: None,
+            namespace: None,
         }
     }
 }
@@ -145,6 +152,8 @@ struct MetricsTable {
 #[serde(deny_unknown_fields)]
 struct BackendTable {
     url: Option<String>,
+    /// A string, or what TOML made of an environment override's value (`42`).
+    namespace: Option<toml::Value>,
     user: Option<String>,
     password: Option<String>,
     password_file: Option<PathBuf>,
@@ -155,6 +164,7 @@ impl std::fmt::Debug for BackendTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BackendTable")
             .field("url", &self.url.as_deref().map(crate::secret::redact_url))
+            .field("namespace", &self.namespace)
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| crate::secret::MASK))
             .field("password_file", &self.password_file)
@@ -344,6 +354,26 @@ impl Cx<'_> {
             .map_err(|m| self.err(format!("[backend]: {m}")))
     }
 
+    /// `[backend] namespace`, checked against the lease-name rules before any backend call.
+    fn namespace(&self, v: Option<&toml::Value>) -> Result<Option<crate::backend::namespace::Namespace>, Error> {
+        let text = match v {
+            None => return Ok(None),
+            Some(toml::Value::String(s)) => s.clone(),
+            Some(toml::Value::Integer(i)) => i.to_string(),
+            Some(other) => {
+                return Err(self.err(format!(
+                    "{}: expected a string, found {} (write e.g. namespace = \"billing-svc\")",
+                    self.at("backend", "namespace"),
+                    other.type_str()
+                )));
+            }
+        };
+        match crate::backend::namespace::problem(&text) {
+            Some(message) => Err(self.err(format!("{}: {message}", self.at("backend", "namespace")))),
+            None => crate::backend::namespace::Namespace::new(&text).map(Some),
+        }
+    }
+
     /// `[metrics] listen`.
     fn metrics_listen(&self, listen: Option<String>) -> Result<Option<std::net::SocketAddr>, Error> {
         let addr = listen
@@ -428,6 +458,7 @@ impl RuntimeConfig {
             let o = cx.job(&name, &j)?;
             jobs.insert(name, o);
         }
+        let namespace = cx.namespace(file.backend.namespace.as_ref())?;
         let backend_url = cx.backend_url(file.backend)?;
         let metrics_listen = cx.metrics_listen(file.metrics.listen)?;
         let dashboard =
@@ -441,6 +472,7 @@ impl RuntimeConfig {
             metrics_listen,
             dashboard,
             history_retention,
+            namespace,
         })
     }
 
@@ -738,6 +770,35 @@ fixed_rate = "250ms"
         assert!(e.contains("not both"), "{e}");
         let e = parse("[jobs.x]\nmisfire = \"later\"\n").expect_err("misfire").to_string();
         assert!(e.contains("\"skip\" or \"run_once\""), "{e}");
+    }
+
+    /// Issue 12 item 6: `[backend] namespace` is read, overridden by
+    /// `SIMBA_BACKEND__NAMESPACE`, and a name that breaks the lease-name rules is refused
+    /// with the file, line and key, before any backend call (parsing makes none).
+    #[test]
+    fn issue12_6_backend_namespace_is_read_and_checked() {
+        assert_eq!(parse("").expect("empty").namespace, None);
+        let c = parse("[backend]\nurl = \"memory://\"\nnamespace = \"billing-svc\"\n").expect("valid");
+        assert_eq!(c.namespace.as_ref().map(|n| n.as_str()), Some("billing-svc"));
+        let c = RuntimeConfig::from_toml_str(
+            "[backend]\nnamespace = \"billing-svc\"\n",
+            "simba.toml",
+            vec![("SIMBA_BACKEND__NAMESPACE".into(), "42".into())],
+        )
+        .expect("a numeric namespace from the environment");
+        assert_eq!(c.namespace.as_ref().map(|n| n.as_str()), Some("42"));
+        let e = parse("[backend]\nurl = \"memory://\"\nnamespace = \"billing/svc\"\n").expect_err("slash").to_string();
+        assert!(
+            e.contains("simba.toml: line 3, [backend] namespace: invalid namespace \"billing/svc\"")
+                && e.contains("lease-name rules"),
+            "{e}"
+        );
+        let e = parse("[backend]\nnamespace = 7.5\n").expect_err("float").to_string();
+        assert!(e.contains("line 2, [backend] namespace: expected a string"), "{e}");
+        let e = RuntimeConfig::from_toml_str("", "simba.toml", vec![("SIMBA_BACKEND__NAMESPACE".into(), "..".into())])
+            .expect_err("dot dot")
+            .to_string();
+        assert!(e.contains("[backend] namespace: invalid namespace \"..\""), "{e}");
     }
 
     /// `[history] retention`: records kept per job; unset keeps the store's default; out of

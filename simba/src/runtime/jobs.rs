@@ -8,9 +8,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{PlannedJob, RuntimeConfig, plan_group, plan_scheduled};
+use super::{PlannedGroup, PlannedJob, RuntimeConfig, plan_group, plan_scheduled};
 use crate::job::{
-    GroupSpec, JobPolicy, PartitionedJob, Recording, RunPolicy, ScheduledJob, WallClock, run_group, run_scheduled,
+    JobPolicy, JobSettings, PartitionedJob, Recording, RunPolicy, ScheduledJob, WallClock, run_group, run_scheduled,
 };
 use crate::job_store::SharedJobStore;
 use crate::{Election, Error, Simba, Term};
@@ -42,11 +42,13 @@ struct Inner {
     node: Arc<str>,
     clock: WallClock,
     running: Mutex<BTreeMap<String, Running>>,
+    /// Moves whenever a job starts or stops, so that the node publishes its registry again.
+    changed: watch::Sender<u64>,
 }
 
 enum Running {
-    Scheduled { lease: String, election: Election },
-    Group { group: String, partitions: u32, stop: CancellationToken, task: JoinHandle<()> },
+    Scheduled { lease: String, election: Election, settings: JobSettings },
+    Group { group: String, partitions: u32, stop: CancellationToken, task: JoinHandle<()>, settings: JobSettings },
 }
 
 impl Running {
@@ -78,7 +80,8 @@ impl JobsHandle {
         node: Arc<str>,
         clock: WallClock,
     ) -> Self {
-        let inner = Inner { simba, config, policies, store, control, node, clock, running: Mutex::default() };
+        let (changed, _) = watch::channel(0);
+        let inner = Inner { simba, config, policies, store, control, node, clock, running: Mutex::default(), changed };
         JobsHandle { inner: Arc::new(inner) }
     }
 
@@ -109,30 +112,53 @@ impl JobsHandle {
     /// a check and the start it allows are one step.
     fn start_scheduled_in(&self, running: &mut BTreeMap<String, Running>, job: PlannedJob) -> Result<(), Error> {
         let election = self.inner.simba.election(job.lease.clone());
-        let shared = Arc::clone(&self.inner.simba.shared);
+        let simba = self.inner.simba.clone();
         let run = job.run;
         let rec = self.recording(&job.name, job.policy);
         let (timer, misfire) = (job.timer, job.misfire);
         election.run_while_leader(move |term: Term| {
-            run_scheduled(Arc::clone(&shared), rec.clone(), timer.clone(), misfire, term, move |t| run(t))
+            run_scheduled(simba.clone(), rec.clone(), timer.clone(), misfire, term, move |t| run(t))
         })?;
-        running.insert(job.name, Running::Scheduled { lease: job.lease, election });
+        running.insert(job.name, Running::Scheduled { lease: job.lease, election, settings: job.settings });
+        self.inner.changed.send_modify(|v| *v += 1);
         Ok(())
     }
 
     /// Starts a planned partition group (the runtime's start, and
     /// [`add_partitioned`](Self::add_partitioned)).
-    pub(super) fn start_group(&self, g: GroupSpec) {
+    pub(super) fn start_group(&self, g: PlannedGroup) {
         let mut running = self.running();
         self.start_group_in(&mut running, g);
     }
 
-    fn start_group_in(&self, running: &mut BTreeMap<String, Running>, mut g: GroupSpec) {
+    fn start_group_in(&self, running: &mut BTreeMap<String, Running>, planned: PlannedGroup) {
+        let PlannedGroup { spec: mut g, settings } = planned;
         g.recording = self.recording(&g.job, g.recording.policy);
         let (name, group, partitions) = (g.job.to_string(), g.group.to_string(), g.partitions);
         let stop = CancellationToken::new();
-        let task = tokio::spawn(run_group(Arc::clone(&self.inner.simba.shared), g, stop.clone()));
-        running.insert(name, Running::Group { group, partitions, stop, task });
+        let task = tokio::spawn(run_group(self.inner.simba.clone(), g, stop.clone()));
+        running.insert(name, Running::Group { group, partitions, stop, task, settings });
+        self.inner.changed.send_modify(|v| *v += 1);
+    }
+
+    /// The effective settings of every job running on this node (what it publishes, item 5).
+    pub fn settings(&self) -> Vec<JobSettings> {
+        self.running()
+            .values()
+            .map(|r| match r {
+                Running::Scheduled { settings, .. } | Running::Group { settings, .. } => settings.clone(),
+            })
+            .collect()
+    }
+
+    /// A receiver that sees a change whenever a job starts or stops on this node.
+    pub(super) fn changes(&self) -> watch::Receiver<u64> {
+        self.inner.changed.subscribe()
+    }
+
+    /// The node's name, as its history records and its registry show it.
+    pub(super) fn node(&self) -> Arc<str> {
+        Arc::clone(&self.inner.node)
     }
 
     /// The names of the jobs running on this node (registered at start or added), sorted.
@@ -184,7 +210,7 @@ impl JobsHandle {
 
     /// Joins partitioned job `job`'s group on this node now. Refused like [`add`](Self::add).
     pub fn add_partitioned(&self, job: PartitionedJob) -> Result<(), Error> {
-        let Some(g) = plan_group(&self.inner.config, &job, &self.inner.policies)? else {
+        let Some(planned) = plan_group(&self.inner.config, &job, &self.inner.policies)? else {
             return Err(self.disabled(job.name));
         };
         let mut running = self.running();
@@ -193,10 +219,10 @@ impl JobsHandle {
         tracing::info!(
             job = job.name,
             group = job.group,
-            partitions = g.partitions,
+            partitions = planned.spec.partitions,
             "partitioned job added at run time"
         );
-        self.start_group_in(&mut running, g);
+        self.start_group_in(&mut running, planned);
         Ok(())
     }
 
@@ -208,6 +234,7 @@ impl JobsHandle {
         let taken = self.running().remove(name);
         match taken {
             Some(r) => {
+                self.inner.changed.send_modify(|v| *v += 1);
                 stop(r).await;
                 tracing::info!(job = name, "job removed at run time");
                 Ok(())

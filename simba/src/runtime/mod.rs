@@ -4,6 +4,7 @@
 
 mod config;
 mod jobs;
+mod registry;
 mod security;
 
 use std::collections::BTreeSet;
@@ -16,9 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{DEFAULT_BACKEND_URL, JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY, RuntimeConfig};
 pub use jobs::JobsHandle;
+pub use registry::REGISTRY_CHECK_PERIOD;
 
 use crate::job::{
-    GroupSpec, JOB_POLICIES, JobPolicy, Misfire, PARTITIONED_JOBS, PartitionedJob, Recording, RunPolicy,
+    GroupSpec, JOB_POLICIES, JobPolicy, JobSettings, Misfire, PARTITIONED_JOBS, PartitionedJob, Recording, RunPolicy,
     SCHEDULED_JOBS, ScheduleSpec, ScheduledJob, Timer, node_name,
 };
 use crate::{Error, Simba};
@@ -50,6 +52,7 @@ impl Runtime {
             shutdown: None,
             backend: None,
             seed: None,
+            node: None,
         }
     }
 }
@@ -61,7 +64,10 @@ enum ConfigSource {
 }
 
 type ShutdownFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
-type MakeClient = Box<dyn FnOnce(crate::SimbaConfig, Option<u64>) -> Result<Simba, Error> + Send>;
+type MakeClient = Box<
+    dyn FnOnce(crate::SimbaConfig, Option<u64>, Option<crate::backend::namespace::Namespace>) -> Result<Simba, Error>
+        + Send,
+>;
 
 /// Configures and starts the runtime.
 pub struct RuntimeBuilder {
@@ -74,14 +80,25 @@ pub struct RuntimeBuilder {
     shutdown: Option<ShutdownFuture>,
     backend: Option<MakeClient>,
     seed: Option<u64>,
+    node: Option<String>,
 }
 
 impl RuntimeBuilder {
+    /// Names this node in run records and in its published registry (default: `SIMBA_NODE`,
+    /// else `host:pid`), e.g. a Kubernetes pod name.
+    pub fn node_name(mut self, name: impl Into<String>) -> Self {
+        self.node = Some(name.into());
+        self
+    }
+
     /// Uses this backend instead of the configuration's `[backend] url` (for tests and for
     /// backends built in code).
     pub fn backend<B: crate::backend::Backend>(mut self, backend: B) -> Self {
-        self.backend = Some(Box::new(move |config, seed| {
-            let b = Simba::builder().backend(backend).config(config);
+        self.backend = Some(Box::new(move |config, seed, namespace| {
+            let mut b = Simba::builder().backend(backend).config(config);
+            if let Some(ns) = namespace {
+                b = b.namespace(ns);
+            }
             match seed {
                 Some(s) => b.seed(s).build(),
                 None => b.build(),
@@ -163,10 +180,12 @@ impl RuntimeBuilder {
             crate::metrics::recorder()?;
         }
         let simba = match self.backend {
-            Some(make) => make(config.session, self.seed)?,
-            None => Simba::connect(&config.backend_url, config.session).await.inspect_err(|e| {
-                tracing::error!(url = %redact(&config.backend_url), error = %e, "cannot connect to the backend");
-            })?,
+            Some(make) => make(config.session, self.seed, config.namespace.clone())?,
+            None => Simba::connect_in(&config.backend_url, config.namespace.clone(), config.session)
+                .await
+                .inspect_err(|e| {
+                    tracing::error!(url = %redact(&config.backend_url), error = %e, "cannot connect to the backend");
+                })?,
         };
         #[cfg(feature = "prometheus")]
         let metrics = match config.metrics_listen {
@@ -190,6 +209,7 @@ impl RuntimeBuilder {
         tracing::info!(
             config = %config.source,
             backend = %redact(&config.backend_url),
+            namespace = config.namespace.as_ref().map_or("(default)", |n| n.as_str()),
             jobs = plan.jobs.len(),
             groups = plan.groups.len(),
             "simba runtime starting"
@@ -199,7 +219,8 @@ impl RuntimeBuilder {
             None => s,
         });
         let (control_stop, control) = watch_control(&simba, store.as_ref());
-        let jobs = JobsHandle::new(simba.clone(), config, policies, store, control, node_name(), self.clock);
+        let node = self.node.map_or_else(node_name, Into::into);
+        let jobs = JobsHandle::new(simba.clone(), config, policies, store.clone(), control, node, self.clock);
         for job in plan.jobs {
             if let Err(e) = jobs.start_scheduled(job) {
                 // Nothing half-started: what did start is handed over, the session closed.
@@ -212,9 +233,11 @@ impl RuntimeBuilder {
         for g in plan.groups {
             jobs.start_group(g);
         }
+        let registry = registry::start(&simba, store.as_ref(), &jobs, control_stop.clone());
         Ok(RunningRuntime {
             simba,
             jobs,
+            registry,
             control_stop,
             shutdown: self.shutdown,
             #[cfg(feature = "prometheus")]
@@ -243,6 +266,7 @@ impl RuntimeBuilder {
 pub struct RunningRuntime {
     simba: Simba,
     jobs: JobsHandle,
+    registry: registry::RegistryWatch,
     control_stop: CancellationToken,
     shutdown: Option<ShutdownFuture>,
     #[cfg(feature = "prometheus")]
@@ -273,6 +297,13 @@ impl RunningRuntime {
     /// The handle that adds and removes jobs on this node while it runs (issue 12 item 7).
     pub fn jobs(&self) -> JobsHandle {
         self.jobs.clone()
+    }
+
+    /// The last comparison this node made of the live nodes' published job registries
+    /// (issue 12 item 5; made after each publish and every [`REGISTRY_CHECK_PERIOD`]); `None`
+    /// before the first one, or without a jobs store.
+    pub fn registry_report(&self) -> Option<crate::job::RegistryReport> {
+        self.registry.get()
     }
 
     /// Hands every job and partition over in the H1 order, then closes the session.
@@ -369,11 +400,19 @@ struct PlannedJob {
     misfire: Misfire,
     policy: RunPolicy,
     run: crate::job::ScheduledFn,
+    /// What the node publishes about it (item 5).
+    settings: JobSettings,
+}
+
+/// A partitioned job checked against the configuration, with what the node publishes about it.
+struct PlannedGroup {
+    spec: GroupSpec,
+    settings: JobSettings,
 }
 
 struct Plan {
     jobs: Vec<PlannedJob>,
-    groups: Vec<GroupSpec>,
+    groups: Vec<PlannedGroup>,
 }
 
 /// Checks jobs against the configuration before anything starts (J4, J7).
@@ -445,21 +484,28 @@ fn plan_scheduled(
         return Ok(None);
     }
     crate::validate_name(j.lease)?;
+    fits_namespace(config, j.name, j.lease, j.name)?;
     let spec = o.schedule.clone().unwrap_or_else(|| ScheduleSpec::from(j.schedule));
     let timer = Timer::new(&spec).map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
+    let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(j.name, policies, &o));
     Ok(Some(PlannedJob {
         name: j.name.to_owned(),
         lease: j.lease.to_owned(),
         timer,
-        misfire: o.misfire.unwrap_or(j.misfire),
-        policy: policy_of(j.name, policies, &o),
+        misfire,
+        policy,
         run: j.run,
+        settings: JobSettings::scheduled(j.name, j.lease, &spec, misfire, &policy),
     }))
 }
 
 /// Checks partitioned job `j` against the configuration: `None` when disabled. Its
 /// recording is completed by the runtime (store, node, clock).
-fn plan_group(config: &RuntimeConfig, j: &PartitionedJob, policies: &[JobPolicy]) -> Result<Option<GroupSpec>, Error> {
+fn plan_group(
+    config: &RuntimeConfig,
+    j: &PartitionedJob,
+    policies: &[JobPolicy],
+) -> Result<Option<PlannedGroup>, Error> {
     let bad = |msg: String| Error::InvalidConfig(format!("{}: {msg}", config.source));
     let o = config.jobs.get(j.name).cloned().unwrap_or_default();
     if o.enabled == Some(false) {
@@ -471,25 +517,53 @@ fn plan_group(config: &RuntimeConfig, j: &PartitionedJob, policies: &[JobPolicy]
         return Err(bad(format!("[jobs.{}] partitions must be at least 1", j.name)));
     }
     crate::validate_name(&format!("{}.{}", j.group, partitions - 1))?;
+    fits_namespace(
+        config,
+        j.name,
+        &format!("{}.{}", j.group, partitions - 1),
+        &format!("{}/{}", j.name, partitions - 1),
+    )?;
     let spec = o.schedule.clone().or_else(|| j.schedule.map(ScheduleSpec::from));
-    let timer = spec.map(|s| Timer::new(&s)).transpose().map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
-    Ok(Some(GroupSpec {
+    let timer = spec.as_ref().map(Timer::new).transpose().map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
+    let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(j.name, policies, &o));
+    let settings = JobSettings::partitioned(j.name, j.group, partitions, spec.as_ref(), misfire, &policy);
+    let spec = GroupSpec {
         job: j.name.into(),
         group: j.group.into(),
         partitions,
         timer,
-        misfire: o.misfire.unwrap_or(j.misfire),
+        misfire,
         run: j.run,
         recording: Recording {
             metric: j.name.into(),
             job: j.name.into(),
             store: None,
             node: "".into(),
-            policy: policy_of(j.name, policies, &o),
+            policy,
             control: None,
             clock: crate::job::WallClock::System,
         },
-    }))
+    };
+    Ok(Some(PlannedGroup { spec, settings }))
+}
+
+/// In a namespace, the names the store keeps are longer (`namespace~name`): refuses a job
+/// whose longest lease or job name would not fit, at start, rather than at its first call.
+fn fits_namespace(config: &RuntimeConfig, job: &str, lease: &str, record: &str) -> Result<(), Error> {
+    use crate::backend::namespace::{MAX_STORED_JOB_LEN, MAX_STORED_NAME_LEN};
+    let Some(ns) = &config.namespace else { return Ok(()) };
+    for (what, name, limit) in [("lease", lease, MAX_STORED_NAME_LEN), ("history name", record, MAX_STORED_JOB_LEN)] {
+        let stored = ns.map(name);
+        let len = stored.chars().count();
+        if len > limit {
+            return Err(Error::InvalidConfig(format!(
+                "{}: job `{job}`: in namespace `{ns}` its {what} `{name}` is stored as `{stored}`, {len} characters, \
+                 more than the {limit} every backend keeps: use a shorter namespace or job name",
+                config.source
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The retry and timeout options of job `name`: the macro's (or the builder's), then the
@@ -548,6 +622,43 @@ fn watch_control(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn noop(_t: crate::Term) -> crate::job::JobFuture {
+        crate::job::job_future(async {})
+    }
+
+    /// Issue 12 item 6: in a namespace, a job whose stored lease or history name would be too
+    /// long for the store is refused at start (nothing starts), naming the stored name.
+    #[test]
+    fn item6_a_name_too_long_in_its_namespace_is_refused_at_start() {
+        let ns = "n".repeat(100);
+        let toml = format!("[backend]\nnamespace = \"{ns}\"\n");
+        let config = RuntimeConfig::from_toml_str(&toml, "simba.toml", Vec::new()).expect("config");
+        let job = |name: &'static str| ScheduledJob {
+            name,
+            lease: name,
+            schedule: crate::job::Schedule::FixedRate(std::time::Duration::from_secs(1)),
+            misfire: Misfire::Skip,
+            run: noop,
+        };
+        assert!(plan(&config, &[job("short")], &[], &[]).is_ok());
+        let long = "l".repeat(30);
+        let long: &'static str = long.leak();
+        let e = plan(&config, &[job(long)], &[], &[]).err().expect("refused").to_string();
+        assert!(e.contains("is stored as") && e.contains("131 characters, more than the 128"), "{e}");
+        let group = PartitionedJob {
+            name: "g",
+            group: "gggggggggggggggggggggggggggggg",
+            partitions: 100,
+            schedule: None,
+            misfire: Misfire::Skip,
+            run: |_t, _i| crate::job::job_future(async {}),
+        };
+        assert!(
+            plan(&config, &[], &[group], &[])
+                .is_err_and(|e| e.to_string().contains("`gggggggggggggggggggggggggggggg.99`"))
+        );
+    }
 
     #[test]
     fn redacts_passwords() {

@@ -4,10 +4,13 @@
 //! them.
 //!
 //! Each function takes the backend (whose [`Backend::job_store`] must answer `Some`), uses
-//! fresh lease and job names, and needs no waiting, so suites may share one server.
+//! fresh lease and job names, and needs no waiting (but `jobs_registry_expires_with_its_session`,
+//! which waits for a session to expire), so suites may share one server.
 
 use crate::backend::{Acquire, Backend, SessionId};
-use crate::job_store::{Claim, ClaimRequest, MAX_ERROR_BYTES, Outcome, RunRecord, SharedJobStore, SlotKind};
+use crate::job_store::{
+    Claim, ClaimRequest, MAX_ERROR_BYTES, MAX_REGISTRY_BYTES, Outcome, RunRecord, SharedJobStore, SlotKind,
+};
 use crate::tck::conformance::{TTL, unique};
 
 /// Every rule of the suite, in the order [`jobs_suite!`](crate::jobs_suite) runs them.
@@ -32,6 +35,8 @@ pub const RULES: &[&str] = &[
     "jobs_control_broadcast_where_supported",
     "jobs_lists_known_jobs",
     "jobs_pause_survives_reopen",
+    "jobs_registry_lives_with_its_session",
+    "jobs_registry_expires_with_its_session",
 ];
 
 fn ok<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
@@ -483,6 +488,61 @@ pub async fn jobs_pause_survives_reopen<B: Backend>(b1: B, b2: B) {
     assert_eq!(ok(store2.history(&job, 10).await, "history").len(), 1);
 }
 
+/// The registries of `sessions` only (suites share a server, so other tests publish too).
+async fn registries_of(store: &SharedJobStore, sessions: &[&SessionId]) -> Vec<(SessionId, String)> {
+    let all = ok(store.registries().await, "registries");
+    all.into_iter().filter(|(s, _)| sessions.contains(&s)).collect()
+}
+
+/// Issue 12 item 5: a session's registry is published, replaced by its next publish, read
+/// back byte for byte up to [`MAX_REGISTRY_BYTES`] (quotes, newlines, non-ASCII), listed by
+/// session id, and gone once the session is closed; a closed session cannot publish.
+pub async fn jobs_registry_lives_with_its_session<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let s1 = ok(b.open_session(HOLDER_TTL).await, "open_session").id;
+    let s2 = ok(b.open_session(HOLDER_TTL).await, "open_session").id;
+    assert!(ok(store.publish_registry(&s1, "{\"jobs\": 1}").await, "publish"), "a live session publishes");
+    assert!(ok(store.publish_registry(&s2, "b").await, "publish"));
+    let unit = "é\"\n{}x";
+    let big: String = unit.repeat(MAX_REGISTRY_BYTES / unit.len());
+    assert!(big.len() <= MAX_REGISTRY_BYTES && big.len() > MAX_REGISTRY_BYTES - unit.len());
+    assert!(ok(store.publish_registry(&s1, &big).await, "publish again"));
+    let mut want = vec![(s1.clone(), big.clone()), (s2.clone(), "b".to_owned())];
+    want.sort();
+    let got = registries_of(&store, &[&s1, &s2]).await;
+    assert_eq!(got.len(), 2, "one entry per session, the second publish replacing the first");
+    assert!(
+        got == want,
+        "registries differ from what was published (lengths {:?})",
+        got.iter().map(|g| g.1.len()).collect::<Vec<_>>()
+    );
+    let all = ok(store.registries().await, "registries");
+    assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "ordered by session id");
+    ok(b.close_session(&s1).await, "close_session");
+    assert_eq!(registries_of(&store, &[&s1, &s2]).await, vec![(s2.clone(), "b".to_owned())], "closed: gone");
+    assert!(!ok(store.publish_registry(&s1, "late").await, "publish"), "a closed session cannot publish");
+    assert_eq!(registries_of(&store, &[&s1, &s2]).await, vec![(s2.clone(), "b".to_owned())]);
+    ok(b.close_session(&s2).await, "close_session");
+}
+
+/// Issue 12 item 5: the registry of a session that expires (nobody renews it: its process was
+/// killed) is no longer listed once the session has expired.
+pub async fn jobs_registry_expires_with_its_session<B: Backend>(b: B) {
+    use std::time::Duration;
+    let store = store_of(&b);
+    let grant = ok(b.open_session(TTL).await, "open_session");
+    let keeper = ok(b.open_session(HOLDER_TTL).await, "open_session").id;
+    assert!(ok(store.publish_registry(&grant.id, "dies").await, "publish"));
+    assert!(ok(store.publish_registry(&keeper, "lives").await, "publish"));
+    assert_eq!(registries_of(&store, &[&grant.id]).await.len(), 1);
+    tokio::time::sleep(grant.remaining.max(TTL) + Duration::from_millis(1500)).await;
+    assert_eq!(registries_of(&store, &[&grant.id]).await, Vec::new(), "an expired session's registry is not listed");
+    // Publishing (here by another session) also drops what expired sessions left.
+    assert!(ok(store.publish_registry(&keeper, "lives").await, "publish"));
+    assert_eq!(registries_of(&store, &[&grant.id, &keeper]).await, vec![(keeper.clone(), "lives".to_owned())]);
+    ok(b.close_session(&keeper).await, "close_session");
+}
+
 /// Expands to one `#[tokio::test]` per rule of the jobs store suite ([`RULES`]), for the
 /// backend that `$make` (an async fn or closure returning a future of a backend) builds.
 ///
@@ -517,7 +577,9 @@ macro_rules! jobs_suite {
             jobs_manual_slots_are_distinct_within_one_millisecond,
             jobs_control_version_moves,
             jobs_control_broadcast_where_supported,
-            jobs_lists_known_jobs
+            jobs_lists_known_jobs,
+            jobs_registry_lives_with_its_session,
+            jobs_registry_expires_with_its_session
         );
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn jobs_pause_survives_reopen() {

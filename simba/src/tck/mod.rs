@@ -5,5 +5,6 @@ pub mod conformance;
 mod faulty;
 pub mod fencing_spec;
 pub mod jobs;
+pub mod namespaces;
 
 pub use faulty::{Fault, FaultHandle, FaultyBackend, Op};

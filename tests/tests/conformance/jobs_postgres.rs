@@ -69,7 +69,7 @@ async fn jobs_store_of_a_user_without_ddl_rights_prints_the_routines() {
     simba_tests::servers::exec(&db_admin, script.to_owned()).await;
     simba_tests::servers::exec(
         &db_admin,
-        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON simba_job, simba_job_run, simba_job_version TO {user}"),
+        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON simba_job, simba_job_run, simba_job_version, simba_registry TO {user}"),
     )
     .await;
     let b = PostgresBackend::connect(&restricted).await.expect("connect again");

@@ -14,3 +14,10 @@ async fn make() -> MemoryBackend {
 }
 
 simba::conformance_suite!(make, simba::tck::conformance::Capabilities::NONE.with_release_broadcast());
+
+/// Issue 12 item 6: the namespace concern on this backend.
+mod namespaces {
+    use super::*;
+
+    simba::namespace_suite!(make);
+}

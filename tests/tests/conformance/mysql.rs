@@ -17,3 +17,13 @@ async fn make() -> MySqlBackend {
 }
 
 simba::conformance_suite!(make, simba::tck::conformance::Capabilities::NONE.with_release_broadcast());
+
+/// Issue 12 item 6: the namespace concern on this backend.
+mod namespaces {
+    /// A connection with its jobs store on.
+    async fn make() -> super::MySqlBackend {
+        super::make().await.with_job_store()
+    }
+
+    simba::namespace_suite!(make);
+}

@@ -25,3 +25,10 @@ macro_rules! redis_or_skip {
 }
 
 simba::conformance_suite!(redis_or_skip!(), simba::tck::conformance::Capabilities::NONE.with_release_broadcast());
+
+/// Issue 12 item 6: the namespace concern on this backend.
+mod namespaces {
+    use super::*;
+
+    simba::namespace_suite!(redis_or_skip!());
+}

@@ -57,3 +57,10 @@ async fn issue13_4_sqlite_suite_dir_is_removed() {
     assert_eq!(weak.strong_count(), 0, "the directory is still held after 60 s");
     assert!(!path.exists(), "the temporary directory {} was not removed", path.display());
 }
+
+/// Issue 12 item 6: the namespace concern on this backend.
+mod namespaces {
+    use super::*;
+
+    simba::namespace_suite!(make);
+}

@@ -2,6 +2,7 @@
 //! (SPEC sections 1-8), and the exhaustive model check of the protocol (V1).
 
 mod elections;
+mod groups;
 mod locks;
 mod model_check;
 mod model_findings;

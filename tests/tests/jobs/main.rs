@@ -4,4 +4,6 @@ mod added;
 mod history;
 mod jobs;
 mod macros;
+mod namespaced;
+mod registry;
 mod testkit;

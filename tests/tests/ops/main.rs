@@ -5,4 +5,5 @@ mod cli;
 mod jobs_cli;
 mod metrics;
 mod mtls;
+mod namespaces_cli;
 mod security;

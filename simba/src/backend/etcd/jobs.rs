@@ -31,7 +31,7 @@ use crate::backend::job_codec::{
 use crate::backend::job_store::{
     BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SlotKind,
 };
-use crate::backend::{BackendError, BackendResult};
+use crate::backend::{BackendError, BackendResult, SessionId};
 
 /// How many times a call reads again after another writer changed what it read.
 const ATTEMPTS: usize = 5;
@@ -345,6 +345,42 @@ impl EtcdJobStore {
         Err(self.protocol(&format!("the control row of `{job}` kept changing; try again")))
     }
 
+    /// The registry as a key under the session's etcd lease: it goes when the session does.
+    async fn publish(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
+        let Some(lease) = lease_of(session) else { return Ok(false) };
+        let key = format!("{}registry/{session}", self.root);
+        let put = etcd_client::PutOptions::new().with_lease(lease);
+        match self.backend.kv().put(key, registry, Some(put)).await {
+            Ok(_) => Ok(true),
+            // A put under a revoked lease writes nothing (S3).
+            Err(e) if super::lease_not_found(&e) => {
+                self.backend.forget(lease);
+                Ok(false)
+            }
+            Err(e) => Err(self.err("publish the job registry", &e)),
+        }
+    }
+
+    /// Every registry key (each under its session's lease: only live sessions have one).
+    async fn read_registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+        let dir = format!("{}registry/", self.root);
+        let options = GetOptions::new().with_range(prefix_end(&dir)).with_sort(SortTarget::Key, SortOrder::Ascend);
+        let read = self
+            .backend
+            .kv()
+            .get(dir.as_str(), Some(options))
+            .await
+            .map_err(|e| self.err("read the job registries", &e))?;
+        Ok(read
+            .kvs()
+            .iter()
+            .filter_map(|kv| {
+                let session = kv.key_str().ok()?.strip_prefix(dir.as_str())?;
+                Some((SessionId::new(session), String::from_utf8_lossy(kv.value()).into_owned()))
+            })
+            .collect())
+    }
+
     async fn version(&self) -> BackendResult<u64> {
         let read = self
             .backend
@@ -454,6 +490,12 @@ impl JobStore for EtcdJobStore {
     }
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
         self.subscribe()
+    }
+    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(self.publish(session, registry))
+    }
+    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
+        Box::pin(self.read_registries())
     }
     fn retention(&self) -> usize {
         self.retention

@@ -30,7 +30,7 @@ use crate::backend::job_store::{
     BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, group_of,
     truncate_error,
 };
-use crate::backend::{BackendError, BackendResult};
+use crate::backend::{BackendError, BackendResult, SessionId};
 
 /// How many control changes a slow subscriber may fall behind before it skips some (it then
 /// reads the control version, so nothing is lost).
@@ -208,6 +208,32 @@ redis.call('PUBLISH', ARGV[3], ARGV[1])
 return id
 ";
 
+/// `KEYS`: 1 the session key, 2 the registry hash. `ARGV`: 1 session id, 2 the registry,
+/// 3 the session key prefix. Drops the entries of sessions whose key is gone, then writes this
+/// session's only if its key exists. Answers 1 when written.
+const PUBLISH_REGISTRY: &str = r"
+for _, s in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if redis.call('EXISTS', ARGV[3] .. s) == 0 then redis.call('HDEL', KEYS[2], s) end
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1
+";
+
+/// `KEYS`: 1 the registry hash. `ARGV`: 1 the session key prefix. The entries whose session key
+/// exists, as a flat list of session id, registry.
+const READ_REGISTRIES: &str = r"
+local out = {}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  if redis.call('EXISTS', ARGV[1] .. all[i]) == 1 then
+    table.insert(out, all[i])
+    table.insert(out, all[i + 1])
+  end
+end
+return out
+";
+
 struct Scripts {
     claim: Script,
     finish: Script,
@@ -215,6 +241,8 @@ struct Scripts {
     read: Script,
     set_paused: Script,
     trigger: Script,
+    publish_registry: Script,
+    read_registries: Script,
 }
 
 static SCRIPTS: std::sync::LazyLock<Scripts> = std::sync::LazyLock::new(|| Scripts {
@@ -224,6 +252,8 @@ static SCRIPTS: std::sync::LazyLock<Scripts> = std::sync::LazyLock::new(|| Scrip
     read: Script::new(READ),
     set_paused: Script::new(SET_PAUSED),
     trigger: Script::new(&format!("{HELPERS}{TRIGGER}")),
+    publish_registry: Script::new(PUBLISH_REGISTRY),
+    read_registries: Script::new(READ_REGISTRIES),
 });
 
 /// The jobs store of a [`RedisBackend`]. Cheap to clone.
@@ -489,6 +519,34 @@ impl RedisJobStore {
         u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
     }
 
+    fn registry_key(&self) -> String {
+        format!("{}:registry", self.prefix())
+    }
+
+    async fn publish(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
+        let keys = self.backend.keys();
+        let args = [session.as_str(), registry, keys.session.as_str()];
+        let done: i64 = self
+            .eval(
+                &SCRIPTS.publish_registry,
+                &[keys.session(session), self.registry_key()],
+                &args,
+                "publish the job registry",
+            )
+            .await?;
+        Ok(done == 1)
+    }
+
+    async fn read_registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+        let sessions = self.backend.keys().session.as_str();
+        let flat: Vec<String> =
+            self.eval(&SCRIPTS.read_registries, &[self.registry_key()], &[sessions], "read the job registries").await?;
+        let mut out: Vec<(SessionId, String)> =
+            flat.chunks_exact(2).map(|p| (SessionId::new(p[0].clone()), p[1].clone())).collect();
+        out.sort();
+        Ok(out)
+    }
+
     async fn version(&self) -> BackendResult<u64> {
         let mut conn = self.backend.inner.conn.clone();
         let v: Option<u64> =
@@ -558,6 +616,12 @@ impl JobStore for RedisJobStore {
     }
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
         self.subscribe()
+    }
+    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(self.publish(session, registry))
+    }
+    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
+        Box::pin(self.read_registries())
     }
     fn retention(&self) -> usize {
         self.retention

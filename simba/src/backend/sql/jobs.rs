@@ -41,7 +41,7 @@ use crate::backend::job_store::{
     BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, group_of,
     truncate_error,
 };
-use crate::backend::{BackendError, BackendResult};
+use crate::backend::{BackendError, BackendResult, SessionId};
 
 /// What a dialect writes its own way for the jobs store.
 pub(crate) trait JobDialect: Dialect {
@@ -69,7 +69,7 @@ pub(crate) trait JobDialect: Dialect {
     /// request, `:3` its value: paused 0/1, or the request's time), answering one row: the
     /// old paused flag (0/1), or the new request id. `None`: a transaction, as the claim.
     const CONTROL_CALL: Option<&'static str> = None;
-    /// How many of the three tables and the [`ROUTINES`](Self::ROUTINES) exist (one
+    /// How many of the [`JOB_TABLES`] tables and the [`ROUTINES`](Self::ROUTINES) exist (one
     /// `BIGINT`): when all do, no DDL runs, so a user that may not create them can run the store
     /// an administrator set up (PostgreSQL checks the right to create in the schema before it
     /// sees that a table exists, even with `IF NOT EXISTS`). SQLite: 0, the file's owner creates.
@@ -123,6 +123,11 @@ impl JobDialect for super::sqlite::SqliteDialect {
         "CREATE INDEX IF NOT EXISTS simba_job_run_time ON simba_job_run (job, slot_ms)",
         "CREATE TABLE IF NOT EXISTS simba_job_version (id INTEGER PRIMARY KEY, version INTEGER NOT NULL)",
         "INSERT INTO simba_job_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
+        "CREATE TABLE IF NOT EXISTS simba_registry (
+            session_id   TEXT    PRIMARY KEY,
+            body         TEXT    NOT NULL,
+            published_ms INTEGER NOT NULL
+        )",
     ];
     const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
     /// `BEGIN IMMEDIATE` already holds the database's write lock.
@@ -160,6 +165,11 @@ impl JobDialect for super::postgres::PgDialect {
         "CREATE INDEX IF NOT EXISTS simba_job_run_time ON simba_job_run (job, slot_ms)",
         "CREATE TABLE IF NOT EXISTS simba_job_version (id BIGINT PRIMARY KEY, version BIGINT NOT NULL)",
         "INSERT INTO simba_job_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
+        "CREATE TABLE IF NOT EXISTS simba_registry (
+            session_id   TEXT COLLATE \"C\" PRIMARY KEY,
+            body         TEXT NOT NULL,
+            published_ms BIGINT NOT NULL
+        )",
     ];
     const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
     const ADVISORY_LOCK: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(7305521853129551362)");
@@ -168,7 +178,7 @@ impl JobDialect for super::postgres::PgDialect {
         Some("SELECT o_result, o_slot FROM simba_claim_run_v1(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, :11)");
     const CONTROL_CALL: Option<&'static str> = Some("SELECT o_answer FROM simba_job_control_v1(:1, :2, :3)");
     const SCHEMA_PRESENT: &'static str = "SELECT (SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema() \
-         AND tablename IN ('simba_job', 'simba_job_run', 'simba_job_version')) + (SELECT COUNT(*) FROM pg_proc \
+         AND tablename IN ('simba_job', 'simba_job_run', 'simba_job_version', 'simba_registry')) + (SELECT COUNT(*) FROM pg_proc \
          WHERE pronamespace = current_schema()::regnamespace \
          AND proname IN ('simba_claim_run_v1', 'simba_job_control_v1'))";
     job_statements!(super::postgres::PgDialect);
@@ -205,6 +215,11 @@ impl JobDialect for super::mysql::MySqlDialect {
         "CREATE TABLE IF NOT EXISTS simba_job_version (id BIGINT NOT NULL PRIMARY KEY, version BIGINT NOT NULL) \
          ENGINE = InnoDB",
         "INSERT INTO simba_job_version (id, version) VALUES (1, 0) ON DUPLICATE KEY UPDATE id = id",
+        "CREATE TABLE IF NOT EXISTS simba_registry (
+            session_id   VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+            body         MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            published_ms BIGINT NOT NULL
+        ) ENGINE = InnoDB",
     ];
     const KEEP_ROW: &'static str = "ON DUPLICATE KEY UPDATE job = job";
     const ROUTINES: &'static [&'static str] = &[MYSQL_CLAIM_PROCEDURE, MYSQL_CONTROL_PROCEDURE];
@@ -212,7 +227,7 @@ impl JobDialect for super::mysql::MySqlDialect {
         Some("CALL simba_claim_run_v1(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, :11)");
     const CONTROL_CALL: Option<&'static str> = Some("CALL simba_job_control_v1(:1, :2, :3)");
     const SCHEMA_PRESENT: &'static str = "SELECT CAST((SELECT COUNT(*) FROM information_schema.tables \
-         WHERE table_schema = DATABASE() AND table_name IN ('simba_job', 'simba_job_run', 'simba_job_version')) \
+         WHERE table_schema = DATABASE() AND table_name IN ('simba_job', 'simba_job_run', 'simba_job_version', 'simba_registry')) \
          + (SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() \
          AND routine_name IN ('simba_claim_run_v1', 'simba_job_control_v1')) AS SIGNED)";
     const SCRIPT_DELIMITER: bool = true;
@@ -532,6 +547,10 @@ BEGIN
     SELECT v_answer;
 END";
 
+/// How many tables the jobs store has (`simba_job`, `simba_job_run`, `simba_job_version`,
+/// `simba_registry`): [`JobDialect::SCHEMA_PRESENT`] counts them with the routines.
+const JOB_TABLES: usize = 4;
+
 /// The columns of a record, in the order every statement reads and writes them.
 const RECORD_COLUMNS: &str =
     "job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token, started_ms, ended_ms, error";
@@ -594,6 +613,12 @@ pub(crate) struct JobStatements {
     control_call: Option<Stmt>,
     /// [`JobDialect::ROUTINES`] with the database's clock.
     routines: Vec<String>,
+    /// `:1` session: drops its registry and those of sessions no longer live.
+    registry_drop: Stmt,
+    /// `:1` session, `:2` registry: written only while the session is live.
+    registry_write: Stmt,
+    /// The registries of live sessions, by session id.
+    registry_read: Stmt,
 }
 
 impl JobStatements {
@@ -663,6 +688,12 @@ impl JobStatements {
             claim_call: D::CLAIM_CALL.map(r),
             control_call: D::CONTROL_CALL.map(r),
             routines: D::ROUTINES.iter().map(|t| t.replace("{now}", D::NOW_MS)).collect(),
+            registry_drop: r("DELETE FROM simba_registry WHERE session_id = :1 OR NOT EXISTS \
+                 (SELECT 1 FROM simba_session s WHERE s.id = simba_registry.session_id AND s.expires_at > {now})"),
+            registry_write: r("INSERT INTO simba_registry (session_id, body, published_ms) \
+                 SELECT id, :2, {now} FROM simba_session WHERE id = :1 AND expires_at > {now}"),
+            registry_read: r("SELECT r.session_id, r.body FROM simba_registry r \
+                 JOIN simba_session s ON s.id = r.session_id WHERE s.expires_at > {now} ORDER BY r.session_id"),
         }
     }
 }
@@ -811,7 +842,8 @@ where
                 }
                 let present: i64 =
                     sqlx::query_scalar(D::SCHEMA_PRESENT).fetch_one(&mut *tx).await.map_err(self.sql.err(what))?;
-                let missing = usize::try_from(present).map_or(true, |n| n < 3 + self.statements.routines.len());
+                let missing =
+                    usize::try_from(present).map_or(true, |n| n < JOB_TABLES + self.statements.routines.len());
                 for statement in D::JOB_SCHEMA.iter().filter(|_| missing) {
                     sqlx::raw_sql(*statement).execute(&mut *tx).await.map_err(|e| self.schema_error(e))?;
                 }
@@ -1170,6 +1202,28 @@ where
         self.sql.non_negative("trigger id", id)
     }
 
+    /// [`JobStore::publish_registry`]: two statements, no transaction (no lock is held between
+    /// them): the first drops this session's entry and every entry of a session no longer
+    /// live, the second writes this one only if the session is live.
+    async fn publish(&self, session: &str, registry: &str) -> BackendResult<bool> {
+        self.ensure_schema().await?;
+        let s = self.statements;
+        self.sql.execute(&s.registry_drop, &[Param::Text(session)], "publish the job registry").await?;
+        let written = self
+            .sql
+            .execute(&s.registry_write, &[Param::Text(session), Param::Text(registry)], "publish the job registry")
+            .await?;
+        Ok(written == 1)
+    }
+
+    /// [`JobStore::registries`]: the entries of live sessions.
+    async fn read_registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+        self.ensure_schema().await?;
+        let rows: Vec<(String, String)> =
+            self.sql.fetch_all(&self.statements.registry_read, &[], "read the job registries").await?;
+        Ok(rows.into_iter().map(|(s, r)| (SessionId::new(s), r)).collect())
+    }
+
     async fn version(&self) -> BackendResult<u64> {
         self.ensure_schema().await?;
         let (v,): (i64,) = self.sql.fetch_one(&self.statements.version, &[], "read the control version").await?;
@@ -1214,6 +1268,12 @@ where
     }
     fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
         Box::pin(self.version())
+    }
+    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(self.publish(session.as_str(), registry))
+    }
+    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
+        Box::pin(self.read_registries())
     }
     fn retention(&self) -> usize {
         self.retention

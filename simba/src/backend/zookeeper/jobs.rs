@@ -27,11 +27,13 @@ use crate::backend::job_codec::{
 use crate::backend::job_store::{
     BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SlotKind,
 };
-use crate::backend::{BackendError, BackendResult};
+use crate::backend::{BackendError, BackendResult, SessionId};
 
 const JOBCTL: &str = "/simba/jobctl";
 const RUNS: &str = "/simba/runs";
 const VERSION: &str = "/simba/jobs-version";
+/// `/simba/registry/{session}`: ephemeral, created by the session itself, so it goes with it.
+const REGISTRY: &str = "/simba/registry";
 
 /// How many times a call reads again after losing a race on a node it writes.
 const ATTEMPTS: usize = 5;
@@ -102,7 +104,7 @@ impl ZkJobStore {
         self.setup
             .get_or_try_init(|| async {
                 let persistent = self.backend.inner.spec.persistent();
-                for dir in [JOBCTL, RUNS] {
+                for dir in [JOBCTL, RUNS, REGISTRY] {
                     client.mkdir(dir, &persistent).await.map_err(|e| self.err(&format!("create {dir}"), e))?;
                 }
                 match client.create(VERSION, b"", &persistent).await {
@@ -448,6 +450,59 @@ impl ZkJobStore {
         Err(self.protocol(&format!("the control row of `{job}` kept changing; try again")))
     }
 
+    /// The registry as an ephemeral node of the session's own ZooKeeper session: created, or
+    /// overwritten when this session published before; it goes when the session does.
+    async fn publish(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
+        let what = "publish the job registry";
+        self.client().await?;
+        let Some(s) = self.backend.connected(session, what)? else { return Ok(false) };
+        let path = format!("{REGISTRY}/{}", s.id);
+        self.backend.count(1);
+        let created = s.client.create(&path, registry.as_bytes(), &self.backend.inner.spec.ephemeral()).await;
+        let result = match created {
+            Ok(_) => Ok(()),
+            Err(zk::Error::NodeExists) => {
+                self.backend.count(1);
+                s.client.set_data(&path, registry.as_bytes(), None).await.map(|_| ())
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => Ok(true),
+            Err(e) if session_gone(&e) => {
+                self.backend.forget(&s);
+                Ok(false)
+            }
+            Err(e) => Err(self.err(what, e)),
+        }
+    }
+
+    /// Every registry node (ephemeral: only live sessions have one), read together.
+    async fn read_registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+        let what = "read the job registries";
+        let client = self.reading_client(what).await?;
+        self.backend.count(1);
+        let mut sessions = match client.list_children(REGISTRY).await {
+            Ok(children) => children,
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(e) => return Err(self.err(what, e)),
+        };
+        sessions.sort();
+        self.backend.count(sessions.len());
+        let reads =
+            futures_util::future::join_all(sessions.iter().map(|s| client.get_data(&format!("{REGISTRY}/{s}")))).await;
+        let mut out = Vec::with_capacity(sessions.len());
+        for (session, read) in sessions.into_iter().zip(reads) {
+            match read {
+                Ok((data, _)) => out.push((SessionId::new(session), String::from_utf8_lossy(&data).into_owned())),
+                // Its session ended between the two reads.
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(self.err(what, e)),
+            }
+        }
+        Ok(out)
+    }
+
     async fn version(&self) -> BackendResult<u64> {
         let client = self.reading_client("read the control version").await?;
         self.backend.count(1);
@@ -549,6 +604,12 @@ impl JobStore for ZkJobStore {
     }
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
         self.subscribe()
+    }
+    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(self.publish(session, registry))
+    }
+    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
+        Box::pin(self.read_registries())
     }
     fn retention(&self) -> usize {
         self.retention

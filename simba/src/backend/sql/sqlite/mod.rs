@@ -45,6 +45,12 @@ use crate::backend::{
 /// long a dropped call keeps a pooled connection busy.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The page cache of each connection, in KiB (SQLite's default is 2,000 KiB).
+const CACHE_KIB: u32 = 1024;
+
+/// The pool's connections to a file (sqlx's default is 10).
+const MAX_CONNECTIONS: u32 = 4;
+
 /// SQLite's spelling of the shared statements.
 #[derive(Debug)]
 pub(crate) struct SqliteDialect;
@@ -237,12 +243,17 @@ impl SqliteBackend {
             })?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(BUSY_TIMEOUT);
+            .busy_timeout(BUSY_TIMEOUT)
+            // Each connection keeps its own page cache (2 MiB by default), which fills as the
+            // lease table grows: with the pool's connections that was most of a node's memory
+            // growth over an hour (issue 16 item 7). The operating system caches the file too.
+            .pragma("cache_size", format!("-{CACHE_KIB}"));
         let description = describe_options(&options);
         if !is_in_memory(&options) {
             create_private(options.get_filename(), &description)?;
         }
-        let mut pool_options = SqlitePoolOptions::new();
+        // One writer at a time is all SQLite allows; a few connections serve the readers.
+        let mut pool_options = SqlitePoolOptions::new().max_connections(MAX_CONNECTIONS);
         if is_in_memory(&options) {
             // An in-memory database is shared between pooled connections through SQLite's
             // shared cache, whose table locks fail at once instead of waiting for the busy

@@ -1,0 +1,89 @@
+//! `simba namespaces` (issue 12 item 6): the namespaces present in a store, with what each
+//! holds, as a table or JSON.
+
+use std::io::Write;
+
+use serde_json::json;
+
+use crate::backend::SharedBackend;
+use crate::backend::namespace::{NamespaceInfo, list_shared};
+use crate::runtime::redact;
+
+/// How the default namespace is shown in the table.
+const DEFAULT_LABEL: &str = "(default)";
+
+/// Lists the namespaces of `backend` (connected without a namespace); `Err` is the message
+/// for stderr (exit 2).
+pub(super) async fn run(
+    backend: &SharedBackend,
+    url: &str,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> Result<u8, String> {
+    let list = list_shared(backend)
+        .await
+        .map_err(|e| format!("cannot read the backend at {}: {}", redact(url), super::chain(&e)))?;
+    let text = if json { to_json(&list) } else { to_table(&list) };
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(super::EXIT_OK),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(super::EXIT_OK),
+        Err(e) => Err(format!("cannot write the output: {e}")),
+    }
+}
+
+fn to_json(list: &[NamespaceInfo]) -> String {
+    let items: Vec<_> = list
+        .iter()
+        .map(|n| {
+            json!({
+                "namespace": n.name,
+                "sessions": n.sessions,
+                "leases": n.leases,
+                "groups": n.groups,
+                "jobs": n.jobs,
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&json!({ "namespaces": items })).unwrap_or_default() + "\n"
+}
+
+fn to_table(list: &[NamespaceInfo]) -> String {
+    if list.is_empty() {
+        return "no namespace holds anything yet: a namespace appears once one of its nodes opened a session or ran a \
+                job\n"
+            .to_owned();
+    }
+    let rows: Vec<[String; 5]> = list
+        .iter()
+        .map(|n| {
+            [
+                n.name.clone().unwrap_or_else(|| DEFAULT_LABEL.to_owned()),
+                n.sessions.to_string(),
+                n.leases.to_string(),
+                n.groups.to_string(),
+                n.jobs.to_string(),
+            ]
+        })
+        .collect();
+    let header = ["NAMESPACE", "SESSIONS", "LEASES", "GROUPS", "JOBS"];
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut s = String::new();
+    let mut line = |cells: &[String]| {
+        let mut l = String::new();
+        for (c, w) in cells.iter().zip(&widths) {
+            l.push_str(&format!("{c:<w$}  "));
+        }
+        s.push_str(l.trim_end());
+        s.push('\n');
+    };
+    line(&header.map(str::to_owned));
+    for r in &rows {
+        line(r);
+    }
+    s
+}
