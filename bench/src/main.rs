@@ -1,4 +1,4 @@
-//! simba's benchmarks beside their anchors: runs P1-P8 against the servers of
+//! simba's benchmarks beside their anchors: runs P1-P9 against the servers of
 //! `scripts/backends.sh` and writes `BENCHMARKS.md` and `benches/*.svg`.
 //!
 //! Run it with `bash scripts/bench.sh` (starts the servers, builds in release, runs this,
@@ -298,6 +298,27 @@ async fn main() -> Result<()> {
             match measures::p5(t, slots, &run).await {
                 Ok(p) => r.p5.push(p),
                 Err(e) => r.error(&format!("P5 {}", t.kind.label()), e),
+            }
+        }
+    }
+    // P9 after P5, in quiet phases too: history on and off side by side, one backend at a time.
+    if wants("p9") {
+        let (slots, calls): (u64, usize) = match std::env::var("SIMBA_BENCH_P9_SLOTS") {
+            Ok(v) => (v.trim().parse().map_err(|e| anyhow!("SIMBA_BENCH_P9_SLOTS={v}: {e}"))?, 100),
+            Err(_) if plan.quick => (10, 20),
+            Err(_) => (60, 100),
+        };
+        for t in &ts {
+            if !wants_backend(&args, t.kind) {
+                continue;
+            }
+            step(&format!(
+                "P9 the cost of history, {}: {calls} counted claims on and off, {slots} slots side by side",
+                t.kind.label()
+            ));
+            match measures::p9(t, slots, calls, &run).await {
+                Ok(p) => r.p9.push(p),
+                Err(e) => r.error(&format!("P9 {}", t.kind.label()), e),
             }
         }
     }

@@ -885,8 +885,8 @@ pub(crate) struct P5Phase {
     /// empty if it could not be measured (the error is printed).
     pub(crate) claim: Vec<f64>,
     /// What the runtime claims a slot with on this backend: `claim_run` (the jobs store: the
-    /// fenced claim and the `running` record) or `claim_slot` (PostgreSQL and MariaDB, whose
-    /// jobs store the runtime leaves off: the backend's one-statement fenced slot record).
+    /// fenced claim and the `running` record), on every backend since the SQL servers' stores
+    /// are on by default.
     pub(crate) claim_with: &'static str,
 }
 
@@ -925,57 +925,11 @@ pub(crate) async fn p5(t: &Target, slots: u64, run: &str) -> Result<P5Phase> {
     if ours.is_empty() {
         bail!("P5 {label}: our job never ran");
     }
-    let store_off = matches!(t.kind, Kind::Postgres | Kind::MySql);
-    let claimed = if store_off {
-        claim_slot_alone(t, slots as usize, run).await
-    } else {
-        claim_alone(t, slots as usize, run).await
-    };
-    let claim = claimed.unwrap_or_else(|e| {
+    let claim = claim_alone(t, slots as usize, run).await.unwrap_or_else(|e| {
         eprintln!("P5 {label}: the claim alone was not measured: {e:#}");
         Vec::new()
     });
-    Ok(P5Phase {
-        system: label.to_owned(),
-        ours,
-        tcs,
-        claim,
-        claim_with: if store_off { "claim_slot" } else { "claim_run" },
-    })
-}
-
-/// `n` slot records with `Backend::claim_slot` straight on a PostgreSQL or MariaDB backend
-/// (what the runtime claims a cron slot with there: their jobs store is off by default), one
-/// after another, timed one by one (ms).
-async fn claim_slot_alone(t: &Target, n: usize, run: &str) -> Result<Vec<f64>> {
-    use simba::backend::{mysql::MySqlBackend, postgres::PostgresBackend};
-    let err = |e: simba::backend::BackendError| anyhow!("{e}");
-    let name = format!("p5c.{}.{run}", t.kind.label());
-    match t.kind {
-        Kind::Postgres => claim_slots(&PostgresBackend::connect(&t.url).await.map_err(err)?, &name, n).await,
-        Kind::MySql => claim_slots(&MySqlBackend::connect(&t.url).await.map_err(err)?, &name, n).await,
-        other => bail!("claim_slot alone is measured on PostgreSQL and MariaDB, not {other:?}"),
-    }
-}
-
-async fn claim_slots<B: Backend>(b: &B, name: &str, n: usize) -> Result<Vec<f64>> {
-    let s = b.open_session(Duration::from_secs(60)).await.map_err(|e| anyhow!("{e}"))?.id;
-    let token = match b.acquire(&s, name).await.map_err(|e| anyhow!("{e}"))? {
-        Acquire::Won(token) => token,
-        other => bail!("{name}: acquire answered {other:?} on a free lease"),
-    };
-    let base = chrono::Utc::now().timestamp_millis();
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let t0 = Instant::now();
-        let ok = b.claim_slot(&s, name, token, base + i as i64 * 1000).await.map_err(|e| anyhow!("{e}"))?;
-        out.push(t0.elapsed().as_secs_f64() * 1e3);
-        if !ok {
-            bail!("{name}: slot {i} was not granted");
-        }
-    }
-    b.close_session(&s).await.map_err(|e| anyhow!("{e}"))?;
-    Ok(out)
+    Ok(P5Phase { system: label.to_owned(), ours, tcs, claim, claim_with: "claim_run" })
 }
 
 /// `n` scheduled-slot claims of one held term, one after another, timed one by one (ms).
@@ -1011,6 +965,178 @@ async fn claim_alone(t: &Target, n: usize, run: &str) -> Result<Vec<f64>> {
     drop(guard);
     simba.close().await;
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// P9 the cost of history
+
+/// One backend's P9 row: history (the jobs store) on beside off.
+#[derive(Debug, Clone)]
+pub(crate) struct P9Row {
+    /// Backend.
+    pub(crate) system: String,
+    /// Round trips to the store per slot claim with history on (`JobStore::claim_run`), one
+    /// per call as the counting proxy saw them; empty on SQLite (a local file, no network).
+    pub(crate) trips_on: Vec<f64>,
+    /// The same with history off (`Backend::claim_slot`, what the runtime claims with when the
+    /// backend offers no jobs store).
+    pub(crate) trips_off: Vec<f64>,
+    /// Lateness per slot, ms, of the runtime with history on.
+    pub(crate) late_on: Vec<f64>,
+    /// Lateness per slot, ms, of the runtime with history off, in the same seconds.
+    pub(crate) late_off: Vec<f64>,
+}
+
+/// P9 on one backend (issue 12 "Done when": the cost of history). Two parts:
+///
+/// - **Round trips before a run starts**, counted: a backend of our own through the counting
+///   proxy holds a term and claims `calls` slots with `JobStore::claim_run` (history on: the
+///   fenced claim, the pause check and the `running` record), then `calls` with
+///   `Backend::claim_slot` (history off). Each call's exchanges are read from the proxy right
+///   before it and 20 ms after it returned, so the window always holds what the driver does
+///   after the answer without the caller waiting (sqlx pings a connection it gets back into
+///   its pool: one exchange on the SQL servers, on and off alike). Ten calls of each first
+///   warm the connections (prepared statements, the jobs tables' first-use check).
+/// - **Lateness, side by side**: two `Runtime`s in this process, each with its own backend
+///   connection and an every-second cron job on its own lease, for the same `slots`
+///   seconds: one with the backend's jobs store, one with the same backend wrapped so that it
+///   offers none (`simba::tck::FaultyBackend` with no fault: every call goes straight to the
+///   backend, and the runtime claims slots with `claim_slot` and records nothing).
+pub(crate) async fn p9(t: &Target, slots: u64, calls: usize, run: &str) -> Result<P9Row> {
+    use simba::backend::{
+        etcd::EtcdBackend, mysql::MySqlBackend, postgres::PostgresBackend, redis::RedisBackend, sqlite::SqliteBackend,
+        zookeeper::ZooKeeperBackend,
+    };
+    let err = |e: simba::backend::BackendError| anyhow!("{e}");
+    let proxy = match t.kind {
+        Kind::Sqlite => None,
+        _ => Some(CountingProxy::start(upstream(&t.url)?).await?),
+    };
+    let counted = match &proxy {
+        Some(p) => via(&t.url, p.addr())?,
+        None => t.url.clone(),
+    };
+    macro_rules! go {
+        ($b:ty) => {{
+            let (on, off, count) = (
+                <$b>::connect(&t.url).await.map_err(err)?,
+                <$b>::connect(&t.url).await.map_err(err)?,
+                <$b>::connect(&counted).await.map_err(err)?,
+            );
+            p9_on(t, on, off, count, proxy.as_ref(), slots, calls, run).await
+        }};
+    }
+    match t.kind {
+        Kind::Postgres => go!(PostgresBackend),
+        Kind::MySql => go!(MySqlBackend),
+        Kind::Sqlite => go!(SqliteBackend),
+        Kind::Redis => go!(RedisBackend),
+        Kind::ZooKeeper => go!(ZooKeeperBackend),
+        Kind::Etcd => go!(EtcdBackend),
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // One measure's inputs; called from one place.
+async fn p9_on<B: Backend>(
+    t: &Target,
+    on: B,
+    off: B,
+    count: B,
+    proxy: Option<&CountingProxy>,
+    slots: u64,
+    calls: usize,
+    run: &str,
+) -> Result<P9Row> {
+    let label = t.kind.label();
+    if on.job_store().is_none() {
+        bail!("P9 {label}: the backend offers no jobs store");
+    }
+    let (trips_on, trips_off) = match proxy {
+        Some(p) => p9_trips(&count, p, calls, &format!("p9c.{label}.{run}")).await?,
+        None => (Vec::new(), Vec::new()),
+    };
+    let lease_on: &'static str = Box::leak(format!("p9.on.{label}.{run}").into_boxed_str());
+    let lease_off: &'static str = Box::leak(format!("p9.off.{label}.{run}").into_boxed_str());
+    let job = |name: &'static str, lease: &'static str| ScheduledJob {
+        name,
+        lease,
+        schedule: Schedule::Cron { expr: "* * * * * *", time_zone: None },
+        misfire: Misfire::Skip,
+        run: p5_job,
+    };
+    let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
+    let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
+    let (without, _faults) = simba::tck::FaultyBackend::new(off);
+    let rt_on = Runtime::builder().config(cfg.clone()).without_registry().backend(on).job(job("p9_on", lease_on));
+    let rt_off = Runtime::builder().config(cfg).without_registry().backend(without).job(job("p9_off", lease_off));
+    let (rt_on, rt_off) = (rt_on.start().await?, rt_off.start().await?);
+    sleep(Duration::from_secs(slots + 2)).await;
+    rt_on.shutdown().await;
+    rt_off.shutdown().await;
+    let (late_on, late_off) = (lateness(&take_fires(lease_on), slots), lateness(&take_fires(lease_off), slots));
+    if late_on.is_empty() || late_off.is_empty() {
+        bail!("P9 {label}: a job never ran (history on: {} fires, off: {})", late_on.len(), late_off.len());
+    }
+    Ok(P9Row { system: label.to_owned(), trips_on, trips_off, late_on, late_off })
+}
+
+/// Per call, the exchanges the proxy saw: `calls` claims with history on, then off.
+async fn p9_trips<B: Backend>(b: &B, proxy: &CountingProxy, calls: usize, lease: &str) -> Result<(Vec<f64>, Vec<f64>)> {
+    use simba::job_store::{Claim, ClaimRequest, SlotKind};
+    let e = |e: simba::backend::BackendError| anyhow!("{e}");
+    let store = b.job_store().ok_or_else(|| anyhow!("no jobs store"))?;
+    let s = b.open_session(Duration::from_secs(60)).await.map_err(e)?.id;
+    let token = match b.acquire(&s, lease).await.map_err(e)? {
+        Acquire::Won(token) => token,
+        other => bail!("{lease}: acquire answered {other:?} on a free lease"),
+    };
+    let job = format!("{lease}.job");
+    let mut slot = chrono::Utc::now().timestamp_millis();
+    const WARM: usize = 10;
+    // Each window ends 20 ms after the call returned, so it always holds what the driver does
+    // after the answer (sqlx pings a connection it gets back into its pool: one exchange the
+    // caller does not wait for, which would otherwise land in or out of the window by a race).
+    const SETTLE: Duration = Duration::from_millis(20);
+    let (mut on, mut off) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
+    for i in 0..WARM + calls {
+        slot += 1000;
+        let req = ClaimRequest {
+            session: &s,
+            lease,
+            token,
+            job: &job,
+            slot_ms: slot,
+            kind: SlotKind::Scheduled,
+            node: "simba-bench",
+            started_ms: chrono::Utc::now().timestamp_millis(),
+            attempts: 1,
+        };
+        let before = proxy.read();
+        let c = store.claim_run(req).await.map_err(e)?;
+        sleep(SETTLE).await;
+        let d = proxy.read().since(before);
+        if !matches!(c, Claim::Claimed(_)) {
+            bail!("{lease}: claim {i} was not granted: {c:?}");
+        }
+        if i >= WARM {
+            on.push(d.exchanges as f64);
+        }
+    }
+    for i in 0..WARM + calls {
+        slot += 1000;
+        let before = proxy.read();
+        let ok = b.claim_slot(&s, lease, token, slot).await.map_err(e)?;
+        sleep(SETTLE).await;
+        let d = proxy.read().since(before);
+        if !ok {
+            bail!("{lease}: slot {i} was not granted");
+        }
+        if i >= WARM {
+            off.push(d.exchanges as f64);
+        }
+    }
+    b.close_session(&s).await.map_err(e)?;
+    Ok((on, off))
 }
 
 // ---------------------------------------------------------------------------------------------

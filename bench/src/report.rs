@@ -32,7 +32,10 @@ pub(crate) struct Results {
     pub(crate) p7: Vec<P7>,
     /// P8: a fleet of sessions on one store, beside the per-lock anchor.
     pub(crate) p8: Vec<crate::fleet::P8Row>,
+    /// P10: lock fairness between clients, fair_locks on beside off.
     pub(crate) p10: Vec<crate::fairness::P10Row>,
+    /// P9: the cost of history, on beside off, per backend.
+    pub(crate) p9: Vec<crate::measures::P9Row>,
     /// Measures that failed, with why.
     pub(crate) errors: Vec<String>,
 }
@@ -82,6 +85,7 @@ impl Results {
             p7: Vec::new(),
             p8: Vec::new(),
             p10: Vec::new(),
+            p9: Vec::new(),
             errors: Vec::new(),
         }
     }
@@ -228,6 +232,24 @@ impl Results {
                     p.bound_ms()
                 ),
                 if p.fair { verdict(p.met()).replace('*', "") } else { "anchor".to_owned() },
+            );
+        }
+        for p in &self.p9 {
+            let (on, off) = (summary(&p.late_on), summary(&p.late_off));
+            line(
+                "P9",
+                format!("{} cost of history (on vs off)", p.system),
+                format!(
+                    "round trips per claim {} vs {}; lateness p50 {:.1} vs {:.1}, p99 {:.1} vs {:.1} ms, n={}",
+                    trips(&p.trips_on),
+                    trips(&p.trips_off),
+                    on.p50,
+                    off.p50,
+                    on.p99,
+                    off.p99,
+                    on.n
+                ),
+                verdict(p9_met(p)).replace('*', ""),
             );
         }
         for p in &self.p7 {
@@ -511,9 +533,8 @@ impl Results {
              fire time (wall clock when the job body starts) minus the slot. *Claim alone*: after the cron phase, \
              the same number of slot claims of one held term, one after another, each timed: the store's share \
              of the lateness. The claim is `JobStore::claim_run` (fenced claim and `running` record in one \
-             round trip) where the runtime has a jobs store, and `Backend::claim_slot` (the one-statement \
-             fenced slot record, no history) on PostgreSQL and MariaDB, whose jobs store the runtime leaves \
-             off by default (`with_job_store`). **Goal:** our p99 < 5 ms on each backend.\n"
+             round trip) on every backend (PostgreSQL: one call of the function `simba_claim_run_v1`; \
+             MariaDB: one `CALL` of the procedure of that name). **Goal:** our p99 < 5 ms on each backend.\n"
         );
         if !self.p5.is_empty() {
             let _ = writeln!(
@@ -687,6 +708,32 @@ impl Results {
                     p.worst_wait_ms,
                     p.took_s,
                     if p.fair { verdict(p.met()) } else { "anchor" }
+                );
+            }
+            let _ = writeln!(w);
+        }
+        if !self.p9.is_empty() {
+            let _ = writeln!(w, "## P9: the cost of history\n");
+            let _ = writeln!(w, "{P9_TEXT}");
+            let _ = writeln!(
+                w,
+                "| backend | round trips per claim, history on | off | lateness p50 ms, on | off | p99 ms, on | off | slots | goal |"
+            );
+            let _ = writeln!(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+            for p in &self.p9 {
+                let (on, off) = (summary(&p.late_on), summary(&p.late_off));
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} |",
+                    p.system,
+                    trips(&p.trips_on),
+                    trips(&p.trips_off),
+                    on.p50,
+                    off.p50,
+                    on.p99,
+                    off.p99,
+                    on.n,
+                    verdict(p9_met(p))
                 );
             }
             let _ = writeln!(w);
@@ -907,4 +954,34 @@ fn plot(
     }
     root.present().map_err(|e| anyhow::anyhow!("{e:?}"))?;
     Ok(())
+}
+
+/// What P9 measures, for BENCHMARKS.md.
+const P9_TEXT: &str = "Issue 12 \"Done when\": the cost of history. **Round trips** before a run starts, \
+counted by a TCP proxy in front of the store (`bench/src/counting.rs`: one exchange each time the client \
+speaks after the server did), around each call of a backend of our own that holds a term: 100 slot claims \
+with `JobStore::claim_run` (history on: fence, pause check, ledger, `running` record, retention) then 100 \
+with `Backend::claim_slot` (history off: what the runtime claims with when the backend has no jobs store), \
+each window from just before the call to 20 ms after it returned, after 10 of each to warm the connections; \
+the cell is the median per call (the maximum in brackets when it differs). On PostgreSQL and MariaDB a call \
+counts one exchange more than the run waits for, on and off alike: sqlx pings a connection it gets back into \
+its pool after the answer (MariaDB's general log shows one `Execute` per claim). SQLite has no network: n/a. **Lateness**: two `Runtime`s in one process for \
+the same 60 seconds, each on its own connection with an every-second cron job on its own lease, one with \
+the backend's jobs store and one with the same backend wrapped to offer none (`simba::tck::FaultyBackend` \
+without faults), so the two columns share the machine's noise. **Goal:** no more round trips before a run \
+with history on than off, and lateness p99 on within 1 ms of off.\n";
+
+/// A P9 round-trip cell: the median per call, and the maximum when it differs.
+fn trips(v: &[f64]) -> String {
+    if v.is_empty() {
+        return "n/a".to_owned();
+    }
+    let s = summary(v);
+    if s.max > s.p50 { format!("{:.0} ({:.0})", s.p50, s.max) } else { format!("{:.0}", s.p50) }
+}
+
+/// P9's goal: no extra round trip before a run starts, lateness p99 within 1 ms of off.
+fn p9_met(p: &crate::measures::P9Row) -> bool {
+    let trips_ok = p.trips_on.is_empty() || summary(&p.trips_on).p50 <= summary(&p.trips_off).p50;
+    trips_ok && summary(&p.late_on).p99 <= summary(&p.late_off).p99 + 1.0
 }

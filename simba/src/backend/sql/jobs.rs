@@ -21,6 +21,14 @@
 //! Run-now requests are counters: `trigger` bumps `trigger_id`, a claim copies the id it took
 //! into `taken_id` (or, for partition `g/i` taking a request of group `g`, into
 //! `group_taken_id`), so a request made during a claim is never lost.
+//!
+//! Round trips: on PostgreSQL and MySQL/MariaDB the claim and the control changes (pause,
+//! resume, run now) are one call of a routine created with the tables (`simba_claim_run_v1`,
+//! `simba_job_control_v1`: a PL/pgSQL function, a stored procedure), whose steps are the ones
+//! SQLite runs as a transaction statement by statement: so a run starts after one round trip,
+//! as with [`claim_slot`](crate::backend::Backend::claim_slot), and no row lock is ever held
+//! while the server waits for a client (ADR 0012, amendment "the SQL claim in one round
+//! trip"). A finish and an append are two statements, each its own transaction.
 
 use std::marker::PhantomData;
 
@@ -45,12 +53,30 @@ pub(crate) trait JobDialect: Dialect {
     const LOCK_ROWS: &'static str = " FOR UPDATE";
     /// Whether the schema is created under PostgreSQL's advisory lock.
     const ADVISORY_LOCK: Option<&'static str> = None;
-    /// The first statement of a claim or control transaction: the server ends a transaction
-    /// whose client stalls inside it (a node stopped, or its link black-holed, between two
-    /// statements), so the rows it locked do not block the next holder's claims for as long as
-    /// the stall lasts (the fault suite's LinkBlackHole on PostgreSQL: no run for over 10 s).
-    /// `(statement, optional)`: an optional one may fail (a server without the setting).
-    const STALL_GUARD: Option<(&'static str, bool)> = None;
+    /// The stored routines created with the tables (`{now}` is the database's clock), after
+    /// them and idempotently: on the servers, the claim and the control changes run inside
+    /// the server in one call, so that no row lock is held across a client round trip.
+    const ROUTINES: &'static [&'static str] = &[];
+    /// The call of the claim routine (`:1` lease, `:2` session, `:3` token, `:4` job, `:5`
+    /// its group or the job again, `:6` kind rank, `:7` slot, `:8` node, `:9` start time,
+    /// `:10` attempts, `:11` the `OFFSET` of the oldest record kept), answering one row
+    /// `(result, slot)`: [`CLAIM_NOT_HOLDER`], [`CLAIM_TAKEN`], [`CLAIM_PAUSED`] or
+    /// [`CLAIM_CLAIMED`] with the slot claimed. `None`: the claim is a transaction run
+    /// statement by statement (SQLite, where the transaction holds a local file lock and no
+    /// round trip crosses a network).
+    const CLAIM_CALL: Option<&'static str> = None;
+    /// The call of the control routine (`:1` job, `:2` operation: 0 pause/resume, 1 run-now
+    /// request, `:3` its value: paused 0/1, or the request's time), answering one row: the
+    /// old paused flag (0/1), or the new request id. `None`: a transaction, as the claim.
+    const CONTROL_CALL: Option<&'static str> = None;
+    /// How many of the [`JOB_TABLES`] tables and the [`ROUTINES`](Self::ROUTINES) exist (one
+    /// `BIGINT`): when all do, no DDL runs, so a user that may not create them can run the store
+    /// an administrator set up (PostgreSQL checks the right to create in the schema before it
+    /// sees that a table exists, even with `IF NOT EXISTS`). SQLite: 0, the file's owner creates.
+    const SCHEMA_PRESENT: &'static str = "SELECT 0";
+    /// Whether an administrator's script needs `DELIMITER` around the routines (the mysql
+    /// client; psql reads PostgreSQL's dollar quoting as it is).
+    const SCRIPT_DELIMITER: bool = false;
 
     /// The jobs store's statements rendered for this dialect, once.
     fn job_statements() -> &'static JobStatements;
@@ -147,8 +173,14 @@ impl JobDialect for super::postgres::PgDialect {
     ];
     const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
     const ADVISORY_LOCK: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(7305521853129551362)");
-    const STALL_GUARD: Option<(&'static str, bool)> =
-        Some(("SET LOCAL idle_in_transaction_session_timeout = '500ms'", false));
+    const ROUTINES: &'static [&'static str] = &[PG_CLAIM_FUNCTION, PG_CONTROL_FUNCTION];
+    const CLAIM_CALL: Option<&'static str> =
+        Some("SELECT o_result, o_slot FROM simba_claim_run_v1(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, :11)");
+    const CONTROL_CALL: Option<&'static str> = Some("SELECT o_answer FROM simba_job_control_v1(:1, :2, :3)");
+    const SCHEMA_PRESENT: &'static str = "SELECT (SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema() \
+         AND tablename IN ('simba_job', 'simba_job_run', 'simba_job_version', 'simba_registry')) + (SELECT COUNT(*) FROM pg_proc \
+         WHERE pronamespace = current_schema()::regnamespace \
+         AND proname IN ('simba_claim_run_v1', 'simba_job_control_v1'))";
     job_statements!(super::postgres::PgDialect);
 }
 
@@ -190,11 +222,334 @@ impl JobDialect for super::mysql::MySqlDialect {
         ) ENGINE = InnoDB",
     ];
     const KEEP_ROW: &'static str = "ON DUPLICATE KEY UPDATE job = job";
-    /// MariaDB's setting, in whole seconds (MySQL has none: the statement fails there and the
-    /// transaction goes on unguarded).
-    const STALL_GUARD: Option<(&'static str, bool)> = Some(("SET SESSION idle_transaction_timeout = 1", true));
+    const ROUTINES: &'static [&'static str] = &[MYSQL_CLAIM_PROCEDURE, MYSQL_CONTROL_PROCEDURE];
+    const CLAIM_CALL: Option<&'static str> =
+        Some("CALL simba_claim_run_v1(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, :11)");
+    const CONTROL_CALL: Option<&'static str> = Some("CALL simba_job_control_v1(:1, :2, :3)");
+    const SCHEMA_PRESENT: &'static str = "SELECT CAST((SELECT COUNT(*) FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name IN ('simba_job', 'simba_job_run', 'simba_job_version', 'simba_registry')) \
+         + (SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() \
+         AND routine_name IN ('simba_claim_run_v1', 'simba_job_control_v1')) AS SIGNED)";
+    const SCRIPT_DELIMITER: bool = true;
     job_statements!(super::mysql::MySqlDialect);
 }
+
+/// The claim on PostgreSQL: one call of a PL/pgSQL function, so the claim's row locks live
+/// only while the server runs it (issue 12; ADR 0012, "Amendment: the SQL claim in one round
+/// trip"). The steps and their order are the transaction's that SQLite runs statement by
+/// statement ([`SqlJobStore::claim`]): an unlocked look at the lease (a non-holder is answered
+/// before anything is written or locked), the job's control row created if absent, the job's
+/// and its group's control rows locked (in key order, as the older build's `SELECT ... FOR
+/// UPDATE` of both), the decision, the writes, and last the fence that locks the lease row.
+/// An answer that writes nothing (not the holder, already claimed, paused manual slot) undoes
+/// what the call wrote by raising `SB001` inside the inner block (a subtransaction), whose
+/// handler keeps the answer. A `VOLATILE` function takes a new snapshot per statement, so
+/// each statement sees what the rows it waited for committed. `_v1`: a changed body gets a
+/// new name, so nodes of two builds never run each other's.
+#[cfg(feature = "postgres")]
+const PG_CLAIM_FUNCTION: &str = "CREATE OR REPLACE FUNCTION simba_claim_run_v1(p_lease TEXT, p_session TEXT,
+    p_token BIGINT, p_job TEXT, p_group TEXT, p_kind BIGINT, p_slot BIGINT, p_node TEXT, p_started BIGINT,
+    p_attempts BIGINT, p_keep BIGINT, OUT o_result BIGINT, OUT o_slot BIGINT)
+LANGUAGE plpgsql VOLATILE AS $simba$
+DECLARE
+    v_looked BOOLEAN;
+    v_lease_slot BIGINT;
+    v_paused BOOLEAN;
+    v_last BIGINT;
+    v_own_id BIGINT;
+    v_own_ms BIGINT;
+    v_taken BIGINT;
+    v_group_taken BIGINT;
+    v_group_paused BIGINT;
+    v_group_id BIGINT;
+    v_group_ms BIGINT;
+    v_own_pending BIGINT;
+    v_group_pending BIGINT;
+BEGIN
+    o_result := 0;
+    SELECT TRUE, last_slot INTO v_looked, v_lease_slot FROM simba_lease
+        WHERE name = p_lease AND session_id = p_session AND token = p_token;
+    IF v_looked IS NULL THEN
+        RETURN;
+    END IF;
+    BEGIN
+        INSERT INTO simba_job (job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id)
+            VALUES (p_job, 0, NULL, 0, NULL, 0, 0) ON CONFLICT DO NOTHING;
+        PERFORM 1 FROM simba_job WHERE job = p_job OR job = p_group ORDER BY job FOR UPDATE;
+        SELECT paused <> 0, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id
+            INTO v_paused, v_last, v_own_id, v_own_ms, v_taken, v_group_taken FROM simba_job WHERE job = p_job;
+        IF p_group <> p_job THEN
+            SELECT paused, trigger_id, trigger_ms INTO v_group_paused, v_group_id, v_group_ms
+                FROM simba_job WHERE job = p_group;
+        END IF;
+        v_paused := v_paused OR COALESCE(v_group_paused, 0) <> 0;
+        IF p_kind <> 1 THEN
+            IF v_last >= p_slot OR v_lease_slot >= p_slot THEN
+                o_result := 1;
+                RAISE SQLSTATE 'SB001';
+            END IF;
+            UPDATE simba_job SET last_slot = p_slot WHERE job = p_job;
+            IF v_paused THEN
+                UPDATE simba_lease SET last_slot = p_slot WHERE name = p_lease AND session_id = p_session
+                    AND token = p_token AND EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now});
+                IF NOT FOUND THEN
+                    o_result := 0;
+                    RAISE SQLSTATE 'SB001';
+                END IF;
+                o_result := 2;
+                RETURN;
+            END IF;
+            o_slot := p_slot;
+        ELSE
+            IF v_own_id > v_taken THEN
+                v_own_pending := v_own_ms;
+            END IF;
+            IF v_group_id > v_group_taken THEN
+                v_group_pending := v_group_ms;
+            END IF;
+            o_slot := GREATEST(v_own_pending, v_group_pending);
+            IF o_slot IS NULL THEN
+                o_result := 1;
+                RAISE SQLSTATE 'SB001';
+            END IF;
+            IF v_paused THEN
+                o_result := 2;
+                o_slot := NULL;
+                RAISE SQLSTATE 'SB001';
+            END IF;
+            UPDATE simba_job SET taken_id = v_own_id, group_taken_id = COALESCE(v_group_id, v_group_taken)
+                WHERE job = p_job;
+            UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
+        END IF;
+        DELETE FROM simba_job_run WHERE job = p_job AND kind = p_kind AND slot_ms = o_slot;
+        INSERT INTO simba_job_run (job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token,
+            started_ms, ended_ms, error)
+            VALUES (p_job, p_kind, o_slot, 'running', 1, p_attempts, p_session, p_node, p_token, p_started, NULL, NULL);
+        DELETE FROM simba_job_run WHERE job = p_job AND EXISTS (SELECT 1 FROM
+            (SELECT slot_ms AS b_slot, kind AS b_kind FROM simba_job_run WHERE job = p_job
+             ORDER BY slot_ms DESC, kind DESC LIMIT 1 OFFSET p_keep) boundary
+            WHERE simba_job_run.slot_ms < boundary.b_slot
+               OR (simba_job_run.slot_ms = boundary.b_slot AND simba_job_run.kind < boundary.b_kind));
+        IF p_kind <> 1 THEN
+            UPDATE simba_lease SET last_slot = p_slot WHERE name = p_lease AND session_id = p_session
+                AND token = p_token AND EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now});
+        ELSE
+            UPDATE simba_lease SET token = token WHERE name = p_lease AND session_id = p_session
+                AND token = p_token AND EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now});
+        END IF;
+        IF NOT FOUND THEN
+            o_result := 0;
+            o_slot := NULL;
+            RAISE SQLSTATE 'SB001';
+        END IF;
+        o_result := 3;
+    EXCEPTION WHEN SQLSTATE 'SB001' THEN
+        NULL;
+    END;
+END
+$simba$";
+
+/// Pause, resume and run-now requests on PostgreSQL: one call (the control row is locked
+/// only while the server runs it). `p_op` 0: set `paused` to `p_value`, answering the old
+/// flag; 1: a run-now request at `p_value`, answering its id. The control version is bumped
+/// by every change.
+#[cfg(feature = "postgres")]
+const PG_CONTROL_FUNCTION: &str = "CREATE OR REPLACE FUNCTION simba_job_control_v1(p_job TEXT, p_op BIGINT,
+    p_value BIGINT, OUT o_answer BIGINT)
+LANGUAGE plpgsql VOLATILE AS $simba$
+DECLARE
+    v_paused BIGINT;
+    v_trigger BIGINT;
+BEGIN
+    INSERT INTO simba_job (job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id)
+        VALUES (p_job, 0, NULL, 0, NULL, 0, 0) ON CONFLICT DO NOTHING;
+    SELECT paused, trigger_id INTO v_paused, v_trigger FROM simba_job WHERE job = p_job FOR UPDATE;
+    IF p_op = 0 THEN
+        o_answer := CASE WHEN v_paused <> 0 THEN 1 ELSE 0 END;
+        IF o_answer <> p_value THEN
+            UPDATE simba_job SET paused = p_value WHERE job = p_job;
+            UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
+        END IF;
+    ELSE
+        UPDATE simba_job SET trigger_ms = CASE
+                WHEN trigger_ms IS NULL THEN p_value
+                WHEN trigger_id > taken_id THEN GREATEST(trigger_ms, p_value)
+                WHEN trigger_ms >= p_value THEN trigger_ms + 1
+                ELSE p_value END,
+            trigger_id = trigger_id + 1 WHERE job = p_job;
+        UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
+        o_answer := v_trigger + 1;
+    END IF;
+END
+$simba$";
+
+/// The claim on MySQL/MariaDB: one `CALL` of a stored procedure, whose transaction starts and
+/// ends inside the server, so the claim's row locks live only while the server runs it (issue
+/// 12; ADR 0012, "Amendment: the SQL claim in one round trip"). The same steps in the same
+/// order as the PostgreSQL function and the transaction SQLite runs ([`SqlJobStore::claim`]);
+/// an answer that writes nothing rolls back. The fence is a locking read of the lease row
+/// (`FOR UPDATE`, not an `UPDATE ... SET token = token`, whose affected-row count depends on
+/// the connection's `CLIENT_FOUND_ROWS`). Any error rolls back and is raised again. The
+/// answer is the procedure's one result set `(result, slot)`. Created with `IF NOT EXISTS`
+/// (MariaDB 10.1.3, MySQL 8.0.29); `_v1`: a changed body gets a new name.
+#[cfg(feature = "mysql")]
+const MYSQL_CLAIM_PROCEDURE: &str = "CREATE PROCEDURE IF NOT EXISTS simba_claim_run_v1(
+    IN p_lease VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_session VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_token BIGINT,
+    IN p_job VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_kind BIGINT, IN p_slot BIGINT,
+    IN p_node VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_started BIGINT, IN p_attempts BIGINT,
+    IN p_keep BIGINT)
+MODIFIES SQL DATA
+claim: BEGIN
+    DECLARE v_result BIGINT DEFAULT 0;
+    DECLARE v_slot BIGINT DEFAULT NULL;
+    DECLARE v_looked BIGINT DEFAULT 0;
+    DECLARE v_lease_slot BIGINT DEFAULT NULL;
+    DECLARE v_paused BIGINT DEFAULT 0;
+    DECLARE v_last BIGINT DEFAULT NULL;
+    DECLARE v_own_id BIGINT DEFAULT 0;
+    DECLARE v_own_ms BIGINT DEFAULT NULL;
+    DECLARE v_taken BIGINT DEFAULT 0;
+    DECLARE v_group_taken BIGINT DEFAULT 0;
+    DECLARE v_group_paused BIGINT DEFAULT NULL;
+    DECLARE v_group_id BIGINT DEFAULT NULL;
+    DECLARE v_group_ms BIGINT DEFAULT NULL;
+    DECLARE v_own_pending BIGINT DEFAULT NULL;
+    DECLARE v_group_pending BIGINT DEFAULT NULL;
+    DECLARE v_fenced BIGINT DEFAULT 0;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    body: BEGIN
+        SELECT COUNT(*), MAX(last_slot) INTO v_looked, v_lease_slot FROM simba_lease
+            WHERE name = p_lease AND session_id = p_session AND token = p_token;
+        IF v_looked = 0 THEN
+            ROLLBACK;
+            LEAVE body;
+        END IF;
+        INSERT INTO simba_job (job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id)
+            VALUES (p_job, 0, NULL, 0, NULL, 0, 0) ON DUPLICATE KEY UPDATE job = job;
+        SELECT COUNT(*) INTO v_fenced FROM simba_job WHERE job = p_job OR job = p_group FOR UPDATE;
+        SELECT paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id
+            INTO v_paused, v_last, v_own_id, v_own_ms, v_taken, v_group_taken FROM simba_job WHERE job = p_job;
+        IF p_group <> p_job THEN
+            SELECT MAX(paused), MAX(trigger_id), MAX(trigger_ms) INTO v_group_paused, v_group_id, v_group_ms
+                FROM simba_job WHERE job = p_group;
+        END IF;
+        IF v_paused <> 0 OR COALESCE(v_group_paused, 0) <> 0 THEN
+            SET v_paused = 1;
+        ELSE
+            SET v_paused = 0;
+        END IF;
+        IF p_kind <> 1 THEN
+            IF (v_last IS NOT NULL AND v_last >= p_slot) OR (v_lease_slot IS NOT NULL AND v_lease_slot >= p_slot) THEN
+                SET v_result = 1;
+                ROLLBACK;
+                LEAVE body;
+            END IF;
+            UPDATE simba_job SET last_slot = p_slot WHERE job = p_job;
+            SET v_slot = p_slot;
+        ELSE
+            IF v_own_id > v_taken THEN
+                SET v_own_pending = v_own_ms;
+            END IF;
+            IF v_group_id IS NOT NULL AND v_group_id > v_group_taken THEN
+                SET v_group_pending = v_group_ms;
+            END IF;
+            IF v_own_pending IS NULL OR (v_group_pending IS NOT NULL AND v_group_pending > v_own_pending) THEN
+                SET v_slot = v_group_pending;
+            ELSE
+                SET v_slot = v_own_pending;
+            END IF;
+            IF v_slot IS NULL THEN
+                SET v_result = 1;
+                ROLLBACK;
+                LEAVE body;
+            END IF;
+            IF v_paused <> 0 THEN
+                SET v_result = 2;
+                SET v_slot = NULL;
+                ROLLBACK;
+                LEAVE body;
+            END IF;
+            UPDATE simba_job SET taken_id = v_own_id, group_taken_id = COALESCE(v_group_id, v_group_taken)
+                WHERE job = p_job;
+            UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
+        END IF;
+        IF p_kind = 1 OR v_paused = 0 THEN
+            DELETE FROM simba_job_run WHERE job = p_job AND kind = p_kind AND slot_ms = v_slot;
+            INSERT INTO simba_job_run (job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token,
+                started_ms, ended_ms, error)
+                VALUES (p_job, p_kind, v_slot, 'running', 1, p_attempts, p_session, p_node, p_token, p_started,
+                        NULL, NULL);
+            DELETE FROM simba_job_run WHERE job = p_job AND EXISTS (SELECT 1 FROM
+                (SELECT slot_ms AS b_slot, kind AS b_kind FROM simba_job_run WHERE job = p_job
+                 ORDER BY slot_ms DESC, kind DESC LIMIT 1 OFFSET p_keep) boundary
+                WHERE simba_job_run.slot_ms < boundary.b_slot
+                   OR (simba_job_run.slot_ms = boundary.b_slot AND simba_job_run.kind < boundary.b_kind));
+        END IF;
+        SELECT COUNT(*) INTO v_fenced FROM simba_lease WHERE name = p_lease AND session_id = p_session
+            AND token = p_token AND EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now})
+            FOR UPDATE;
+        IF v_fenced = 0 THEN
+            SET v_result = 0;
+            SET v_slot = NULL;
+            ROLLBACK;
+            LEAVE body;
+        END IF;
+        IF p_kind <> 1 THEN
+            UPDATE simba_lease SET last_slot = p_slot WHERE name = p_lease;
+        END IF;
+        COMMIT;
+        IF p_kind <> 1 AND v_paused <> 0 THEN
+            SET v_result = 2;
+            SET v_slot = NULL;
+        ELSE
+            SET v_result = 3;
+        END IF;
+    END body;
+    SELECT v_result, v_slot;
+END claim";
+
+/// Pause, resume and run-now requests on MySQL/MariaDB: one `CALL`, its transaction inside
+/// the server. Operations and answer as PostgreSQL's `simba_job_control_v1`. `trigger_ms` is
+/// assigned first: MySQL evaluates assignments left to right, on the new values.
+#[cfg(feature = "mysql")]
+const MYSQL_CONTROL_PROCEDURE: &str = "CREATE PROCEDURE IF NOT EXISTS simba_job_control_v1(
+    IN p_job VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_op BIGINT, IN p_value BIGINT)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_paused BIGINT DEFAULT 0;
+    DECLARE v_trigger BIGINT DEFAULT 0;
+    DECLARE v_answer BIGINT DEFAULT 0;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    INSERT INTO simba_job (job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id)
+        VALUES (p_job, 0, NULL, 0, NULL, 0, 0) ON DUPLICATE KEY UPDATE job = job;
+    SELECT paused, trigger_id INTO v_paused, v_trigger FROM simba_job WHERE job = p_job FOR UPDATE;
+    IF p_op = 0 THEN
+        SET v_answer = CASE WHEN v_paused <> 0 THEN 1 ELSE 0 END;
+        IF v_answer <> p_value THEN
+            UPDATE simba_job SET paused = p_value WHERE job = p_job;
+            UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
+        END IF;
+    ELSE
+        UPDATE simba_job SET trigger_ms = CASE
+                WHEN trigger_ms IS NULL THEN p_value
+                WHEN trigger_id > taken_id THEN CASE WHEN trigger_ms > p_value THEN trigger_ms ELSE p_value END
+                WHEN trigger_ms >= p_value THEN trigger_ms + 1
+                ELSE p_value END,
+            trigger_id = trigger_id + 1 WHERE job = p_job;
+        UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
+        SET v_answer = v_trigger + 1;
+    END IF;
+    COMMIT;
+    SELECT v_answer;
+END";
+
+/// How many tables the jobs store has (`simba_job`, `simba_job_run`, `simba_job_version`,
+/// `simba_registry`): [`JobDialect::SCHEMA_PRESENT`] counts them with the routines.
+const JOB_TABLES: usize = 4;
 
 /// The columns of a record, in the order every statement reads and writes them.
 const RECORD_COLUMNS: &str =
@@ -252,6 +607,12 @@ pub(crate) struct JobStatements {
     set_paused: Stmt,
     /// `:1` job, `:2` the request's time.
     trigger: Stmt,
+    /// [`JobDialect::CLAIM_CALL`], rendered.
+    claim_call: Option<Stmt>,
+    /// [`JobDialect::CONTROL_CALL`], rendered.
+    control_call: Option<Stmt>,
+    /// [`JobDialect::ROUTINES`] with the database's clock.
+    routines: Vec<String>,
     /// `:1` session: drops its registry and those of sessions no longer live.
     registry_drop: Stmt,
     /// `:1` session, `:2` registry: written only while the session is live.
@@ -324,6 +685,9 @@ impl JobStatements {
                  WHEN trigger_ms >= :2 THEN trigger_ms + 1 \
                  ELSE :2 END, \
                  trigger_id = trigger_id + 1 WHERE job = :1"),
+            claim_call: D::CLAIM_CALL.map(r),
+            control_call: D::CONTROL_CALL.map(r),
+            routines: D::ROUTINES.iter().map(|t| t.replace("{now}", D::NOW_MS)).collect(),
             registry_drop: r("DELETE FROM simba_registry WHERE session_id = :1 OR NOT EXISTS \
                  (SELECT 1 FROM simba_session s WHERE s.id = simba_registry.session_id AND s.expires_at > {now})"),
             registry_write: r("INSERT INTO simba_registry (session_id, body, published_ms) \
@@ -333,6 +697,15 @@ impl JobStatements {
         }
     }
 }
+
+/// A claim routine's answer: the caller does not hold the lease with its token.
+const CLAIM_NOT_HOLDER: i64 = 0;
+/// A claim routine's answer: the slot or a later one was claimed, or no request is pending.
+const CLAIM_TAKEN: i64 = 1;
+/// A claim routine's answer: the job or its group is paused.
+const CLAIM_PAUSED: i64 = 2;
+/// A claim routine's answer: claimed, with the slot.
+const CLAIM_CLAIMED: i64 = 3;
 
 /// The kind as stored: its rank, so that the store orders records as [`SlotKind`]'s `Ord`.
 fn kind_code(kind: SlotKind) -> i64 {
@@ -443,37 +816,50 @@ where
             .map_err(|e| BackendError::Protocol(format!("{}: cannot encode an argument: {e}", self.sql.description())))
     }
 
-    /// Creates the tables on the first call (every statement idempotent; in one transaction,
-    /// under an advisory lock on PostgreSQL, where concurrent `CREATE ... IF NOT EXISTS` of
-    /// one table can fail).
-    /// Starts a transaction the dialect's way (`BEGIN IMMEDIATE` on SQLite); with `guarded`,
-    /// under the dialect's stall guard, so that a node stalled inside it cannot hold its row
-    /// locks for long (claims and control changes).
-    async fn begin(&self, what: &'static str, guarded: bool) -> BackendResult<sqlx::Transaction<'static, D::Db>> {
-        let mut tx = match D::BEGIN {
+    /// Starts a transaction the dialect's way (`BEGIN IMMEDIATE` on SQLite). Only SQLite runs
+    /// its claims and control changes as transactions of several statements (one local file
+    /// lock, no network); the servers run them as one call of a routine, so that no client
+    /// stalled inside one (stopped, or its link black-holed) holds row locks: the fault suite
+    /// found that stopping every run of a job on PostgreSQL for over 10 s (ADR 0012).
+    async fn begin(&self, what: &'static str) -> BackendResult<sqlx::Transaction<'static, D::Db>> {
+        match D::BEGIN {
             Some(begin) => self.sql.pool().begin_with(begin).await,
             None => self.sql.pool().begin().await,
         }
-        .map_err(self.sql.err(what))?;
-        if let Some((guard, optional)) = D::STALL_GUARD.filter(|_| guarded) {
-            let set = sqlx::raw_sql(guard).execute(&mut *tx).await;
-            if !optional {
-                set.map_err(self.sql.err(what))?;
-            }
-        }
-        Ok(tx)
+        .map_err(self.sql.err(what))
     }
 
+    /// Creates the tables on the first call (every statement idempotent; in one transaction,
+    /// under an advisory lock on PostgreSQL, where concurrent `CREATE ... IF NOT EXISTS` of
+    /// one table can fail), then the routines when any is missing.
     async fn ensure_schema(&self) -> BackendResult<()> {
         self.schema
             .get_or_try_init(|| async {
                 let what = "create the jobs tables";
-                let mut tx = self.begin(what, false).await?;
+                let mut tx = self.begin(what).await?;
                 if let Some(lock) = D::ADVISORY_LOCK {
                     sqlx::raw_sql(lock).execute(&mut *tx).await.map_err(self.sql.err(what))?;
                 }
-                for statement in D::JOB_SCHEMA {
+                let present: i64 =
+                    sqlx::query_scalar(D::SCHEMA_PRESENT).fetch_one(&mut *tx).await.map_err(self.sql.err(what))?;
+                let missing =
+                    usize::try_from(present).map_or(true, |n| n < JOB_TABLES + self.statements.routines.len());
+                for statement in D::JOB_SCHEMA.iter().filter(|_| missing) {
                     sqlx::raw_sql(*statement).execute(&mut *tx).await.map_err(|e| self.schema_error(e))?;
+                }
+                for routine in self.statements.routines.iter().filter(|_| missing) {
+                    let created = sqlx::raw_sql(sqlx::AssertSqlSafe(routine.as_str())).execute(&mut *tx).await;
+                    // MySQL: two nodes creating the procedure at once; the other one's is the same.
+                    let raced = |e: &sqlx::Error| {
+                        e.as_database_error().is_some_and(|d| {
+                            d.code().as_deref() == Some("42000") && d.message().contains("already exists")
+                        })
+                    };
+                    match created {
+                        Ok(_) => {}
+                        Err(e) if raced(&e) => {}
+                        Err(e) => return Err(self.schema_error(e)),
+                    }
                 }
                 tx.commit().await.map_err(self.sql.err(what))
             })
@@ -486,7 +872,19 @@ where
             matches!(d.code().as_deref(), Some("42501" | "1142" | "1044")) || d.message().contains("denied")
         });
         if denied {
-            let script: Vec<String> = D::JOB_SCHEMA.iter().map(|s| format!("{s};")).collect();
+            let mut script: Vec<String> = D::JOB_SCHEMA.iter().map(|s| format!("{s};")).collect();
+            if !self.statements.routines.is_empty() {
+                let delimited = D::SCRIPT_DELIMITER;
+                if delimited {
+                    script.push("DELIMITER //".to_owned());
+                }
+                let end = if delimited { "//" } else { ";" };
+                script.extend(self.statements.routines.iter().map(|r| format!("{r}{end}")));
+                if delimited {
+                    script.push("DELIMITER ;".to_owned());
+                }
+                script.push("-- the nodes' user also needs EXECUTE on these two routines".to_owned());
+            }
             return BackendError::Misconfigured(format!(
                 "{}: cannot create the jobs tables ({e}); run this once as an administrator, then grant SELECT, \
                  INSERT, UPDATE, DELETE on them:\n{}",
@@ -549,13 +947,46 @@ where
             .map(|(_, _, slot)| slot))
     }
 
+    /// The claim as one call of the dialect's routine ([`JobDialect::CLAIM_CALL`]).
+    async fn claim_by_call(&self, call: &'static Stmt, req: &ClaimRequest<'_>, token: i64) -> BackendResult<Claim> {
+        let what = "claim a job run";
+        let group = group_of(req.job).unwrap_or(req.job);
+        let params = [
+            Param::Text(req.lease),
+            Param::Text(req.session.as_str()),
+            Param::Int(token),
+            Param::Text(req.job),
+            Param::Text(group),
+            Param::Int(kind_code(req.kind)),
+            Param::Int(req.slot_ms),
+            Param::Text(req.node),
+            Param::Int(req.started_ms),
+            Param::Int(i64::from(req.attempts.max(1))),
+            Param::Int(self.keep()),
+        ];
+        // `fetch_all`: MySQL answers a `CALL` with the procedure's result set, then a status.
+        let rows: Vec<(i64, Option<i64>)> = self.sql.fetch_all(call, &params, what).await?;
+        let bad = |why: String| BackendError::Protocol(format!("{}: the claim routine {why}", self.sql.description()));
+        match rows.first().copied() {
+            Some((CLAIM_NOT_HOLDER, _)) => Ok(Claim::NotHolder),
+            Some((CLAIM_TAKEN, _)) => Ok(Claim::AlreadyClaimed),
+            Some((CLAIM_PAUSED, _)) => Ok(Claim::Paused),
+            Some((CLAIM_CLAIMED, Some(slot_ms))) => Ok(Claim::Claimed(req.running_record(slot_ms))),
+            Some((code, slot)) => Err(bad(format!("answered ({code}, {slot:?}), which this build does not know"))),
+            None => Err(bad("answered no row".to_owned())),
+        }
+    }
+
     async fn claim(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
         self.ensure_schema().await?;
         let s = self.statements;
         let Ok(token) = i64::try_from(req.token) else { return Ok(Claim::NotHolder) };
+        if let Some(call) = &s.claim_call {
+            return self.claim_by_call(call, &req, token).await;
+        }
         let what = "claim a job run";
         let group = group_of(req.job).unwrap_or(req.job);
-        let mut tx = self.begin(what, true).await?;
+        let mut tx = self.begin(what).await?;
         macro_rules! exec {
             ($stmt:expr, $params:expr) => {{
                 let args = self.args(&$stmt, &$params)?;
@@ -713,7 +1144,7 @@ where
     ) -> BackendResult<T> {
         self.ensure_schema().await?;
         let s = self.statements;
-        let mut tx = self.begin(what, true).await?;
+        let mut tx = self.begin(what).await?;
         let args = self.args(&s.ensure_job, &[Param::Text(job)])?;
         sqlx::query_with(s.ensure_job.sql(), args).execute(&mut *tx).await.map_err(self.sql.err(what))?;
         let args = self.args(&s.read_control, &[Param::Text(job), Param::Text(job)])?;
@@ -730,8 +1161,30 @@ where
         Ok(answer)
     }
 
+    /// A control change as one call of the dialect's routine ([`JobDialect::CONTROL_CALL`]):
+    /// operation `op` (0 pause or resume, 1 run-now request) with `value`; its answer.
+    async fn control_by_call(
+        &self,
+        call: &'static Stmt,
+        job: &str,
+        op: i64,
+        value: i64,
+        what: &'static str,
+    ) -> BackendResult<i64> {
+        self.ensure_schema().await?;
+        let rows: Vec<(i64,)> =
+            self.sql.fetch_all(call, &[Param::Text(job), Param::Int(op), Param::Int(value)], what).await?;
+        rows.first().map(|r| r.0).ok_or_else(|| {
+            BackendError::Protocol(format!("{}: the control routine answered no row", self.sql.description()))
+        })
+    }
+
     async fn pause(&self, job: &str, paused: bool) -> BackendResult<bool> {
         let s = self.statements;
+        if let Some(call) = &s.control_call {
+            let was = self.control_by_call(call, job, 0, i64::from(paused), "pause or resume a job").await?;
+            return Ok(was != 0);
+        }
         self.control(job, "pause or resume a job", |row| {
             let was = row.1 != 0;
             ((was != paused).then_some((&s.set_paused, i64::from(paused))), was)
@@ -741,6 +1194,10 @@ where
 
     async fn request(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
         let s = self.statements;
+        if let Some(call) = &s.control_call {
+            let id = self.control_by_call(call, job, 1, at_ms, "trigger a job").await?;
+            return self.sql.non_negative("trigger id", id);
+        }
         let id = self.control(job, "trigger a job", |row| (Some((&s.trigger, at_ms)), row.3 + 1)).await?;
         self.sql.non_negative("trigger id", id)
     }
