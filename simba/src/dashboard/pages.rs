@@ -476,10 +476,9 @@ fn clock(t: SystemTime) -> String {
 fn no_store() -> Markup {
     html! {
         p.empty #no-store {
-            "This backend keeps no job history: it has no jobs store (PostgreSQL and MySQL switch theirs on \
-             with "
-            code { "with_job_store()" }
-            ")."
+            "This backend keeps no job history: it was built "
+            code { "without_job_store()" }
+            "."
         }
     }
 }
