@@ -179,14 +179,7 @@ impl RuntimeBuilder {
         if config.metrics_listen.is_some() {
             crate::metrics::recorder()?;
         }
-        let simba = match self.backend {
-            Some(make) => make(config.session, self.seed, config.namespace.clone())?,
-            None => Simba::connect_in(&config.backend_url, config.namespace.clone(), config.session)
-                .await
-                .inspect_err(|e| {
-                    tracing::error!(url = %redact(&config.backend_url), error = %e, "cannot connect to the backend");
-                })?,
-        };
+        let simba = connect(self.backend, self.seed, &config).await?;
         #[cfg(feature = "prometheus")]
         let metrics = match config.metrics_listen {
             Some(addr) => match crate::metrics::serve(addr, &simba).await {
@@ -259,6 +252,16 @@ impl RuntimeBuilder {
         tracing::info!("shutting down: handing every job over");
         running.shutdown().await;
         Ok(())
+    }
+}
+
+/// The runtime's one client: built by the builder's backend, or connected to `[backend] url`.
+async fn connect(backend: Option<MakeClient>, seed: Option<u64>, config: &RuntimeConfig) -> Result<Simba, Error> {
+    match backend {
+        Some(make) => make(config.session, seed, config.namespace.clone()),
+        None => Simba::connect_in(&config.backend_url, config.namespace.clone(), config.session).await.inspect_err(
+            |e| tracing::error!(url = %redact(&config.backend_url), error = %e, "cannot connect to the backend"),
+        ),
     }
 }
 
