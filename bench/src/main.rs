@@ -264,7 +264,12 @@ async fn main() -> Result<()> {
         }
     }
     if wants("p10") {
-        let (clients, tasks, iterations) = if plan.quick { (3, 4, 20) } else { (3, 4, 100) };
+        let sections: usize = match std::env::var("SIMBA_BENCH_P10_SECTIONS") {
+            Ok(v) => v.trim().parse().map_err(|e| anyhow!("SIMBA_BENCH_P10_SECTIONS={v}: {e}"))?,
+            Err(_) if plan.quick => 20,
+            Err(_) => 100,
+        };
+        let (clients, tasks, iterations) = (3, 4, sections);
         for t in &ts {
             for fair in [false, true] {
                 step(&format!(
