@@ -88,7 +88,7 @@ pub async fn namespaces_hold_the_same_lease_independently<B: Backend>(one: B, tw
 
 /// `inspect` (`simba status`, the dashboard) in a namespace lists only its sessions (idle
 /// ones too), leases and groups, under the names its nodes use; the default namespace lists
-/// none of them; [`list`] (`simba namespaces`) finds both namespaces with what they hold.
+/// none of them; [`list`](crate::backend::namespace::list) (`simba namespaces`) finds both namespaces with what they hold.
 pub async fn namespaces_see_only_their_own_sessions<B: Backend>(one: B, two: B) {
     let (na, nb) = (fresh("nsa"), fresh("nsb"));
     let a = Namespaced::new(one, na.clone());
