@@ -562,6 +562,8 @@ impl Actor {
                     }
                 }
                 MachineCommand::Stopped => self.stopped(h.stop_reply.take()).await,
+                // Only a lock's machine gives up; an election contends until stopped.
+                MachineCommand::GiveUp => {}
             }
         }
     }

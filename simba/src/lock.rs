@@ -4,10 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::OwnedMutexGuard;
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
-use crate::engine::attempt::{abandon, spawn_attempt};
+use crate::core::election::{Command as MachineCommand, Contention, ElectionMachine};
+use crate::core::timing::{Courtesy, courtesy};
+use crate::engine::attempt::{Attempt, abandon, spawn_attempt};
 use crate::engine::{LocalStreak, Shared, sleep_until_or_never};
 use crate::events::Event;
 use crate::term::SessionCell;
@@ -66,49 +69,113 @@ impl Lock {
             return Ok(None);
         }
         let claim = self.claim(&name)?;
+        let timing = self.shared.timing;
+        let mut m = if once { ElectionMachine::lock_once(timing) } else { ElectionMachine::lock(timing, until) };
+        let mut run = Contending { cell: None, attempt: None, term: None };
         let mut releases = self.shared.releases.subscribe();
         loop {
-            let cell = if once {
-                match self.shared.current_session().filter(|c| c.is_live_at(Instant::now())) {
-                    Some(c) => c,
-                    None => return Ok(None),
-                }
-            } else {
-                match self.wait_session(until).await? {
-                    Some(c) => c,
-                    None => return Ok(None),
-                }
-            };
-            let mut attempt = spawn_attempt(&self.shared, &cell, &name);
-            let outcome = tokio::select! {
-                r = &mut attempt => r.ok(),
-                _ = sleep_until_or_never(until) => {
-                    abandon(attempt);
-                    return Ok(None);
-                }
-                _ = self.shared.shutdown.cancelled() => {
-                    abandon(attempt);
+            let commands = match self.wait(&mut m, &mut run, &mut releases, &name).await {
+                Some(c) => c,
+                None => {
+                    if let Some(a) = run.attempt.take() {
+                        abandon(a);
+                    }
                     return Err(Error::Closed);
                 }
             };
+            for command in commands {
+                match command {
+                    MachineCommand::Attempt => {
+                        if let Some(cell) = &run.cell {
+                            run.attempt = Some(spawn_attempt(&self.shared, cell, &name));
+                        }
+                    }
+                    MachineCommand::Abandon => {
+                        if let Some(a) = run.attempt.take() {
+                            abandon(a);
+                        }
+                    }
+                    MachineCommand::Elect => {
+                        let Some(term) = run.term.take() else { return Ok(None) };
+                        let token = term.token();
+                        tracing::debug!(lease = %name, token, session = %term.session().id, "lock acquired");
+                        self.shared.emit(Event::Elected { name: name.to_string(), token });
+                        local.won(Instant::now());
+                        return Ok(Some(LockGuard { term, claim: Some(claim), machine: m, _local: local }));
+                    }
+                    MachineCommand::GiveUp => return Ok(None),
+                    // Only a term's handover, a cooldown or an election's end bring the rest.
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Waits for the next event of the acquisition machine's phase and feeds it to the
+    /// machine; `None` when the client shut down.
+    async fn wait(
+        &self,
+        m: &mut ElectionMachine<Instant>,
+        run: &mut Contending,
+        releases: &mut tokio::sync::broadcast::Receiver<String>,
+        name: &Arc<str>,
+    ) -> Option<Vec<MachineCommand<Instant>>> {
+        if m.wants_session() {
+            return self.wait_session(m, run).await;
+        }
+        if m.attempting() {
+            let (Some(attempt), Some(cell)) = (run.attempt.as_mut(), run.cell.clone()) else {
+                return Some(m.attempt_ended(Instant::now(), false, || self.shared.unit_random()));
+            };
+            let outcome = tokio::select! {
+                r = attempt => r.ok(),
+                _ = sleep_until_or_never(m.next_wakeup()) => return Some(m.tick(Instant::now())),
+                _ = self.shared.shutdown.cancelled() => return None,
+            };
+            run.attempt = None;
             let won = match outcome {
                 Some(Ok(Acquire::Won(token))) => Some(token),
                 _ => None,
             };
-            let term = self.shared.settle_attempt(&cell, &name, won);
-            if let Some(term) = term {
-                let token = term.token();
-                tracing::debug!(lease = %name, token, session = %cell.id, "lock acquired");
-                self.shared.emit(Event::Elected { name: name.to_string(), token });
-                local.won(Instant::now());
-                return Ok(Some(LockGuard { term, claim: Some(claim), _local: local }));
+            run.term = self.shared.settle_attempt(&cell, name, won);
+            let adopted = run.term.is_some();
+            return Some(m.attempt_ended(Instant::now(), adopted, || self.shared.unit_random()));
+        }
+        // K1/K2: the candidate delay (cut at `until`), or less when `name` is released.
+        let at = m.next_wakeup()?;
+        loop {
+            tokio::select! {
+                _ = sleep_until(at) => return Some(m.tick(Instant::now())),
+                r = releases.recv() => match r {
+                    Ok(n) if *n == **name => return Some(m.nudge(Instant::now())),
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Some(m.nudge(Instant::now())),
+                },
+                _ = self.shared.shutdown.cancelled() => return None,
             }
-            if once {
-                return Ok(None);
+        }
+    }
+
+    /// A candidate waits for a live session (a lock's one attempt does not wait), or for its
+    /// `until`.
+    async fn wait_session(
+        &self,
+        m: &mut ElectionMachine<Instant>,
+        run: &mut Contending,
+    ) -> Option<Vec<MachineCommand<Instant>>> {
+        let mut rx = self.shared.session.subscribe();
+        loop {
+            if let Some(c) = rx.borrow_and_update().clone().filter(|c| c.is_live_at(Instant::now())) {
+                run.cell = Some(c);
+                return Some(m.session_live(Instant::now()));
             }
-            self.wait_retry(&mut releases, &name, until).await?;
-            if until.is_some_and(|u| Instant::now() >= u) {
-                return Ok(None);
+            if m.contention() == Contention::Once {
+                return Some(m.no_session(Instant::now()));
+            }
+            tokio::select! {
+                r = rx.changed() => if r.is_err() { return None },
+                _ = sleep_until_or_never(m.next_wakeup()) => return Some(m.tick(Instant::now())),
+                _ = self.shared.shutdown.cancelled() => return None,
             }
         }
     }
@@ -131,24 +198,26 @@ impl Lock {
     }
 
     /// Issue 15 item 7: after a long enough local streak, this local waiter lets other nodes'
-    /// candidates (woken by the release just made) try first ([`core::timing::gives_way`]).
+    /// candidates (woken by the release just made) try first ([`crate::core::timing::courtesy`]).
     /// `false` when `until` came first.
     async fn give_way(&self, local: &mut LocalTurn, until: Option<Instant>) -> Result<bool, Error> {
         let renew = self.shared.timing.config.renew_interval();
         let now = Instant::now();
         let Some(streak) = local.guard.as_deref_mut() else { return Ok(true) };
-        if !crate::core::timing::gives_way(streak.since, streak.released_at, now, renew) {
-            if streak.released_at.is_none_or(|r| now.saturating_duration_since(r) >= renew / 2) {
-                // Nobody local took it over at once: whoever takes it next starts a streak.
+        let wait = match courtesy(streak.since, streak.released_at, now, renew) {
+            Courtesy::Keep => return Ok(true),
+            Courtesy::StartAnew => {
                 streak.since = None;
+                return Ok(true);
             }
-            return Ok(true);
-        }
-        streak.since = None;
-        let resume = now + crate::core::timing::lock_courtesy(renew);
+            Courtesy::GiveWay(wait) => {
+                streak.since = None;
+                wait
+            }
+        };
         tracing::debug!(lease = %self.name, "giving way to other nodes after a local streak");
         tokio::select! {
-            _ = sleep_until(resume) => {}
+            _ = sleep_until(now + wait) => {}
             _ = sleep_until_or_never(until) => return Ok(false),
             _ = self.shared.shutdown.cancelled() => return Err(Error::Closed),
         }
@@ -166,43 +235,14 @@ impl Lock {
         }
         Ok(Claim { shared: Arc::clone(&self.shared), name: Arc::clone(name) })
     }
+}
 
-    /// K1/K2: waits the candidate delay (cut at `until`), or less when `name` is released.
-    async fn wait_retry(
-        &self,
-        releases: &mut tokio::sync::broadcast::Receiver<String>,
-        name: &str,
-        until: Option<Instant>,
-    ) -> Result<(), Error> {
-        let retry_at = Instant::now() + self.shared.timing.candidate_delay(self.shared.unit_random());
-        let retry_at = until.map_or(retry_at, |u| retry_at.min(u));
-        loop {
-            tokio::select! {
-                _ = sleep_until(retry_at) => return Ok(()),
-                r = releases.recv() => match r {
-                    Ok(n) if n == name => return Ok(()),
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Ok(()),
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
-                },
-                _ = self.shared.shutdown.cancelled() => return Err(Error::Closed),
-            }
-        }
-    }
-
-    async fn wait_session(&self, until: Option<Instant>) -> Result<Option<Arc<SessionCell>>, Error> {
-        let mut rx = self.shared.session.subscribe();
-        loop {
-            if let Some(c) = rx.borrow_and_update().clone().filter(|c| c.is_live_at(Instant::now())) {
-                return Ok(Some(c));
-            }
-            tokio::select! {
-                r = rx.changed() => if r.is_err() { return Err(Error::Closed) },
-                _ = sleep_until_or_never(until) => return Ok(None),
-                _ = self.shared.shutdown.cancelled() => return Err(Error::Closed),
-            }
-        }
-    }
+/// What a lock's acquisition holds while its machine contends: the live session it
+/// attempts under, the attempt in flight, and the term a won attempt adopted.
+struct Contending {
+    cell: Option<Arc<SessionCell>>,
+    attempt: Option<Attempt>,
+    term: Option<Term>,
 }
 
 /// This task's place in the local queue of a name: the queue's guard once it is this task's
@@ -261,6 +301,8 @@ impl Drop for Claim {
 pub struct LockGuard {
     term: Term,
     claim: Option<Claim>,
+    /// The acquisition's machine, leading: it gives the handover's commands (H1).
+    machine: ElectionMachine<Instant>,
     _local: LocalTurn,
 }
 
@@ -284,37 +326,94 @@ impl LockGuard {
         self.term.revoke(reason)
     }
 
+    /// Hands the lock over gracefully with `work`, the task running under its term, in the H1
+    /// order of an election's handover: revokes the term with `reason` (unless it already
+    /// ended), so [`Term::cancelled`] resolves; waits until `work` returns, or aborts it once
+    /// the deadline the term had when it was revoked passes (H5); then releases the lease with
+    /// its token (T7). A term lost meanwhile (deadline, expiry, takeover) is not released:
+    /// the store already gave it up. Partition groups hand their partitions over this way.
+    pub async fn hand_over<R>(mut self, reason: RevokeReason, work: JoinHandle<R>) -> Result<(), Error> {
+        self.execute_handover(reason, Some(work)).await
+    }
+
     /// Revokes the term with `reason` (unless it already ended), then releases the lease with
     /// its token (T7).
     pub(crate) async fn release_as(mut self, reason: RevokeReason) -> Result<(), Error> {
+        self.execute_handover::<()>(reason, None).await
+    }
+
+    /// Executes the machine's H1 commands for `reason` (the same list an election's handover
+    /// runs), then its end.
+    async fn execute_handover<R>(
+        &mut self,
+        reason: RevokeReason,
+        mut work: Option<JoinHandle<R>>,
+    ) -> Result<(), Error> {
         let Some(claim) = self.claim.take() else { return Ok(()) };
         let shared = Arc::clone(&claim.shared);
         let term = self.term.clone();
-        term.revoke(reason);
-        let reason = term.revoke_reason().unwrap_or(reason);
-        let cell = Arc::clone(term.session());
-        cell.note_released(term.name(), term.token());
+        let deadline = term.deadline();
+        let mut ended = reason;
         let mut result = Ok(());
-        // A term lost to the session (deadline, expiry, takeover) is not ours to release.
-        let handed_over = matches!(reason, RevokeReason::Stopped | RevokeReason::SteppedDown);
-        if handed_over && cell.is_live_at(Instant::now()) {
-            let to = cell.call_timeout(Instant::now());
-            match tokio::time::timeout(to, shared.backend.release(&cell.id, term.name(), term.token())).await {
-                Ok(Ok(_)) => shared.release_acknowledged(&cell, term.name(), term.token()),
-                Ok(Err(source)) => {
-                    result = Err(Error::Backend { op: "release", name: Some(term.name().to_owned()), source })
+        let mut commands = self.machine.hand_over(Instant::now(), reason);
+        commands.extend(self.machine.handed_over(Instant::now(), || 0.0));
+        for command in commands {
+            match command {
+                MachineCommand::Revoke(reason) => {
+                    term.revoke(reason);
+                    ended = term.revoke_reason().unwrap_or(reason);
                 }
-                Err(_) => tracing::warn!(
-                    lease = term.name(),
-                    token = term.token(),
-                    "release timed out; the lease frees with the session"
-                ),
+                MachineCommand::AwaitTask => {
+                    let Some(w) = work.as_mut() else { continue };
+                    tokio::select! {
+                        _ = &mut *w => {}
+                        _ = sleep_until(deadline) => {
+                            tracing::warn!(lease = term.name(), token = term.token(), "work under the lock ignored cancellation until the local deadline; aborting it");
+                            w.abort();
+                        }
+                    }
+                }
+                MachineCommand::Release => result = release_with_token(&shared, &term, ended).await,
+                MachineCommand::DeliverRevoked(_) => {
+                    forget(&shared, &term);
+                    shared.emit(Event::Revoked { name: term.name().to_owned(), token: term.token(), reason: ended });
+                }
+                // The name is free again on this client (L4).
+                MachineCommand::Stopped => break,
+                // The status, callbacks and replies are an election's.
+                _ => {}
             }
         }
-        forget(&shared, &term);
-        shared.emit(Event::Revoked { name: term.name().to_owned(), token: term.token(), reason });
         drop(claim);
         result
+    }
+}
+
+/// T7: releases `term`'s lease with its token if the term was handed over (`ended` is
+/// `Stopped` or `SteppedDown`); a term lost to the session (deadline, expiry, takeover) is not
+/// ours to release.
+async fn release_with_token(shared: &Shared, term: &Term, ended: RevokeReason) -> Result<(), Error> {
+    let cell = Arc::clone(term.session());
+    cell.note_released(term.name(), term.token());
+    let handed_over = matches!(ended, RevokeReason::Stopped | RevokeReason::SteppedDown);
+    if !handed_over || !cell.is_live_at(Instant::now()) {
+        return Ok(());
+    }
+    let to = cell.call_timeout(Instant::now());
+    match tokio::time::timeout(to, shared.backend.release(&cell.id, term.name(), term.token())).await {
+        Ok(Ok(_)) => {
+            shared.release_acknowledged(&cell, term.name(), term.token());
+            Ok(())
+        }
+        Ok(Err(source)) => Err(Error::Backend { op: "release", name: Some(term.name().to_owned()), source }),
+        Err(_) => {
+            tracing::warn!(
+                lease = term.name(),
+                token = term.token(),
+                "release timed out; the lease frees with the session"
+            );
+            Ok(())
+        }
     }
 }
 

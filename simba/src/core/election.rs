@@ -1,9 +1,15 @@
 //! The election machine (rules K1, K3, H1-H5, L3, L6): when an election attempts, what a won
-//! or lost attempt leads to, and the exact order of a handover. The shell (`election.rs`'s
-//! actor) feeds it the events it waits for (a live session, an attempt's end, a release
-//! heard, the clock, a command, the term lost, the task's return) and executes the commands
-//! it returns, in order, awaiting each; the machine holds no term, task or channel, only the
-//! phase.
+//! or lost attempt leads to, and the exact order of a handover. The shell feeds it the events
+//! it waits for (a live session, an attempt's end, a release heard, the clock, a command, the
+//! term lost, the task's return) and executes the commands it returns, in order, awaiting
+//! each; the machine holds no term, task or channel, only the phase.
+//!
+//! One machine serves elections, locks and partition workers alike ([`Contention`]):
+//! `election.rs`'s actor runs an [`ElectionMachine::new`] for as long as the election is
+//! started; a lock's acquisition runs an [`ElectionMachine::lock`] (or
+//! [`ElectionMachine::lock_once`], the one attempt partition groups make) until it wins or
+//! gives up, and its guard hands the term over with the same machine's H1 commands
+//! ([`ElectionMachine::hand_over`]), which is also how a partition worker is handed over.
 
 use std::time::Duration;
 
@@ -17,6 +23,22 @@ pub enum Status<T> {
     Candidate,
     /// Out of contention until the instant (H4, L6).
     CoolingDown(T),
+}
+
+/// How long a machine contends for its lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contention<T> {
+    /// An election: until it is stopped; after each term it contends again (K1).
+    Election,
+    /// A lock's acquisition: until it wins, or until `until` when one is set (then
+    /// [`Command::GiveUp`]).
+    Lock {
+        /// The instant the caller stops waiting (`try_acquire`'s timeout), if any.
+        until: Option<T>,
+    },
+    /// A lock's one attempt (`try_acquire_now`, partition groups): one acquisition if a
+    /// session is live now; [`Command::GiveUp`] when there is none or the attempt loses.
+    Once,
 }
 
 /// What the machine asks the shell to do, in order.
@@ -52,8 +74,13 @@ pub enum Command<T> {
     /// Answer the `step_down()` that is waiting.
     ReplyStepDown,
     /// The election ended: free its name (L4), flush the callbacks, answer the `stop()` that
-    /// ended it and every command still queued, then the actor exits (L3).
+    /// ended it and every command still queued, then the actor exits (L3). For a lock: its
+    /// term was handed over; the name is free again.
     Stopped,
+    /// A lock stops contending without a term: its `until` passed (an attempt in flight was
+    /// abandoned first), or its one attempt found no live session or lost. Its caller gets
+    /// no lock. The machine is stopped.
+    GiveUp,
 }
 
 /// What an election does once a handover is done.
@@ -88,13 +115,44 @@ enum Phase<T> {
 #[derive(Debug, Clone)]
 pub struct ElectionMachine<T> {
     timing: Timing,
+    contention: Contention<T>,
     phase: Phase<T>,
 }
 
 impl<T: Moment> ElectionMachine<T> {
     /// A started election: a candidate.
     pub fn new(timing: Timing) -> Self {
-        ElectionMachine { timing, phase: Phase::Candidate }
+        ElectionMachine { timing, contention: Contention::Election, phase: Phase::Candidate }
+    }
+
+    /// A lock's acquisition: a candidate that contends until it wins or until `until`.
+    pub fn lock(timing: Timing, until: Option<T>) -> Self {
+        ElectionMachine { timing, contention: Contention::Lock { until }, phase: Phase::Candidate }
+    }
+
+    /// A lock's one attempt: a candidate that attempts once if a session is live now.
+    pub fn lock_once(timing: Timing) -> Self {
+        ElectionMachine { timing, contention: Contention::Once, phase: Phase::Candidate }
+    }
+
+    /// How this machine contends.
+    pub fn contention(&self) -> Contention<T> {
+        self.contention
+    }
+
+    /// A lock's `until`, if it has one.
+    fn give_up_at(&self) -> Option<T> {
+        match self.contention {
+            Contention::Lock { until } => until,
+            Contention::Election | Contention::Once => None,
+        }
+    }
+
+    /// The machine stops contending without a term ([`Command::GiveUp`]).
+    fn give_up(&mut self) -> Vec<Command<T>> {
+        let abandon = self.phase == Phase::Attempting;
+        self.phase = Phase::Stopped;
+        if abandon { vec![Command::Abandon, Command::GiveUp] } else { vec![Command::GiveUp] }
     }
 
     /// Whether the election waits for a live session to attempt.
@@ -129,11 +187,12 @@ impl<T: Moment> ElectionMachine<T> {
         self.phase == Phase::Stopped
     }
 
-    /// When [`tick`](Self::tick) has something to do: the next attempt (K1) or the end of a
-    /// cooldown (H4).
+    /// When [`tick`](Self::tick) has something to do: the next attempt (K1), the end of a
+    /// cooldown (H4), or a lock's `until` while it waits for a session or an attempt.
     pub fn next_wakeup(&self) -> Option<T> {
         match self.phase {
             Phase::Waiting { until } | Phase::CoolingDown { until } => Some(until),
+            Phase::Candidate | Phase::Attempting => self.give_up_at(),
             _ => None,
         }
     }
@@ -145,6 +204,15 @@ impl<T: Moment> ElectionMachine<T> {
         }
         self.phase = Phase::Attempting;
         vec![Command::Attempt]
+    }
+
+    /// A lock's one attempt found no live session: it gives up. Nothing for an election or a
+    /// waiting lock (they wait for a session).
+    pub fn no_session(&mut self, _now: T) -> Vec<Command<T>> {
+        if self.phase != Phase::Candidate || self.contention != Contention::Once {
+            return Vec::new();
+        }
+        self.give_up()
     }
 
     /// The acquisition ended: `adopted` when it won a lease that became a term (K4 decided by
@@ -159,8 +227,21 @@ impl<T: Moment> ElectionMachine<T> {
             self.phase = Phase::Leading;
             return vec![Command::Elect];
         }
-        self.phase = Phase::Waiting { until: now + self.timing.candidate_delay(unit()) };
-        Vec::new()
+        // The attempt ended: nothing is left to abandon if the lock gives up now.
+        self.phase = Phase::Candidate;
+        match self.contention {
+            Contention::Once => self.give_up(),
+            Contention::Lock { until: Some(until) } if now >= until => self.give_up(),
+            Contention::Lock { until } => {
+                let retry_at = now + self.timing.candidate_delay(unit());
+                self.phase = Phase::Waiting { until: until.map_or(retry_at, |u| retry_at.min(u)) };
+                Vec::new()
+            }
+            Contention::Election => {
+                self.phase = Phase::Waiting { until: now + self.timing.candidate_delay(unit()) };
+                Vec::new()
+            }
+        }
     }
 
     /// L6: `on_elected` could not be dispatched: nobody knows the term, so it is revoked and
@@ -183,8 +264,16 @@ impl<T: Moment> ElectionMachine<T> {
         Vec::new()
     }
 
-    /// The clock reached `now`: a retry comes due (K1) or a cooldown ends (H4).
+    /// The clock reached `now`: a retry comes due (K1), a cooldown ends (H4), or a lock's
+    /// `until` passed before it won (an attempt in flight is abandoned: K3 keeps it in flight
+    /// until its reply, and a win it brings is released, K4).
     pub fn tick(&mut self, now: T) -> Vec<Command<T>> {
+        if let Some(until) = self.give_up_at()
+            && now >= until
+            && matches!(self.phase, Phase::Candidate | Phase::Attempting | Phase::Waiting { .. })
+        {
+            return self.give_up();
+        }
         match self.phase {
             Phase::Waiting { until } if now >= until => {
                 self.phase = Phase::Candidate;
@@ -200,12 +289,9 @@ impl<T: Moment> ElectionMachine<T> {
 
     /// `stop()`, or the handle and the client gone. Leading: the H1 handover with `Stopped`,
     /// then the end. Otherwise the end at once, an attempt in flight abandoned.
-    pub fn stop(&mut self, _now: T) -> Vec<Command<T>> {
+    pub fn stop(&mut self, now: T) -> Vec<Command<T>> {
         match self.phase {
-            Phase::Leading => {
-                self.phase = Phase::HandingOver(Then::Stop);
-                handover(RevokeReason::Stopped)
-            }
+            Phase::Leading => self.hand_over(now, RevokeReason::Stopped),
             Phase::HandingOver(_) | Phase::Stopped => Vec::new(),
             Phase::Attempting => {
                 self.phase = Phase::Stopped;
@@ -216,6 +302,18 @@ impl<T: Moment> ElectionMachine<T> {
                 vec![Command::Stopped]
             }
         }
+    }
+
+    /// Hands the term over in the H1 order with `reason` and ends the machine once done
+    /// ([`handed_over`](Self::handed_over) answers [`Command::Stopped`]): a lock's release
+    /// (`Stopped`), a partition handed over or whose worker returned (`SteppedDown`). Nothing
+    /// when not leading. An election's `stop()` is this with `Stopped`.
+    pub fn hand_over(&mut self, _now: T, reason: RevokeReason) -> Vec<Command<T>> {
+        if self.phase != Phase::Leading {
+            return Vec::new();
+        }
+        self.phase = Phase::HandingOver(Then::Stop);
+        handover(reason)
     }
 
     /// `step_down(cooldown)` (H4). Leading: the H1 handover with `SteppedDown`, answered when
@@ -454,5 +552,104 @@ mod tests {
         assert_eq!(m.step_down(t0, ms(1)), vec![]);
         let (mut m, t0) = machine();
         assert_eq!(m.stop(t0), vec![Command::Stopped]);
+    }
+
+    fn lock_until(until: Option<Duration>) -> (ElectionMachine<Instant>, Instant) {
+        let t0 = Instant::now();
+        (ElectionMachine::lock(Timing::new(SimbaConfig::default()), until.map(|d| t0 + d)), t0)
+    }
+
+    /// K1, K3 for a lock: the same attempts and candidate delay as an election, the retry cut
+    /// at the lock's `until`; at `until` it gives up, abandoning an attempt in flight (K3 keeps
+    /// it in flight until its reply; a win it brings is released, K4).
+    #[test]
+    fn k1_k3_lock_contends_until_its_deadline() {
+        let (mut m, t0) = lock_until(Some(ms(3_000)));
+        assert_eq!(m.contention(), Contention::Lock { until: Some(t0 + ms(3_000)) });
+        assert_eq!(m.next_wakeup(), Some(t0 + ms(3_000)), "waiting for a session ends at until");
+        assert_eq!(m.session_live(t0), vec![Command::Attempt]);
+        assert_eq!(m.next_wakeup(), Some(t0 + ms(3_000)), "an attempt in flight ends at until");
+        assert_eq!(m.attempt_ended(t0 + ms(10), false, || 0.0), vec![]);
+        assert_eq!(m.next_wakeup(), Some(t0 + ms(2_510)), "K1: renew/2 after the lost attempt");
+        assert_eq!(m.tick(t0 + ms(2_510)), vec![]);
+        assert_eq!(m.session_live(t0 + ms(2_510)), vec![Command::Attempt]);
+        assert_eq!(m.attempt_ended(t0 + ms(2_520), false, || 1.0), vec![]);
+        assert_eq!(m.next_wakeup(), Some(t0 + ms(3_000)), "the retry is cut at until");
+        assert_eq!(m.tick(t0 + ms(3_000)), vec![Command::GiveUp]);
+        assert!(m.stopped());
+        // At until with an attempt in flight: abandoned, then given up.
+        let (mut m, t0) = lock_until(Some(ms(100)));
+        m.session_live(t0);
+        assert_eq!(m.tick(t0 + ms(99)), vec![]);
+        assert_eq!(m.tick(t0 + ms(100)), vec![Command::Abandon, Command::GiveUp]);
+        assert_eq!(m.attempt_ended(t0 + ms(101), true, || 0.0), vec![], "the abandoned attempt changes nothing");
+        // A lost attempt that ends at or after until gives up at once.
+        let (mut m, t0) = lock_until(Some(ms(100)));
+        m.session_live(t0);
+        assert_eq!(m.attempt_ended(t0 + ms(100), false, || 0.0), vec![Command::GiveUp]);
+        // Without until: it waits and retries for as long as it takes; K2 ends a wait.
+        let (mut m, t0) = lock_until(None);
+        assert_eq!(m.next_wakeup(), None);
+        m.session_live(t0);
+        m.attempt_ended(t0, false, || 0.0);
+        assert_eq!(m.tick(t0 + Duration::from_secs(3600)), vec![]);
+        m.session_live(t0);
+        m.attempt_ended(t0, false, || 0.0);
+        m.nudge(t0 + ms(1));
+        assert_eq!(m.session_live(t0 + ms(1)), vec![Command::Attempt], "K2: a release heard ends the wait");
+        assert_eq!(m.attempt_ended(t0 + ms(2), true, || 0.0), vec![Command::Elect]);
+        assert!(m.leading());
+    }
+
+    /// A lock's one attempt (partition groups): no live session or a lost attempt gives up at
+    /// once, never waits; a win leads.
+    #[test]
+    fn k3_lock_once_attempts_once() {
+        let timing = Timing::new(SimbaConfig::default());
+        let t0 = Instant::now();
+        let mut m = ElectionMachine::lock_once(timing);
+        assert_eq!(m.no_session(t0), vec![Command::GiveUp]);
+        let mut m = ElectionMachine::lock_once(timing);
+        assert_eq!(m.session_live(t0), vec![Command::Attempt]);
+        assert_eq!(m.next_wakeup(), None, "no deadline: the attempt ends with its reply or D2 timeout");
+        assert_eq!(m.attempt_ended(t0, false, || 0.0), vec![Command::GiveUp]);
+        let mut m = ElectionMachine::lock_once(timing);
+        m.session_live(t0);
+        assert_eq!(m.attempt_ended(t0, true, || 0.0), vec![Command::Elect]);
+        // An election or a waiting lock waits for a session instead.
+        let (mut e, _) = machine();
+        assert_eq!(e.no_session(t0), vec![]);
+        let (mut l, _) = lock_until(None);
+        assert_eq!(l.no_session(t0), vec![]);
+    }
+
+    /// H1, H2 for a lock's release and a partition's handover: the election's handover order
+    /// with the reason given, then the end; nothing when not leading.
+    #[test]
+    fn h1_lock_hands_over_in_the_election_order() {
+        let (mut m, t0) = lock_until(None);
+        assert_eq!(m.hand_over(t0, RevokeReason::Stopped), vec![], "not leading");
+        m.session_live(t0);
+        m.attempt_ended(t0, true, || 0.0);
+        let (mut e, _) = leading();
+        assert_eq!(m.hand_over(t0, RevokeReason::Stopped), e.stop(t0), "the same H1 list as an election's stop");
+        assert_eq!(m.handed_over(t0 + ms(1), || 0.0), vec![Command::Stopped]);
+        let mut p = ElectionMachine::lock_once(Timing::new(SimbaConfig::default()));
+        p.session_live(t0);
+        p.attempt_ended(t0, true, || 0.0);
+        assert_eq!(
+            p.hand_over(t0, RevokeReason::SteppedDown),
+            vec![
+                Command::Revoke(RevokeReason::SteppedDown),
+                Command::AwaitTask,
+                Command::Release,
+                Command::Status(Status::Candidate),
+                Command::DeliverRevoked(RevokeReason::SteppedDown),
+                Command::Flush,
+            ]
+        );
+        assert_eq!(p.hand_over(t0, RevokeReason::Stopped), vec![], "once");
+        assert_eq!(p.handed_over(t0, || 0.0), vec![Command::Stopped]);
+        assert!(p.stopped());
     }
 }

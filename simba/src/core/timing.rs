@@ -92,6 +92,32 @@ pub fn gives_way<T: Moment>(since: Option<T>, released_at: Option<T>, now: T, re
     }
 }
 
+/// What the local waiter that takes a lock's turn does first (issue 15 item 7), and what
+/// becomes of the name's local streak: the one place this rule is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Courtesy {
+    /// Give way for this long ([`lock_courtesy`]); the streak ends (whoever takes the name
+    /// next, from the store or locally, starts a new one).
+    GiveWay(Duration),
+    /// Go ahead; the streak goes on (a local holder released it just now).
+    Keep,
+    /// Go ahead; the streak ends: nobody local took the name over at once, so whoever takes
+    /// it next starts a new one.
+    StartAnew,
+}
+
+/// The courtesy rule ([`gives_way`], [`lock_courtesy`]) with the streak's fate: the name
+/// came from the store at `since`, its last local holder released it at `released_at`.
+pub fn courtesy<T: Moment>(since: Option<T>, released_at: Option<T>, now: T, renew_interval: Duration) -> Courtesy {
+    if gives_way(since, released_at, now, renew_interval) {
+        return Courtesy::GiveWay(lock_courtesy(renew_interval));
+    }
+    match released_at {
+        Some(r) if now.saturating_duration_since(r) < renew_interval / 2 => Courtesy::Keep,
+        _ => Courtesy::StartAnew,
+    }
+}
+
 /// D2: a backend call times out after the current renewal period, and never later than the
 /// session's deadline (a reply after it could not be used anyway). Applied through
 /// `SessionCell::call_timeout`, which passes the session's current period, and by the
@@ -190,5 +216,12 @@ mod tests {
         assert_eq!(lock_courtesy(renew), Duration::from_millis(250));
         assert_eq!(lock_courtesy(Duration::from_secs(1)), Duration::from_millis(50));
         assert_eq!(lock_courtesy(Duration::from_millis(100)), Duration::from_millis(20));
+        // The streak's fate, decided in one place.
+        let c = |since, released, now| courtesy(since, released, now, renew);
+        assert_eq!(c(Some(at(0)), Some(at(2500)), at(2501)), Courtesy::GiveWay(Duration::from_millis(250)));
+        assert_eq!(c(Some(at(0)), Some(at(2000)), at(2001)), Courtesy::Keep, "a short streak goes on");
+        assert_eq!(c(Some(at(0)), Some(at(2000)), at(4500)), Courtesy::StartAnew, "nobody local followed at once");
+        assert_eq!(c(Some(at(0)), None, at(1)), Courtesy::StartAnew, "never released locally");
+        assert_eq!(c(None, None, at(1)), Courtesy::StartAnew, "fresh from the store");
     }
 }

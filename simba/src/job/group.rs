@@ -6,14 +6,13 @@
 //!
 //! The decision of each round is the core's (`crate::core::rebalance`); this module runs it
 //! with the client's public API only (issue 12 item 11): [`Simba::group`] for the membership,
-//! [`Simba::lock`] for the partitions, [`LockGuard::revoke`] for the handover.
+//! [`Simba::lock`] for the partitions, [`LockGuard::hand_over`] for the handover (the H1 order of the election machine, `core::election`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
 use super::{Misfire, PartitionFn, Recording, Timer, run_scheduled};
@@ -166,9 +165,9 @@ fn start_worker(
                     drop(guard);
                 }
                 reason = stop_rx => {
+                    // H1: revoke, wait for the worker (aborted at the term's deadline), release.
                     let reason = reason.unwrap_or(RevokeReason::Stopped);
-                    hand_over(&guard, task, reason).await;
-                    if let Err(e) = guard.release().await {
+                    if let Err(e) = guard.hand_over(reason, task).await {
                         tracing::warn!(group = %spec.group, partition = i, error = %e, "release failed; the lease frees with the session");
                     }
                 }
@@ -178,6 +177,7 @@ fn start_worker(
                         Ok(Err(e)) => tracing::error!(group = %spec.group, partition = i, error = %e, "partition worker failed; releasing the partition"),
                         Err(e) => tracing::error!(group = %spec.group, partition = i, error = %e, "partition worker panicked; releasing the partition"),
                     }
+                    // The worker is done: H1 without a task to wait for (H2).
                     guard.revoke(RevokeReason::SteppedDown);
                     if let Err(e) = guard.release().await {
                         tracing::warn!(group = %spec.group, partition = i, error = %e, "release failed; the lease frees with the session");
@@ -190,21 +190,6 @@ fn start_worker(
         span,
     ));
     Worker { stop: Some(stop_tx), handle }
-}
-
-/// H1 for one partition: revoke and signal; wait until the worker returns or the deadline
-/// the term had when it was revoked passes; the caller then releases with the token.
-async fn hand_over(guard: &LockGuard, mut task: JoinHandle<Result<(), crate::BoxError>>, reason: RevokeReason) {
-    let term = guard.term();
-    let deadline = term.deadline();
-    guard.revoke(reason);
-    tokio::select! {
-        _ = &mut task => {}
-        _ = sleep_until(deadline) => {
-            tracing::warn!(lease = term.name(), token = term.token(), "partition worker ignored cancellation until the local deadline; aborting it");
-            task.abort();
-        }
-    }
 }
 
 async fn shut_down(group: &Group, held: BTreeMap<u32, Worker>, leaving: BTreeMap<u32, Worker>) {

@@ -121,3 +121,62 @@ async fn issue15_7_a_busy_process_does_not_starve_another_nodes_candidate() {
     a.close().await;
     b.close().await;
 }
+
+/// H1 for a lock with work under it (`LockGuard::hand_over`, as partition groups hand a
+/// partition over): the term is revoked first, the lease stays held while the work finishes,
+/// and it is released with its token only after the work returned; then another node takes it
+/// at once (K2).
+#[tokio::test(start_paused = true)]
+async fn h1_lock_hand_over_releases_after_the_work_returned() {
+    let store = MemoryBackend::new();
+    let (a, h) = faulty_client(&store, 1);
+    let (b, _) = faulty_client(&store, 2);
+    b.live().await.expect("b live");
+    let g = a.lock("part.0").acquire().await.expect("lock");
+    let term = g.term().clone();
+    let work = tokio::spawn({
+        let term = term.clone();
+        async move {
+            term.cancelled().await;
+            sleep(MS(200)).await; // cleanup after the cancellation
+            Instant::now()
+        }
+    });
+    let probe = tokio::spawn({
+        let b = b.clone();
+        async move {
+            sleep(MS(100)).await;
+            b.lock("part.0").try_acquire_now().await.expect("probe").is_none()
+        }
+    });
+    h.reset_counts();
+    let t0 = Instant::now();
+    g.hand_over(RevokeReason::SteppedDown, work).await.expect("hand over");
+    assert_eq!(t0.elapsed(), MS(200), "waited for the work, not longer");
+    assert!(probe.await.expect("join"), "the lease was free while the work still ran");
+    assert_eq!(term.revoke_reason(), Some(RevokeReason::SteppedDown));
+    assert_eq!(h.calls(Op::Release), 1, "released once, with the token");
+    let next = b.lock("part.0").try_acquire_now().await.expect("try").expect("free after the handover");
+    assert!(next.term().token() > term.token());
+    a.close().await;
+    b.close().await;
+}
+
+/// H1, H5 for a lock with work that ignores cancellation: aborted when the deadline the term
+/// had when it was revoked passes, not later.
+#[tokio::test(start_paused = true)]
+async fn h5_lock_hand_over_aborts_work_at_the_terms_deadline() {
+    let store = MemoryBackend::new();
+    let (a, _) = faulty_client(&store, 1);
+    let g = a.lock("stubborn").acquire().await.expect("lock");
+    let deadline = g.term().deadline();
+    let (alive_tx, alive_rx) = tokio::sync::oneshot::channel::<()>();
+    let work = tokio::spawn(async move {
+        let _alive = alive_tx; // dropped when the task is aborted
+        std::future::pending::<()>().await
+    });
+    g.hand_over(RevokeReason::Stopped, work).await.expect("hand over");
+    assert_eq!(Instant::now(), deadline, "aborted exactly at the term's deadline");
+    assert!(alive_rx.await.is_err(), "the work was aborted");
+    a.close().await;
+}
