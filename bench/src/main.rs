@@ -1,4 +1,4 @@
-//! simba's benchmarks beside their anchors: runs P1-P9 against the servers of
+//! simba's benchmarks beside their anchors: runs P1-P11 against the servers of
 //! `scripts/backends.sh` and writes `BENCHMARKS.md` and `benches/*.svg`.
 //!
 //! Run it with `bash scripts/bench.sh` (starts the servers, builds in release, runs this,
@@ -14,6 +14,7 @@ mod fairness;
 mod fleet;
 mod measures;
 mod report;
+mod startup;
 mod stats;
 
 use std::time::Duration;
@@ -153,6 +154,10 @@ fn args() -> Result<Args> {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().is_some_and(|a| a == "--startup-child") {
+        return startup::child(&argv[1..]).await;
+    }
     let args = args()?;
     let ts = targets()?;
     let started = Instant::now();
@@ -324,6 +329,24 @@ async fn main() -> Result<()> {
             match measures::p9(t, slots, calls, &run).await {
                 Ok(p) => r.p9.push(p),
                 Err(e) => r.error(&format!("P9 {}", t.kind.label()), e),
+            }
+        }
+    }
+    // P11: start-up, one child process after the other (issue 15 item 8), on SQLite and
+    // PostgreSQL as the issue asks and on the other stores beside them.
+    if wants("p11") {
+        let trials = if plan.quick { 3 } else { 20 };
+        for t in &ts {
+            if !wants_backend(&args, t.kind) {
+                continue;
+            }
+            step(&format!(
+                "P11 start-up, {}: {trials} processes, each to its first run and its group share",
+                t.kind.label()
+            ));
+            match startup::p11(t, trials, 8, &run).await {
+                Ok(row) => r.p11.push(row),
+                Err(e) => r.error(&format!("P11 {}", t.kind.label()), e),
             }
         }
     }
