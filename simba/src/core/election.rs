@@ -652,4 +652,56 @@ mod tests {
         assert_eq!(p.handed_over(t0, || 0.0), vec![Command::Stopped]);
         assert!(p.stopped());
     }
+
+    /// Every way a led term ends, from the machine's lists: how many `on_revoked` it delivers,
+    /// and where its `Revoke` and `Release` are.
+    fn endings() -> Vec<(&'static str, Vec<Command<Instant>>)> {
+        let mut out = Vec::new();
+        let (mut m, t0) = leading();
+        out.push(("stop", m.stop(t0)));
+        let (mut m, t0) = leading();
+        out.push(("step_down", m.step_down(t0, ms(1_000))));
+        let (mut m, t0) = leading();
+        out.push(("task_returned", m.task_returned(t0)));
+        let (mut m, t0) = leading();
+        out.push(("term_lost", m.term_lost(t0, RevokeReason::SessionExpired, || 0.0)));
+        let (mut m, t0) = leading();
+        out.push(("hand_over", m.hand_over(t0, RevokeReason::SteppedDown)));
+        out
+    }
+
+    /// T7: in every handover the term is revoked before its lease is released (and a term
+    /// lost on its own is not released by the election at all: H3).
+    #[test]
+    fn t7_revoke_before_release_in_every_ending() {
+        for (how, cmds) in endings() {
+            let revoke = cmds.iter().position(|c| matches!(c, Command::Revoke(_)));
+            let release = cmds.iter().position(|c| *c == Command::Release);
+            match (revoke, release) {
+                (Some(a), Some(b)) => assert!(a < b, "{how}: {cmds:?}"),
+                (_, None) => assert_eq!(how, "term_lost", "only a lost term is not released: {cmds:?}"),
+                (None, Some(_)) => panic!("{how}: released without a revoke: {cmds:?}"),
+            }
+        }
+        let (mut m, t0) = leading();
+        let l6 = m.elect_failed(t0);
+        assert_eq!(l6, vec![Command::Revoke(RevokeReason::SteppedDown), Command::Release], "L6 too");
+    }
+
+    /// L1: every term that was elected (`Elect`) gets exactly one `on_revoked`, whichever way
+    /// it ends, and after the task was waited for or aborted (H1, H3); L6's undeliverable term
+    /// gets none.
+    #[test]
+    fn l1_every_elected_term_gets_exactly_one_revoked() {
+        for (how, cmds) in endings() {
+            let delivered = cmds.iter().filter(|c| matches!(c, Command::DeliverRevoked(_))).count();
+            assert_eq!(delivered, 1, "{how}: {cmds:?}");
+            let task = cmds.iter().position(|c| matches!(c, Command::AwaitTask | Command::AbortTask));
+            let revoked = cmds.iter().position(|c| matches!(c, Command::DeliverRevoked(_)));
+            assert!(task < revoked, "{how}: the task first: {cmds:?}");
+        }
+        let (mut m, t0) = leading();
+        let l6 = m.elect_failed(t0);
+        assert!(!l6.iter().any(|c| matches!(c, Command::DeliverRevoked(_))), "L6: none for an undeliverable term");
+    }
 }

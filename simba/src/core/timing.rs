@@ -146,6 +146,29 @@ mod tests {
         assert_eq!(d - sent, Duration::from_millis(14_800));
     }
 
+    /// D6, the safety argument on arithmetic: while the node's clock runs at a rate within
+    /// `drift` of the store's, the local deadline (D1) comes strictly before the store expires
+    /// the session, seen on the store's clock, for any grant; and a clock slower than `drift`
+    /// allows breaks it (so this test can fail).
+    #[test]
+    fn d6_local_deadline_precedes_the_stores_expiry_within_drift() {
+        let t = Timing::new(SimbaConfig::builder().drift(0.05).build().expect("config"));
+        // The node's elapsed time is the store's times `rate`: the worst case is the slowest
+        // clock, whose deadline comes latest on the store's clock.
+        let store_time_of_deadline = |remaining: Duration, rate: f64| t.local_validity(remaining).div_f64(rate);
+        for ms in [200, 1_000, 5_000, 15_000, 60_000] {
+            let remaining = Duration::from_millis(ms);
+            for rate in [0.95, 0.97, 1.0, 1.03, 1.05] {
+                // The store's clock started `remaining` at or after the send: its expiry is at
+                // `remaining` or later after the send.
+                assert!(store_time_of_deadline(remaining, rate) < remaining, "{ms} ms at rate {rate}");
+            }
+        }
+        let careless = Timing::new(SimbaConfig::builder().drift(0.0).margin(Duration::ZERO).build().expect("config"));
+        let late = careless.local_validity(Duration::from_secs(15)).div_f64(0.97);
+        assert!(late > Duration::from_secs(15), "a 3% slow clock outlives the store's expiry without drift");
+    }
+
     /// D1: a grant shorter than the margin yields a deadline at `sent_at`, never before.
     #[test]
     fn d1_deadline_never_before_sent_at() {
