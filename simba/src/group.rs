@@ -115,6 +115,7 @@ impl Group {
             prefix: format!("{}.", self.name),
             releases: self.shared.releases.subscribe(),
             session: self.shared.session.subscribe(),
+            released: Vec::new(),
         }
     }
 
@@ -129,6 +130,8 @@ pub struct GroupWatch {
     prefix: String,
     releases: broadcast::Receiver<String>,
     session: watch::Receiver<Option<Arc<SessionCell>>>,
+    /// The group's leases whose release was heard and not yet taken.
+    released: Vec<String>,
 }
 
 impl GroupWatch {
@@ -141,7 +144,11 @@ impl GroupWatch {
         loop {
             tokio::select! {
                 r = self.releases.recv() => match r {
-                    Ok(n) if n.starts_with(&self.prefix) => return,
+                    Ok(n) if n.starts_with(&self.prefix) => {
+                        self.released.push(n);
+                        self.drain();
+                        return;
+                    }
                     Ok(_) => {}
                     Err(_) => return,
                 },
@@ -153,6 +160,25 @@ impl GroupWatch {
                     return;
                 }
                 _ = sleep_until(next) => return,
+            }
+        }
+    }
+
+    /// The group's lease names (`{group}.{i}`) whose release [`changed`](Self::changed) heard
+    /// since the last call, oldest first: likely free, so a member under its share tries them
+    /// first (J6). Empty on backends without a release broadcast, or when releases were
+    /// missed (a lagging receiver); a hint, never a promise that the lease is free.
+    pub fn take_released(&mut self) -> Vec<String> {
+        self.drain();
+        std::mem::take(&mut self.released)
+    }
+
+    /// Takes the releases already queued, so that a burst of them (a member leaving) wakes
+    /// one round, not one per release.
+    fn drain(&mut self) {
+        while let Ok(n) = self.releases.try_recv() {
+            if n.starts_with(&self.prefix) {
+                self.released.push(n);
             }
         }
     }

@@ -33,13 +33,16 @@ pub enum Plan {
 
 /// J6: the round of member `me` of the group's `members` (as the backend listed them, sorted
 /// or not; `me` is counted even when the listing missed it), holding `held` and handing over
-/// `leaving`, in a group of `partitions`.
+/// `leaving`, in a group of `partitions`. `released` are partitions whose release was heard
+/// since the last round (where the backend broadcasts releases, K2): a member under its share
+/// tries them first, since they are likely free, then the rest from its natural segment on.
 pub fn plan<S: Ord + Clone>(
     partitions: u32,
     members: &[S],
     me: &S,
     held: &BTreeSet<u32>,
     leaving: &BTreeSet<u32>,
+    released: &BTreeSet<u32>,
 ) -> Plan {
     let mut members: Vec<S> = members.to_vec();
     if !members.contains(me) {
@@ -57,10 +60,10 @@ pub fn plan<S: Ord + Clone>(
         return Plan::Keep;
     }
     let start = u32::try_from(rank as u64 * u64::from(partitions) / members.len() as u64).unwrap_or(0);
-    let candidates = (0..partitions)
-        .map(|k| (start + k) % partitions)
-        .filter(|i| !held.contains(i) && !leaving.contains(i))
-        .collect();
+    let free = |i: &u32| *i < partitions && !held.contains(i) && !leaving.contains(i);
+    let natural = (0..partitions).map(|k| (start + k) % partitions);
+    let first: Vec<u32> = natural.clone().filter(|i| released.contains(i) && free(i)).collect();
+    let candidates = first.iter().copied().chain(natural.filter(|i| !released.contains(i) && free(i))).collect();
     Plan::Acquire { need, candidates }
 }
 
@@ -99,8 +102,8 @@ mod tests {
     #[test]
     fn j6_surplus_steps_down_the_highest_partitions() {
         let held = set(&[0, 1, 2, 5, 7]);
-        assert_eq!(plan(8, &["a", "b"], &"a", &held, &set(&[])), Plan::StepDown(vec![7]));
-        assert_eq!(plan(8, &["a", "b", "c"], &"c", &held, &set(&[])), Plan::StepDown(vec![7, 5, 2]));
+        assert_eq!(plan(8, &["a", "b"], &"a", &held, &set(&[]), &set(&[])), Plan::StepDown(vec![7]));
+        assert_eq!(plan(8, &["a", "b", "c"], &"c", &held, &set(&[]), &set(&[])), Plan::StepDown(vec![7, 5, 2]));
     }
 
     /// J6: a member under its share tries the partitions it neither holds nor hands over,
@@ -108,10 +111,10 @@ mod tests {
     #[test]
     fn j6_deficit_tries_free_partitions_from_the_natural_segment() {
         assert_eq!(
-            plan(8, &["b", "a"], &"b", &set(&[4]), &set(&[6])),
+            plan(8, &["b", "a"], &"b", &set(&[4]), &set(&[6]), &set(&[])),
             Plan::Acquire { need: 3, candidates: vec![5, 7, 0, 1, 2, 3] }
         );
-        assert_eq!(plan(8, &["a", "b"], &"a", &set(&[0, 1, 2, 3]), &set(&[])), Plan::Keep);
+        assert_eq!(plan(8, &["a", "b"], &"a", &set(&[0, 1, 2, 3]), &set(&[]), &set(&[])), Plan::Keep);
     }
 
     /// J6: a member the listing missed (it joined after the backend answered) counts itself,
@@ -119,10 +122,22 @@ mod tests {
     #[test]
     fn j6_missing_or_duplicate_member_in_the_listing() {
         assert_eq!(
-            plan(4, &["a"], &"b", &set(&[]), &set(&[])),
+            plan(4, &["a"], &"b", &set(&[]), &set(&[]), &set(&[])),
             Plan::Acquire { need: 2, candidates: vec![2, 3, 0, 1] }
         );
-        assert_eq!(plan(4, &["a", "a", "b"], &"a", &set(&[0, 1, 2]), &set(&[])), Plan::StepDown(vec![2]));
-        assert_eq!(plan(0, &["a"], &"a", &set(&[]), &set(&[])), Plan::Keep);
+        assert_eq!(plan(4, &["a", "a", "b"], &"a", &set(&[0, 1, 2]), &set(&[]), &set(&[])), Plan::StepDown(vec![2]));
+        assert_eq!(plan(0, &["a"], &"a", &set(&[]), &set(&[]), &set(&[])), Plan::Keep);
+    }
+
+    /// J6, issue 15 item 5: partitions whose release was heard are tried first (in the
+    /// member's natural order), then the rest; one it holds, hands over, or that does not
+    /// exist is never a candidate; a member at its share ignores them.
+    #[test]
+    fn j6_released_partitions_are_tried_first() {
+        assert_eq!(
+            plan(8, &["b", "a"], &"b", &set(&[4]), &set(&[6]), &set(&[1, 6, 4, 2, 9])),
+            Plan::Acquire { need: 3, candidates: vec![1, 2, 5, 7, 0, 3] }
+        );
+        assert_eq!(plan(8, &["a", "b"], &"a", &set(&[0, 1, 2, 3]), &set(&[]), &set(&[5])), Plan::Keep);
     }
 }

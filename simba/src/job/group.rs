@@ -52,7 +52,8 @@ pub(crate) async fn run_group(simba: Simba, spec: GroupSpec, stop: CancellationT
     let group = simba.group(spec.group.to_string());
     let mut watch = group.watch();
     loop {
-        round(&simba, &group, &spec, &mut held, &mut leaving, &ended_tx).await;
+        let released = released_partitions(&spec, watch.take_released());
+        round(&simba, &group, &spec, &mut held, &mut leaving, &released, &ended_tx).await;
         tokio::select! {
             _ = stop.cancelled() => {
                 shut_down(&group, held, leaving).await;
@@ -70,12 +71,22 @@ pub(crate) async fn run_group(simba: Simba, spec: GroupSpec, stop: CancellationT
     }
 }
 
+/// The partitions among released lease names of the group (`{group}.{i}`).
+fn released_partitions(spec: &GroupSpec, names: Vec<String>) -> BTreeSet<u32> {
+    names
+        .iter()
+        .filter_map(|n| n.strip_prefix(&*spec.group)?.strip_prefix('.')?.parse().ok())
+        .filter(|i| *i < spec.partitions)
+        .collect()
+}
+
 async fn round(
     simba: &Simba,
     group: &Group,
     spec: &GroupSpec,
     held: &mut BTreeMap<u32, Worker>,
     leaving: &mut BTreeMap<u32, Worker>,
+    released: &BTreeSet<u32>,
     ended_tx: &mpsc::UnboundedSender<u32>,
 ) {
     held.retain(|_, w| !w.handle.is_finished());
@@ -91,7 +102,7 @@ async fn round(
     };
     let held_now: BTreeSet<u32> = held.keys().copied().collect();
     let leaving_now: BTreeSet<u32> = leaving.keys().copied().collect();
-    match rebalance::plan(spec.partitions, &view.members, &view.me, &held_now, &leaving_now) {
+    match rebalance::plan(spec.partitions, &view.members, &view.me, &held_now, &leaving_now, released) {
         Plan::Keep => {}
         Plan::StepDown(surplus) => {
             // Surplus: hand the highest-numbered partitions over (H1), keep the rest (sticky).

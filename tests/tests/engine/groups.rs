@@ -66,12 +66,27 @@ async fn j6_group_watch_wakes_on_the_groups_releases_and_after_the_candidate_del
     });
     watch.changed().await;
     assert_eq!(t0.elapsed(), MS(200), "woken by billing.3's release, not by `other`'s");
+    assert_eq!(watch.take_released(), vec!["billing.3".to_owned()], "the release heard, for the next round (J6)");
+    assert!(watch.take_released().is_empty(), "taken once");
     waker.await.expect("join");
     let t1 = Instant::now();
     watch.changed().await;
     let waited = t1.elapsed();
     let (half, jitter) = (a.config().renew_interval() / 2, a.config().retry_jitter());
     assert!(waited >= half && waited < half + jitter, "K1: renew_interval / 2 + [0, retry_jitter), waited {waited:?}");
+    // A burst of releases (a member leaving) wakes once and is taken together.
+    let guards = [
+        b.lock("billing.5").acquire().await.expect("lock"),
+        b.lock("billing.6").acquire().await.expect("lock"),
+        b.lock("billing.7").acquire().await.expect("lock"),
+    ];
+    for g in guards {
+        g.release().await.expect("release");
+    }
+    let t2 = Instant::now();
+    watch.changed().await;
+    assert_eq!(t2.elapsed(), MS(0), "the queued releases wake at once");
+    assert_eq!(watch.take_released(), vec!["billing.5", "billing.6", "billing.7"], "all three, in order");
     a.close().await;
     b.close().await;
 }
