@@ -3,6 +3,8 @@
 //! tested by asserting the exact commands a sequence of events produces, and a simulation or
 //! a model checker can drive the same code the engine runs.
 //!
+//! - [`attempt`]: the K3 attempt slot (one acquisition in flight per name, an abandoned one
+//!   keeps it until its reply or its timeout).
 //! - [`mutants`]: rule breaks the model checker switches on (feature `mutants`, tests only).
 //! - [`slots`]: the slot arithmetic of schedules (cron slots in a time zone, the fixed-rate
 //!   grid, misfire gaps), the wall clock passed in.
@@ -28,6 +30,7 @@ use std::fmt;
 use std::ops::Add;
 use std::time::Duration;
 
+pub mod attempt;
 pub mod election;
 pub mod ledger;
 pub mod mutants;

@@ -18,6 +18,11 @@ pub enum Mutant {
     /// including one adopted after the listing was asked for: it is revoked `TakenOver` and
     /// the election wins the same token again as a new term (breaks T2, T3).
     ReconcileStaleSnapshot,
+    /// [`AttemptSlot::abandon`](super::attempt::AttemptSlot::abandon) frees the K3 slot at
+    /// once, before the abandoned acquisition's reply arrived: a next attempt may adopt the
+    /// lease, and the abandoned attempt's late `Won` then releases it under the valid term
+    /// (breaks K3, then term disjointness; `election.rs` `abandon()` did this once).
+    AbandonFreesSlot,
 }
 
 #[cfg(feature = "mutants")]

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::Shared;
 use crate::backend::{Acquire, BackendResult};
+use crate::core::attempt::AttemptSlot;
 use crate::term::SessionCell;
 
 /// An acquisition in flight, as the election or the lock sees it: a future of its result.
@@ -47,6 +48,14 @@ impl Drop for Attempt {
                 self.shared.release_in_background(Arc::clone(&self.cell), Arc::clone(&self.name), token);
             }
             attempt_finished(&self.shared, &self.cell, &self.name);
+            return;
+        }
+        // Still under way: the core's K3 slot says whether giving it up frees the name (it
+        // does not: the attempt's task frees it at its reply or its timeout).
+        let mut slot = AttemptSlot::InFlight;
+        slot.abandon();
+        if slot.may_begin() {
+            attempt_finished(&self.shared, &self.cell, &self.name);
         }
     }
 }
@@ -66,8 +75,13 @@ pub(crate) fn spawn_attempt(shared: &Arc<Shared>, cell: &Arc<SessionCell>, name:
     tokio::spawn(async move {
         loop {
             let done = shared.attempt_done.notified();
-            if shared.lock_state().inflight.insert(Arc::clone(&name)) {
-                break;
+            {
+                let mut st = shared.lock_state();
+                let mut slot = if st.inflight.contains(&name) { AttemptSlot::InFlight } else { AttemptSlot::Free };
+                if slot.begin() {
+                    st.inflight.insert(Arc::clone(&name));
+                    break;
+                }
             }
             done.await;
         }

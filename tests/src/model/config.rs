@@ -24,9 +24,10 @@ pub enum Mutant {
     AdoptLateReply,
     /// (d) The backend frees a lease on release without comparing the token (breaks T7).
     ReleaseWithoutToken,
-    /// (e) Abandoning an attempt frees the election's attempt slot at once, so a new attempt
-    /// may run while the abandoned one can still come back with `Won` and release what it won
-    /// (relaxes K3 the way `election.rs` `abandon()` does).
+    /// Inside the engine's core (`simba::core::attempt::AttemptSlot::abandon`): abandoning an
+    /// attempt frees the election's K3 slot at once, so a new attempt may run while the
+    /// abandoned one can still come back with `Won` and release what it won (relaxes K3 the
+    /// way `election.rs` `abandon()` once did).
     AbandonFreesSlot,
     /// Inside the engine's core (`simba::core::ledger::reconcile`): a keep-alive reply that
     /// lists the session's leases revokes (`TakenOver`) every held term it does not list, including a term adopted after the backend took that snapshot;
@@ -108,6 +109,15 @@ pub struct Config {
     /// is in flight (deferred to the end of the attempt otherwise): the engine's pruning of
     /// `SessionCell::released` (K4; issue 16 item 7). Off in the other configurations.
     pub release_acks: bool,
+    /// Symmetry reduction over the nodes: a state and its image with the nodes (and their
+    /// clock rates) swapped are one. On in every configuration; off only to measure it.
+    pub node_symmetry: bool,
+    /// Symmetry reduction over the lease names (with two names): a state and its image with
+    /// the names swapped are one. On in every configuration; off only to measure it.
+    pub name_symmetry: bool,
+    /// Depth bound of the exploration (shortest path from an initial state, in steps), or
+    /// `None` to explore every reachable state.
+    pub max_depth: Option<usize>,
     /// The broken rule, if any.
     pub mutant: Option<Mutant>,
 }
@@ -137,6 +147,9 @@ impl Config {
             max_tokens: 2,
             schedule: Schedule::Timers,
             release_acks: false,
+            node_symmetry: true,
+            name_symmetry: true,
+            max_depth: None,
             mutant: None,
         }
     }
@@ -197,6 +210,13 @@ impl Config {
     /// build (tens of millions of states), so no test runs it.
     pub fn combined() -> Self {
         Config { max_pause: 1, max_crashes: 1, max_sessions: 3, ..Config::base() }
+    }
+
+    /// [`Config::combined`] with two lease names (issue 13): drift and delays, pauses and a
+    /// crash, 2 nodes x 2 leases, with the symmetry of nodes and of names. Not explored
+    /// completely: CI sets [`Config::max_depth`] to 11 (2.3 million states, see ADR 0006).
+    pub fn combined_two_leases() -> Self {
+        Config { names: 2, ..Config::combined() }
     }
 
     /// Everything at once and wider: rates 3, 4 and 5, pauses, a crash, 3 sessions and 3

@@ -76,8 +76,12 @@ pub struct Report<S, A, I> {
     pub depth: usize,
     /// Wall time of the exploration.
     pub elapsed: Duration,
-    /// Whether every reachable state was explored (false when `max_states` cut it short).
+    /// Whether every reachable state was explored (false when `max_states` or the depth bound
+    /// cut it short).
     pub complete: bool,
+    /// States found at the depth bound whose successors were not explored (0 without a depth
+    /// bound, or when nothing lies beyond it).
+    pub frontier: usize,
     /// The union of the `observed` bits of every transition explored.
     pub observed: u64,
     /// The first violation found, with a shortest path to it.
@@ -159,6 +163,17 @@ type Seen = HashMap<u64, u64, BuildHasherDefault<IdentityHasher>>;
 /// Explores every state reachable from `model`'s initial states, breadth first, stopping at
 /// the first violation or after `max_states` distinct states.
 pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Action, M::Invariant> {
+    explore_bounded(model, max_states, None)
+}
+
+/// [`explore`] with a depth bound: the states at depth `max_depth` (shortest path from an
+/// initial state) are checked but their successors are not explored. The report is
+/// `complete` only if no state lies beyond the bound; `frontier` counts the states left at it.
+pub fn explore_bounded<M: Model>(
+    model: &M,
+    max_states: usize,
+    max_depth: Option<usize>,
+) -> Report<M::State, M::Action, M::Invariant> {
     let start = Instant::now();
     // fingerprint -> parent fingerprint (an initial state is its own parent)
     let mut seen: Seen = HashMap::default();
@@ -172,6 +187,7 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
         depth,
         elapsed: start.elapsed(),
         complete,
+        frontier: 0,
         observed,
         counterexample: cex,
     };
@@ -187,9 +203,18 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
         layer.push((fp, s.clone()));
     }
     let mut depth = 0;
+    let mut frontier = 0;
     let mut out = Vec::new();
     let mut next_layer = Vec::new();
     while !layer.is_empty() {
+        if max_depth.is_some_and(|d| depth >= d) {
+            frontier = layer.len();
+            break;
+        }
+        // The states of the last layer within the bound are checked, not stored: nothing
+        // expands them.
+        let last = max_depth.is_some_and(|d| depth + 1 >= d);
+        let mut found = 0;
         for (fp, s) in layer.drain(..) {
             out.clear();
             model.successors(&s, &mut out);
@@ -214,13 +239,25 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
                 if seen.len() >= max_states {
                     return report(&seen, transitions, depth + 1, false, observed, None);
                 }
-                next_layer.push((nfp, t.next));
+                found += 1;
+                if !last {
+                    next_layer.push((nfp, t.next));
+                }
             }
         }
-        if !next_layer.is_empty() {
+        if found > 0 {
             depth += 1;
         }
+        if last {
+            frontier = found;
+            break;
+        }
         std::mem::swap(&mut layer, &mut next_layer);
+    }
+    if frontier > 0 {
+        let mut r = report(&seen, transitions, depth, false, observed, None);
+        r.frontier = frontier;
+        return r;
     }
     report(&seen, transitions, depth, true, observed, None)
 }

@@ -29,9 +29,11 @@ mod steps;
 
 use std::fmt::Write as _;
 
+use simba::core::attempt::AttemptSlot;
+
 use super::bag::Bag;
 use super::config::{Config, Invariant, MAX_NAMES, Mutant, NODES, RateMode, Schedule};
-use super::explore::{Model, Transition, Violation};
+use super::explore::{Model, Transition, Violation, fingerprint};
 use super::state::*;
 
 /// Narration of a step, used only when printing a counterexample.
@@ -101,6 +103,7 @@ impl LeaseModel {
             Some(Mutant::PruneReleasedInFlight) => Some(simba::core::mutants::Mutant::PruneReleasedInFlight),
             Some(Mutant::AdoptReleasedToken) => Some(simba::core::mutants::Mutant::AdoptReleasedToken),
             Some(Mutant::ReconcileStaleSnapshot) => Some(simba::core::mutants::Mutant::ReconcileStaleSnapshot),
+            Some(Mutant::AbandonFreesSlot) => Some(simba::core::mutants::Mutant::AbandonFreesSlot),
             _ => None,
         };
         simba::core::mutants::with(core, f)
@@ -263,7 +266,7 @@ impl LeaseModel {
                 let k = usize::from(name);
                 let node = &mut n.nodes[usize::from(i)];
                 let due = self.cfg.schedule == Schedule::Anytime || node.retry_at.get(k).is_some_and(|t| *t == 0);
-                if !running(i) || k >= names || node.attempts[k].is_some() || node.terms[k] != 0 || !due {
+                if !running(i) || k >= names || !slot_of(node.attempts[k]).may_begin() || node.terms[k] != 0 || !due {
                     return false;
                 }
                 let Some(ss) = node.session.filter(|ss| ss.deadline > 0) else { return false };
@@ -277,17 +280,37 @@ impl LeaseModel {
         true
     }
 
-    /// [`apply_raw`](Self::apply_raw), then the symmetry reduction: the two nodes are
-    /// interchangeable once their rates are swapped too, so of a state and its mirror image
-    /// the one with the smaller fingerprint stands for both.
+    /// [`apply_raw`](Self::apply_raw), then the symmetry reduction (see
+    /// [`symmetric`](Self::symmetric)).
     fn apply(&self, s: &State, a: Action) -> Option<(State, Option<Violation<Invariant>>)> {
         let (n, v) = self.apply_raw(s, a, &mut Log::off())?;
         Some((self.symmetric(n), v))
     }
 
-    /// The representative of `s` and its mirror image: the one whose node 0 (with its rate)
-    /// orders first, and on a tie the one whose network orders first.
-    fn symmetric(&self, s: State) -> State {
+    /// The representative of `s` among its symmetric images. The two nodes are
+    /// interchangeable once their rates are swapped too ([`Config::node_symmetry`]): of a
+    /// state and its node mirror, the one whose node 0 (with its rate) orders first stands for
+    /// both, and on a tie the one whose network orders first. With two lease names
+    /// ([`Config::name_symmetry`]) the names are interchangeable too (nothing in the protocol
+    /// tells `a` from `b`): of the node representatives of `s` and of `s` with its names
+    /// swapped, the one with the smaller fingerprint stands for all four.
+    pub(crate) fn symmetric(&self, s: State) -> State {
+        let s = self.node_symmetric(s);
+        if !self.names_symmetric() {
+            return s;
+        }
+        let t = self.node_symmetric(self.permute(&s, Perm { nodes: false, names: true }));
+        if fingerprint(&t) < fingerprint(&s) { t } else { s }
+    }
+
+    fn names_symmetric(&self) -> bool {
+        self.cfg.names == 2 && self.cfg.name_symmetry
+    }
+
+    fn node_symmetric(&self, s: State) -> State {
+        if !self.cfg.node_symmetry {
+            return s;
+        }
         let a = (s.rates[1], s.nodes[0]);
         let b = (s.rates[2], s.nodes[1]);
         match a.cmp(&b) {
@@ -298,6 +321,19 @@ impl LeaseModel {
                 if m.net < s.net { m } else { s }
             }
         }
+    }
+
+    /// The permutation that takes `s` to its representative ([`symmetric`](Self::symmetric)).
+    pub(crate) fn symmetry_of(&self, s: &State) -> Perm {
+        let rep = self.symmetric(*s);
+        let mut canonical = *s;
+        self.canon(&mut canonical);
+        for p in Perm::ALL {
+            if self.permute(&canonical, p) == rep {
+                return p;
+            }
+        }
+        unreachable!("the representative of a state is one of its symmetric images")
     }
 
     /// [`Schedule::Timers`]: every running node sends what its rules and timers allow.
@@ -313,35 +349,58 @@ impl LeaseModel {
 
     /// `s` with the nodes swapped.
     fn mirror(&self, s: &State) -> State {
+        self.permute(s, Perm { nodes: true, names: false })
+    }
+
+    /// `s` with the nodes and/or the lease names swapped as `p` says, in canonical form.
+    pub(crate) fn permute(&self, s: &State, p: Perm) -> State {
         let mut m = *s;
-        m.nodes.swap(0, 1);
-        m.rates.swap(1, 2);
+        if p.nodes {
+            m.nodes.swap(0, 1);
+            m.rates.swap(1, 2);
+        }
+        if p.names {
+            m.leases.swap(0, 1);
+            m.granted.swap(0, 1);
+            for node in &mut m.nodes {
+                node.attempts.swap(0, 1);
+                node.terms.swap(0, 1);
+                node.retry_at.swap(0, 1);
+                node.max_adopted.swap(0, 1);
+                if let Some(ss) = &mut node.session {
+                    ss.ka_held.swap(0, 1);
+                    ss.released.swap(0, 1);
+                    ss.acked.swap(0, 1);
+                }
+            }
+        }
         for msg in &mut m.net {
-            msg.node = 1 - msg.node;
+            *msg = permute_msg(*msg, p);
         }
         self.canon(&mut m);
         m
     }
 
-    /// `a` with the nodes swapped.
-    fn mirror_action(a: Action) -> Action {
-        let o = |i: u8| 1 - i;
+    /// `a` with the nodes and/or the names swapped as `p` says.
+    pub(crate) fn permute_action(a: Action, p: Perm) -> Action {
+        let o = |i: u8| if p.nodes { 1 - i } else { i };
+        let k = |n: u8| if p.names { 1 - n } else { n };
         match a {
-            Action::Tick(r, k) => Action::Tick(
-                [r[0], r[2], r[1]],
-                match k {
-                    Straggle::One(m) => Straggle::One(Msg { node: o(m.node), ..m }),
-                    k => k,
+            Action::Tick(r, keep) => Action::Tick(
+                if p.nodes { [r[0], r[2], r[1]] } else { r },
+                match keep {
+                    Straggle::One(m) => Straggle::One(permute_msg(m, p)),
+                    keep => keep,
                 },
             ),
             Action::Open(i) => Action::Open(o(i)),
             Action::KeepAlive(i) => Action::KeepAlive(o(i)),
-            Action::Acquire(i, n) => Action::Acquire(o(i), n),
-            Action::StepDown(i, n) => Action::StepDown(o(i), n),
+            Action::Acquire(i, n) => Action::Acquire(o(i), k(n)),
+            Action::StepDown(i, n) => Action::StepDown(o(i), k(n)),
             Action::Pause(i, t) => Action::Pause(o(i), t),
             Action::Crash(i) => Action::Crash(o(i)),
-            Action::NodeReceives(m) => Action::NodeReceives(Msg { node: o(m.node), ..m }),
-            Action::BackendReceives(m) => Action::BackendReceives(Msg { node: o(m.node), ..m }),
+            Action::NodeReceives(m) => Action::NodeReceives(permute_msg(m, p)),
+            Action::BackendReceives(m) => Action::BackendReceives(permute_msg(m, p)),
         }
     }
 
@@ -373,11 +432,13 @@ impl LeaseModel {
                     log.note(|_| format!("n{i}: steps down from {}#{t}: term revoked", name_of(name)));
                     self.release_won(&mut n, iu, (ss.sid, name, t), "handover (H1, T7)", log);
                 } else if let Some(att) = node.attempts[k].filter(|a| !a.detached) {
-                    if self.is(Mutant::AbandonFreesSlot) {
-                        n.nodes[iu].attempts[k] = None;
-                    } else {
-                        n.nodes[iu].attempts[k] = Some(Attempt { detached: true, ..att });
-                    }
+                    // K3 by the engine's own slot (`simba::core::attempt::AttemptSlot`).
+                    let mut slot = slot_of(node.attempts[k]);
+                    self.in_core(|| slot.abandon());
+                    n.nodes[iu].attempts[k] = match slot {
+                        AttemptSlot::Free => None,
+                        _ => Some(Attempt { detached: slot == AttemptSlot::Abandoned, ..att }),
+                    };
                     for m in &mut n.net {
                         let of_it = matches!(m.body, Body::Acquire { name: x, .. } | Body::AcqReply { name: x, .. } if x == name);
                         if usize::from(m.node) == iu && m.fate == Fate::Live && of_it {
@@ -607,10 +668,14 @@ pub mod seen {
     /// never meets a record that still matters: by then the record is below every token that
     /// could be adopted, which `canon` already sets to 0 (so that case is the canonical form).
     pub const PRUNE_DEFERRED: u64 = 1 << 10;
+    /// With two lease names: one node held a term of each name at once.
+    pub const BOTH_HELD: u64 = 1 << 11;
+    /// With two lease names: each node held a term of a different name at once.
+    pub const SPLIT: u64 = 1 << 12;
 
     /// The names of the bits set in `bits`.
     pub fn names(bits: u64) -> Vec<&'static str> {
-        const NAMES: [&str; 11] = [
+        const NAMES: [&str; 13] = [
             "term",
             "later-term",
             "expiry",
@@ -622,6 +687,8 @@ pub mod seen {
             "renewed",
             "handover",
             "prune-deferred",
+            "both-held",
+            "split",
         ];
         NAMES.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, n)| *n).collect()
     }
@@ -674,6 +741,13 @@ impl LeaseModel {
                         return 0;
                     }
                     let mut o = seen::TERM;
+                    let held = |node: &Node| node.terms.iter().filter(|t| **t != 0).count();
+                    if next.nodes.iter().any(|node| held(node) == 2) {
+                        o |= seen::BOTH_HELD;
+                    }
+                    if next.nodes.iter().all(|node| held(node) == 1) {
+                        o |= seen::SPLIT;
+                    }
                     if t >= 2 {
                         o |= seen::LATER_TERM;
                     }
@@ -767,4 +841,51 @@ impl Model for LeaseModel {
         }
         None
     }
+}
+
+/// The engine's K3 slot (`simba::core::attempt::AttemptSlot`) of a model attempt.
+pub(crate) fn slot_of(a: Option<Attempt>) -> AttemptSlot {
+    match a {
+        None => AttemptSlot::Free,
+        Some(a) if a.detached => AttemptSlot::Abandoned,
+        Some(_) => AttemptSlot::InFlight,
+    }
+}
+
+/// A symmetry of the model: swap the two nodes (with their clock rates), swap the two lease
+/// names, or both. Each is its own inverse, and the two commute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct Perm {
+    /// Swap the nodes.
+    pub nodes: bool,
+    /// Swap the lease names.
+    pub names: bool,
+}
+
+impl Perm {
+    /// Every symmetry, the identity first.
+    pub(crate) const ALL: [Perm; 4] = [
+        Perm { nodes: false, names: false },
+        Perm { nodes: true, names: false },
+        Perm { nodes: false, names: true },
+        Perm { nodes: true, names: true },
+    ];
+}
+
+/// `m` with the nodes and/or the names swapped as `p` says.
+fn permute_msg(mut m: Msg, p: Perm) -> Msg {
+    if p.nodes {
+        m.node = 1 - m.node;
+    }
+    if p.names {
+        let k = |n: &mut u8| *n = 1 - *n;
+        match &mut m.body {
+            Body::KeepAlive { held, .. } => held.swap(0, 1),
+            Body::Alive { owned: Some(o), .. } => o.swap(0, 1),
+            Body::Acquire { name, .. } | Body::Release { name, .. } => k(name),
+            Body::AcqReply { name, .. } | Body::ReleaseAck { name, .. } => k(name),
+            _ => {}
+        }
+    }
+    m
 }

@@ -14,6 +14,6 @@ pub mod lease;
 pub mod state;
 
 pub use config::{Config, Invariant, Mutant, RateMode, Schedule};
-pub use explore::{Counterexample, Model, Report, Transition, Violation, explore};
+pub use explore::{Counterexample, Model, Report, Transition, Violation, explore, explore_bounded};
 pub use lease::LeaseModel;
 pub use state::{Action, State};

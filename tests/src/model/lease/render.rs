@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{LeaseModel, Log};
+use super::{LeaseModel, Log, Perm};
 use crate::model::config::{Invariant, RateMode, Schedule};
 use crate::model::explore::Counterexample;
 use crate::model::state::*;
@@ -38,14 +38,15 @@ impl LeaseModel {
         }
         let mut log = Log { clocks: [0; 3], now: 0, lines: Some(Vec::new()) };
         // The trace's actions apply to representatives (see `symmetric`); `s` is the state as
-        // it really evolves, and `mirrored` says whether the representative is its mirror.
+        // it really evolves, and `perm` takes it to the representative the next action was
+        // chosen in (each symmetry is its own inverse).
         let mut s = cex.initial;
-        let mut mirrored = false;
+        let mut perm = Perm::default();
         for (k, a) in cex.actions.iter().enumerate() {
             log.lines = Some(Vec::new());
-            let a = if mirrored { Self::mirror_action(*a) } else { *a };
+            let a = Self::permute_action(*a, perm);
             let (next, _) = self.apply_raw(&s, a, &mut log).expect("a replayed action is enabled");
-            mirrored = self.symmetric(next) != next;
+            perm = self.symmetry_of(&next);
             let c = log.clocks;
             let head = format!("{:>3}. t={} [B={} n0={} n1={}]", k + 1, log.now, c[0], c[1], c[2]);
             let lines = log.lines.take().unwrap_or_default();

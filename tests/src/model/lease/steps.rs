@@ -5,7 +5,9 @@ use std::collections::HashSet;
 
 use simba::core::ledger::{self, HeldTerm, ReleasedTokens, Verdict, judge_win};
 
-use super::{LeaseModel, Log};
+use simba::core::attempt::AttemptSlot;
+
+use super::{LeaseModel, Log, slot_of};
 use crate::model::bag::Bag;
 use crate::model::config::{Invariant, MAX_NAMES, MAX_SESSIONS, Mutant, NODES};
 use crate::model::explore::Violation;
@@ -387,7 +389,12 @@ impl LeaseModel {
                 }
             }
             Fate::Detached => {
-                if !self.is(Mutant::AbandonFreesSlot) {
+                // The abandoned attempt's reply frees its K3 slot, if it still holds it (with
+                // the core's `AbandonFreesSlot` switched on, the slot was freed at the
+                // step-down and may hold a newer attempt now).
+                let mut slot = slot_of(s.nodes[i].attempts[n]);
+                if slot == AttemptSlot::Abandoned {
+                    slot.finished();
                     s.nodes[i].attempts[n] = None;
                 }
                 if let AcqResult::Won(t) = result {
