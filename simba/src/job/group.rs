@@ -51,9 +51,13 @@ pub(crate) async fn run_group(simba: Simba, spec: GroupSpec, stop: CancellationT
     let mut leaving: BTreeMap<u32, Worker> = BTreeMap::new();
     let group = simba.group(spec.group.to_string());
     let mut watch = group.watch();
+    // Partitions whose release was heard and that no round has tried since: kept across
+    // rounds, because the round a release wakes often still sees the leaver listed (it leaves
+    // the group after its releases) and has nothing to take yet.
+    let mut released = BTreeSet::new();
     loop {
-        let released = released_partitions(&spec, watch.take_released());
-        round(&simba, &group, &spec, &mut held, &mut leaving, &released, &ended_tx).await;
+        released.extend(released_partitions(&spec, watch.take_released()));
+        round(&simba, &group, &spec, &mut held, &mut leaving, &mut released, &ended_tx).await;
         tokio::select! {
             _ = stop.cancelled() => {
                 shut_down(&group, held, leaving).await;
@@ -86,7 +90,7 @@ async fn round(
     spec: &GroupSpec,
     held: &mut BTreeMap<u32, Worker>,
     leaving: &mut BTreeMap<u32, Worker>,
-    released: &BTreeSet<u32>,
+    released: &mut BTreeSet<u32>,
     ended_tx: &mpsc::UnboundedSender<u32>,
 ) {
     held.retain(|_, w| !w.handle.is_finished());
@@ -102,6 +106,8 @@ async fn round(
     };
     let held_now: BTreeSet<u32> = held.keys().copied().collect();
     let leaving_now: BTreeSet<u32> = leaving.keys().copied().collect();
+    // Held or handed over: no longer a hint.
+    released.retain(|i| !held_now.contains(i) && !leaving_now.contains(i));
     match rebalance::plan(spec.partitions, &view.members, &view.me, &held_now, &leaving_now, released) {
         Plan::Keep => {}
         Plan::StepDown(surplus) => {
@@ -122,6 +128,8 @@ async fn round(
                 if simba.session_id().as_ref() != Some(&view.me) {
                     return;
                 }
+                // Tried: won, or taken by another member meanwhile.
+                released.remove(&i);
                 match simba.lock(spec.lease(i)).try_acquire_now().await {
                     Ok(Some(guard)) => {
                         held.insert(i, start_worker(simba, spec, i, guard, ended_tx.clone()));
