@@ -13,9 +13,9 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
 use crate::core::election::{Command as MachineCommand, ElectionMachine, Status};
-use crate::engine::Shared;
 use crate::engine::attempt::{Attempt, abandon, attempt_finished, spawn_attempt};
 use crate::engine::control::{Cmd, ElectionCtl, ElectionStatus, IN_ELECTION, inside_election};
+use crate::engine::{Released, Shared};
 use crate::events::Event;
 use crate::term::SessionCell;
 use crate::{Error, RevokeReason, Term};
@@ -641,22 +641,15 @@ impl Actor {
     /// Releases the term's lease with its token (T7) and forgets it.
     async fn release(&self, term: &Term, cell: &Arc<SessionCell>) {
         let name = &self.ctl.name;
-        cell.note_released(name, term.token());
-        if cell.is_live_at(Instant::now()) {
-            let to = cell.call_timeout(Instant::now());
-            match tokio::time::timeout(to, self.shared.backend.release(&cell.id, name, term.token())).await {
-                Ok(Ok(_)) => self.shared.release_acknowledged(cell, name, term.token()),
-                Ok(Err(e)) => {
-                    tracing::warn!(lease = %name, token = term.token(), error = %crate::engine::session::error_chain(&e), "release failed; the lease frees with the session")
-                }
-                Err(_) => {
-                    tracing::warn!(lease = %name, token = term.token(), "release timed out; the lease frees with the session")
-                }
+        match self.shared.release(cell, name, term.token()).await {
+            Released::Acknowledged | Released::NotSent => {}
+            Released::Failed(e) => {
+                tracing::warn!(lease = %name, token = term.token(), error = %crate::engine::session::error_chain(&e), "release failed; the lease frees with the session")
+            }
+            Released::TimedOut => {
+                tracing::warn!(lease = %name, token = term.token(), "release timed out; the lease frees with the session")
             }
         }
-        let mut st = self.shared.lock_state();
-        if st.held.get(name).is_some_and(|t| t == term) {
-            st.held.remove(name);
-        }
+        self.shared.forget_held(term);
     }
 }

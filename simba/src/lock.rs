@@ -11,7 +11,7 @@ use crate::backend::Acquire;
 use crate::core::election::{Command as MachineCommand, Contention, ElectionMachine};
 use crate::core::timing::{Courtesy, courtesy};
 use crate::engine::attempt::{Attempt, abandon, spawn_attempt};
-use crate::engine::{LocalStreak, Shared, sleep_until_or_never};
+use crate::engine::{LocalStreak, Released, Shared, sleep_until_or_never};
 use crate::events::Event;
 use crate::term::SessionCell;
 use crate::{Error, RevokeReason, Term};
@@ -375,7 +375,7 @@ impl LockGuard {
                 }
                 MachineCommand::Release => result = release_with_token(&shared, &term, ended).await,
                 MachineCommand::DeliverRevoked(_) => {
-                    forget(&shared, &term);
+                    shared.forget_held(&term);
                     shared.emit(Event::Revoked { name: term.name().to_owned(), token: term.token(), reason: ended });
                 }
                 // The name is free again on this client (L4).
@@ -391,22 +391,17 @@ impl LockGuard {
 
 /// T7: releases `term`'s lease with its token if the term was handed over (`ended` is
 /// `Stopped` or `SteppedDown`); a term lost to the session (deadline, expiry, takeover) is not
-/// ours to release.
-async fn release_with_token(shared: &Shared, term: &Term, ended: RevokeReason) -> Result<(), Error> {
-    let cell = Arc::clone(term.session());
-    cell.note_released(term.name(), term.token());
-    let handed_over = matches!(ended, RevokeReason::Stopped | RevokeReason::SteppedDown);
-    if !handed_over || !cell.is_live_at(Instant::now()) {
+/// ours to release. The session's K4 record of the token is written in every case.
+async fn release_with_token(shared: &Arc<Shared>, term: &Term, ended: RevokeReason) -> Result<(), Error> {
+    let name: Arc<str> = Arc::from(term.name());
+    let release = shared.release(term.session(), &name, term.token());
+    if !matches!(ended, RevokeReason::Stopped | RevokeReason::SteppedDown) {
         return Ok(());
     }
-    let to = cell.call_timeout(Instant::now());
-    match tokio::time::timeout(to, shared.backend.release(&cell.id, term.name(), term.token())).await {
-        Ok(Ok(_)) => {
-            shared.release_acknowledged(&cell, term.name(), term.token());
-            Ok(())
-        }
-        Ok(Err(source)) => Err(Error::Backend { op: "release", name: Some(term.name().to_owned()), source }),
-        Err(_) => {
+    match release.await {
+        Released::Acknowledged | Released::NotSent => Ok(()),
+        Released::Failed(source) => Err(Error::Backend { op: "release", name: Some(term.name().to_owned()), source }),
+        Released::TimedOut => {
             tracing::warn!(
                 lease = term.name(),
                 token = term.token(),
@@ -414,13 +409,6 @@ async fn release_with_token(shared: &Shared, term: &Term, ended: RevokeReason) -
             );
             Ok(())
         }
-    }
-}
-
-fn forget(shared: &Shared, term: &Term) {
-    let mut st = shared.lock_state();
-    if st.held.get(term.name()).is_some_and(|t| t == term) {
-        st.held.remove(term.name());
     }
 }
 
@@ -439,7 +427,7 @@ impl Drop for LockGuard {
                 shared.release_in_background(Arc::clone(term.session()), term.name().into(), term.token());
             }
         }
-        forget(&shared, &term);
+        shared.forget_held(&term);
     }
 }
 

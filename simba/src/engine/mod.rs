@@ -148,20 +148,68 @@ impl Shared {
         adopted
     }
 
+    /// T7, the one release of a term's lease with its token, for elections, lock guards and
+    /// unadopted wins alike. The session's K4 record of the release is written at once (so an
+    /// acquisition settled after this call cannot adopt `token`); the returned future then
+    /// sends the release within the D2 call timeout, if the session is still live (otherwise
+    /// the lease frees with the session), and prunes the K4 record once the backend answered.
+    pub(crate) fn release(
+        self: &Arc<Self>,
+        cell: &Arc<SessionCell>,
+        name: &Arc<str>,
+        token: u64,
+    ) -> impl Future<Output = Released> + Send + 'static {
+        cell.note_released(name, token);
+        let (shared, cell, name) = (Arc::clone(self), Arc::clone(cell), Arc::clone(name));
+        async move {
+            let now = Instant::now();
+            if !cell.is_live_at(now) {
+                return Released::NotSent;
+            }
+            match tokio::time::timeout(cell.call_timeout(now), shared.backend.release(&cell.id, &name, token)).await {
+                Ok(Ok(_)) => {
+                    shared.release_acknowledged(&cell, &name, token);
+                    Released::Acknowledged
+                }
+                Ok(Err(e)) => Released::Failed(e),
+                Err(_) => Released::TimedOut,
+            }
+        }
+    }
+
     /// Releases `name` with `token` in the background, best effort (the lease expires with
     /// the session anyway).
     pub(crate) fn release_in_background(self: &Arc<Self>, cell: Arc<SessionCell>, name: Arc<str>, token: u64) {
-        cell.note_released(&name, token);
-        let shared = Arc::clone(self);
+        let release = self.release(&cell, &name, token);
         tokio::spawn(async move {
-            let to = cell.call_timeout(Instant::now());
-            match tokio::time::timeout(to, shared.backend.release(&cell.id, &name, token)).await {
-                Ok(Ok(_)) => shared.release_acknowledged(&cell, &name, token),
-                Ok(Err(e)) => tracing::debug!(lease = %name, token, error = %e, "background release failed"),
-                Err(_) => tracing::debug!(lease = %name, token, "background release timed out"),
+            match release.await {
+                Released::Acknowledged | Released::NotSent => {}
+                Released::Failed(e) => tracing::debug!(lease = %name, token, error = %e, "background release failed"),
+                Released::TimedOut => tracing::debug!(lease = %name, token, "background release timed out"),
             }
         });
     }
+
+    /// Forgets `term` as held, unless the name is held by another term by now.
+    pub(crate) fn forget_held(&self, term: &Term) {
+        let mut st = self.lock_state();
+        if st.held.get(term.name()).is_some_and(|t| t == term) {
+            st.held.remove(term.name());
+        }
+    }
+}
+
+/// How [`Shared::release`] ended.
+#[derive(Debug)]
+pub(crate) enum Released {
+    /// The backend answered the release.
+    Acknowledged,
+    /// The session was no longer live: the lease frees with it, nothing was sent.
+    NotSent,
+    /// The backend refused or failed the call.
+    Failed(crate::backend::BackendError),
+    /// No answer within the call timeout (D2); the lease frees with the session.
+    TimedOut,
 }
 
 /// Completes at `at`, or never without one.
