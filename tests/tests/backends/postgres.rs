@@ -318,7 +318,7 @@ async fn renewal_cost_does_not_grow_with_leases() {
     exec(&root, format!("DROP DATABASE {database} WITH (FORCE)")).await;
 }
 
-// ---- section 9: the server dies, comes back, and hangs --------------------------------------
+// ---- section 9: what the `pause` hook stops -----------------------------------------------------
 
 /// The postmaster and its children (one backend process per connection, plus the
 /// background workers): pausing the postmaster alone would not pause open connections.
