@@ -1,12 +1,13 @@
 //! MySQL / MariaDB backend behaviour beyond the conformance suite, on the private test server
-//! (`scripts/backends.sh start`), in real time: tokens and rows, the exact keep-alive digest,
-//! connection errors, the time zone check, a user without DDL rights, a manual takeover, a
-//! renewal that waited for its row (S3), two pools racing, renewal cost on the wire (S1),
-//! graceful handover time with the release watch (K2), and a server killed and restarted,
-//! then paused longer than the lease (section 9).
+//! (`scripts/backends.sh start`), in real time: the server suite of the test kit
+//! (`simba::tck::servers`) with every hook (rows written and locked by hand, the server
+//! killed, restarted and paused; its graceful handovers are immediate through the release
+//! watch, K2), then what is MySQL's own: a database or user that does not exist, the time
+//! zone check, a user without DDL rights, renewal cost on the wire (S1), and the
+//! one-statement fast path.
 //!
-//! The tests of this file run one at a time (`SERIAL`): one of them kills, restarts and
-//! pauses the shared server, and the timing figures want a quiet machine.
+//! The tests of this file run one at a time (`SERIAL`): some kill, restart and pause the
+//! shared server, and the timing figures want a quiet machine.
 
 #![allow(clippy::print_stderr)] // The figures (round trips per renewal, handover times) are printed for the report.
 
@@ -15,7 +16,8 @@ use std::time::Duration;
 use simba::backend::mysql::MySqlBackend;
 use simba::backend::{Backend, BackendError, HeldDigest, KeepAlive};
 use simba::tck::conformance::unique;
-use simba_tests::servers::{self, MessageParser, Server, Wire, client, config, exec, open, rand_u64, wait_leader, won};
+use simba::tck::servers::{ServerHooks, open, won};
+use simba_tests::servers::{self, MessageParser, Paused, Server, Wire, exec, rand_u64};
 use simba_tests::url_or_skip;
 use sqlx::MySqlPool;
 
@@ -44,30 +46,54 @@ async fn lease_row(pool: &MySqlPool, name: &str) -> (Option<String>, i64) {
         .expect("read the lease row")
 }
 
-/// T3: `+1` per term, across releases, closes and new sessions; the row survives all of
-/// them (only `session_id` is cleared).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tokens_grow_by_one_per_term_and_never_reset() {
-    let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    servers::tokens_grow_by_one_per_term(
-        &b,
-        async || connect(&url).await,
-        async |name: &str| lease_row(b.pool(), name).await,
-    )
-    .await;
-}
-
-/// S1: the digest's wrapping sum is exact for tokens far above 2^32 (MySQL sums in `DECIMAL`;
-/// the backend compares the wrapping sum on the server, from the sums of 32-bit halves).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn digest_is_exact_for_huge_tokens() {
-    let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    let s = open(&b).await;
-    let hold = async |name: &str, token: i64| {
+/// The server suite's hooks: rows written, read and locked by hand (with a pool of its own,
+/// as an operator's session would be), the server killed, restarted and paused by its PID.
+async fn hooks() -> ServerHooks<MySqlBackend> {
+    let Some(url) = simba_tests::server_url("SIMBA_TEST_MYSQL_URL") else {
+        panic!("SIMBA_TEST_MYSQL_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+    };
+    let server = Server::from_env("mysql", "SIMBA_TEST_MYSQL_PIDFILE");
+    // Lazy: it connects at its first statement, so a pool made before a restart still works.
+    let root = MySqlPool::connect_lazy(&url).expect("an admin pool");
+    let (u, r1, r2, r3, s1, s2) =
+        (url.clone(), root.clone(), root.clone(), root.clone(), server.clone(), server.clone());
+    ServerHooks::new("MySQL", move || {
+        let url = u.clone();
+        async move { connect(&url).await }
+    })
+    .tokens_count_terms()
+    .recovers_within(Duration::from_secs(20))
+    .take_over(move |_, name| {
+        let root = r1.clone();
+        async move {
+            sqlx::query("UPDATE simba_lease SET session_id = 'someone-else' WHERE name = ?")
+                .bind(name)
+                .execute(&root)
+                .await
+                .expect("take the lease over by hand");
+        }
+    })
+    // A transaction that leaves the session 200 ms to live holds its row until the commit.
+    // With `NOW(3)` (fixed when the statement started) a renewal that waited for the row would
+    // renew a session that expired while it waited.
+    .lock_session(move |_, s| {
+        let root = r2.clone();
+        async move {
+            let mut tx = root.begin().await.expect("begin");
+            sqlx::query(
+                "UPDATE simba_session SET expires_at = CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED) + 200 \
+                 WHERE id = ?",
+            )
+            .bind(s.as_str())
+            .execute(&mut *tx)
+            .await
+            .expect("lock the session row");
+            move || async move { tx.commit().await.expect("commit") }
+        }
+    })
+    // MySQL sums in `DECIMAL`; the backend compares the wrapping sum on the server, from the
+    // sums of 32-bit halves.
+    .hold_lease(move |b: MySqlBackend, s, name, token| async move {
         sqlx::query("INSERT INTO simba_lease (name, session_id, token) VALUES (?, ?, ?)")
             .bind(name)
             .bind(s.as_str())
@@ -75,36 +101,48 @@ async fn digest_is_exact_for_huge_tokens() {
             .execute(b.pool())
             .await
             .expect("insert a lease row");
-    };
-    servers::digest_is_exact(&b, &s, hold, false).await;
-}
-
-/// Connection errors are prompt, name the server without its password, and say what is
-/// wrong; URLs with missing parts are configuration errors.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_urls_and_unreachable_servers_fail_clearly() {
-    let refused = MySqlBackend::connect("mysql://alice:s3cret@127.0.0.1:1/simba");
-    servers::refused_promptly(refused, "mysql://alice@127.0.0.1:1/simba").await;
-
-    // A server that accepts the connection and never answers: bounded by the connect timeout.
-    servers::silent_server_times_out(
-        async |port| MySqlBackend::connect(&format!("mariadb://root@127.0.0.1:{port}/simba")).await,
-        |port| format!("mysql://root@127.0.0.1:{port}/simba"),
+    })
+    .lease_record(move |_, name| {
+        let root = r3.clone();
+        async move { lease_row(&root, &name).await }
+    })
+    .kill_and_restart(
+        move || {
+            let server = s1.clone();
+            async move { server.kill() }
+        },
+        move || {
+            let server = s2.clone();
+            async move { server.restart() }
+        },
     )
-    .await;
-
-    let cases = [
+    .pause(move || {
+        let server = server.clone();
+        async move { Paused::stop(vec![server.pid()]) }
+    })
+    .connect_url(async |url: String| MySqlBackend::connect(&url).await)
+    .refused("mysql://alice:s3cret@127.0.0.1:1/simba", "mysql://alice@127.0.0.1:1/simba")
+    // Bounded by the connect timeout.
+    .silent(|port| (format!("mariadb://root@127.0.0.1:{port}/simba"), format!("mysql://root@127.0.0.1:{port}/simba")))
+    .misconfigured(&[
         ("postgres://u@127.0.0.1/simba", "unsupported URL"),
         ("127.0.0.1:3306/simba", "unsupported URL"),
         ("mysql://alice:s3cret@127.0.0.1:3306", "names no database"),
         ("mysql://alice:s3cret@127.0.0.1:3306/", "names no database"),
         ("mysql:///simba", "names no host"),
         ("mysql://alice:s3cret@127.0.0.1:notaport/simba", "invalid MySQL URL"),
-    ];
-    servers::misconfigured(MySqlBackend::connect, &cases).await;
+    ])
+}
 
-    // A database that does not exist, or a user that does not, is a configuration error.
-    let Some(url) = simba_tests::server_url("SIMBA_TEST_MYSQL_URL") else { return };
+simba::server_suite!(
+    hooks,
+    [take_over, lock_session, hold_lease, lease_record, kill_and_restart, pause, refused, silent, misconfigured]
+);
+
+/// A database that does not exist, or a user that does not, is a configuration error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_database_or_user_is_a_configuration_error() {
+    let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
     for (bad, expected) in [
         (url_for(&url, "root", "simba_no_such_database"), "simba_no_such_database"),
         (url_for(&url, "nobody_here", "simba"), "nobody_here"),
@@ -192,56 +230,6 @@ async fn user_without_ddl_rights_gets_the_schema_to_run() {
     exec(&root, format!("DROP USER '{user}'@'%'")).await;
 }
 
-/// T6: someone overwrites the lease row's holder (a manual takeover); the next keep-alive's
-/// digest no longer matches, `owned` no longer lists the lease, and the term ends with
-/// `TakenOver`. The intruder has no session row, so the election wins the lease back with
-/// the next token.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn manual_takeover_ends_the_term_with_taken_over() {
-    let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    servers::manual_takeover_ends_the_term(client(b.clone()), async |name: &str| {
-        sqlx::query("UPDATE simba_lease SET session_id = 'someone-else' WHERE name = ?")
-            .bind(name)
-            .execute(b.pool())
-            .await
-            .expect("take the lease over by hand");
-    })
-    .await;
-}
-
-/// S3 under lock waits: a renewal that waits for its session row (held here by a transaction
-/// that leaves the session 200 ms to live) re-checks the expiry once it gets the row, with
-/// the clock of that moment. With `NOW(3)` (fixed when the statement started) it would renew
-/// a session that expired while it waited.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn renewal_that_waited_for_its_row_rechecks_expiry() {
-    let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    let s = b.open_session(Duration::from_secs(60)).await.expect("open").id;
-    let root = admin(&url).await;
-    let mut tx = root.begin().await.expect("begin");
-    sqlx::query(
-        "UPDATE simba_session SET expires_at = CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED) + 200 WHERE id = ?",
-    )
-    .bind(s.as_str())
-    .execute(&mut *tx)
-    .await
-    .expect("lock the session row");
-    servers::renewal_waits_then_finds_it_expired(&b, &s, async move { tx.commit().await.expect("commit") }).await;
-}
-
-/// Two pools (two nodes) race 100 times each for one lease: never two holders at once, and
-/// the tokens of all terms are exactly the next integers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_pools_never_both_win() {
-    let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
-    let _serial = SERIAL.lock().await;
-    servers::two_nodes_never_both_win([connect(&url).await, connect(&url).await], "MySQL").await;
-}
-
 // ---- S1 on the wire -------------------------------------------------------------------------
 
 /// Splits the client's byte stream into MySQL packets (3-byte length, sequence number,
@@ -314,57 +302,6 @@ async fn renewal_cost_does_not_grow_with_leases() {
     assert_eq!(one, many, "a renewal's traffic depends on the number of leases");
     assert_eq!(one.messages.get("COM_QUERY"), Some(&N), "one batch per renewal");
     assert_eq!(one.messages.get("COM_STMT_EXECUTE"), None, "no other statement per renewal");
-}
-
-/// K2 and section 9 (leader stops gracefully), issue 15 P4: MySQL cannot broadcast the
-/// release, but the candidate's node watches the rows it waits for (a read every 10 ms while
-/// it waits), so it takes over long before its next periodic attempt
-/// (`renew_interval / 2 + retry_jitter`, 200 to 300 ms here), every time.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graceful_handover_is_immediate() {
-    let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
-    let _serial = SERIAL.lock().await;
-    let samples =
-        servers::graceful_handovers([client(connect(&url).await), client(connect(&url).await)], "MySQL").await;
-    let (median, renew) = (servers::median(&samples), config().renew_interval());
-    assert!(median < renew / 8, "median handover {median:?} is not well under the renewal interval {renew:?}");
-    let next_attempt = renew / 2;
-    assert!(samples[samples.len() - 1] < next_attempt, "a handover waited for the next attempt ({next_attempt:?})");
-}
-
-// ---- section 9: the server dies, comes back, and hangs --------------------------------------
-
-/// Section 9, in one function because each step disturbs the shared server:
-///
-/// 1. The server is killed (kill -9) and stays down until the term has ended
-///    (`DeadlinePassed`; `SessionExpired` if a renewal got through first), then restarts:
-///    a new session wins a new term and no token went backwards (InnoDB's redo log kept the
-///    rows).
-/// 2. The server is paused with SIGSTOP longer than the lease: the term ends with
-///    `DeadlinePassed` at the local deadline, nothing is leader while it is paused, and after
-///    SIGCONT a new session wins a new term with a higher token.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_restarted_then_paused_server() {
-    let url = url_or_skip!("SIMBA_TEST_MYSQL_URL");
-    let server = Server::from_env("mysql", "SIMBA_TEST_MYSQL_PIDFILE");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    let c = client(b.clone());
-    let name = unique("fault");
-    let e = c.election(name.clone());
-    e.start(()).expect("start");
-    let t1 = wait_leader(&e, Duration::from_secs(5)).await;
-
-    // 1. Killed, restarted once the term has ended.
-    let t2 = servers::kill_then_restart(&server, &t1, &e).await;
-    // The rows survived the crash: the lease row holds the new term.
-    let (holder, token) = lease_row(&admin(&url).await, &name).await;
-    assert_eq!((holder.as_deref(), token), (Some(t2.session_id().as_str()), t2.token() as i64));
-
-    // 2. Paused longer than the lease.
-    servers::pause_past_the_lease(vec![server.pid()], &t2, &e, Duration::from_secs(20)).await;
-    e.stop().await;
-    c.close().await;
 }
 
 /// Issue 15 P2, ADR 0002's hazards of the one-statement fast path (a released row is taken

@@ -1,12 +1,12 @@
 //! PostgreSQL backend behaviour beyond the conformance suite, on the private test server
-//! (`scripts/backends.sh start`), in real time: tokens and rows, the exact keep-alive digest,
-//! connection errors, a user without DDL rights, a manual takeover, a renewal that waited for
-//! its row (S3), two pools racing, the release listener's lifetime, renewal cost on the wire
-//! (S1), graceful handover time (K2), and a server killed and restarted, then paused longer
-//! than the lease (section 9).
+//! (`scripts/backends.sh start`), in real time: the server suite of the test kit
+//! (`simba::tck::servers`) with every hook (rows written and locked by hand, the server
+//! killed, restarted and paused), then what is PostgreSQL's own: a database that does not
+//! exist, a user without DDL rights, the release listener's lifetime, and renewal cost on the
+//! wire (S1).
 //!
-//! The tests of this file run one at a time (`SERIAL`): one of them kills, restarts and
-//! pauses the shared server, and the timing figures want a quiet machine.
+//! The tests of this file run one at a time (`SERIAL`): some kill, restart and pause the
+//! shared server, and the timing figures want a quiet machine.
 
 #![allow(clippy::print_stderr)] // The figures (round trips per renewal, handover times) are printed for the report.
 
@@ -15,7 +15,8 @@ use std::time::Duration;
 use simba::backend::postgres::PostgresBackend;
 use simba::backend::{Backend, BackendError, HeldDigest, KeepAlive};
 use simba::tck::conformance::unique;
-use simba_tests::servers::{self, MessageParser, Server, Wire, client, config, exec, open, rand_u64, wait_leader, won};
+use simba::tck::servers::{self as suite, ServerHooks, open, won};
+use simba_tests::servers::{self, MessageParser, Paused, Server, Wire, exec, rand_u64};
 use simba_tests::url_or_skip;
 use sqlx::PgPool;
 use tokio::time::timeout;
@@ -45,30 +46,55 @@ async fn lease_row(pool: &PgPool, name: &str) -> (Option<String>, i64) {
         .expect("read the lease row")
 }
 
-/// T3: `+1` per term, across releases, closes and new sessions; the row survives all of
-/// them (only `session_id` is cleared).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tokens_grow_by_one_per_term_and_never_reset() {
-    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    servers::tokens_grow_by_one_per_term(
-        &b,
-        async || connect(&url).await,
-        async |name: &str| lease_row(b.pool(), name).await,
-    )
-    .await;
-}
-
-/// S1: the digest's wrapping sum is exact for tokens far above 2^32 (PostgreSQL sums `bigint`
-/// as `numeric`; the backend sums 32-bit halves and recombines them like `HeldDigest`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn digest_is_exact_for_huge_tokens() {
-    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    let s = open(&b).await;
-    let hold = async |name: &str, token: i64| {
+/// The server suite's hooks: rows written, read and locked by hand (with a pool of its own,
+/// as an operator's session would be), the server killed and restarted by `backends.sh`, and
+/// paused with every process that serves a connection.
+async fn hooks() -> ServerHooks<PostgresBackend> {
+    let Some(url) = simba_tests::server_url("SIMBA_TEST_POSTGRES_URL") else {
+        panic!("SIMBA_TEST_POSTGRES_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+    };
+    let server = Server::from_env("postgres", "SIMBA_TEST_POSTGRES_PIDFILE");
+    // Lazy: it connects at its first statement, so a pool made before a restart still works.
+    let root = PgPool::connect_lazy(&url).expect("an admin pool");
+    let (u, u2) = (url.clone(), url.clone());
+    let (r1, r2, r3, s1, s2) = (root.clone(), root.clone(), root.clone(), server.clone(), server.clone());
+    ServerHooks::new("PostgreSQL", move || {
+        let url = u.clone();
+        async move { connect(&url).await }
+    })
+    .tokens_count_terms()
+    .recovers_within(Duration::from_secs(20))
+    .take_over(move |_, name| {
+        let root = r1.clone();
+        async move {
+            sqlx::query("UPDATE simba_lease SET session_id = 'someone-else' WHERE name = $1")
+                .bind(name)
+                .execute(&root)
+                .await
+                .expect("take the lease over by hand");
+        }
+    })
+    // A transaction that leaves the session 200 ms to live holds its row until the commit.
+    // With `now()` (frozen when the statement started) a renewal that waited for the row would
+    // renew a session that expired while it waited.
+    .lock_session(move |_, s| {
+        let root = r2.clone();
+        async move {
+            let mut tx = root.begin().await.expect("begin");
+            sqlx::query(
+                "UPDATE simba_session SET expires_at = (extract(epoch from clock_timestamp()) * 1000)::bigint + 200 \
+                 WHERE id = $1",
+            )
+            .bind(s.as_str())
+            .execute(&mut *tx)
+            .await
+            .expect("lock the session row");
+            move || async move { tx.commit().await.expect("commit") }
+        }
+    })
+    // PostgreSQL sums `bigint` as `numeric`; the backend sums 32-bit halves and recombines them
+    // like `HeldDigest`.
+    .hold_lease(move |b: PostgresBackend, s, name, token| async move {
         sqlx::query("INSERT INTO simba_lease (name, session_id, token) VALUES ($1, $2, $3)")
             .bind(name)
             .bind(s.as_str())
@@ -76,38 +102,62 @@ async fn digest_is_exact_for_huge_tokens() {
             .execute(b.pool())
             .await
             .expect("insert a lease row");
-    };
-    servers::digest_is_exact(&b, &s, hold, false).await;
-}
-
-/// Connection errors are prompt, name the server without its password, and say what is
-/// wrong; URLs with missing parts are configuration errors.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_urls_and_unreachable_servers_fail_clearly() {
-    // Serial: the last step needs the server, which another test kills and restarts.
-    let _serial = SERIAL.lock().await;
-    let refused = PostgresBackend::connect("postgres://alice:s3cret@127.0.0.1:1/simba");
-    servers::refused_promptly(refused, "postgres://alice@127.0.0.1:1/simba").await;
-
-    // A server that accepts the connection and never answers: bounded by the connect timeout.
-    servers::silent_server_times_out(
-        async |port| PostgresBackend::connect(&format!("postgres://postgres@127.0.0.1:{port}/simba")).await,
-        |port| format!("127.0.0.1:{port}"),
+    })
+    .lease_record(move |_, name| {
+        let root = r3.clone();
+        async move { lease_row(&root, &name).await }
+    })
+    .kill_and_restart(
+        move || {
+            let server = s1.clone();
+            async move { server.kill() }
+        },
+        move || {
+            let server = s2.clone();
+            async move { server.restart() }
+        },
     )
-    .await;
-
-    let cases = [
+    // The release listener of the backend that lived through the restart reconnected by
+    // itself: it hears a release made by another node.
+    .after_restart(move |b: PostgresBackend, _, _| {
+        let url = u2.clone();
+        async move {
+            let mut rx = b.subscribe_releases().expect("PostgreSQL broadcasts releases");
+            let other = connect(&url).await;
+            let s = open(&other).await;
+            suite::releases_are_heard(&mut rx, &other, &s, Duration::from_secs(10)).await;
+            other.close_session(&s).await.expect("close");
+        }
+    })
+    .pause(move || {
+        let server = server.clone();
+        async move { Paused::stop(server_processes(&server.pid())) }
+    })
+    .connect_url(async |url: String| PostgresBackend::connect(&url).await)
+    .refused("postgres://alice:s3cret@127.0.0.1:1/simba", "postgres://alice@127.0.0.1:1/simba")
+    // Bounded by the connect timeout.
+    .silent(|port| (format!("postgres://postgres@127.0.0.1:{port}/simba"), format!("127.0.0.1:{port}")))
+    .misconfigured(&[
         ("mysql://u@127.0.0.1/simba", "unsupported URL"),
         ("127.0.0.1:5432/simba", "unsupported URL"),
         ("postgres://alice:s3cret@127.0.0.1:5432", "names no database"),
         ("postgres://alice:s3cret@127.0.0.1:5432/", "names no database"),
         ("postgres:///simba", "names no host"),
         ("postgres://alice:s3cret@127.0.0.1:notaport/simba", "invalid PostgreSQL URL"),
-    ];
-    servers::misconfigured(PostgresBackend::connect, &cases).await;
+    ])
+}
 
-    // A database that does not exist is a configuration error naming it.
-    let Some(url) = simba_tests::server_url("SIMBA_TEST_POSTGRES_URL") else { return };
+simba::server_suite!(
+    hooks,
+    [take_over, lock_session, hold_lease, lease_record, kill_and_restart, pause, refused, silent, misconfigured]
+);
+
+/// A database that does not exist is a configuration error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_database_is_a_configuration_error() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    // Serial: it needs the server, which another test kills and restarts.
+    let _serial = SERIAL.lock().await;
     let missing = url_for(&url, "postgres", "simba_no_such_database");
     let err = PostgresBackend::connect(&missing).await.expect_err("no such database");
     assert!(matches!(err, BackendError::Misconfigured(_)), "{err:?}");
@@ -156,54 +206,6 @@ async fn user_without_ddl_rights_gets_the_schema_to_run() {
     exec(&root, format!("DROP ROLE {user}")).await;
 }
 
-/// T6: someone overwrites the lease row's holder (a manual takeover); the next keep-alive's
-/// digest no longer matches, `owned` no longer lists the lease, and the term ends with
-/// `TakenOver`. The intruder has no session row, so the election wins the lease back with
-/// the next token.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn manual_takeover_ends_the_term_with_taken_over() {
-    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    servers::manual_takeover_ends_the_term(client(b.clone()), async |name: &str| {
-        sqlx::query("UPDATE simba_lease SET session_id = 'someone-else' WHERE name = $1")
-            .bind(name)
-            .execute(b.pool())
-            .await
-            .expect("take the lease over by hand");
-    })
-    .await;
-}
-
-/// S3 under lock waits: a renewal that waits for its session row (held here by a transaction
-/// that leaves the session 200 ms to live) re-checks the expiry once it gets the row, with
-/// the clock of that moment. With `now()` (frozen when the statement started) it would renew
-/// a session that expired while it waited.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn renewal_that_waited_for_its_row_rechecks_expiry() {
-    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    let s = b.open_session(Duration::from_secs(60)).await.expect("open").id;
-    let root = admin(&url).await;
-    let mut tx = root.begin().await.expect("begin");
-    sqlx::query("UPDATE simba_session SET expires_at = (extract(epoch from clock_timestamp()) * 1000)::bigint + 200 WHERE id = $1")
-        .bind(s.as_str())
-        .execute(&mut *tx)
-        .await
-        .expect("lock the session row");
-    servers::renewal_waits_then_finds_it_expired(&b, &s, async move { tx.commit().await.expect("commit") }).await;
-}
-
-/// Two pools (two nodes) race 100 times each for one lease: never two holders at once, and
-/// the tokens of all terms are exactly the next integers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_pools_never_both_win() {
-    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
-    let _serial = SERIAL.lock().await;
-    servers::two_nodes_never_both_win([connect(&url).await, connect(&url).await], "PostgreSQL").await;
-}
-
 /// K2: releases are heard by every clone's subscription, and the listener task ends when the
 /// backend's last clone is dropped: its receivers see the channel close.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,13 +224,13 @@ async fn release_listener_ends_with_the_backend() {
     b.close_session(&s).await.expect("close");
     for rx in [&mut rx, &mut rx2] {
         for expected in [&name, &closed] {
-            let heard = timeout(Duration::from_secs(2), servers::recv_name(rx, expected)).await;
+            let heard = timeout(Duration::from_secs(2), suite::recv_name(rx, expected)).await;
             assert!(heard.is_ok(), "the release of {expected} was not heard");
         }
     }
     drop(b);
     drop(clone);
-    let end = timeout(Duration::from_secs(2), servers::closed(&mut rx)).await;
+    let end = timeout(Duration::from_secs(2), suite::closed(&mut rx)).await;
     assert!(end.is_ok(), "the listener outlived the backend");
 }
 
@@ -316,19 +318,7 @@ async fn renewal_cost_does_not_grow_with_leases() {
     exec(&root, format!("DROP DATABASE {database} WITH (FORCE)")).await;
 }
 
-/// K2 and section 9 (leader stops gracefully): the release is notified and the candidate
-/// takes over at once, long before its next periodic attempt.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graceful_handover_is_immediate() {
-    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
-    let _serial = SERIAL.lock().await;
-    let samples =
-        servers::graceful_handovers([client(connect(&url).await), client(connect(&url).await)], "PostgreSQL").await;
-    let (median, renew) = (servers::median(&samples), config().renew_interval());
-    assert!(median < renew / 8, "median handover {median:?} is not well under the renewal interval {renew:?}");
-}
-
-// ---- section 9: the server dies, comes back, and hangs --------------------------------------
+// ---- section 9: what the `pause` hook stops -----------------------------------------------------
 
 /// The postmaster and its children (one backend process per connection, plus the
 /// background workers): pausing the postmaster alone would not pause open connections.
@@ -348,45 +338,4 @@ fn server_processes(postmaster: &str) -> Vec<String> {
         }
     }
     pids
-}
-
-/// Section 9, in one function because each step disturbs the shared server:
-///
-/// 1. The server is killed (kill -9) and stays down until the term has ended
-///    (`DeadlinePassed`; `SessionExpired` if a renewal got through first), then restarts:
-///    a new session wins a new term, no token went backwards (the rows survived), and the
-///    release listener reconnected by itself.
-/// 2. The server (postmaster and every child) is paused with SIGSTOP longer than the lease:
-///    the term ends with `DeadlinePassed` at the local deadline, nothing is leader while it
-///    is paused, and after SIGCONT a new session wins a new term with a higher token.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_restarted_then_paused_server() {
-    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
-    let server = Server::from_env("postgres", "SIMBA_TEST_POSTGRES_PIDFILE");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    let c = client(b.clone());
-    let name = unique("fault");
-    let e = c.election(name.clone());
-    e.start(()).expect("start");
-    let t1 = wait_leader(&e, Duration::from_secs(5)).await;
-
-    // 1. Killed, restarted once the term has ended.
-    let t2 = servers::kill_then_restart(&server, &t1, &e).await;
-    // The rows survived the crash (write-ahead log): the lease row holds the new term.
-    let (holder, token) = lease_row(&admin(&url).await, &name).await;
-    assert_eq!((holder.as_deref(), token), (Some(t2.session_id().as_str()), t2.token() as i64));
-
-    // The release listener of the backend that lived through the restart reconnected by
-    // itself: it hears a release made by another node.
-    let mut rx = b.subscribe_releases().expect("PostgreSQL broadcasts releases");
-    let other = connect(&url).await;
-    let s = open(&other).await;
-    servers::releases_are_heard(&mut rx, &other, &s, Duration::from_secs(10)).await;
-    other.close_session(&s).await.expect("close");
-
-    // 2. Paused longer than the lease.
-    servers::pause_past_the_lease(server_processes(&server.pid()), &t2, &e, Duration::from_secs(20)).await;
-    e.stop().await;
-    c.close().await;
 }

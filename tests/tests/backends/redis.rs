@@ -1,11 +1,13 @@
 //! Redis backend behaviour beyond the conformance suite, on the private test servers
-//! (`scripts/backends.sh start`), in real time: tokens and key layout, the eviction-policy
-//! check, connection errors, the exact keep-alive digest, a manual takeover, the release
-//! subscription's lifetime, renewal cost (S1), graceful handover time (K2), and a server
-//! paused longer than the lease, then killed and restarted (section 9).
+//! (`scripts/backends.sh start`), in real time: the server suite of the test kit
+//! (`simba::tck::servers`) with keys written and read by hand and the server paused, then
+//! what is Redis's own: tokens and key layout, the eviction-policy check, more connection
+//! errors, the release subscription's lifetime, renewal cost (S1), and the server killed and
+//! restarted without persistence (section 9: tokens restart, so the suite's restart scenario,
+//! which holds tokens to never go back, is not for this server).
 //!
-//! The tests of this file run one at a time (`SERIAL`): one of them pauses and restarts the
-//! shared server, and one reads server-wide command statistics.
+//! The tests of this file run one at a time (`SERIAL`): some pause and restart the shared
+//! server, and one reads server-wide command statistics.
 
 #![allow(clippy::print_stderr)] // The figures (commands per renewal, handover times) are printed for the report.
 
@@ -17,7 +19,8 @@ use simba::RevokeReason;
 use simba::backend::redis::{RedisBackend, RedisOptions};
 use simba::backend::{Backend, BackendError, HeldDigest, KeepAlive};
 use simba::tck::conformance::unique;
-use simba_tests::servers::{self, Server, client, config, open, wait_leader, won};
+use simba::tck::servers::{self as suite, ServerHooks, client, open, wait_leader, won};
+use simba_tests::servers::{self, Paused, Server};
 use simba_tests::url_or_skip;
 use tokio::time::{sleep, timeout};
 
@@ -33,6 +36,65 @@ fn cli(url: &str, args: &[&str]) -> String {
     assert!(out.status.success(), "redis-cli {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+/// The server suite's hooks: lease hashes written and read with `redis-cli`, the server
+/// paused by its PID. No `kill_and_restart`: see the module documentation.
+async fn hooks() -> ServerHooks<RedisBackend> {
+    let Some(url) = simba_tests::server_url("SIMBA_TEST_REDIS_URL") else {
+        panic!("SIMBA_TEST_REDIS_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+    };
+    let server = Server::from_env("redis", "SIMBA_TEST_REDIS_PIDFILE");
+    let (u1, u2, u3, u4, u5) = (url.clone(), url.clone(), url.clone(), url.clone(), url.clone());
+    ServerHooks::new("Redis", move || {
+        let url = u1.clone();
+        async move { connect(&url).await }
+    })
+    .tokens_count_terms()
+    .take_over(move |b: RedisBackend, name| {
+        let url = u2.clone();
+        async move {
+            cli(&url, &["HSET", &b.lease_key(&name), "session", "intruder"]);
+        }
+    })
+    // Tokens far above 2^53, where Lua numbers (doubles) would round.
+    .hold_lease(move |b: RedisBackend, s, name, token| {
+        let url = u3.clone();
+        async move {
+            let token = token.to_string();
+            cli(&url, &["HSET", &b.lease_key(&name), "session", s.as_str(), "token", &token]);
+            cli(&url, &["HSET", &format!("{}:owned:{s}", b.key_prefix()), &name, &token]);
+        }
+    })
+    .lease_record(move |b: RedisBackend, name| {
+        let url = u4.clone();
+        async move {
+            let lease = b.lease_key(&name);
+            let holder = cli(&url, &["HGET", &lease, "session"]);
+            let token = cli(&url, &["HGET", &lease, "token"]).parse().expect("a token");
+            ((!holder.is_empty()).then_some(holder), token)
+        }
+    })
+    .pause(move || {
+        let server = server.clone();
+        async move { Paused::stop(vec![server.pid()]) }
+    })
+    // The old session expired on Redis's clock while the server was paused.
+    .after_pause(move |b: RedisBackend, before, _| {
+        let url = u5.clone();
+        async move { assert_eq!(cli(&url, &["EXISTS", &b.session_key(before.session_id())]), "0") }
+    })
+    .connect_url(async |url: String| RedisBackend::connect(&url).await)
+    .refused("redis://alice:s3cret@127.0.0.1:1/0", "redis://alice@127.0.0.1:1/0")
+    .misconfigured(&[
+        ("http://127.0.0.1:6379", "unsupported scheme"),
+        ("redis://", "missing host"),
+        ("redis://:s3cret@:6379/0", "missing host"),
+        ("127.0.0.1:6379", "no scheme"),
+        ("redis://127.0.0.1:6379/notadb", "database"),
+    ])
+}
+
+simba::server_suite!(hooks, [take_over, hold_lease, lease_record, pause, refused, misconfigured]);
 
 /// T3: `+1` per term, the lease hash survives releases (only `session` is cleared), and a
 /// closed session leaves no key behind. Runs under its own key prefix.
@@ -93,21 +155,10 @@ async fn evicting_server_is_refused_unless_allowed() {
     b.close_session(&s).await.expect("close");
 }
 
-/// Connection errors are prompt, name the server without its password, and say what is
-/// wrong.
+/// Connection errors beyond the suite's (`refused`, `misconfigured`): TLS, and an empty key
+/// prefix.
 #[tokio::test]
-async fn bad_urls_and_unreachable_servers_fail_clearly() {
-    let refused = RedisBackend::connect("redis://alice:s3cret@127.0.0.1:1/0");
-    servers::refused_promptly(refused, "redis://alice@127.0.0.1:1/0").await;
-
-    let cases = [
-        ("http://127.0.0.1:6379", "unsupported scheme"),
-        ("redis://", "missing host"),
-        ("redis://:s3cret@:6379/0", "missing host"),
-        ("127.0.0.1:6379", "no scheme"),
-        ("redis://127.0.0.1:6379/notadb", "database"),
-    ];
-    servers::misconfigured(RedisBackend::connect, &cases).await;
+async fn tls_and_empty_prefix_fail_clearly() {
     // TLS needs a TLS feature of the redis crate; without it the error says how to get it,
     // with it a plain-text server fails the handshake. Either way it names the server.
     let err = RedisBackend::connect("rediss://127.0.0.1:1").await.expect_err("no TLS server on port 1");
@@ -128,38 +179,6 @@ async fn wrong_credentials_are_a_configuration_error() {
     let msg = err.to_string();
     assert!(matches!(err, BackendError::Misconfigured(_)), "{err:?}");
     assert!(msg.contains("alice@") && msg.contains("password") && !msg.contains("s3cret"), "{msg}");
-}
-
-/// S1: the digest's wrapping sum is exact even for tokens far above 2^53, where Lua numbers
-/// (doubles) would round.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn digest_is_exact_for_huge_tokens() {
-    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    let s = open(&b).await;
-    let owned_key = format!("{}:owned:{s}", b.key_prefix());
-    let hold = async |name: &str, token: i64| {
-        let token = token.to_string();
-        cli(&url, &["HSET", &b.lease_key(name), "session", s.as_str(), "token", &token]);
-        cli(&url, &["HSET", &owned_key, name, &token]);
-    };
-    servers::digest_is_exact(&b, &s, hold, true).await;
-}
-
-/// T6: someone overwrites the lease hash's `session` field (a manual takeover); the next
-/// keep-alive's digest no longer matches, `owned` no longer lists the lease, and the term
-/// ends with `TakenOver`. The intruder has no session key, so the election wins the lease
-/// back with the next token.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn manual_takeover_ends_the_term_with_taken_over() {
-    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
-    let _serial = SERIAL.lock().await;
-    let b = connect(&url).await;
-    servers::manual_takeover_ends_the_term(client(b.clone()), async |name: &str| {
-        cli(&url, &["HSET", &b.lease_key(name), "session", "intruder"]);
-    })
-    .await;
 }
 
 /// The release subscription's task ends when the backend's last clone is dropped: its
@@ -184,7 +203,7 @@ async fn release_subscription_ends_with_the_backend() {
     b.close_session(&s).await.expect("close");
     drop(b);
     drop(clone);
-    let closed = timeout(Duration::from_secs(2), servers::closed(&mut rx)).await;
+    let closed = timeout(Duration::from_secs(2), suite::closed(&mut rx)).await;
     assert!(closed.is_ok(), "the subscription task outlived the backend");
 }
 
@@ -276,47 +295,29 @@ async fn renewal_cost_does_not_grow_with_leases() {
     assert_eq!(per(&many, "hmget"), 500.0);
 }
 
-/// K2 and section 9 (leader stops gracefully): the release is published and the candidate
-/// takes over at once, long before its next periodic attempt.
+/// Section 9: the server is killed (kill -9) and restarted: the session is gone, the term
+/// ends (`SessionExpired`, or `DeadlinePassed` if the restart outlasted the deadline), a new
+/// session wins the lease again, and the release subscription reconnects by itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graceful_handover_is_immediate() {
-    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
-    let _serial = SERIAL.lock().await;
-    let samples =
-        servers::graceful_handovers([client(connect(&url).await), client(connect(&url).await)], "Redis").await;
-    let (median, renew) = (servers::median(&samples), config().renew_interval());
-    assert!(median < renew / 8, "median handover {median:?} is not well under the renewal interval {renew:?}");
-}
-
-/// Section 9, in one function because each step disturbs the shared server:
-///
-/// 1. The server is paused (SIGSTOP) longer than the lease: renewals time out, the term ends
-///    with `DeadlinePassed` at the local deadline (not later), nothing is leader while the
-///    server is paused, and after SIGCONT a new session wins a new term with a higher token
-///    (the old session expired on Redis's clock meanwhile).
-/// 2. The server is killed (kill -9) and restarted: the session is gone, the term ends
-///    (`SessionExpired`, or `DeadlinePassed` if the restart outlasted the deadline), a new
-///    session wins the lease again, and the release subscription reconnects by itself.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paused_then_restarted_server() {
+async fn killed_and_restarted_server_without_persistence() {
     let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
     let server = Server::from_env("redis", "SIMBA_TEST_REDIS_PIDFILE");
     let _serial = SERIAL.lock().await;
     let b = connect(&url).await;
     let c = client(b.clone());
     let name = unique("fault");
+    // One term before the election's, so that its token is above 1.
+    let s0 = open(&b).await;
+    let t1 = won(&b, &s0, &name).await;
+    assert!(b.release(&s0, &name, t1).await.expect("release"));
+    b.close_session(&s0).await.expect("close");
     let e = c.election(name.clone());
     e.start(()).expect("start");
-    let t1 = wait_leader(&e, Duration::from_secs(5)).await;
-
-    // 1. Paused longer than the lease.
-    let t2 = servers::pause_past_the_lease(vec![server.pid()], &t1, &e, Duration::from_secs(10)).await;
-    assert_eq!(cli(&url, &["EXISTS", &b.session_key(t1.session_id())]), "0");
-
-    // 2. Killed and restarted. The test server runs without persistence (`--appendonly no`),
-    // like a failover to a replica that missed the last writes: every key is lost, so the
-    // lease hash is gone and the next token restarts at 1, BELOW the tokens already handed
-    // out. With `appendonly yes` (fsync'd) the hash would survive and the token would go on
+    let t2 = wait_leader(&e, Duration::from_secs(5)).await;
+    assert!(t2.token() > 1);
+    // The test server runs without persistence (`--appendonly no`), like a failover to a
+    // replica that missed the last writes: every key is lost, so the lease hash is gone and
+    // the next token restarts at 1, BELOW the tokens already handed out. With `appendonly yes` (fsync'd) the hash would survive and the token would go on
     // from t2 + 1. Only a resource-side fencing record that survives such an event protects
     // against this; the module documentation and ADR 0004 say so.
     server.kill();
@@ -336,7 +337,7 @@ async fn paused_then_restarted_server() {
     // The release subscription reconnected by itself.
     let mut rx = b.subscribe_releases().expect("Redis broadcasts releases");
     let s = open(&b).await;
-    servers::releases_are_heard(&mut rx, &b, &s, Duration::from_secs(5)).await;
+    suite::releases_are_heard(&mut rx, &b, &s, Duration::from_secs(5)).await;
     b.close_session(&s).await.expect("close");
     e.stop().await;
     c.close().await;
