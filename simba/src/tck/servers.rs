@@ -210,6 +210,7 @@ pub struct ServerHooks<B> {
     connect: Hook<(), B>,
     counts_terms: bool,
     recovers_within: Duration,
+    hears_releases_within: Duration,
     take_over: Option<Hook<(B, String), ()>>,
     lock_session: Option<Hook<(B, SessionId), BoxFuture<'static, ()>>>,
     hold_lease: Option<Hook<(B, SessionId, String, i64), ()>>,
@@ -238,6 +239,7 @@ impl<B: Backend + Clone> ServerHooks<B> {
             connect: hook(move |()| connect()),
             counts_terms: false,
             recovers_within: Duration::from_secs(10),
+            hears_releases_within: Duration::from_secs(10),
             take_over: None,
             lock_session: None,
             hold_lease: None,
@@ -264,6 +266,13 @@ impl<B: Backend + Clone> ServerHooks<B> {
     /// How long the server may take to serve again after a pause ends (default 10 s).
     pub fn recovers_within(mut self, within: Duration) -> Self {
         self.recovers_within = within;
+        self
+    }
+
+    /// How long after a restart the backend's release broadcast (K2) may take to carry a
+    /// release again, where it has one (default 10 s).
+    pub fn hears_releases_within(mut self, within: Duration) -> Self {
+        self.hears_releases_within = within;
         self
     }
 
@@ -706,7 +715,7 @@ pub async fn killed_then_restarted_server<B: Backend + Clone>(hooks: &ServerHook
     }
     if let Some(mut rx) = b.subscribe_releases() {
         let s = open(&b).await;
-        releases_are_heard(&mut rx, &b, &s, Duration::from_secs(10)).await;
+        releases_are_heard(&mut rx, &b, &s, hooks.hears_releases_within).await;
         b.close_session(&s).await.expect("close");
     }
     if let Some(after) = &hooks.after_restart {

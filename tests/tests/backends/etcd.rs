@@ -71,6 +71,7 @@ async fn hooks() -> ServerHooks<EtcdBackend> {
             fresh.close_session(&s).await.expect("close");
         }
     })
+    .hears_releases_within(Duration::from_secs(5))
     .pause(move || {
         let server = server.clone();
         async move { Paused::stop(vec![server.pid()]) }
