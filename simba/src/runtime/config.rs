@@ -241,6 +241,26 @@ impl Cx<'_> {
         c.with_line(line).into()
     }
 
+    /// A TOML error of the table once the environment overrides are applied (it has no line of
+    /// the file): the key it names (toml ends its text with "in `session.drift`") as a field,
+    /// with the variable that set it.
+    fn override_err(&self, e: &toml::de::Error, applied: &[&str]) -> Error {
+        let text = e.to_string();
+        let key = text.lines().rev().find_map(|l| l.strip_prefix("in `")?.strip_suffix('`')).map(str::to_owned);
+        let mut c = ConfigError::new(scrub(
+            &format!("after the environment overrides {}: {}", applied.join(", "), with_hint(&text)),
+            &self.secrets,
+        ))
+        .with_file(self.source);
+        if let Some((_, var)) = key.as_ref().and_then(|k| self.overridden.iter().find(|(p, _)| p == k)) {
+            c = c.with_env_var(var.as_str());
+        }
+        match key {
+            Some(k) => c.with_key(k).into(),
+            None => c.into(),
+        }
+    }
+
     /// An error whose reason names its key (`at` was written into it): `key` as a field.
     fn err_at(&self, key: &str, msg: String) -> Error {
         match self.err(msg) {
@@ -513,9 +533,7 @@ impl RuntimeConfig {
             })?;
             applied.push(var.as_str());
         }
-        let file: FileConfig = table.try_into().map_err(|e: toml::de::Error| {
-            cx.err(format!("after the environment overrides {}: {}", applied.join(", "), with_hint(&e.to_string())))
-        })?;
+        let file: FileConfig = table.try_into().map_err(|e: toml::de::Error| cx.override_err(&e, &applied))?;
         let session = cx.session(&file.session)?;
         let mut jobs = BTreeMap::new();
         for (name, j) in file.jobs {
@@ -936,6 +954,15 @@ fixed_rate = "250ms"
             ),
             "{c}"
         );
+        // A value of the wrong type from a variable: its key and the variable.
+        let over = vec![("SIMBA_SESSION__DRIFT".to_owned(), "high".to_owned())];
+        let c = fields(RuntimeConfig::from_toml_str("", "simba.toml", over));
+        assert_eq!(
+            (c.line(), c.key(), c.env_var()),
+            (None, Some("session.drift"), Some("SIMBA_SESSION__DRIFT")),
+            "{c}"
+        );
+        assert!(c.reason().starts_with("after the environment overrides SIMBA_SESSION__DRIFT: "), "{c}");
         // The TOML parser's errors: the line from its span, the key on that line.
         let c = fields(parse("[session]\n\ndrift = \"high\"\n"));
         assert_eq!((c.file(), c.line(), c.key()), (Some("simba.toml"), Some(3), Some("session.drift")), "{c}");
