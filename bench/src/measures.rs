@@ -901,7 +901,7 @@ pub(crate) async fn p5(t: &Target, slots: u64, run: &str) -> Result<P5Phase> {
     let job = ScheduledJob {
         name: "p5_cron",
         lease,
-        schedule: Schedule::Cron { expr: "* * * * * *", time_zone: None },
+        schedule: Schedule::cron("* * * * * *"),
         misfire: Misfire::Skip,
         run: p5_job,
     };
@@ -1060,7 +1060,7 @@ async fn p9_on<B: Backend>(
     let job = |name: &'static str, lease: &'static str| ScheduledJob {
         name,
         lease,
-        schedule: Schedule::Cron { expr: "* * * * * *", time_zone: None },
+        schedule: Schedule::cron("* * * * * *"),
         misfire: Misfire::Skip,
         run: p5_job,
     };
@@ -1354,6 +1354,7 @@ pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str
     let start_node = || {
         let toml = toml.clone();
         let acquires = Arc::clone(&acquires);
+        let job = job.clone();
         async move {
             let mut cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
             cfg.session = session;

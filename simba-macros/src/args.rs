@@ -58,7 +58,10 @@ impl Kind {
     }
 }
 
-/// When a job runs.
+/// When a job runs, as the attribute said it, after the compile-time checks: the macro's
+/// parse result, turned into tokens that build the runtime's one schedule type
+/// (`simba::job::Schedule`, ADR 0003). A proc-macro crate cannot use simba's type itself (simba
+/// depends on this crate), and it needs none of its runtime parts.
 #[derive(Debug, Clone)]
 pub(crate) enum Schedule {
     Cron { expr: String, time_zone: Option<String> },

@@ -135,15 +135,14 @@ fn policy_tokens(config: &JobConfig) -> TokenStream {
 
 fn schedule_tokens(krate: &syn::Path, schedule: &Schedule) -> TokenStream {
     match schedule {
-        Schedule::Cron { expr, time_zone } => {
-            let time_zone = match time_zone {
-                Some(zone) => quote!(::core::option::Option::Some(#zone)),
-                None => quote!(::core::option::Option::None),
-            };
-            quote! {
-                #krate::job::Schedule::Cron { expr: #expr, time_zone: #time_zone }
-            }
-        }
+        // The runtime's one schedule type, built by its `const` constructors (its text is a
+        // `Cow<'static, str>`, borrowed here).
+        Schedule::Cron { expr, time_zone: Some(zone) } => quote! {
+            #krate::job::Schedule::cron_in(#expr, #zone)
+        },
+        Schedule::Cron { expr, time_zone: None } => quote! {
+            #krate::job::Schedule::cron(#expr)
+        },
         Schedule::FixedRate(period) => {
             let secs = period.as_secs();
             let nanos = period.subsec_nanos();

@@ -96,7 +96,8 @@ impl SimbaBuilder {
     pub fn build(self) -> Result<Simba, Error> {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let backend = self.backend.ok_or_else(|| {
-            Error::InvalidConfig("no backend: call `SimbaBuilder::backend` or use `Simba::connect(url, ..)`".into())
+            crate::ConfigError::new("no backend: call `SimbaBuilder::backend` or use `Simba::connect(url, ..)`")
+                .with_key("SimbaBuilder::backend")
         })?;
         let backend: SharedBackend = match self.namespace {
             Some(ns) => Arc::new(Namespaced::shared(backend, Some(ns))),
@@ -168,10 +169,12 @@ impl Simba {
     pub async fn connect_in(url: &str, namespace: Option<Namespace>, config: SimbaConfig) -> Result<Simba, Error> {
         match crate::backend::connect_url(url).await {
             Ok(Some(backend)) => SimbaBuilder { config, backend: Some(backend), seed: None, namespace }.build(),
-            Ok(None) => Err(Error::InvalidConfig(format!(
+            Ok(None) => Err(crate::ConfigError::new(format!(
                 "unsupported backend URL `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis://, zk:// or etcd:// (each needs its cargo feature: sqlite, postgres, mysql, redis, zookeeper, etcd)",
                 crate::backend::url_scheme(url)
-            ))),
+            ))
+            .with_key("backend.url")
+            .into()),
             Err(source) => Err(Error::Backend { op: "connect", name: None, source }),
         }
     }

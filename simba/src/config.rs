@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::Error;
+use crate::{ConfigError, Error};
 
 /// The timing of sessions and candidates.
 ///
@@ -184,37 +184,44 @@ impl SimbaConfigBuilder {
     /// term flaps).
     pub fn build(self) -> Result<SimbaConfig, Error> {
         let c = self.build_unchecked();
-        let bad = |msg: String| Err(Error::InvalidConfig(msg));
+        // Each error names the builder setting to change as its key (the reason names it too).
+        let bad = |key: &str, msg: String| Err(Error::from(ConfigError::new(msg).with_key(key)));
         if c.lease_duration.is_zero() {
-            return bad("lease_duration must be greater than zero (e.g. \"15s\")".into());
+            return bad("lease_duration", "lease_duration must be greater than zero (e.g. \"15s\")".into());
         }
         if c.renew_interval.is_zero() {
-            return bad("renew_interval must be greater than zero".into());
+            return bad("renew_interval", "renew_interval must be greater than zero".into());
         }
         if !(0.0..0.5).contains(&c.drift) || c.drift.is_nan() {
-            return bad(format!("drift must be in [0, 0.5), got {}", c.drift));
+            return bad("drift", format!("drift must be in [0, 0.5), got {}", c.drift));
         }
         if c.min_backoff.is_zero() {
-            return bad("min_backoff must be greater than zero".into());
+            return bad("min_backoff", "min_backoff must be greater than zero".into());
         }
         if c.min_backoff > c.renew_interval {
-            return bad(format!(
-                "min_backoff ({:?}) must not exceed renew_interval ({:?})",
-                c.min_backoff, c.renew_interval
-            ));
+            return bad(
+                "min_backoff",
+                format!("min_backoff ({:?}) must not exceed renew_interval ({:?})", c.min_backoff, c.renew_interval),
+            );
         }
         if c.renew_interval * 2 > c.lease_duration {
-            return bad(format!(
-                "renew_interval * 2 <= lease_duration is required so that two renewal attempts fit before the deadline, got renew_interval {:?} and lease_duration {:?}: lower renew_interval or raise lease_duration",
-                c.renew_interval, c.lease_duration
-            ));
+            return bad(
+                "renew_interval",
+                format!(
+                    "renew_interval * 2 <= lease_duration is required so that two renewal attempts fit before the deadline, got renew_interval {:?} and lease_duration {:?}: lower renew_interval or raise lease_duration",
+                    c.renew_interval, c.lease_duration
+                ),
+            );
         }
         let local = c.lease_duration.mul_f64(1.0 - c.drift).saturating_sub(c.margin);
         if local <= c.renew_interval {
-            return bad(format!(
-                "lease_duration * (1 - drift) - margin > renew_interval is required (otherwise every term flaps), got {local:?} <= {:?}: raise lease_duration or lower drift, margin or renew_interval",
-                c.renew_interval
-            ));
+            return bad(
+                "lease_duration",
+                format!(
+                    "lease_duration * (1 - drift) - margin > renew_interval is required (otherwise every term flaps), got {local:?} <= {:?}: raise lease_duration or lower drift, margin or renew_interval",
+                    c.renew_interval
+                ),
+            );
         }
         Ok(c)
     }
@@ -279,6 +286,24 @@ mod tests {
             SimbaConfig::builder().min_backoff(Duration::from_secs(6)),
         ] {
             assert!(matches!(b.build(), Err(Error::InvalidConfig(_))), "{b:?}");
+        }
+    }
+
+    /// Issue 13 item 6: a builder error names the setting to change as its key, with no file
+    /// or line (it was set in code), and its reason is the whole message.
+    #[test]
+    fn builder_errors_name_the_setting() {
+        let secs = Duration::from_secs;
+        for (b, key) in [
+            (SimbaConfig::builder().lease_duration(Duration::ZERO), "lease_duration"),
+            (SimbaConfig::builder().drift(0.7), "drift"),
+            (SimbaConfig::builder().min_backoff(secs(6)), "min_backoff"),
+            (SimbaConfig::builder().lease_duration(secs(10)).renew_interval(secs(6)), "renew_interval"),
+        ] {
+            let Err(Error::InvalidConfig(e)) = b.build() else { panic!("{b:?} is invalid") };
+            assert_eq!((e.key(), e.file(), e.line(), e.env_var()), (Some(key), None, None, None), "{e}");
+            assert!(e.reason().starts_with(key), "{e}");
+            assert_eq!(e.to_string(), e.reason());
         }
     }
 }

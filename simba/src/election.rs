@@ -242,7 +242,7 @@ impl Election {
     /// drain it. The election stays started.
     pub async fn step_down(&self, cooldown: Duration) -> Result<(), Error> {
         let Some(ctl) = self.ctl() else {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "election `{}` is not started: start it before stepping down",
                 self.name
             )));

@@ -33,7 +33,7 @@ pub mod testing;
 pub use client::{Simba, SimbaBuilder};
 pub use config::{SimbaConfig, SimbaConfigBuilder};
 pub use election::{BoxError, Election, ElectionListener, FnListener};
-pub use error::Error;
+pub use error::{ConfigError, Error};
 pub use events::{ElectionSnapshot, ElectionState, Event, SessionStatus, Snapshot, TermSnapshot};
 pub use fencing::{FencedCell, StaleToken};
 pub use group::{Group, GroupWatch, Membership};

@@ -43,12 +43,12 @@ use crate::admin::{AdminError, Jobs, Toggle};
 use crate::backend::SessionId;
 use crate::backend::memory::MemoryBackend;
 use crate::job::{
-    JOB_POLICIES, JobPolicy, PARTITIONED_JOBS, PartitionedJob, SCHEDULED_JOBS, ScheduleSpec, ScheduledJob, WallClock,
+    JOB_POLICIES, JobPolicy, PARTITIONED_JOBS, PartitionedJob, SCHEDULED_JOBS, Schedule, ScheduledJob, WallClock,
 };
 use crate::job_store::{RunRecord, SharedJobStore};
 use crate::runtime::RunningRuntime;
 use crate::tck::{Fault, FaultHandle, FaultyBackend};
-use crate::{Error, Runtime, RuntimeConfig};
+use crate::{ConfigError, Error, Runtime, RuntimeConfig};
 
 /// The kit's session timing unless [`TestKitBuilder::config_toml`] says otherwise: a 3 s
 /// lease renewed every second, so that a failover takes a few seconds of (paused) time.
@@ -139,15 +139,17 @@ impl TestKitBuilder {
     pub async fn start(self) -> Result<TestKit, Error> {
         ensure_paused_time().await?;
         if self.nodes == 0 {
-            return Err(Error::InvalidConfig("the test kit needs at least one node: nodes(1) or more".into()));
+            return Err(ConfigError::new("the test kit needs at least one node: nodes(1) or more")
+                .with_key("nodes")
+                .into());
         }
         let config = RuntimeConfig::from_toml_str(&self.toml, "the test kit's configuration", Vec::new())?;
         let mut scheduled = self.scheduled;
         let mut partitioned = self.partitioned;
         let mut policies = self.policies;
         if self.registry {
-            scheduled.extend(SCHEDULED_JOBS.iter().copied());
-            partitioned.extend(PARTITIONED_JOBS.iter().copied());
+            scheduled.extend(SCHEDULED_JOBS.iter().cloned());
+            partitioned.extend(PARTITIONED_JOBS.iter().cloned());
             policies.extend(JOB_POLICIES.iter().copied());
         }
         if let Some(only) = &self.only {
@@ -157,10 +159,12 @@ impl TestKitBuilder {
                 let hint = crate::suggest::nearest(missing, known.iter().copied())
                     .map(|s| format!(" (did you mean `{s}`?)"))
                     .unwrap_or_default();
-                return Err(Error::InvalidConfig(format!(
+                return Err(ConfigError::new(format!(
                     "the test kit was asked to run `{missing}`, which no job is named{hint}; jobs: {}",
                     known.into_iter().collect::<Vec<_>>().join(", ")
-                )));
+                ))
+                .with_key("only")
+                .into());
             }
             scheduled.retain(|j| only.contains(j.name));
             partitioned.retain(|j| only.contains(j.name));
@@ -178,10 +182,10 @@ impl TestKitBuilder {
                 .seed(i as u64 + 1)
                 .wall_clock(clock);
             for j in &scheduled {
-                b = b.job(*j);
+                b = b.job(j.clone());
             }
             for j in &partitioned {
-                b = b.partitioned(*j);
+                b = b.partitioned(j.clone());
             }
             for p in &policies {
                 b = b.policy(*p);
@@ -203,10 +207,9 @@ async fn ensure_paused_time() -> Result<(), Error> {
     let real = std::time::Instant::now();
     let _ = tokio::time::timeout(Duration::from_millis(200), std::future::pending::<()>()).await;
     if real.elapsed() >= Duration::from_millis(150) {
-        return Err(Error::InvalidConfig(
+        return Err(Error::invalid_config(
             "the test kit runs on paused Tokio time: write #[tokio::test(start_paused = true)] \
-             (tokio's `test-util` feature)"
-                .into(),
+             (tokio's `test-util` feature)",
         ));
     }
     Ok(())
@@ -273,18 +276,20 @@ impl TestKit {
     pub async fn advance_to_next_slot(&self, job: &str) -> Result<DateTime<Utc>, Error> {
         let spec = self.schedule(job)?;
         let slot = match spec {
-            ScheduleSpec::FixedRate(period) => {
+            Schedule::FixedRate(period) => {
                 self.advance(period).await;
                 return Ok(self.now());
             }
-            ScheduleSpec::Cron { expr, time_zone } => {
-                let cron = crate::job::parse_cron(&expr).map_err(Error::InvalidConfig)?;
+            Schedule::Cron { expr, time_zone } => {
+                let cron = crate::job::parse_cron(&expr)
+                    .map_err(|m| ConfigError::new(m).with_key(format!("jobs.{job}.cron")))?;
                 let tz = match time_zone {
-                    Some(z) => crate::job::parse_time_zone(&z).map_err(Error::InvalidConfig)?,
+                    Some(z) => crate::job::parse_time_zone(&z)
+                        .map_err(|m| ConfigError::new(m).with_key(format!("jobs.{job}.time_zone")))?,
                     None => chrono_tz::Tz::UTC,
                 };
                 crate::job::next_slot(&cron, tz, self.now())
-                    .ok_or_else(|| Error::InvalidConfig(format!("`{job}`'s cron {expr:?} has no next slot")))?
+                    .ok_or_else(|| Error::invalid_config(format!("`{job}`'s cron {expr:?} has no next slot")))?
             }
         };
         let wait = (slot - self.now()).to_std().unwrap_or_default();
@@ -306,9 +311,9 @@ impl TestKit {
     }
 
     /// The effective schedule of scheduled job `job` (the code's, or `[jobs.NAME]`'s).
-    fn schedule(&self, job: &str) -> Result<ScheduleSpec, Error> {
+    fn schedule(&self, job: &str) -> Result<Schedule, Error> {
         let j = self.scheduled.iter().find(|j| j.name == job).ok_or_else(|| self.unknown(job, "scheduled job"))?;
-        Ok(self.config.jobs.get(job).and_then(|o| o.schedule.clone()).unwrap_or_else(|| ScheduleSpec::from(j.schedule)))
+        Ok(self.config.jobs.get(job).and_then(|o| o.schedule.clone()).unwrap_or_else(|| j.schedule.clone()))
     }
 
     fn unknown(&self, job: &str, what: &str) -> Error {
@@ -317,7 +322,7 @@ impl TestKit {
         let hint = crate::suggest::nearest(job, names.iter().copied())
             .map(|s| format!(" (did you mean `{s}`?)"))
             .unwrap_or_default();
-        Error::InvalidConfig(format!("the test kit runs no {what} named `{job}`{hint}; jobs: {}", names.join(", ")))
+        Error::invalid_config(format!("the test kit runs no {what} named `{job}`{hint}; jobs: {}", names.join(", ")))
     }
 
     /// The lease that guards `job` (a scheduled job's, or partition `g/i`'s `g.i`).
@@ -365,7 +370,7 @@ impl TestKit {
     pub async fn lose_term(&self, job: &str, how: Loss) -> Result<(), Error> {
         let lease = self.lease_of(job)?;
         let Some((Some(session), _)) = self.store.holder(&lease) else {
-            return Err(Error::InvalidConfig(format!("no node holds `{job}`'s term (lease `{lease}`) to lose it")));
+            return Err(Error::invalid_config(format!("no node holds `{job}`'s term (lease `{lease}`) to lose it")));
         };
         let renew = self.config.session.renew_interval();
         match how {
@@ -380,7 +385,7 @@ impl TestKit {
             Loss::DeadlinePassed => {
                 let i = self
                     .node_of(&session)
-                    .ok_or_else(|| Error::InvalidConfig(format!("`{job}`'s holder is no kit node")))?;
+                    .ok_or_else(|| Error::invalid_config(format!("`{job}`'s holder is no kit node")))?;
                 self.stall_node(i, self.config.session.lease_duration()).await?;
             }
         }
@@ -412,8 +417,8 @@ impl TestKit {
     fn node(&self, i: usize) -> Result<&Node, Error> {
         match self.nodes.get(i) {
             Some(Some(n)) => Ok(n),
-            Some(None) => Err(Error::InvalidConfig(format!("node {i} of the test kit was stopped"))),
-            None => Err(Error::InvalidConfig(format!("the test kit has {} node(s): no node {i}", self.nodes.len()))),
+            Some(None) => Err(Error::invalid_config(format!("node {i} of the test kit was stopped"))),
+            None => Err(Error::invalid_config(format!("the test kit has {} node(s): no node {i}", self.nodes.len()))),
         }
     }
 
@@ -456,5 +461,5 @@ fn store_error(e: crate::backend::BackendError) -> Error {
 }
 
 fn admin_error(e: AdminError) -> Error {
-    Error::InvalidConfig(e.to_string())
+    Error::invalid_config(e.to_string())
 }

@@ -60,7 +60,7 @@ impl Namespace {
     pub fn new(name: &str) -> Result<Namespace, Error> {
         match problem(name) {
             None => Ok(Namespace(name.into())),
-            Some(message) => Err(Error::InvalidConfig(message)),
+            Some(message) => Err(crate::ConfigError::new(message).with_key("namespace").into()),
         }
     }
 

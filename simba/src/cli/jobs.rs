@@ -200,7 +200,7 @@ async fn list_rows(
         };
         let next_fire = settings
             .as_ref()
-            .and_then(JobSettings::schedule_spec)
+            .and_then(JobSettings::parsed_schedule)
             .and_then(|spec| describe(&spec, now).2)
             .and_then(|t| DateTime::<Utc>::from(t).timestamp_millis().into());
         let failures = if state.is_some() {
@@ -419,13 +419,13 @@ mod tests {
     /// the live nodes disagree about and names the difference; `--json` carries the same.
     #[tokio::test]
     async fn item5_jobs_shows_schedules_holders_and_registry_differences() {
-        use crate::job::{JobSettings, Misfire, NodeRegistry, RunPolicy, ScheduleSpec};
+        use crate::job::{JobSettings, Misfire, NodeRegistry, RunPolicy, Schedule};
         let b = filled().await;
         let store = b.job_store().expect("store");
         let snap = b.inspect().await.expect("inspect");
         let holder = snap.leases.iter().find(|l| l.name == "report").expect("held").session.clone();
         let cron =
-            |expr: &str| ScheduleSpec::Cron { expr: expr.to_owned(), time_zone: Some("Europe/Berlin".to_owned()) };
+            |expr: &str| Schedule::Cron { expr: expr.to_owned().into(), time_zone: Some("Europe/Berlin".into()) };
         let settings =
             |expr: &str| JobSettings::scheduled("report", "report", &cron(expr), Misfire::Skip, &RunPolicy::default());
         let sweep = JobSettings::partitioned("sweep", "sweep", 4, None, Misfire::Skip, &RunPolicy::default());

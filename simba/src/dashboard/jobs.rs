@@ -12,7 +12,7 @@ use super::auth::{Action, ActionError, Control};
 use super::source::{BoxFuture, JobsRead, Reading, Registered};
 use crate::admin::{AdminError, Jobs};
 use crate::backend::SessionId;
-use crate::job::{ScheduleSpec, parse_cron, parse_time_zone};
+use crate::job::{Schedule, parse_cron, parse_time_zone};
 use crate::job_store::{RunRecord, group_of};
 
 /// The jobs page's data.
@@ -83,10 +83,10 @@ fn registry_of<'a>(job: &str, registry: &'a [Registered]) -> Option<(&'a Registe
 }
 
 /// What the page says about a schedule: text, time zone, next fire after `now`.
-pub(crate) fn describe(spec: &ScheduleSpec, now: SystemTime) -> (String, Option<String>, Option<SystemTime>) {
+pub(crate) fn describe(spec: &Schedule, now: SystemTime) -> (String, Option<String>, Option<SystemTime>) {
     match spec {
-        ScheduleSpec::Cron { expr, time_zone } => {
-            let zone = time_zone.clone().unwrap_or_else(|| "UTC".to_owned());
+        Schedule::Cron { expr, time_zone } => {
+            let zone = time_zone.as_deref().unwrap_or("UTC").to_owned();
             let next = match (parse_cron(expr), parse_time_zone(&zone)) {
                 (Ok(cron), Ok(tz)) => {
                     // From the whole second: a slot is a whole second, and croner keeps the
@@ -97,9 +97,9 @@ pub(crate) fn describe(spec: &ScheduleSpec, now: SystemTime) -> (String, Option<
                 }
                 _ => None,
             };
-            (expr.clone(), Some(zone), next)
+            (expr.to_string(), Some(zone), next)
         }
-        ScheduleSpec::FixedRate(d) => (format!("every {}", super::pages::human(Some(*d))), None, None),
+        Schedule::FixedRate(d) => (format!("every {}", super::pages::human(Some(*d))), None, None),
     }
 }
 

@@ -151,7 +151,10 @@ mod server {
     ) -> Result<DashboardServer, Error> {
         let addr = config.listen;
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-            Error::InvalidConfig(format!("[dashboard] listen: cannot listen on {addr}: {e} (is the port in use?)"))
+            Error::from(crate::ConfigError::at_key(
+                "dashboard.listen",
+                format!("cannot listen on {addr}: {e} (is the port in use?)"),
+            ))
         })?;
         let addr = listener.local_addr().unwrap_or(addr);
         let stop = CancellationToken::new();

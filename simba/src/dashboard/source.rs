@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::Simba;
 use crate::backend::{SessionId, SharedBackend, StoreSnapshot};
-use crate::job::{PartitionedJob, ScheduleSpec, ScheduledJob};
+use crate::job::{PartitionedJob, Schedule, ScheduledJob};
 use crate::job_store::{JobState, RunRecord, SharedJobStore};
 use crate::runtime::RuntimeConfig;
 
@@ -63,7 +63,7 @@ pub(crate) struct Registered {
     /// `Some(n)` for a partitioned job.
     pub(crate) partitions: Option<u32>,
     /// `None`: a partition worker without a schedule.
-    pub(crate) schedule: Option<ScheduleSpec>,
+    pub(crate) schedule: Option<Schedule>,
 }
 
 /// The jobs a runtime plans to run, with `simba.toml`'s overrides (disabled jobs left out).
@@ -77,7 +77,7 @@ pub(crate) fn registered(
     for j in scheduled {
         let o = over(j.name);
         if o.enabled != Some(false) {
-            let schedule = o.schedule.unwrap_or_else(|| ScheduleSpec::from(j.schedule));
+            let schedule = o.schedule.unwrap_or_else(|| j.schedule.clone());
             out.push(Registered {
                 name: j.name.into(),
                 lease: j.lease.into(),
@@ -89,7 +89,7 @@ pub(crate) fn registered(
     for j in partitioned {
         let o = over(j.name);
         if o.enabled != Some(false) {
-            let schedule = o.schedule.or_else(|| j.schedule.map(ScheduleSpec::from));
+            let schedule = o.schedule.or_else(|| j.schedule.clone());
             let partitions = Some(o.partitions.unwrap_or(j.partitions));
             out.push(Registered { name: j.name.into(), lease: j.group.into(), partitions, schedule });
         }
@@ -216,7 +216,7 @@ fn registered_from(report: &crate::job::RegistryReport) -> Vec<Registered> {
                 name: j.name.clone(),
                 lease: j.lease.clone(),
                 partitions: j.partitions,
-                schedule: j.schedule_spec(),
+                schedule: j.parsed_schedule(),
             });
         }
     }

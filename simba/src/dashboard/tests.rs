@@ -19,7 +19,7 @@ use super::source::{BoxFuture, JobRead, JobsRead, NodeInfo, Reading, Registered,
 use super::{ActionToken, DashboardConfig, serve};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Backend, GroupInfo, LeaseInfo, SessionId, SessionInfo, StoreSnapshot};
-use crate::job::ScheduleSpec;
+use crate::job::Schedule;
 use crate::job_store::{JobState, Outcome, RunRecord, SlotKind};
 
 const TOKEN: &str = "0123456789abcdef0123";
@@ -354,7 +354,7 @@ fn jobs_reading() -> Reading {
         name: "report".into(),
         lease: "report".into(),
         partitions: None,
-        schedule: Some(ScheduleSpec::Cron { expr: "0 */5 * * * *".into(), time_zone: Some("Europe/Berlin".into()) }),
+        schedule: Some(Schedule::cron_in("0 */5 * * * *", "Europe/Berlin")),
     }];
     r
 }
@@ -494,14 +494,14 @@ async fn actions_pause_resume_and_trigger_the_store() {
 /// jobs.
 #[test]
 fn the_registry_follows_the_configuration_and_a_store_failure_shows() {
-    use crate::job::{JobFuture, Misfire, PartitionedJob, Schedule, ScheduledJob};
+    use crate::job::{JobFuture, Misfire, PartitionedJob, ScheduledJob};
     fn run(_: crate::Term) -> JobFuture {
         Box::pin(async { Ok(()) })
     }
     fn part(_: crate::Term, _: u32) -> JobFuture {
         Box::pin(async { Ok(()) })
     }
-    let every = |expr| Schedule::Cron { expr, time_zone: None };
+    let every = Schedule::cron;
     let scheduled = [
         ScheduledJob {
             name: "report",
@@ -525,10 +525,7 @@ fn the_registry_follows_the_configuration_and_a_store_failure_shows() {
     let registry = super::source::registered(&config, &scheduled, &partitioned);
     let names: Vec<&str> = registry.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["billing", "report"], "disabled jobs are not listed");
-    assert_eq!(
-        registry[1].schedule,
-        Some(ScheduleSpec::Cron { expr: "0 */10 * * * *".into(), time_zone: Some("Asia/Tokyo".into()) })
-    );
+    assert_eq!(registry[1].schedule, Some(Schedule::cron_in("0 */10 * * * *", "Asia/Tokyo")));
     assert_eq!((registry[0].lease.as_str(), registry[0].partitions), ("bill", Some(4)));
 
     let mut reading = hostile_reading();

@@ -22,5 +22,5 @@ pub(crate) use history::{Recording, node_name};
 #[cfg(feature = "testing")]
 pub(crate) use crate::core::slots::next_slot;
 pub(crate) use group::{GroupSpec, run_group};
-pub use schedule::{ScheduleSpec, parse_cron, parse_time_zone};
 pub(crate) use schedule::{Timer, run_scheduled};
+pub use schedule::{parse_cron, parse_time_zone};

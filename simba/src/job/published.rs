@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Misfire, RunPolicy, ScheduleSpec};
+use super::{Misfire, RunPolicy, Schedule};
 use crate::backend::SessionId;
 use crate::job_store::MAX_REGISTRY_BYTES;
 
@@ -78,23 +78,19 @@ fn misfire_name(m: Misfire) -> String {
     .to_owned()
 }
 
-fn schedule_parts(spec: Option<&ScheduleSpec>) -> (Option<String>, Option<String>) {
+/// A schedule as published: the cron expression (or `every 30s`) and its time zone, the text
+/// [`JobSettings::parsed_schedule`] reads back.
+fn schedule_parts(spec: Option<&Schedule>) -> (Option<String>, Option<String>) {
     match spec {
-        Some(ScheduleSpec::Cron { expr, time_zone }) => (Some(expr.clone()), time_zone.clone()),
-        Some(ScheduleSpec::FixedRate(d)) => (Some(format!("every {}", humanize(*d))), None),
+        Some(Schedule::Cron { expr, time_zone }) => (Some(expr.to_string()), time_zone.as_deref().map(str::to_owned)),
+        Some(Schedule::FixedRate(d)) => (Some(format!("every {}", humanize(*d))), None),
         None => (None, None),
     }
 }
 
 impl JobSettings {
     /// A scheduled job's settings.
-    pub(crate) fn scheduled(
-        name: &str,
-        lease: &str,
-        spec: &ScheduleSpec,
-        misfire: Misfire,
-        policy: &RunPolicy,
-    ) -> Self {
+    pub(crate) fn scheduled(name: &str, lease: &str, spec: &Schedule, misfire: Misfire, policy: &RunPolicy) -> Self {
         let (schedule, time_zone) = schedule_parts(Some(spec));
         JobSettings {
             name: name.to_owned(),
@@ -115,7 +111,7 @@ impl JobSettings {
         name: &str,
         group: &str,
         partitions: u32,
-        spec: Option<&ScheduleSpec>,
+        spec: Option<&Schedule>,
         misfire: Misfire,
         policy: &RunPolicy,
     ) -> Self {
@@ -136,11 +132,13 @@ impl JobSettings {
 
     /// The schedule as the scheduler reads it (`None`: a worker without a schedule, or text
     /// this build cannot read).
-    pub fn schedule_spec(&self) -> Option<ScheduleSpec> {
+    pub fn parsed_schedule(&self) -> Option<Schedule> {
         let text = self.schedule.as_deref()?;
         match text.strip_prefix("every ") {
-            Some(d) => humantime::parse_duration(d).ok().map(ScheduleSpec::FixedRate),
-            None => Some(ScheduleSpec::Cron { expr: text.to_owned(), time_zone: self.time_zone.clone() }),
+            Some(d) => humantime::parse_duration(d).ok().map(Schedule::FixedRate),
+            None => {
+                Some(Schedule::Cron { expr: text.to_owned().into(), time_zone: self.time_zone.clone().map(Into::into) })
+            }
         }
     }
 
@@ -378,7 +376,7 @@ mod tests {
     use super::*;
 
     fn cron(name: &str, expr: &str) -> JobSettings {
-        let spec = ScheduleSpec::Cron { expr: expr.to_owned(), time_zone: None };
+        let spec = Schedule::Cron { expr: expr.to_owned().into(), time_zone: None };
         JobSettings::scheduled(name, name, &spec, Misfire::Skip, &RunPolicy::default())
     }
 
@@ -419,14 +417,14 @@ mod tests {
     /// and a field it lacks reads as its default (an older or newer node still compares).
     #[test]
     fn item5_registry_round_trips_and_tolerates_other_builds() {
-        let spec = ScheduleSpec::FixedRate(Duration::from_millis(1500));
+        let spec = Schedule::FixedRate(Duration::from_millis(1500));
         let policy = RunPolicy { attempts: 3, backoff: Duration::from_secs(2), timeout: Some(Duration::from_secs(30)) };
         let j = JobSettings::partitioned("billing", "billing", 8, Some(&spec), Misfire::RunOnce, &policy);
         assert_eq!(j.schedule.as_deref(), Some("every 1s 500ms"));
-        assert_eq!(j.schedule_spec(), Some(spec.clone()));
-        let cron = ScheduleSpec::Cron { expr: "0 0 9 * * *".to_owned(), time_zone: Some("Europe/Berlin".to_owned()) };
+        assert_eq!(j.parsed_schedule(), Some(spec.clone()));
+        let cron = Schedule::cron_in("0 0 9 * * *", "Europe/Berlin");
         let c = JobSettings::scheduled("r", "r", &cron, Misfire::Skip, &RunPolicy::default());
-        assert_eq!((c.schedule_spec(), c.time_zone.as_deref()), (Some(cron), Some("Europe/Berlin")));
+        assert_eq!((c.parsed_schedule(), c.time_zone.as_deref()), (Some(cron), Some("Europe/Berlin")));
         assert_eq!((j.retry, j.backoff.as_str(), j.timeout.as_deref()), (2, "2s", Some("30s")));
         let n = NodeRegistry::new("a", vec![j]);
         let text = n.encode();

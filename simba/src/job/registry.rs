@@ -6,6 +6,7 @@
 //! into the binary is found by [`crate::run`]. A crate the binary never references is not
 //! linked: write `use my_jobs as _;` in the binary to make sure it is.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -21,19 +22,65 @@ pub type ScheduledFn = fn(Term) -> JobFuture;
 /// Runs one partition's worker, with the partition's term and index.
 pub type PartitionFn = fn(Term, u32) -> JobFuture;
 
-/// When a job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// When a job runs: the one schedule type of the crate (ADR 0003). The macros build it in
+/// their `static` registry entries (borrowed text, with [`Schedule::cron`] and friends, which
+/// are `const`); `simba.toml`'s `[jobs.NAME] cron` / `fixed_rate` build it from the file
+/// (owned text); the scheduler, the dashboard, the CLI and the published registry read it.
+///
+/// ```
+/// use std::time::Duration;
+/// use simba::job::Schedule;
+///
+/// const NIGHTLY: Schedule = Schedule::cron_in("0 0 2 * * *", "Europe/Berlin");
+/// let from_a_file = Schedule::Cron { expr: String::from("0 0 2 * * *").into(), time_zone: Some("Europe/Berlin".into()) };
+/// assert_eq!(NIGHTLY, from_a_file);
+/// assert_eq!(Schedule::fixed_rate(Duration::from_secs(5)), Schedule::FixedRate(Duration::from_secs(5)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Schedule {
     /// A 6-field cron expression with seconds (`"0 */5 * * * *"`), in `time_zone` (an IANA
     /// name such as `"Europe/Berlin"`; UTC when `None`).
     Cron {
         /// The expression.
-        expr: &'static str,
+        expr: Cow<'static, str>,
         /// The time zone.
-        time_zone: Option<&'static str>,
+        time_zone: Option<Cow<'static, str>>,
     },
     /// Every `period`, measured on the monotonic clock.
     FixedRate(Duration),
+}
+
+impl Schedule {
+    /// A cron schedule in UTC, in a `const` or `static` (what the macros generate).
+    pub const fn cron(expr: &'static str) -> Schedule {
+        Schedule::Cron { expr: Cow::Borrowed(expr), time_zone: None }
+    }
+
+    /// A cron schedule in the IANA time zone `time_zone`, in a `const` or `static`.
+    pub const fn cron_in(expr: &'static str, time_zone: &'static str) -> Schedule {
+        Schedule::Cron { expr: Cow::Borrowed(expr), time_zone: Some(Cow::Borrowed(time_zone)) }
+    }
+
+    /// Every `period`, measured on the monotonic clock.
+    pub const fn fixed_rate(period: Duration) -> Schedule {
+        Schedule::FixedRate(period)
+    }
+
+    /// The cron expression, for a cron schedule.
+    pub fn cron_expr(&self) -> Option<&str> {
+        match self {
+            Schedule::Cron { expr, .. } => Some(expr),
+            Schedule::FixedRate(_) => None,
+        }
+    }
+
+    /// The cron schedule's time zone name (`None`: UTC, or a fixed rate).
+    pub fn time_zone(&self) -> Option<&str> {
+        match self {
+            Schedule::Cron { time_zone, .. } => time_zone.as_deref(),
+            Schedule::FixedRate(_) => None,
+        }
+    }
 }
 
 /// What to do with cron slots that passed while no node held the job's term.
@@ -46,8 +93,9 @@ pub enum Misfire {
     RunOnce,
 }
 
-/// A job that runs on a schedule on whichever node holds its lease (rule J5).
-#[derive(Debug, Clone, Copy)]
+/// A job that runs on a schedule on whichever node holds its lease (rule J5). `Clone`, not
+/// `Copy` (its [`Schedule`] may own its text): the registry's entries are cheap to clone.
+#[derive(Debug, Clone)]
 pub struct ScheduledJob {
     /// The job's name, unique in the binary (the function's name for the macro); config
     /// overrides refer to it (J7).
@@ -64,7 +112,7 @@ pub struct ScheduledJob {
 
 /// A group of `partitions` partitions spread over the live nodes (rules J2, J6). Partition
 /// `i` is guarded by lease `{group}.{i}`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct PartitionedJob {
     /// The job's name, unique in the binary (the function's name for the macro).
     pub name: &'static str,
@@ -126,7 +174,7 @@ pub static PARTITIONED_JOBS: [PartitionedJob];
 /// let job = ScheduledJob {
 ///     name: "report",
 ///     lease: "report",
-///     schedule: Schedule::Cron { expr: "0 */5 * * * *", time_zone: None },
+///     schedule: Schedule::cron("0 */5 * * * *"),
 ///     misfire: Misfire::Skip,
 ///     run: report,
 /// };

@@ -17,31 +17,6 @@ use crate::core::slots::{CronSlots, FixedRateSlots, term_start_gap, until};
 use crate::job_store::{Outcome, SlotKind};
 use crate::{Simba, Term};
 
-/// A schedule as the runtime holds it (owned, so that `simba.toml` can override it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ScheduleSpec {
-    /// A 6-field cron expression with seconds, in a time zone (UTC when `None`).
-    Cron {
-        /// The expression.
-        expr: String,
-        /// An IANA time zone name.
-        time_zone: Option<String>,
-    },
-    /// A fixed rate on the monotonic clock.
-    FixedRate(Duration),
-}
-
-impl From<Schedule> for ScheduleSpec {
-    fn from(s: Schedule) -> Self {
-        match s {
-            Schedule::Cron { expr, time_zone } => {
-                ScheduleSpec::Cron { expr: expr.to_owned(), time_zone: time_zone.map(str::to_owned) }
-            }
-            Schedule::FixedRate(d) => ScheduleSpec::FixedRate(d),
-        }
-    }
-}
-
 /// The croner parser with the settings of `simba_rules::cron`, the ones the macros check
 /// cron strings with at compile time.
 fn cron_parser() -> CronParser {
@@ -72,7 +47,8 @@ pub fn parse_time_zone(name: &str) -> Result<Tz, String> {
         .map_err(|_| format!("unknown time zone {name:?}: use an IANA name such as \"Europe/Berlin\" or \"UTC\""))
 }
 
-/// A validated schedule.
+/// A validated [`Schedule`]: the cron expression parsed and the time zone looked up, once,
+/// before the job starts (the scheduler's form of the one schedule type, not a second one).
 #[derive(Debug, Clone)]
 pub(crate) enum Timer {
     Cron { cron: Box<Cron>, tz: Tz },
@@ -80,9 +56,9 @@ pub(crate) enum Timer {
 }
 
 impl Timer {
-    pub(crate) fn new(spec: &ScheduleSpec) -> Result<Timer, String> {
+    pub(crate) fn new(spec: &Schedule) -> Result<Timer, String> {
         match spec {
-            ScheduleSpec::Cron { expr, time_zone } => {
+            Schedule::Cron { expr, time_zone } => {
                 let cron = parse_cron(expr)?;
                 let tz = match time_zone {
                     Some(z) => parse_time_zone(z)?,
@@ -90,8 +66,8 @@ impl Timer {
                 };
                 Ok(Timer::Cron { cron: Box::new(cron), tz })
             }
-            ScheduleSpec::FixedRate(d) if d.is_zero() => Err("fixed_rate must be greater than zero".into()),
-            ScheduleSpec::FixedRate(d) => Ok(Timer::Fixed(*d)),
+            Schedule::FixedRate(d) if d.is_zero() => Err("fixed_rate must be greater than zero".into()),
+            Schedule::FixedRate(d) => Ok(Timer::Fixed(*d)),
         }
     }
 }

@@ -32,10 +32,14 @@ pub(crate) fn recorder() -> Result<PrometheusHandle, Error> {
         builder.install_recorder().map_err(|e| e.to_string())
     });
     r.clone().map_err(|e| {
-        Error::InvalidConfig(format!(
-            "[metrics] listen: cannot install the Prometheus recorder: {e} (another metrics recorder is installed? \
-             then remove [metrics] listen and export with that one)"
-        ))
+        crate::ConfigError::at_key(
+            "metrics.listen",
+            format!(
+                "cannot install the Prometheus recorder: {e} (another metrics recorder is installed? \
+                 then remove [metrics] listen and export with that one)"
+            ),
+        )
+        .into()
     })
 }
 
@@ -72,7 +76,10 @@ impl Drop for MetricsServer {
 pub async fn serve(addr: SocketAddr, simba: &Simba) -> Result<MetricsServer, Error> {
     let handle = recorder()?;
     let listener = TcpListener::bind(addr).await.map_err(|e| {
-        Error::InvalidConfig(format!("[metrics] listen: cannot listen on {addr}: {e} (is the port in use?)"))
+        Error::from(crate::ConfigError::at_key(
+            "metrics.listen",
+            format!("cannot listen on {addr}: {e} (is the port in use?)"),
+        ))
     })?;
     let addr = listener.local_addr().unwrap_or(addr);
     let stop = CancellationToken::new();

@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::job::{Misfire, ScheduleSpec, parse_cron, parse_time_zone};
-use crate::{Error, SimbaConfig};
+use crate::job::{Misfire, Schedule, parse_cron, parse_time_zone};
+use crate::{ConfigError, Error, SimbaConfig};
 
 /// The largest `retry` a job may ask for.
 pub const MAX_RETRY: u32 = 100;
@@ -42,7 +42,7 @@ pub struct JobOverride {
     /// `enabled = false` keeps the job from running on this node.
     pub enabled: Option<bool>,
     /// A schedule replacing the one in the code.
-    pub schedule: Option<ScheduleSpec>,
+    pub schedule: Option<Schedule>,
     /// A misfire policy replacing the one in the code.
     pub misfire: Option<Misfire>,
     /// For partitioned jobs: the number of partitions.
@@ -201,20 +201,76 @@ struct JobTable {
 const SECTIONS: [&str; 6] = ["backend", "session", "jobs", "metrics", "dashboard", "history"];
 
 /// What every check of one configuration text needs: the text (for line numbers), its name,
-/// and the secrets to mask in messages.
+/// the secrets to mask in messages, and which keys the environment overrides.
 struct Cx<'a> {
     text: &'a str,
     source: &'a str,
     secrets: Vec<(String, String)>,
+    /// `(key path, variable)` of every override: `("session.lease_duration",
+    /// "SIMBA_SESSION__LEASE_DURATION")`.
+    overridden: Vec<(String, String)>,
 }
 
 impl Cx<'_> {
-    /// A configuration error naming the source, with every secret masked.
+    /// A configuration error naming the source, with every secret masked; its reason says
+    /// where (a TOML parser message, or one naming its key).
     fn err(&self, msg: String) -> Error {
-        Error::InvalidConfig(scrub(&format!("{}: {msg}", self.source), &self.secrets))
+        ConfigError::new(msg).with_file(self.source).map_reason(|r| scrub(r, &self.secrets)).into()
     }
 
-    /// Where `key` of `[section]` is: its line when the file has it.
+    /// The error for `key` of `[section]`, with the line it is on in the file, or the
+    /// environment variable that set it; every secret masked.
+    fn key_err(&self, section: &str, key: &str, msg: String) -> Error {
+        let path = format!("{section}.{key}");
+        let e = ConfigError::at_key(&path, scrub(&msg, &self.secrets)).with_file(self.source);
+        match self.overridden.iter().find(|(p, _)| *p == path) {
+            Some((_, var)) => e.with_env_var(var.as_str()).into(),
+            None => e.with_line(locate(self.text, section, key)).into(),
+        }
+    }
+
+    /// A TOML error in the file itself: its line (from the error's span) and the key on that
+    /// line, as fields.
+    fn toml_err(&self, e: &toml::de::Error) -> Error {
+        let line = e.span().map(|r| self.text.get(..r.start).unwrap_or_default().matches('\n').count() + 1);
+        let key = line.and_then(|l| key_at(self.text, l));
+        let mut c = ConfigError::new(scrub(&with_hint(&e.to_string()), &self.secrets)).with_file(self.source);
+        if let Some(key) = key {
+            c = c.with_key(key);
+        }
+        c.with_line(line).into()
+    }
+
+    /// A TOML error of the table once the environment overrides are applied (it has no line of
+    /// the file): the key it names (toml ends its text with "in `session.drift`") as a field,
+    /// with the variable that set it.
+    fn override_err(&self, e: &toml::de::Error, applied: &[&str]) -> Error {
+        let text = e.to_string();
+        let key = text.lines().rev().find_map(|l| l.strip_prefix("in `")?.strip_suffix('`')).map(str::to_owned);
+        let mut c = ConfigError::new(scrub(
+            &format!("after the environment overrides {}: {}", applied.join(", "), with_hint(&text)),
+            &self.secrets,
+        ))
+        .with_file(self.source);
+        if let Some((_, var)) = key.as_ref().and_then(|k| self.overridden.iter().find(|(p, _)| p == k)) {
+            c = c.with_env_var(var.as_str());
+        }
+        match key {
+            Some(k) => c.with_key(k).into(),
+            None => c.into(),
+        }
+    }
+
+    /// An error whose reason names its key (`at` was written into it): `key` as a field.
+    fn err_at(&self, key: &str, msg: String) -> Error {
+        match self.err(msg) {
+            Error::InvalidConfig(c) => c.with_key(key).into(),
+            other => other,
+        }
+    }
+
+    /// Where `key` of `[section]` is: its line when the file has it (for messages written
+    /// elsewhere, such as the dashboard's).
     fn at(&self, section: &str, key: &str) -> String {
         match locate(self.text, section, key) {
             Some(line) => format!("line {line}, [{section}] {key}"),
@@ -227,10 +283,7 @@ impl Cx<'_> {
         v.as_deref()
             .map(|s| {
                 humantime::parse_duration(s).map_err(|e| {
-                    self.err(format!(
-                        "{}: invalid duration {s:?}: {e} (write e.g. \"15s\" or \"500ms\")",
-                        self.at(section, key)
-                    ))
+                    self.key_err(section, key, format!("invalid duration {s:?}: {e} (write e.g. \"15s\" or \"500ms\")"))
                 })
             })
             .transpose()
@@ -257,33 +310,40 @@ impl Cx<'_> {
         if let Some(d) = self.dur("session", "min_backoff", &s.min_backoff)? {
             b = b.min_backoff(d);
         }
-        b.build().map_err(|e| self.err(format!("[session]: {e}")))
+        b.build().map_err(|e| match e {
+            // The builder names the setting: point at its line in `[session]`.
+            Error::InvalidConfig(c) => {
+                let key = c.key().unwrap_or("lease_duration").to_owned();
+                self.key_err("session", &key, c.reason().to_owned())
+            }
+            other => other,
+        })
     }
 
     /// `[jobs.NAME]`'s schedule keys: `cron` (with `time_zone`) or `fixed_rate`, or neither.
-    fn job_schedule(&self, section: &str, j: &JobTable) -> Result<Option<ScheduleSpec>, Error> {
-        let at = |key: &str| self.at(section, key);
+    fn job_schedule(&self, section: &str, j: &JobTable) -> Result<Option<Schedule>, Error> {
+        let bad = |key: &str, msg: String| self.key_err(section, key, msg);
         match (&j.cron, &j.fixed_rate) {
-            (Some(_), Some(_)) => Err(self.err(format!("{}: set either cron or fixed_rate, not both", at("cron")))),
+            (Some(_), Some(_)) => Err(bad("cron", "set either cron or fixed_rate, not both".into())),
             (Some(c), None) => {
-                parse_cron(c).map_err(|m| self.err(format!("{}: {m}", at("cron"))))?;
+                parse_cron(c).map_err(|m| bad("cron", m))?;
                 if let Some(z) = &j.time_zone {
-                    parse_time_zone(z).map_err(|m| self.err(format!("{}: {m}", at("time_zone"))))?;
+                    parse_time_zone(z).map_err(|m| bad("time_zone", m))?;
                 }
-                Ok(Some(ScheduleSpec::Cron { expr: c.clone(), time_zone: j.time_zone.clone() }))
+                Ok(Some(Schedule::Cron { expr: c.clone().into(), time_zone: j.time_zone.clone().map(Into::into) }))
             }
             (None, fixed) => {
                 if j.time_zone.is_some() {
-                    return Err(self.err(format!("{}: time_zone only applies to cron", at("time_zone"))));
+                    return Err(bad("time_zone", "time_zone only applies to cron".into()));
                 }
                 if fixed.is_none() {
                     return Ok(None);
                 }
                 let d = self.dur(section, "fixed_rate", fixed)?.unwrap_or_default();
                 if d.is_zero() {
-                    return Err(self.err(format!("{}: fixed_rate must be greater than zero", at("fixed_rate"))));
+                    return Err(bad("fixed_rate", "fixed_rate must be greater than zero".into()));
                 }
-                Ok(Some(ScheduleSpec::FixedRate(d)))
+                Ok(Some(Schedule::FixedRate(d)))
             }
         }
     }
@@ -291,39 +351,41 @@ impl Cx<'_> {
     /// `[jobs.NAME]`.
     fn job(&self, name: &str, j: &JobTable) -> Result<JobOverride, Error> {
         let section = format!("jobs.{name}");
-        let at = |key: &str| self.at(&section, key);
+        let bad = |key: &str, msg: String| self.key_err(&section, key, msg);
         let schedule = self.job_schedule(&section, j)?;
         let misfire = match j.misfire.as_deref().map(|m| (m, simba_rules::misfire::parse(m))) {
             None => None,
             Some((_, Some(simba_rules::misfire::Policy::Skip))) => Some(Misfire::Skip),
             Some((_, Some(simba_rules::misfire::Policy::RunOnce))) => Some(Misfire::RunOnce),
             Some((other, None)) => {
-                return Err(self.err(format!(
-                    "{}: unknown misfire policy {other:?}: use {:?} or {:?}",
-                    at("misfire"),
-                    simba_rules::misfire::SKIP,
-                    simba_rules::misfire::RUN_ONCE
-                )));
+                return Err(bad(
+                    "misfire",
+                    format!(
+                        "unknown misfire policy {other:?}: use {:?} or {:?}",
+                        simba_rules::misfire::SKIP,
+                        simba_rules::misfire::RUN_ONCE
+                    ),
+                ));
             }
         };
         if j.partitions == Some(0) {
-            return Err(self.err(format!("{}: partitions must be at least 1", at("partitions"))));
+            return Err(bad("partitions", "partitions must be at least 1".into()));
         }
         if j.retry.is_some_and(|r| r > MAX_RETRY) {
-            return Err(self.err(format!(
-                "{}: retry must be at most {MAX_RETRY} (a slot that fails that often needs a fix, not more attempts)",
-                at("retry")
-            )));
+            return Err(bad(
+                "retry",
+                format!(
+                    "retry must be at most {MAX_RETRY} (a slot that fails that often needs a fix, not more attempts)"
+                ),
+            ));
         }
         let backoff = self.dur(&section, "backoff", &j.backoff)?;
         if backoff.is_some_and(|d| d.is_zero()) {
-            return Err(self.err(format!("{}: backoff must be greater than zero", at("backoff"))));
+            return Err(bad("backoff", "backoff must be greater than zero".into()));
         }
         let timeout = self.dur(&section, "timeout", &j.timeout)?;
         if timeout.is_some_and(|d| d.is_zero()) {
-            return Err(
-                self.err(format!("{}: timeout must be greater than zero (leave it out for no timeout)", at("timeout")))
-            );
+            return Err(bad("timeout", "timeout must be greater than zero (leave it out for no timeout)".into()));
         }
         Ok(JobOverride {
             enabled: j.enabled,
@@ -341,17 +403,20 @@ impl Cx<'_> {
         let url = b.url.unwrap_or_else(|| DEFAULT_BACKEND_URL.to_owned());
         let password = match (b.password, &b.password_file) {
             (Some(_), Some(_)) => {
-                return Err(self.err(format!(
-                    "{}: set either password (or SIMBA_BACKEND__PASSWORD) or password_file, not both",
-                    self.at("backend", "password_file")
-                )));
+                return Err(self.key_err(
+                    "backend",
+                    "password_file",
+                    "set either password (or SIMBA_BACKEND__PASSWORD) or password_file, not both".into(),
+                ));
             }
             (Some(p), None) => Some(p),
-            (None, Some(path)) => Some(super::security::read_password_file(path).map_err(|m| self.err(m))?),
+            (None, Some(path)) => {
+                Some(super::security::read_password_file(path).map_err(|m| self.err_at("backend.password_file", m))?)
+            }
             (None, None) => None,
         };
         super::security::secure_url(&url, b.user.as_deref(), password.as_deref(), b.tls.as_ref())
-            .map_err(|m| self.err(format!("[backend]: {m}")))
+            .map_err(|m| self.key_err("backend", "url", m))
     }
 
     /// `[backend] namespace`, checked against the lease-name rules before any backend call.
@@ -361,15 +426,15 @@ impl Cx<'_> {
             Some(toml::Value::String(s)) => s.clone(),
             Some(toml::Value::Integer(i)) => i.to_string(),
             Some(other) => {
-                return Err(self.err(format!(
-                    "{}: expected a string, found {} (write e.g. namespace = \"billing-svc\")",
-                    self.at("backend", "namespace"),
-                    other.type_str()
-                )));
+                return Err(self.key_err(
+                    "backend",
+                    "namespace",
+                    format!("expected a string, found {} (write e.g. namespace = \"billing-svc\")", other.type_str()),
+                ));
             }
         };
         match crate::backend::namespace::problem(&text) {
-            Some(message) => Err(self.err(format!("{}: {message}", self.at("backend", "namespace")))),
+            Some(message) => Err(self.key_err("backend", "namespace", message)),
             None => crate::backend::namespace::Namespace::new(&text).map(Some),
         }
     }
@@ -379,19 +444,22 @@ impl Cx<'_> {
         let addr = listen
             .map(|l| {
                 l.parse::<std::net::SocketAddr>().map_err(|e| {
-                    self.err(format!(
-                        "{}: invalid address {l:?}: {e} (write e.g. \"127.0.0.1:9464\")",
-                        self.at("metrics", "listen")
-                    ))
+                    self.key_err(
+                        "metrics",
+                        "listen",
+                        format!("invalid address {l:?}: {e} (write e.g. \"127.0.0.1:9464\")"),
+                    )
                 })
             })
             .transpose()?;
         if addr.is_some() && !cfg!(feature = "prometheus") {
-            return Err(self.err(format!(
-                "{}: serving metrics needs simba's cargo feature `prometheus` (or remove [metrics] listen and install \
-                 your own metrics exporter)",
-                self.at("metrics", "listen")
-            )));
+            return Err(self.key_err(
+                "metrics",
+                "listen",
+                "serving metrics needs simba's cargo feature `prometheus` (or remove [metrics] listen and install \
+                 your own metrics exporter)"
+                    .into(),
+            ));
         }
         Ok(addr)
     }
@@ -401,12 +469,15 @@ impl Cx<'_> {
         let Some(n) = retention else { return Ok(None) };
         match usize::try_from(n) {
             Ok(n @ 1..=MAX_HISTORY_RETENTION) => Ok(Some(n)),
-            _ => Err(self.err(format!(
-                "{}: {n} records per job: write a number from 1 to {MAX_HISTORY_RETENTION} (default {}; \
-                 keep a longer history in your own store)",
-                self.at("history", "retention"),
-                crate::job_store::DEFAULT_RETENTION
-            ))),
+            _ => Err(self.key_err(
+                "history",
+                "retention",
+                format!(
+                    "{n} records per job: write a number from 1 to {MAX_HISTORY_RETENTION} (default {}; \
+                     keep a longer history in your own store)",
+                    crate::job_store::DEFAULT_RETENTION
+                ),
+            )),
         }
     }
 }
@@ -425,10 +496,13 @@ impl RuntimeConfig {
     /// Loads `path`, then applies `SIMBA_*` overrides.
     pub fn load_file(path: &Path) -> Result<RuntimeConfig, Error> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::InvalidConfig(format!(
-                "cannot read {}: {e} (set SIMBA_CONFIG to the right file, or remove it to use the embedded default)",
-                path.display()
-            ))
+            Error::from(
+                ConfigError::new(format!(
+                    "cannot read the file: {e} (set SIMBA_CONFIG to the right file, or remove it to use the embedded \
+                     default)"
+                ))
+                .with_file(path.display().to_string()),
+            )
         })?;
         Self::from_toml_str(&text, &path.display().to_string(), env_overrides())
     }
@@ -438,20 +512,28 @@ impl RuntimeConfig {
     pub fn from_toml_str(text: &str, source: &str, overrides: Vec<(String, String)>) -> Result<RuntimeConfig, Error> {
         // Messages may quote the file (TOML errors show the offending line) or an override's
         // value: mask every secret first.
-        let cx = Cx { text, source, secrets: secrets_in(text, &overrides) };
+        let overridden = overrides
+            .iter()
+            .filter_map(|(var, _)| {
+                let path = var.strip_prefix("SIMBA_")?.split("__").map(str::to_ascii_lowercase).collect::<Vec<_>>();
+                Some((path.join("."), var.clone()))
+            })
+            .collect();
+        let cx = Cx { text, source, secrets: secrets_in(text, &overrides), overridden };
         // First the file alone, so that errors carry its line and column.
         if let Err(e) = toml::from_str::<FileConfig>(text) {
-            return Err(cx.err(with_hint(&e.to_string())));
+            return Err(cx.toml_err(&e));
         }
-        let mut table: toml::Table = toml::from_str(text).map_err(|e| cx.err(e.to_string()))?;
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| cx.toml_err(&e))?;
         let mut applied = Vec::new();
         for (var, value) in &overrides {
-            apply_override(&mut table, var, value).map_err(|m| cx.err(m))?;
+            apply_override(&mut table, var, value).map_err(|m| match cx.err(m) {
+                Error::InvalidConfig(c) => Error::from(c.with_env_var(var.as_str())),
+                other => other,
+            })?;
             applied.push(var.as_str());
         }
-        let file: FileConfig = table.try_into().map_err(|e: toml::de::Error| {
-            cx.err(format!("after the environment overrides {}: {}", applied.join(", "), with_hint(&e.to_string())))
-        })?;
+        let file: FileConfig = table.try_into().map_err(|e: toml::de::Error| cx.override_err(&e, &applied))?;
         let session = cx.session(&file.session)?;
         let mut jobs = BTreeMap::new();
         for (name, j) in file.jobs {
@@ -461,8 +543,8 @@ impl RuntimeConfig {
         let namespace = cx.namespace(file.backend.namespace.as_ref())?;
         let backend_url = cx.backend_url(file.backend)?;
         let metrics_listen = cx.metrics_listen(file.metrics.listen)?;
-        let dashboard =
-            crate::dashboard::resolve(file.dashboard, |key| cx.at("dashboard", key)).map_err(|m| cx.err(m))?;
+        let dashboard = crate::dashboard::resolve(file.dashboard, |key| cx.at("dashboard", key))
+            .map_err(|m| cx.err_at("dashboard", m))?;
         let history_retention = cx.history_retention(file.history.retention)?;
         Ok(RuntimeConfig {
             source: source.to_owned(),
@@ -601,6 +683,29 @@ fn with_hint(msg: &str) -> String {
     }
 }
 
+/// The key path on 1-based line `line` of `text`: `session.drift` for `drift = ...` under
+/// `[session]`, or the table of a `[table]` header; `None` for a blank or comment line.
+fn key_at(text: &str, line: usize) -> Option<String> {
+    let mut current = String::new();
+    for (i, l) in text.lines().enumerate().take(line) {
+        let l = l.trim();
+        if let Some(h) = l.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            current = h.trim().replace(['"', ' '], "");
+            if i + 1 == line {
+                return Some(current);
+            }
+        } else if i + 1 == line {
+            let key = l
+                .split('=')
+                .next()
+                .map(|k| k.trim().trim_matches('"'))
+                .filter(|k| !k.is_empty() && !k.starts_with('#'))?;
+            return Some(if current.is_empty() { key.to_owned() } else { format!("{current}.{key}") });
+        }
+    }
+    None
+}
+
 /// The 1-based line of `key = ...` inside `[section]` in `text`.
 fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
     let mut current = String::new();
@@ -666,14 +771,11 @@ fixed_rate = "250ms"
         assert_eq!(c.session.drift(), 0.02);
         assert_eq!(c.session.min_backoff(), Duration::from_millis(200));
         let r = &c.jobs["report"];
-        assert_eq!(
-            r.schedule,
-            Some(ScheduleSpec::Cron { expr: "0 */10 * * * *".into(), time_zone: Some("Europe/Berlin".into()) })
-        );
+        assert_eq!(r.schedule, Some(Schedule::cron_in("0 */10 * * * *", "Europe/Berlin")));
         assert_eq!(r.misfire, Some(Misfire::RunOnce));
         assert_eq!(c.jobs["billing"].partitions, Some(32));
         assert_eq!(c.jobs["billing"].enabled, Some(false));
-        assert_eq!(c.jobs["tick"].schedule, Some(ScheduleSpec::FixedRate(Duration::from_millis(250))));
+        assert_eq!(c.jobs["tick"].schedule, Some(Schedule::FixedRate(Duration::from_millis(250))));
     }
 
     /// C2: environment overrides, typed as TOML reads them.
@@ -820,6 +922,69 @@ fixed_rate = "250ms"
         let over = vec![("SIMBA_HISTORY__RETENTION".to_owned(), "7".to_owned())];
         let c = RuntimeConfig::from_toml_str("[history]\nretention = 500\n", "simba.toml", over).expect("override");
         assert_eq!(c.history_retention, Some(7));
+    }
+
+    /// Issue 13 item 6: an error carries the file, line, key and reason as fields; a value
+    /// set by an environment variable names the variable instead of a line of the file.
+    #[test]
+    fn item13_6_errors_carry_file_line_key_and_reason() {
+        let fields = |r: Result<RuntimeConfig, Error>| match r {
+            Err(Error::InvalidConfig(c)) => c,
+            other => panic!("not a configuration error: {other:?}"),
+        };
+        let c = fields(parse("[session]\nlease_duration = \"15s\"\n\n[jobs.report]\nretry = 3\ntimeout = \"soon\"\n"));
+        assert_eq!(
+            (c.file(), c.line(), c.key(), c.env_var()),
+            (Some("simba.toml"), Some(6), Some("jobs.report.timeout"), None)
+        );
+        assert!(c.reason().starts_with("invalid duration \"soon\""), "{c}");
+        assert_eq!(c.to_string(), format!("simba.toml: line 6, [jobs.report] timeout: {}", c.reason()));
+        // The file sets the key too: the variable is what is wrong, not line 2.
+        let over = vec![("SIMBA_SESSION__LEASE_DURATION".to_owned(), "soon".to_owned())];
+        let c =
+            fields(RuntimeConfig::from_toml_str("[session]\nlease_duration = \"15s\"\n", "/etc/app/simba.toml", over));
+        assert_eq!(
+            (c.file(), c.line(), c.key(), c.env_var()),
+            (Some("/etc/app/simba.toml"), None, Some("session.lease_duration"), Some("SIMBA_SESSION__LEASE_DURATION"))
+        );
+        assert!(
+            c.to_string().starts_with(
+                "/etc/app/simba.toml: environment variable SIMBA_SESSION__LEASE_DURATION, [session] lease_duration: \
+                 invalid duration \"soon\""
+            ),
+            "{c}"
+        );
+        // A value of the wrong type from a variable: its key and the variable.
+        let over = vec![("SIMBA_SESSION__DRIFT".to_owned(), "high".to_owned())];
+        let c = fields(RuntimeConfig::from_toml_str("", "simba.toml", over));
+        assert_eq!(
+            (c.line(), c.key(), c.env_var()),
+            (None, Some("session.drift"), Some("SIMBA_SESSION__DRIFT")),
+            "{c}"
+        );
+        assert!(c.reason().starts_with("after the environment overrides SIMBA_SESSION__DRIFT: "), "{c}");
+        // The TOML parser's errors: the line from its span, the key on that line.
+        let c = fields(parse("[session]\n\ndrift = \"high\"\n"));
+        assert_eq!((c.file(), c.line(), c.key()), (Some("simba.toml"), Some(3), Some("session.drift")), "{c}");
+        assert!(c.reason().contains("expected f64"), "{c}");
+        let c = fields(parse("[jobs.report]\ncron = \"0 * * * * *\"\ncrn = \"x\"\n"));
+        assert_eq!((c.line(), c.key()), (Some(3), Some("jobs.report.crn")), "{c}");
+        // A C1 error from the builder: its setting, at its line in [session].
+        let c = fields(parse("[session]\nlease_duration = \"10s\"\nrenew_interval = \"6s\"\n"));
+        assert_eq!((c.line(), c.key()), (Some(3), Some("session.renew_interval")), "{c}");
+        assert!(c.reason().starts_with("renew_interval * 2 <= lease_duration"), "{c}");
+        // A file that cannot be read: the path is the file.
+        let missing = Path::new("/nonexistent-simba-dir/simba.toml");
+        let c = fields(RuntimeConfig::load_file(missing));
+        assert_eq!((c.file(), c.line(), c.key()), (Some("/nonexistent-simba-dir/simba.toml"), None, None));
+        assert!(c.reason().starts_with("cannot read the file: "), "{c}");
+        // Secrets stay masked in the reason, the field a program may log.
+        let c = fields(parse(
+            "[backend]\nurl = \"postgres://u:hunter2@db/simba\"\npassword = \"x\"\npassword_file = \"/p\"\n",
+        ));
+        assert_eq!((c.line(), c.key()), (Some(4), Some("backend.password_file")), "{c}");
+        let c = fields(parse("[backend]\npassword = \"p@hunter2\n"));
+        assert!(c.line() == Some(2) && !c.reason().contains("hunter2"), "{c}");
     }
 
     /// A password on a broken line (the TOML error quotes the line) is masked whole, also when

@@ -13,7 +13,7 @@ use crate::job::{
     JobPolicy, JobSettings, PartitionedJob, Recording, RunPolicy, ScheduledJob, WallClock, run_group, run_scheduled,
 };
 use crate::job_store::SharedJobStore;
-use crate::{Election, Error, Simba, Term};
+use crate::{ConfigError, Election, Error, Simba, Term};
 
 /// Adds and removes scheduled and partitioned jobs on this node while the runtime runs, from
 /// [`RunningRuntime::jobs`](super::RunningRuntime::jobs). Cheap to clone.
@@ -174,13 +174,13 @@ impl JobsHandle {
         group: Option<&str>,
     ) -> Result<(), Error> {
         if running.contains_key(name) {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "a job named `{name}` already runs on this node: remove it first, or give the new one another name"
             )));
         }
         if let Some((other, _)) = running.iter().find(|(_, r)| r.uses(lease, group)) {
             let what = group.map_or_else(|| format!("lease `{lease}`"), |g| format!("group `{g}`"));
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "job `{other}` already uses {what} on this node: give the new job another one"
             )));
         }
@@ -202,10 +202,10 @@ impl JobsHandle {
     }
 
     fn disabled(&self, name: &str) -> Error {
-        Error::InvalidConfig(format!(
-            "{}: [jobs.{name}] enabled = false: the job is disabled on this node",
-            self.inner.config.source
-        ))
+        ConfigError::new(format!("[jobs.{name}] enabled = false: the job is disabled on this node"))
+            .with_file(self.inner.config.source.as_str())
+            .with_key(format!("jobs.{name}.enabled"))
+            .into()
     }
 
     /// Joins partitioned job `job`'s group on this node now. Refused like [`add`](Self::add).
@@ -242,7 +242,7 @@ impl JobsHandle {
             None => {
                 let names = self.names();
                 let nearest = crate::suggest::nearest(name, names.iter().map(String::as_str));
-                Err(Error::InvalidConfig(format!(
+                Err(Error::invalid_config(format!(
                     "no job named `{name}` runs on this node{}",
                     match nearest {
                         Some(n) => format!(" (did you mean `{n}`?)"),

@@ -21,9 +21,9 @@ pub use registry::REGISTRY_CHECK_PERIOD;
 
 use crate::job::{
     GroupSpec, JOB_POLICIES, JobPolicy, JobSettings, Misfire, PARTITIONED_JOBS, PartitionedJob, Recording, RunPolicy,
-    SCHEDULED_JOBS, ScheduleSpec, ScheduledJob, Timer, node_name,
+    SCHEDULED_JOBS, Schedule, ScheduledJob, Timer, node_name,
 };
-use crate::{Error, Simba};
+use crate::{ConfigError, Error, Simba};
 
 /// Reads `simba.toml` (`SIMBA_CONFIG`, else `./simba.toml`, else the embedded default: SQLite
 /// in `./simba.db`), applies `SIMBA_*` environment overrides, opens the session, runs every
@@ -170,8 +170,8 @@ impl RuntimeBuilder {
         let mut partitioned = self.partitioned;
         let mut policies = self.policies;
         if self.registry {
-            scheduled.extend(SCHEDULED_JOBS.iter().copied());
-            partitioned.extend(PARTITIONED_JOBS.iter().copied());
+            scheduled.extend(SCHEDULED_JOBS.iter().cloned());
+            partitioned.extend(PARTITIONED_JOBS.iter().cloned());
             policies.extend(JOB_POLICIES.iter().copied());
         }
         let plan = plan(&config, &scheduled, &partitioned, &policies)?;
@@ -425,22 +425,26 @@ fn plan(
     partitioned: &[PartitionedJob],
     policies: &[JobPolicy],
 ) -> Result<Plan, Error> {
-    let bad = |msg: String| Error::InvalidConfig(format!("{}: {msg}", config.source));
     let mut names = BTreeSet::new();
     for n in scheduled.iter().map(|j| j.name).chain(partitioned.iter().map(|j| j.name)) {
         if !names.insert(n) {
-            return Err(Error::InvalidConfig(format!(
+            return Err(ConfigError::new(format!(
                 "two jobs are named `{n}`: job names must be unique in a binary (rename one function, or give it another name)"
-            )));
+            ))
+            .into());
         }
     }
     for name in config.jobs.keys() {
         if !names.contains(name.as_str()) {
             let known: Vec<&str> = names.iter().copied().collect();
-            return Err(bad(format!(
-                "[jobs.{name}] names no registered job; registered jobs: {} (is the crate that defines it linked? add `use that_crate as _;` to the binary)",
-                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
-            )));
+            return Err(config_error(
+                config,
+                Some(&format!("jobs.{name}")),
+                format!(
+                    "[jobs.{name}] names no registered job; registered jobs: {} (is the crate that defines it linked? add `use that_crate as _;` to the binary)",
+                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                ),
+            ));
         }
     }
     let mut leases = BTreeSet::new();
@@ -448,7 +452,12 @@ fn plan(
     for j in scheduled {
         let Some(job) = plan_scheduled(config, j, policies)? else { continue };
         if !leases.insert(j.lease.to_owned()) {
-            return Err(bad(format!("two jobs use the lease `{}`: give one of them another `lease`", j.lease)));
+            let key = format!("jobs.{}.lease", j.name);
+            return Err(config_error(
+                config,
+                Some(&key),
+                format!("two jobs use the lease `{}`: give one of them another `lease`", j.lease),
+            ));
         }
         jobs.push(job);
     }
@@ -458,10 +467,12 @@ fn plan(
     }
     for p in policies {
         if !names.contains(p.name) {
-            return Err(Error::InvalidConfig(format!(
+            return Err(ConfigError::new(format!(
                 "retry/timeout options are set for `{}`, which names no job: add the job, or fix the name",
                 p.name
-            )));
+            ))
+            .with_key(format!("jobs.{}", p.name))
+            .into());
         }
     }
     Ok(Plan { jobs, groups })
@@ -474,13 +485,11 @@ fn plan_scheduled(
     j: &ScheduledJob,
     policies: &[JobPolicy],
 ) -> Result<Option<PlannedJob>, Error> {
-    let bad = |msg: String| Error::InvalidConfig(format!("{}: {msg}", config.source));
+    let key = |leaf: &str| format!("jobs.{}.{leaf}", j.name);
     let o = config.jobs.get(j.name).cloned().unwrap_or_default();
     if o.partitions.is_some() {
-        return Err(bad(format!(
-            "[jobs.{}] partitions: `{}` is a scheduled job, not a partitioned one",
-            j.name, j.name
-        )));
+        let reason = format!("`{}` is a scheduled job, not a partitioned one", j.name);
+        return Err(ConfigError::at_key(key("partitions"), reason).with_file(config.source.as_str()).into());
     }
     if o.enabled == Some(false) {
         tracing::info!(job = j.name, "disabled by the configuration");
@@ -488,8 +497,8 @@ fn plan_scheduled(
     }
     crate::validate_name(j.lease)?;
     fits_namespace(config, j.name, j.lease, j.name)?;
-    let spec = o.schedule.clone().unwrap_or_else(|| ScheduleSpec::from(j.schedule));
-    let timer = Timer::new(&spec).map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
+    let spec = o.schedule.clone().unwrap_or_else(|| j.schedule.clone());
+    let timer = Timer::new(&spec).map_err(|m| schedule_error(config, j.name, &spec, m))?;
     let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(j.name, policies, &o));
     Ok(Some(PlannedJob {
         name: j.name.to_owned(),
@@ -509,7 +518,6 @@ fn plan_group(
     j: &PartitionedJob,
     policies: &[JobPolicy],
 ) -> Result<Option<PlannedGroup>, Error> {
-    let bad = |msg: String| Error::InvalidConfig(format!("{}: {msg}", config.source));
     let o = config.jobs.get(j.name).cloned().unwrap_or_default();
     if o.enabled == Some(false) {
         tracing::info!(job = j.name, "disabled by the configuration");
@@ -517,7 +525,8 @@ fn plan_group(
     }
     let partitions = o.partitions.unwrap_or(j.partitions);
     if partitions == 0 {
-        return Err(bad(format!("[jobs.{}] partitions must be at least 1", j.name)));
+        let key = format!("jobs.{}.partitions", j.name);
+        return Err(config_error(config, Some(&key), format!("[jobs.{}] partitions must be at least 1", j.name)));
     }
     crate::validate_name(&format!("{}.{}", j.group, partitions - 1))?;
     fits_namespace(
@@ -526,8 +535,11 @@ fn plan_group(
         &format!("{}.{}", j.group, partitions - 1),
         &format!("{}/{}", j.name, partitions - 1),
     )?;
-    let spec = o.schedule.clone().or_else(|| j.schedule.map(ScheduleSpec::from));
-    let timer = spec.as_ref().map(Timer::new).transpose().map_err(|m| bad(format!("[jobs.{}]: {m}", j.name)))?;
+    let spec = o.schedule.clone().or_else(|| j.schedule.clone());
+    let timer = match &spec {
+        Some(s) => Some(Timer::new(s).map_err(|m| schedule_error(config, j.name, s, m))?),
+        None => None,
+    };
     let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(j.name, policies, &o));
     let settings = JobSettings::partitioned(j.name, j.group, partitions, spec.as_ref(), misfire, &policy);
     let spec = GroupSpec {
@@ -559,14 +571,39 @@ fn fits_namespace(config: &RuntimeConfig, job: &str, lease: &str, record: &str) 
         let stored = ns.map(name);
         let len = stored.chars().count();
         if len > limit {
-            return Err(Error::InvalidConfig(format!(
-                "{}: job `{job}`: in namespace `{ns}` its {what} `{name}` is stored as `{stored}`, {len} characters, \
-                 more than the {limit} every backend keeps: use a shorter namespace or job name",
-                config.source
-            )));
+            return Err(config_error(
+                config,
+                Some("backend.namespace"),
+                format!(
+                    "job `{job}`: in namespace `{ns}` its {what} `{name}` is stored as `{stored}`, {len} characters, \
+                     more than the {limit} every backend keeps: use a shorter namespace or job name"
+                ),
+            ));
         }
     }
     Ok(())
+}
+
+/// An error of the configuration `config` (named as its file) about `key`, where `msg` says
+/// where itself.
+fn config_error(config: &RuntimeConfig, key: Option<&str>, msg: String) -> Error {
+    let e = ConfigError::new(msg).with_file(config.source.as_str());
+    match key {
+        Some(k) => e.with_key(k).into(),
+        None => e.into(),
+    }
+}
+
+/// A schedule the scheduler refused (`simba.toml` checks its own; this one is the code's, or
+/// one set in a [`RuntimeConfig`] built by hand): its key is `jobs.NAME.cron` or
+/// `jobs.NAME.fixed_rate`.
+fn schedule_error(config: &RuntimeConfig, job: &str, spec: &Schedule, msg: String) -> Error {
+    let leaf = match spec {
+        Schedule::Cron { .. } => "cron",
+        Schedule::FixedRate(_) => "fixed_rate",
+    };
+    let key = format!("jobs.{job}.{leaf}");
+    config_error(config, Some(&key), format!("[jobs.{job}]: {msg}"))
 }
 
 /// The retry and timeout options of job `name`: the macro's (or the builder's), then the
@@ -640,7 +677,7 @@ mod tests {
         let job = |name: &'static str| ScheduledJob {
             name,
             lease: name,
-            schedule: crate::job::Schedule::FixedRate(std::time::Duration::from_secs(1)),
+            schedule: Schedule::FixedRate(std::time::Duration::from_secs(1)),
             misfire: Misfire::Skip,
             run: noop,
         };

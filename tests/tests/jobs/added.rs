@@ -108,7 +108,7 @@ async fn item7_bad_additions_and_removals_are_refused() {
     // disabled job is registered, and stays disabled when added at run time.
     let config = RuntimeConfig::from_toml_str("[jobs.disabled_one]\nenabled = false\n", "test.toml", Vec::new());
     let builder = Runtime::builder().config(config.expect("config")).without_registry().backend(store.clone());
-    let a = builder.job(disabled).start().await.expect("start");
+    let a = builder.job(disabled.clone()).start().await.expect("start");
     let jobs = a.jobs();
     assert!(jobs.names().is_empty(), "the disabled job does not run");
     let same_lease = ScheduledJob { name: "other_name", ..IDLE };

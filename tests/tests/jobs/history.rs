@@ -37,10 +37,10 @@ async fn node(
     let mut b =
         Runtime::builder().config(config).without_registry().backend(store.clone()).seed(seed).wall_clock(clock);
     for j in scheduled {
-        b = b.job(*j);
+        b = b.job(j.clone());
     }
     for j in partitioned {
-        b = b.partitioned(*j);
+        b = b.partitioned(j.clone());
     }
     for p in policies {
         b = b.policy(*p);
@@ -65,7 +65,7 @@ fn count(h: &[RunRecord], o: Outcome) -> usize {
 }
 
 fn every_second(name: &'static str, run: simba::job::ScheduledFn, misfire: Misfire) -> ScheduledJob {
-    ScheduledJob { name, lease: name, schedule: Schedule::Cron { expr: "* * * * * *", time_zone: None }, misfire, run }
+    ScheduledJob { name, lease: name, schedule: Schedule::cron("* * * * * *"), misfire, run }
 }
 
 static FLAKY_RUNS: AtomicU32 = AtomicU32::new(0);
@@ -186,7 +186,7 @@ async fn item2_pause_and_resume_cluster_wide() {
     let store = MemoryBackend::new();
     let clock = WallClock::follow_tokio_from(base());
     let job = every_second("h_pausable", counted, Misfire::Skip);
-    let a = node(&store, 1, clock, &[job], &[], &[]).await;
+    let a = node(&store, 1, clock, std::slice::from_ref(&job), &[], &[]).await;
     let b = node(&store, 2, clock, &[job], &[], &[]).await;
     let admin = Jobs::for_backend(&store).expect("store").with_registered(["h_pausable"]);
     sleep(MS(2_500)).await;
@@ -229,12 +229,12 @@ async fn item2_trigger_runs_once_on_the_holder() {
     let job = ScheduledJob {
         name: "h_yearly",
         lease: "h_yearly",
-        schedule: Schedule::Cron { expr: "0 0 0 1 1 *", time_zone: None },
+        schedule: Schedule::cron("0 0 0 1 1 *"),
         misfire: Misfire::Skip,
         run: yearly,
     };
     let admin = Jobs::for_backend(&store).expect("store").with_registered(["h_yearly"]);
-    let a = node(&store, 1, clock, &[job], &[], &[]).await;
+    let a = node(&store, 1, clock, std::slice::from_ref(&job), &[], &[]).await;
     sleep(MS(500)).await;
     let at = clock.now();
     // The request's time is the manual slot's instant, which identifies its record: on the
@@ -292,7 +292,7 @@ async fn item3_retry_with_backoff() {
     let job = ScheduledJob {
         name: "h_retry",
         lease: "h_retry",
-        schedule: Schedule::Cron { expr: "0 0 0 1 1 *", time_zone: None },
+        schedule: Schedule::cron("0 0 0 1 1 *"),
         misfire: Misfire::Skip,
         run: fails_twice,
     };
@@ -393,7 +393,7 @@ async fn item2_partitions_pause_and_trigger() {
         name: "h_parts",
         group: "h_parts",
         partitions: 3,
-        schedule: Some(Schedule::Cron { expr: "0 0 0 1 1 *", time_zone: None }),
+        schedule: Some(Schedule::cron("0 0 0 1 1 *")),
         misfire: Misfire::Skip,
         run: part,
     };

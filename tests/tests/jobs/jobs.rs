@@ -30,10 +30,10 @@ async fn node(
 ) -> RunningRuntime {
     let mut b = Runtime::builder().config(config(toml)).without_registry().backend(store.clone()).seed(seed);
     for j in scheduled {
-        b = b.job(*j);
+        b = b.job(j.clone());
     }
     for j in partitioned {
-        b = b.partitioned(*j);
+        b = b.partitioned(j.clone());
     }
     let r = b.start().await.expect("start");
     r.simba().live().await.expect("live");
@@ -241,7 +241,7 @@ async fn j7_overrides() {
         run: job,
     };
     let store = MemoryBackend::new();
-    let off = node(&store, 1, &[j], &[], "[jobs.ov]\nenabled = false\n").await;
+    let off = node(&store, 1, std::slice::from_ref(&j), &[], "[jobs.ov]\nenabled = false\n").await;
     sleep(S(130)).await;
     assert!(N.lock().unwrap_or_else(PoisonError::into_inner).is_empty(), "a disabled job ran");
     assert!(off.simba().snapshot().elections.is_empty());
@@ -295,18 +295,18 @@ async fn j1_misfire_run_once_and_skip() {
             RUNS.lock().unwrap_or_else(PoisonError::into_inner).push(format!("{}:{}", t.name(), t.token()));
         })
     }
-    let cron = Schedule::Cron { expr: "0 0 0 1 1 *", time_zone: None };
+    let cron = Schedule::cron("0 0 0 1 1 *");
     let once = ScheduledJob {
         name: "yearly_once",
         lease: "yearly_once",
-        schedule: cron,
+        schedule: cron.clone(),
         misfire: Misfire::RunOnce,
         run: yearly,
     };
     let skip =
         ScheduledJob { name: "yearly_skip", lease: "yearly_skip", schedule: cron, misfire: Misfire::Skip, run: yearly };
     let store = MemoryBackend::new();
-    let a = node(&store, 1, &[once, skip], &[], "").await;
+    let a = node(&store, 1, &[once.clone(), skip.clone()], &[], "").await;
     sleep(S(2)).await;
     assert_eq!(RUNS.lock().unwrap_or_else(PoisonError::into_inner).clone(), vec!["yearly_once:1".to_owned()]);
     a.shutdown().await;

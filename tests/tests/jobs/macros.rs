@@ -84,7 +84,7 @@ fn partitioned(name: &str) -> &'static PartitionedJob {
 fn j1_cron_job_with_defaults() {
     let job = scheduled("macros_cron_defaults");
     assert_eq!(job.lease, "macros_cron_defaults");
-    assert_eq!(job.schedule, Schedule::Cron { expr: "0 */5 * * * *", time_zone: None });
+    assert_eq!(job.schedule, Schedule::cron("0 */5 * * * *"));
     assert_eq!(job.misfire, Misfire::Skip);
     let _run: ScheduledFn = job.run;
 }
@@ -94,7 +94,7 @@ fn j1_cron_job_with_defaults() {
 fn j1_cron_job_with_every_option() {
     let job = scheduled("macros_cron_everything");
     assert_eq!(job.lease, "macros.nightly");
-    assert_eq!(job.schedule, Schedule::Cron { expr: "0 30 2 * * *", time_zone: Some("Europe/Berlin") });
+    assert_eq!(job.schedule, Schedule::cron_in("0 30 2 * * *", "Europe/Berlin"));
     assert_eq!(job.misfire, Misfire::RunOnce);
 }
 
@@ -112,7 +112,7 @@ fn j1_fixed_rate_job() {
 fn j1_job_in_nested_module() {
     let job = scheduled("macros_nested");
     assert_eq!(job.lease, "macros_nested");
-    assert_eq!(job.schedule, Schedule::Cron { expr: "@hourly", time_zone: None });
+    assert_eq!(job.schedule, Schedule::cron("@hourly"));
     // The function itself is kept as written and stays callable.
     let _ = nested::deeper::macros_nested;
 }

@@ -29,7 +29,7 @@ fn worker(term: Term, _partition: u32) -> simba::job::JobFuture {
 const REPORT: ScheduledJob = ScheduledJob {
     name: "reg_report",
     lease: "reg_report",
-    schedule: Schedule::Cron { expr: "0 * * * * *", time_zone: None },
+    schedule: Schedule::cron("0 * * * * *"),
     misfire: Misfire::Skip,
     run: noop,
 };
@@ -59,7 +59,7 @@ async fn node_with(store: &MemoryBackend, name: &str, seed: u64, toml: &str, mor
     let config = RuntimeConfig::from_toml_str(&format!("{SESSION}{toml}"), "test.toml", Vec::new()).expect("config");
     let mut builder = Runtime::builder().config(config).without_registry().job(REPORT).partitioned(SWEEP);
     for j in more {
-        builder = builder.job(*j);
+        builder = builder.job(j.clone());
     }
     let r = builder.node_name(name).backend(store.clone()).seed(seed).start().await.expect("start");
     r.simba().live().await.expect("live");

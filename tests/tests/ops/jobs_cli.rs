@@ -24,7 +24,7 @@ fn noop(_term: simba::Term) -> simba::job::JobFuture {
 const NIGHTLY: simba::job::ScheduledJob = simba::job::ScheduledJob {
     name: "nightly",
     lease: "nightly",
-    schedule: simba::job::Schedule::Cron { expr: "0 0 2 * * *", time_zone: Some("Europe/Berlin") },
+    schedule: simba::job::Schedule::cron_in("0 0 2 * * *", "Europe/Berlin"),
     misfire: simba::job::Misfire::Skip,
     run: noop,
 };

@@ -9,6 +9,6 @@ async fn every_five_minutes(term: &Term) {
 fn main() {
     let job = SCHEDULED_JOBS.iter().find(|j| j.name == "every_five_minutes").expect("registered");
     assert_eq!(job.lease, "every_five_minutes");
-    assert_eq!(job.schedule, Schedule::Cron { expr: "0 */5 * * * *", time_zone: None });
+    assert_eq!(job.schedule, Schedule::cron("0 */5 * * * *"));
     assert_eq!(job.misfire, Misfire::Skip);
 }

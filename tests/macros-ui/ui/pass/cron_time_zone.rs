@@ -9,7 +9,7 @@ async fn hourly(_term: &Term) {}
 
 fn main() {
     let job = SCHEDULED_JOBS.iter().find(|j| j.name == "nightly").expect("registered");
-    assert_eq!(job.schedule, Schedule::Cron { expr: "0 0 2 * * MON-FRI", time_zone: Some("Europe/Berlin") });
+    assert_eq!(job.schedule, Schedule::cron_in("0 0 2 * * MON-FRI", "Europe/Berlin"));
     let job = SCHEDULED_JOBS.iter().find(|j| j.name == "hourly").expect("registered");
-    assert_eq!(job.schedule, Schedule::Cron { expr: "@hourly", time_zone: Some("UTC") });
+    assert_eq!(job.schedule, Schedule::cron_in("@hourly", "UTC"));
 }

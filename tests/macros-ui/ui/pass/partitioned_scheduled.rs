@@ -13,7 +13,7 @@ async fn poll(_term: &Term, _partition: u32) -> Result<(), std::io::Error> {
 
 fn main() {
     let job = PARTITIONED_JOBS.iter().find(|j| j.name == "sync_shard").expect("registered");
-    assert_eq!(job.schedule, Some(Schedule::Cron { expr: "0 * * * * *", time_zone: Some("America/New_York") }));
+    assert_eq!(job.schedule, Some(Schedule::cron_in("0 * * * * *", "America/New_York")));
     assert_eq!(job.misfire, Misfire::RunOnce);
     let job = PARTITIONED_JOBS.iter().find(|j| j.name == "poll").expect("registered");
     assert_eq!(job.partitions, 100_000);
