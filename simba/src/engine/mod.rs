@@ -165,6 +165,12 @@ impl Shared {
                 }
                 _ => None,
             };
+            if let (Some(token), None) = (won, &adopted) {
+                // K4: the release is noted before anyone else sees the name out of `inflight`
+                // (the state lock is still held), so a next attempt can never adopt the token
+                // this release is about to give back.
+                cell.note_released(name, token);
+            }
             cell.attempt_ended(name);
             adopted
         };

@@ -112,7 +112,8 @@ impl LeaseModel {
     }
 
     /// Runs engine code (`simba::core`) with this configuration's mutant switched on inside
-    /// the core, if it is one of the core's.
+    /// the core: every mutant is the core's but [`Mutant::ReleaseWithoutToken`], the modelled
+    /// backend's.
     fn in_core<R>(&self, f: impl FnOnce() -> R) -> R {
         let core = match self.cfg.mutant {
             Some(Mutant::PruneReleasedInFlight) => Some(simba::core::mutants::Mutant::PruneReleasedInFlight),
