@@ -2,7 +2,8 @@
 //! acquisition the election gave up on keeps the slot until its reply or its timeout, so that
 //! its late `Won` (which is released, K4) can never release a term adopted by the next
 //! attempt. The engine (`engine::attempt`) asks it before it sends an acquisition and when an
-//! attempt is abandoned; the model checker drives the same type.
+//! attempt is abandoned; the model checker drives the same type. And the first clause of K4,
+//! [`answers_current_attempt`]: whether a reply answers the election's current attempt.
 
 use super::mutants::{Mutant, active};
 
@@ -52,9 +53,46 @@ impl AttemptSlot {
     }
 }
 
+/// K4, the first clause: whether an acquisition's reply answers the election's current
+/// attempt. It does only if the election still awaits that acquisition (`awaited`: it neither
+/// abandoned it, K3, nor gave it up at its D2 timeout) and the session it was sent for is the
+/// client's session now (`current_session`). Only such a reply may become a term, and then only
+/// if [`judge_win`](super::ledger::judge_win) adopts it; a `Won` of any other is released (an
+/// abandoned attempt's, whose election no longer waits, and a replaced session's). The engine
+/// asks this for every acquisition result (`Shared::settle_attempt` for an awaited one,
+/// `Shared::settle_abandoned` for an abandoned one; its D2 timeout cancels the call, so a
+/// given-up acquisition's reply never reaches it); the model checker asks it for every reply
+/// its network delivers.
+pub fn answers_current_attempt(awaited: bool, current_session: bool) -> bool {
+    (awaited && current_session) || active(Mutant::AdoptLateReply)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// K4: only a reply the election still awaits, for the session live now, answers the
+    /// current attempt.
+    #[test]
+    fn k4_only_an_awaited_reply_of_the_current_session_answers() {
+        assert!(answers_current_attempt(true, true));
+        assert!(!answers_current_attempt(false, true), "an abandoned or timed-out attempt's reply");
+        assert!(!answers_current_attempt(true, false), "a reply for a session that has ended since");
+        assert!(!answers_current_attempt(false, false));
+    }
+
+    /// K4: the mutant the model checker must catch (`AdoptLateReply`) takes every reply for an
+    /// answer to the current attempt, and only inside `with`.
+    #[cfg(feature = "mutants")]
+    #[test]
+    fn k4_mutant_adopt_late_reply_answers_every_reply() {
+        let late = Some(Mutant::AdoptLateReply);
+        for (awaited, current) in [(true, true), (false, true), (true, false), (false, false)] {
+            assert!(crate::core::mutants::with(late, || answers_current_attempt(awaited, current)));
+        }
+        assert!(!answers_current_attempt(false, true), "off outside `with`");
+        assert!(!crate::core::mutants::with(Some(Mutant::AbandonFreesSlot), || answers_current_attempt(false, true)));
+    }
 
     /// K3: one acquisition in flight at a time; the next may start once its result came.
     #[test]

@@ -102,10 +102,11 @@ pub enum Verdict {
     Release,
 }
 
-/// K4: a won lease is adopted as a term only if the reply answers the current attempt (the
-/// caller's: an abandoned attempt's win never reaches here), arrived while the session is
-/// live on the local clock (`session_live`), the client is not closed, and its token exceeds
-/// every token this session released for the name (`max_released`). Otherwise it is released.
+/// K4: a won lease is adopted as a term only if the reply answers the current attempt (asked
+/// first, of [`answers_current_attempt`](super::attempt::answers_current_attempt): a reply that
+/// does not never reaches here), arrived while the session is live on the local clock
+/// (`session_live`), the client is not closed, and its token exceeds every token this session
+/// released for the name (`max_released`). Otherwise it is released.
 pub fn judge_win(token: u64, session_live: bool, client_closed: bool, max_released: u64) -> Verdict {
     let above = token > max_released || active(Mutant::AdoptReleasedToken);
     if session_live && !client_closed && above { Verdict::Adopt } else { Verdict::Release }

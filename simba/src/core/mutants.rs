@@ -23,6 +23,21 @@ pub enum Mutant {
     /// lease, and the abandoned attempt's late `Won` then releases it under the valid term
     /// (breaks K3, then term disjointness; `election.rs` `abandon()` did this once).
     AbandonFreesSlot,
+    /// [`SessionMachine::opened`](super::session::SessionMachine::opened) and
+    /// [`renewed`](super::session::SessionMachine::renewed) count the local deadline from the
+    /// reply's arrival instead of the request's `sent_at` (breaks D1: a slow reply lengthens
+    /// the deadline past the store's expiry, so D6 fails).
+    DeadlineFromArrival,
+    /// [`Timing::local_validity`](super::timing::Timing::local_validity) leaves out the drift
+    /// term: `remaining - margin` (breaks D1 and so D6: a node clock slower than the store's
+    /// outlives the store's expiry).
+    IgnoreDrift,
+    /// [`answers_current_attempt`](super::attempt::answers_current_attempt) says every
+    /// acquisition reply answers the current attempt: a `Won` of an abandoned attempt, of one
+    /// given up at its D2 timeout, or of one sent for a session that has ended since, is
+    /// judged for adoption into the session live now (breaks K4; the released-token check of
+    /// [`judge_win`](super::ledger::judge_win) is kept).
+    AdoptLateReply,
 }
 
 #[cfg(feature = "mutants")]

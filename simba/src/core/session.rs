@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use super::mutants::{Mutant, active};
 use super::{Moment, RevokeReason, SessionStatus, Timing};
 
 /// What the shell does with a session that ended.
@@ -118,33 +119,61 @@ pub enum Command<T> {
 
 /// A backend call of the machine's in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Call<T> {
-    sent_at: T,
+pub struct Call<T> {
+    /// When the request was sent: the base of the D1 deadline its reply gives.
+    pub sent_at: T,
 }
 
+/// A live (or suspended) session, as the machine holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Live<T> {
-    epoch: u64,
-    deadline: T,
-    period: Duration,
+pub struct Live<T> {
+    /// The machine's count of sessions begun, this one included.
+    pub epoch: u64,
+    /// The local deadline (D1); it only moves forward (D3).
+    pub deadline: T,
+    /// The renewal period (D4); every D2 timeout of the session follows it.
+    pub period: Duration,
     /// When the next keep-alive is due (while none is in flight).
-    next: T,
-    call: Option<Call<T>>,
-    suspended: bool,
+    pub next: T,
+    /// The keep-alive in flight, if any (one renewal slot).
+    pub call: Option<Call<T>>,
+    /// Whether the last renewal failed (S5).
+    pub suspended: bool,
     /// Whether this session reported a shortened grant (D4: once per session).
-    shortened_reported: bool,
+    pub shortened_reported: bool,
 }
 
+/// Where the machine is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase<T> {
+pub enum Phase<T> {
+    /// Not started.
     Idle,
     /// Opening: the open in flight, or the instant of the next try.
     Opening {
+        /// The open in flight, if any.
         call: Option<Call<T>>,
+        /// When the next open is sent, while none is in flight.
         retry_at: Option<T>,
     },
+    /// A session is live or suspended.
     Live(Live<T>),
+    /// The client was closed.
     Closed,
+}
+
+/// Everything a [`SessionMachine`] holds besides its [`Timing`], as plain values
+/// ([`SessionMachine::parts`], [`SessionMachine::from_parts`]). A driver that keeps its own
+/// compact state, such as the model checker of rule V1 (ADR 0006), rebuilds the machine from
+/// it, feeds it one event and reads the result back, so that the engine's own machine makes
+/// the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionParts<T> {
+    /// Where the machine is.
+    pub phase: Phase<T>,
+    /// The delay before the next open after a failed or unusable one.
+    pub open_backoff: Duration,
+    /// The machine's count of sessions begun.
+    pub epoch: u64,
 }
 
 /// The session machine of one client.
@@ -162,6 +191,17 @@ impl<T: Moment> SessionMachine<T> {
     /// A machine that has not started.
     pub fn new(timing: Timing) -> Self {
         SessionMachine { open_backoff: timing.config.min_backoff(), timing, phase: Phase::Idle, epoch: 0 }
+    }
+
+    /// A machine rebuilt from `parts` (see [`SessionParts`]): it behaves exactly as the machine
+    /// [`parts`](Self::parts) was taken from.
+    pub fn from_parts(timing: Timing, parts: SessionParts<T>) -> Self {
+        SessionMachine { timing, phase: parts.phase, open_backoff: parts.open_backoff, epoch: parts.epoch }
+    }
+
+    /// The machine's state as plain values (see [`SessionParts`]).
+    pub fn parts(&self) -> SessionParts<T> {
+        SessionParts { phase: self.phase, open_backoff: self.open_backoff, epoch: self.epoch }
     }
 
     /// Starts: the first open is sent now.
@@ -220,7 +260,7 @@ impl<T: Moment> SessionMachine<T> {
     /// discarded and the next open waits for the backoff.
     pub fn opened(&mut self, now: T, granted: Duration) -> Vec<Command<T>> {
         let Phase::Opening { call: Some(call), .. } = self.phase else { return Vec::new() };
-        let deadline = self.timing.deadline(call.sent_at, granted);
+        let deadline = self.timing.deadline(d1_base(call, now), granted);
         if deadline <= now {
             let retry_in = self.open_backoff;
             self.wait_to_open(now);
@@ -266,7 +306,7 @@ impl<T: Moment> SessionMachine<T> {
             return self.lost(now, RevokeReason::DeadlinePassed);
         }
         let plan = self.timing.renew_plan(remaining);
-        l.deadline = l.deadline.max(self.timing.deadline(call.sent_at, remaining));
+        l.deadline = l.deadline.max(self.timing.deadline(d1_base(call, now), remaining));
         l.period = plan.period;
         l.next = call.sent_at + plan.period;
         let mut out = vec![Command::Extend { deadline: l.deadline, period: l.period }];
@@ -358,6 +398,12 @@ impl<T: Moment> SessionMachine<T> {
         self.phase = Phase::Opening { call: None, retry_at: Some(now + self.open_backoff) };
         self.open_backoff = (self.open_backoff * 2).min(self.timing.config.renew_interval());
     }
+}
+
+/// D1: the base instant of a reply's deadline is when its request was sent, never when the
+/// reply arrived (`now`), so a slow reply only shortens the deadline.
+fn d1_base<T: Moment>(call: Call<T>, now: T) -> T {
+    if active(Mutant::DeadlineFromArrival) { now } else { call.sent_at }
 }
 
 #[cfg(test)]
@@ -636,6 +682,64 @@ mod tests {
             m.open_failed(due + Duration::from_secs(5), "x".into())[0],
             Command::OpenFailed { error: "x".into(), retry_in: ms(100) }
         );
+    }
+
+    /// D1, D3, D4 through `parts`/`from_parts`: a machine rebuilt from its parts in the middle
+    /// of a session (a keep-alive in flight) gives exactly the commands and the parts the
+    /// original gives, as the model checker relies on; one rebuilt from hand-made parts
+    /// counts the deadline from the given `sent_at`.
+    #[test]
+    fn d1_machine_rebuilt_from_its_parts_decides_the_same() {
+        let (mut m, at) = live();
+        m.tick(at.t(5_000));
+        let mut rebuilt = SessionMachine::from_parts(Timing::new(SimbaConfig::default()), m.parts());
+        assert_eq!(rebuilt.parts(), m.parts());
+        let expected = vec![Command::Extend { deadline: at.t(19_800), period: Duration::from_secs(5) }];
+        assert_eq!(m.renewed(at.t(7_000), Duration::from_secs(15), true), expected);
+        assert_eq!(rebuilt.renewed(at.t(7_000), Duration::from_secs(15), true), expected);
+        assert_eq!(rebuilt.parts(), m.parts());
+        assert_eq!(rebuilt.next_wakeup(), Some(at.t(10_000)));
+
+        let opening = SessionParts {
+            phase: Phase::Opening { call: Some(Call { sent_at: at.t(100) }), retry_at: None },
+            open_backoff: ms(100),
+            epoch: 3,
+        };
+        let mut m = SessionMachine::from_parts(Timing::new(SimbaConfig::default()), opening);
+        assert_eq!(
+            m.opened(at.t(2_000), Duration::from_secs(15)),
+            vec![Command::BeginSession {
+                epoch: 4,
+                granted: Duration::from_secs(15),
+                deadline: at.t(14_900),
+                period: Duration::from_secs(5)
+            }]
+        );
+        let Phase::Live(l) = m.parts().phase else { panic!("live after the open: {:?}", m.parts()) };
+        assert_eq!((l.next, l.call, l.suspended), (at.t(5_100), None, false));
+    }
+
+    /// D1: the mutant the model checker must catch (`DeadlineFromArrival`) counts the deadline
+    /// from the reply's arrival, on an open and on a renewal, and only inside `with`.
+    #[cfg(feature = "mutants")]
+    #[test]
+    fn d1_mutant_deadline_from_arrival_counts_from_the_reply() {
+        use crate::core::mutants::{Mutant, with};
+        let arrival = Some(Mutant::DeadlineFromArrival);
+        let (mut m, at) = machine();
+        m.start(at.t(0));
+        let begin = with(arrival, || m.opened(at.t(900), Duration::from_secs(15)));
+        assert!(matches!(begin[0], Command::BeginSession { deadline, .. } if deadline == at.t(15_700)), "{begin:?}");
+        m.tick(at.t(5_000));
+        assert_eq!(
+            with(arrival, || m.renewed(at.t(7_000), Duration::from_secs(15), true)),
+            vec![Command::Extend { deadline: at.t(21_800), period: Duration::from_secs(5) }]
+        );
+        assert_eq!(m.next_wakeup(), Some(at.t(10_000)), "the next keep-alive still counts from sent_at");
+        let (mut m, at) = machine();
+        m.start(at.t(0));
+        let begin = with(Some(Mutant::IgnoreDrift), || m.opened(at.t(900), Duration::from_secs(15)));
+        assert!(matches!(begin[0], Command::BeginSession { deadline, .. } if deadline == at.t(14_950)), "{begin:?}");
     }
 
     /// A digest mismatch asks for a reconcile after the deadline moved (T6, K4).

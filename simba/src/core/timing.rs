@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::Moment;
+use super::mutants::{Mutant, active};
 use crate::SimbaConfig;
 
 /// The timing rules of one client.
@@ -30,9 +31,11 @@ impl Timing {
     }
 
     /// How long a grant of `remaining` stays valid on the local clock:
-    /// `remaining * (1 - drift) - margin` (rule D1), never negative.
+    /// `remaining * (1 - drift) - margin` (rule D1), never negative. The drift term is what
+    /// keeps the deadline before the store's expiry while the clocks' rates differ (D6).
     pub fn local_validity(&self, remaining: Duration) -> Duration {
-        remaining.mul_f64(1.0 - self.config.drift()).saturating_sub(self.config.margin())
+        let drift = if active(Mutant::IgnoreDrift) { 0.0 } else { self.config.drift() };
+        remaining.mul_f64(1.0 - drift).saturating_sub(self.config.margin())
     }
 
     /// D1: `deadline = sent_at + remaining * (1 - drift) - margin`, where `sent_at` is when the
@@ -167,6 +170,27 @@ mod tests {
         let careless = Timing::new(SimbaConfig::builder().drift(0.0).margin(Duration::ZERO).build().expect("config"));
         let late = careless.local_validity(Duration::from_secs(15)).div_f64(0.97);
         assert!(late > Duration::from_secs(15), "a 3% slow clock outlives the store's expiry without drift");
+    }
+
+    /// D1, D6: the mutant the model checker must catch (`IgnoreDrift`) drops exactly the drift
+    /// term of the formula, and only inside `with`.
+    #[cfg(feature = "mutants")]
+    #[test]
+    fn d1_d6_mutant_ignore_drift_drops_the_drift_term() {
+        use crate::core::mutants::{Mutant, with};
+        let t = Timing::new(SimbaConfig::builder().drift(0.1).build().expect("config"));
+        let grant = Duration::from_secs(15);
+        // 15 s * 0.9 - 50 ms = 13.45 s; without the drift term 15 s - 50 ms = 14.95 s.
+        assert_eq!(t.local_validity(grant), Duration::from_millis(13_450));
+        assert_eq!(with(Some(Mutant::IgnoreDrift), || t.local_validity(grant)), Duration::from_millis(14_950));
+        let sent = Instant::now();
+        assert_eq!(with(Some(Mutant::IgnoreDrift), || t.deadline(sent, grant)) - sent, Duration::from_millis(14_950));
+        assert_eq!(
+            with(Some(Mutant::DeadlineFromArrival), || t.local_validity(grant)),
+            Duration::from_millis(13_450),
+            "another mutant leaves the formula alone"
+        );
+        assert_eq!(t.local_validity(grant), Duration::from_millis(13_450), "off outside `with`");
     }
 
     /// D1: a grant shorter than the margin yields a deadline at `sent_at`, never before.

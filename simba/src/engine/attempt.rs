@@ -42,12 +42,12 @@ impl Drop for Attempt {
         // A result that already arrived is ours to handle; otherwise the attempt's task
         // handles it when its reply or its timeout comes (K3).
         if let Ok(r) = self.rx.try_recv() {
-            if let Ok(Acquire::Won(token)) = r
-                && tokio::runtime::Handle::try_current().is_ok()
-            {
-                self.shared.release_in_background(Arc::clone(&self.cell), Arc::clone(&self.name), token);
+            if tokio::runtime::Handle::try_current().is_ok() {
+                self.shared.settle_abandoned(&self.cell, &self.name, won(&r));
+            } else {
+                // No runtime to release in (shutting down): the lease expires with the session.
+                attempt_finished(&self.shared, &self.cell, &self.name);
             }
-            attempt_finished(&self.shared, &self.cell, &self.name);
             return;
         }
         // Still under way: the core's K3 slot says whether giving it up frees the name (it
@@ -98,14 +98,19 @@ pub(crate) fn spawn_attempt(shared: &Arc<Shared>, cell: &Arc<SessionCell>, name:
             }),
         };
         if let Err(r) = tx.send(r) {
-            // Abandoned: it was in flight until now.
-            if let Ok(Acquire::Won(token)) = r {
-                shared.release_in_background(Arc::clone(&cell), Arc::clone(&name), token);
-            }
-            attempt_finished(&shared, &cell, &name);
+            // Abandoned: it was in flight until now; K4 says what becomes of its win.
+            shared.settle_abandoned(&cell, &name, won(&r));
         }
     });
     attempt
+}
+
+/// The token an acquisition's result won, if it won.
+fn won(r: &BackendResult<Acquire>) -> Option<u64> {
+    match r {
+        Ok(Acquire::Won(token)) => Some(*token),
+        _ => None,
+    }
 }
 
 /// The attempt for `name` made for `cell` is no longer in flight; a waiting attempt may go

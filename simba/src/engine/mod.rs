@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use self::control::ElectionCtl;
 use crate::backend::{HeldDigest, SharedBackend};
 use crate::core::Timing;
+use crate::core::attempt::answers_current_attempt;
 use crate::core::ledger::{Verdict, judge_win};
 use crate::events::{Event, SessionStatus};
 use crate::term::SessionCell;
@@ -112,37 +113,70 @@ impl Shared {
         cell.release_acknowledged(name, token, st.inflight.contains(name));
     }
 
-    /// The acquisition of `name` made for `cell` ended with `won` (a token, or nothing): the
-    /// one place where an attempt leaves `inflight` with its result taken (K3) and a win
-    /// becomes a term or is released (K4, [`judge_win`]). Leaving `inflight` and entering
-    /// `held` are one critical section: a keep-alive's reconcile in between would see the
-    /// lease owned by the session but neither held nor in flight, and release it as an orphan
-    /// (T6).
+    /// The acquisition of `name` made for `cell` ended with `won` (a token, or nothing) and its
+    /// election took the result: the one place where an attempt leaves `inflight` with its
+    /// result taken (K3) and a win becomes a term or is released (K4: [`settle`](Self::settle)).
     pub(crate) fn settle_attempt(
         self: &Arc<Self>,
         cell: &Arc<SessionCell>,
         name: &Arc<str>,
         won: Option<u64>,
     ) -> Option<Term> {
+        self.settle(cell, name, won, true)
+    }
+
+    /// The acquisition of `name` made for `cell` ended with `won` after its election abandoned
+    /// it (K3 kept it in flight until now): it answers no current attempt (K4), so what it won
+    /// is released.
+    pub(crate) fn settle_abandoned(self: &Arc<Self>, cell: &Arc<SessionCell>, name: &Arc<str>, won: Option<u64>) {
+        // A term only comes back if the core's K4 rule is broken on purpose (the mutant
+        // `AdoptLateReply`); no election leads it then.
+        let _ = self.settle(cell, name, won, false);
+    }
+
+    /// An acquisition's end: it leaves `inflight` (K3); its win becomes a term of the session
+    /// live now only if the reply answers the current attempt (`awaited` and made for that
+    /// session: [`answers_current_attempt`]) and [`judge_win`] adopts it; otherwise it is
+    /// released. Leaving `inflight` and entering `held` are one critical section: a
+    /// keep-alive's reconcile in between would see the lease owned by the session but neither
+    /// held nor in flight, and release it as an orphan (T6).
+    fn settle(
+        self: &Arc<Self>,
+        cell: &Arc<SessionCell>,
+        name: &Arc<str>,
+        won: Option<u64>,
+        awaited: bool,
+    ) -> Option<Term> {
         let now = Instant::now();
+        // Read before the state lock: a session that ends meanwhile is no longer live below.
+        let current = self.current_session();
+        let answers = answers_current_attempt(awaited, current.as_ref().is_some_and(|c| Arc::ptr_eq(c, cell)));
         let adopted = {
             let mut st = self.lock_state();
             st.inflight.remove(name);
-            let adopted = won
-                .filter(|&token| {
-                    judge_win(token, cell.is_live_at(now), st.closed, cell.max_released(name)) == Verdict::Adopt
-                })
-                .map(|token| {
-                    let term = Term::new(Arc::clone(name), token, Arc::clone(cell), now);
+            let adopted = match (won, current.filter(|_| answers)) {
+                (Some(token), Some(session))
+                    if judge_win(token, session.is_live_at(now), st.closed, session.max_released(name))
+                        == Verdict::Adopt =>
+                {
+                    let term = Term::new(Arc::clone(name), token, session, now);
                     st.held.insert(Arc::clone(name), term.clone());
-                    term
-                });
+                    Some(term)
+                }
+                _ => None,
+            };
+            if let (Some(token), None) = (won, &adopted) {
+                // K4: the release is noted before anyone else sees the name out of `inflight`
+                // (the state lock is still held), so a next attempt can never adopt the token
+                // this release is about to give back.
+                cell.note_released(name, token);
+            }
             cell.attempt_ended(name);
             adopted
         };
         self.attempt_done.notify_waiters();
         if let (Some(token), None) = (won, &adopted) {
-            tracing::debug!(lease = %name, token, "not adopting a won lease (late reply, ended session or stale token); releasing it");
+            tracing::debug!(lease = %name, token, "not adopting a won lease (late reply, abandoned attempt, ended session or stale token); releasing it");
             self.release_in_background(Arc::clone(cell), Arc::clone(name), token);
         }
         adopted

@@ -10,19 +10,30 @@ pub const MAX_SESSIONS: u8 = 6;
 /// Largest number of messages in flight at once.
 pub const NET_CAP: usize = 16;
 
-/// A deliberately broken rule, to show that the invariants catch it.
+/// A deliberately broken rule, to show that the invariants catch it. Every node-side mutant
+/// is switched on inside the engine's own code (`simba::core`, through
+/// `simba::core::mutants::with`, by `LeaseModel::in_core`), where the model calls it for the
+/// node's decisions; only [`Mutant::ReleaseWithoutToken`] is the modelled backend's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mutant {
-    /// (a) The deadline is computed from the reply's arrival instead of `sent_at` (breaks D1).
+    /// (a) Inside the engine's core (`simba::core::session::SessionMachine::opened` and
+    /// `renewed`, which the model runs for every `Opened` and `Alive` reply): the deadline is
+    /// computed from the reply's arrival instead of `sent_at` (breaks D1).
     DeadlineFromArrival,
-    /// (b) The node's formula ignores drift (`drift = 0`) while the clock rates differ (D1, D6).
+    /// (b) Inside the engine's core (`simba::core::Timing::local_validity`, the D1 formula the
+    /// session machine uses): the formula ignores drift (`drift = 0`) while the clock rates
+    /// differ (D1, D6).
     IgnoreDrift,
-    /// (c) The node adopts a `Won` reply that does not answer its current attempt (one it
-    /// abandoned, gave up on after the D2 timeout, or sent for a session that has ended since)
-    /// into its current live session, instead of releasing or ignoring it (breaks K4; the
-    /// released-token check is kept).
+    /// (c) Inside the engine's core (`simba::core::attempt::answers_current_attempt`, which
+    /// the model asks for every acquisition reply): the node adopts a `Won` reply that does
+    /// not answer its current attempt (one it abandoned, gave up on after the D2 timeout, or
+    /// sent for a session that has ended since) into its current live session, instead of
+    /// releasing or ignoring it (breaks K4; the released-token check of `judge_win` is kept).
     AdoptLateReply,
-    /// (d) The backend frees a lease on release without comparing the token (breaks T7).
+    /// (d) The backend frees a lease on release without comparing the token (breaks T7). A
+    /// mutant of the modelled backend (the store's side of T7), not of the engine: issue 13
+    /// item 3 keeps the backend and the network modelled, so it stays here; the backends' own
+    /// T7 check is tested by the conformance suite (`release_checks_session_and_token`).
     ReleaseWithoutToken,
     /// Inside the engine's core (`simba::core::attempt::AttemptSlot::abandon`): abandoning an
     /// attempt frees the election's K3 slot at once, so a new attempt may run while the

@@ -29,9 +29,12 @@ mod steps;
 
 use std::fmt::Write as _;
 
-use simba::core::attempt::AttemptSlot;
+use simba::core::Timing;
+use simba::core::attempt::{AttemptSlot, answers_current_attempt};
+use simba::core::session::{Phase, SessionMachine, SessionParts};
 
 use super::bag::Bag;
+use super::clock::{NodeTime, UNIT, duration, timing};
 use super::config::{Config, Invariant, MAX_NAMES, Mutant, NODES, RateMode, Schedule};
 use super::explore::{Model, Transition, Violation, fingerprint};
 use super::state::*;
@@ -71,6 +74,15 @@ impl Log {
 pub struct LeaseModel {
     cfg: Config,
     triples: Vec<[i16; 3]>,
+    /// The engine's timing rules for `cfg` (D1, D4), which the node's session machine uses.
+    timing: Timing,
+    /// Whether a node keeps the replies of acquisitions it gave up on (at their D2 timeout, a
+    /// crash) to read them: only when the engine's K4 rule
+    /// ([`answers_current_attempt`]) could take such a reply for an answer to the current
+    /// attempt. With the correct rule it never does (and the engine's timeout cancels the
+    /// call, so it never sees one), so they are dropped at once, which is the same as reading
+    /// and ignoring them and keeps the state space as it was.
+    reads_given_up: bool,
 }
 
 impl LeaseModel {
@@ -84,7 +96,10 @@ impl LeaseModel {
             panic!("invalid model configuration: {e}");
         }
         let triples = cfg.rate_triples();
-        LeaseModel { cfg, triples }
+        let timing = timing(&cfg);
+        let mut model = LeaseModel { cfg, triples, timing, reads_given_up: false };
+        model.reads_given_up = model.in_core(|| answers_current_attempt(false, true));
+        model
     }
 
     /// The configuration.
@@ -97,28 +112,34 @@ impl LeaseModel {
     }
 
     /// Runs engine code (`simba::core`) with this configuration's mutant switched on inside
-    /// the core, if it is one of the core's.
+    /// the core: every mutant is the core's but [`Mutant::ReleaseWithoutToken`], the modelled
+    /// backend's.
     fn in_core<R>(&self, f: impl FnOnce() -> R) -> R {
         let core = match self.cfg.mutant {
             Some(Mutant::PruneReleasedInFlight) => Some(simba::core::mutants::Mutant::PruneReleasedInFlight),
             Some(Mutant::AdoptReleasedToken) => Some(simba::core::mutants::Mutant::AdoptReleasedToken),
             Some(Mutant::ReconcileStaleSnapshot) => Some(simba::core::mutants::Mutant::ReconcileStaleSnapshot),
             Some(Mutant::AbandonFreesSlot) => Some(simba::core::mutants::Mutant::AbandonFreesSlot),
-            _ => None,
+            Some(Mutant::DeadlineFromArrival) => Some(simba::core::mutants::Mutant::DeadlineFromArrival),
+            Some(Mutant::IgnoreDrift) => Some(simba::core::mutants::Mutant::IgnoreDrift),
+            Some(Mutant::AdoptLateReply) => Some(simba::core::mutants::Mutant::AdoptLateReply),
+            Some(Mutant::ReleaseWithoutToken) | None => None,
         };
         simba::core::mutants::with(core, f)
     }
 
-    /// D1 without `sent_at`: `remaining * (1 - drift) - margin`, never negative.
+    /// D1 without `sent_at`, as the engine computes it (`simba::core::Timing::local_validity`,
+    /// rounded up to whole units like every deadline, see [`NodeTime::units_up`]): for the
+    /// printed traces only.
     fn validity(&self, remaining: i16) -> i16 {
-        let (num, den) = if self.is(Mutant::IgnoreDrift) { (0, 1) } else { self.cfg.drift };
-        let v = i32::from(remaining) * i32::from(den - num) / i32::from(den) - i32::from(self.cfg.margin);
-        i16::try_from(v.max(0)).expect("validity fits in i16")
+        let v = self.in_core(|| self.timing.local_validity(duration(remaining)));
+        (NodeTime::NOW + v).units_up()
     }
 
-    /// The base instant of the D1 formula, relative to the node's clock now.
-    fn deadline_base(&self, sent: i16) -> i16 {
-        if self.is(Mutant::DeadlineFromArrival) { 0 } else { sent }
+    /// The engine's session machine (`simba::core::session::SessionMachine`) in `phase`,
+    /// rebuilt from the model's compact state to take one event (see [`SessionParts`]).
+    fn machine(&self, phase: Phase<NodeTime>) -> SessionMachine<NodeTime> {
+        SessionMachine::from_parts(self.timing, SessionParts { phase, open_backoff: UNIT, epoch: 0 })
     }
 
     /// The floor below which a relative `sent` no longer changes any outcome.
@@ -127,7 +148,7 @@ impl LeaseModel {
     }
 
     fn push_reply(&self, s: &mut State, node: u8, body: Body, fate: Fate) {
-        let keep_dropped = self.is(Mutant::AdoptLateReply) && matches!(body, Body::AcqReply { .. });
+        let keep_dropped = self.reads_given_up && matches!(body, Body::AcqReply { .. });
         if fate != Fate::Dropped || keep_dropped {
             s.net.push(Msg { node, body, fate, age: 0 });
         }
@@ -136,7 +157,7 @@ impl LeaseModel {
     /// Marks the call of node `i` selected by `pred` as given up: its request is `Dropped`,
     /// its reply is removed (nobody reads it).
     fn drop_calls(&self, s: &mut State, i: usize, pred: impl Fn(&Msg) -> bool) {
-        let keep_dropped_acq = self.is(Mutant::AdoptLateReply);
+        let keep_dropped_acq = self.reads_given_up;
         s.net.retain_mut(|m| {
             if usize::from(m.node) != i || m.fate == Fate::Dropped || !pred(m) {
                 return true;

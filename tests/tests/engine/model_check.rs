@@ -148,13 +148,17 @@ fn caught(mutant: Mutant, cfg: Config, expected: Invariant) {
 }
 
 /// (a) `deadline = arrival + validity` instead of `sent_at + validity` (D1): a reply that
-/// took a tick gives a deadline past the backend's expiry.
+/// took a tick gives a deadline past the backend's expiry. The break is switched on inside the
+/// engine's `simba::core::session::SessionMachine` (`opened`, `renewed`), which the model runs
+/// for every `Opened` and `Alive` reply (issue 13 item 3).
 #[test]
 fn mutant_a_deadline_from_arrival_is_caught() {
     caught(Mutant::DeadlineFromArrival, Config::drift(), Invariant::DurableSession);
 }
 
-/// (b) `drift = 0` in the node's formula while its clock runs at 3/4 of the backend's.
+/// (b) `drift = 0` in the node's formula while its clock runs at 3/4 of the backend's. The
+/// break is switched on inside the engine's D1 formula, `simba::core::Timing::local_validity`,
+/// which the session machine the model runs uses.
 #[test]
 fn mutant_b_drift_ignored_is_caught() {
     caught(Mutant::IgnoreDrift, Config::drift(), Invariant::DurableSession);
@@ -163,14 +167,18 @@ fn mutant_b_drift_ignored_is_caught() {
 /// (c) Adopting an acquire reply that does not answer the current attempt (K4): here the
 /// reply of an attempt the node gave up on, from a session that has ended since, is adopted
 /// into the next session. The node holds the same token twice (and the lease belongs to the
-/// old session, which the backend will expire under the new term).
+/// old session, which the backend will expire under the new term). The break is switched on
+/// inside the engine's K4 rule, `simba::core::attempt::answers_current_attempt`, which the
+/// model asks for every acquisition reply (and the engine's `Shared::settle_attempt` and
+/// `settle_abandoned` for every acquisition result).
 #[test]
 fn mutant_c_late_acquire_reply_adopted_is_caught() {
     caught(Mutant::AdoptLateReply, Config::drift(), Invariant::TokenMonotonicity);
 }
 
 /// (d) The backend releases without comparing the token (T7): a late release of token 1 frees
-/// the node's later term 2, and the other node wins token 3 while term 2 is still valid.
+/// the node's later term 2, and the other node wins token 3 while term 2 is still valid. The
+/// one mutant of the modelled backend (the store's side of T7), not of `simba::core`.
 #[test]
 fn mutant_d_release_without_token_is_caught() {
     caught(Mutant::ReleaseWithoutToken, Config::handover(), Invariant::TermDisjointness);

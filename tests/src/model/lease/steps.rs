@@ -5,10 +5,12 @@ use std::collections::HashSet;
 
 use simba::core::ledger::{self, HeldTerm, ReleasedTokens, Verdict, judge_win};
 
-use simba::core::attempt::AttemptSlot;
+use simba::core::attempt::{AttemptSlot, answers_current_attempt};
+use simba::core::session::{Call as CoreCall, Command, Live, Phase};
 
 use super::{LeaseModel, Log, slot_of};
 use crate::model::bag::Bag;
+use crate::model::clock::{NodeTime, duration};
 use crate::model::config::{Invariant, MAX_NAMES, MAX_SESSIONS, Mutant, NODES};
 use crate::model::explore::Violation;
 use crate::model::state::*;
@@ -177,30 +179,43 @@ impl LeaseModel {
                     return None;
                 };
                 s.nodes[i].opening = None;
-                let base = self.deadline_base(call.sent);
-                let d = base + self.validity(remaining);
+                // The engine's session machine decides (D1: the deadline counts from the open's
+                // `sent_at`; a grant too short to use is discarded), rebuilt with this open in
+                // flight and fed the reply now.
+                let mut machine = self.machine(Phase::Opening { call: Some(sent_at(call.sent)), retry_at: None });
+                let out = self.in_core(|| machine.opened(NodeTime::NOW, duration(remaining)));
+                let begun = match (out.first(), machine.parts().phase) {
+                    (Some(Command::BeginSession { deadline, period, .. }), Phase::Live(live)) => {
+                        Some((deadline.units_up(), self.renew_at(live.next, *period)))
+                    }
+                    _ => None,
+                };
                 log.note(|c| {
                     format!(
-                        "n{i}: reads Opened(s{sid}, remaining {remaining}): deadline = {} + {} = {} (n{i} clock)",
-                        Log::node_at(c, i, base),
+                        "n{i}: reads Opened(s{sid}, remaining {remaining}) for the open sent at n{i}={}: validity {}, \
+                         deadline n{i}={} (D1, by the engine's SessionMachine)",
+                        Log::node_at(c, i, call.sent),
                         self.validity(remaining),
-                        Log::node_at(c, i, d)
+                        begun.map_or_else(|| "none".to_owned(), |(d, _)| Log::node_at(c, i, d).to_string())
                     )
                 });
-                if d <= 0 {
-                    s.net.push(Msg { node: i as u8, body: Body::Close { sid }, fate: Fate::Live, age: 0 });
-                    log.note(|_| format!("n{i}: granted too little time; close(s{sid}) sent"));
-                } else {
-                    s.nodes[i].session = Some(Sess {
-                        sid,
-                        deadline: d,
-                        ka: None,
-                        ka_held: [0; MAX_NAMES],
-                        renew_at: (call.sent + self.cfg.renew_interval).max(0),
-                        released: [0; MAX_NAMES],
-                        acked: [false; MAX_NAMES],
-                    });
-                    s.nodes[i].retry_at = [0; MAX_NAMES];
+                match begun {
+                    Some((deadline, renew_at)) => {
+                        s.nodes[i].session = Some(Sess {
+                            sid,
+                            deadline,
+                            ka: None,
+                            ka_held: [0; MAX_NAMES],
+                            renew_at,
+                            released: [0; MAX_NAMES],
+                            acked: [false; MAX_NAMES],
+                        });
+                        s.nodes[i].retry_at = [0; MAX_NAMES];
+                    }
+                    None => {
+                        s.net.push(Msg { node: i as u8, body: Body::Close { sid }, fate: Fate::Live, age: 0 });
+                        log.note(|_| format!("n{i}: granted too little time; close(s{sid}) sent"));
+                    }
                 }
                 None
             }
@@ -210,32 +225,44 @@ impl LeaseModel {
                     return None;
                 };
                 let call = ss.ka.expect("checked above");
-                if ss.deadline <= 0 {
+                // The engine's session machine decides (D1 from the keep-alive's `sent_at`, D3:
+                // never after the deadline passed, never backwards; a digest mismatch asks for
+                // a reconcile), rebuilt with this session and its keep-alive in flight.
+                let mut machine = self.machine(Phase::Live(Live {
+                    epoch: 1,
+                    deadline: NodeTime::at(ss.deadline),
+                    period: duration(self.cfg.renew_interval),
+                    next: NodeTime::at(ss.renew_at),
+                    call: Some(sent_at(call.sent)),
+                    suspended: false,
+                    shortened_reported: false,
+                }));
+                let out = self.in_core(|| machine.renewed(NodeTime::NOW, duration(remaining), owned.is_none()));
+                let (Some(Command::Extend { deadline, period }), Phase::Live(live)) =
+                    (out.first(), machine.parts().phase)
+                else {
                     // D3: a late reply never revives a passed deadline.
                     self.end_session(s, i, "DeadlinePassed", log);
                     return None;
-                }
-                let base = self.deadline_base(call.sent);
-                let new = base + self.validity(remaining);
-                let d = ss.deadline.max(new);
+                };
+                let d = deadline.units_up();
                 log.note(|c| {
                     format!(
-                        "n{i}: reads Alive(remaining {remaining}) for the keep-alive sent at n{i}={}: deadline = \
-                         max({}, {} + {}) = {}",
+                        "n{i}: reads Alive(remaining {remaining}) for the keep-alive sent at n{i}={}: validity {}, \
+                         deadline n{i}={} (was n{i}={}; D1, by the engine's SessionMachine)",
                         Log::node_at(c, i, call.sent),
-                        Log::node_at(c, i, ss.deadline),
-                        Log::node_at(c, i, base),
                         self.validity(remaining),
-                        Log::node_at(c, i, d)
+                        Log::node_at(c, i, d),
+                        Log::node_at(c, i, ss.deadline),
                     )
                 });
                 if let Some(ss) = &mut s.nodes[i].session {
                     ss.ka = None;
                     ss.ka_held = [0; MAX_NAMES];
                     ss.deadline = d;
-                    ss.renew_at = (call.sent + self.cfg.renew_interval).max(0);
+                    ss.renew_at = self.renew_at(live.next, *period);
                 }
-                if let Some(owned) = owned {
+                if let Some(owned) = owned.filter(|_| out.contains(&Command::Reconcile)) {
                     self.reconcile(s, i, ss.sid, ss.ka_held, owned, log);
                 }
                 None
@@ -338,6 +365,12 @@ impl LeaseModel {
         }
     }
 
+    /// Node `i` reads the reply of an acquisition of `name` for session `sid`, whose call
+    /// had `fate` on the node's side. The engine's own rules decide (K4): whether the reply
+    /// answers the current attempt (`simba::core::attempt::answers_current_attempt`: awaited,
+    /// and sent for the session live now), and then whether its win becomes a term of that
+    /// session (`simba::core::ledger::judge_win`). A win that does not is released, unless the
+    /// node gave the call up (the engine never sees that reply).
     #[allow(clippy::too_many_arguments)]
     fn acq_reply(
         &self,
@@ -351,42 +384,11 @@ impl LeaseModel {
     ) -> Option<Violation<Invariant>> {
         let n = usize::from(name);
         log.note(|_| format!("n{i}: reads acquire reply {result:?} for {} (s{sid}, {fate:?})", name_of(name)));
-        let session_live = s.nodes[i].session.is_some_and(|ss| ss.deadline > 0);
-        let current = fate == Fate::Live && s.nodes[i].session.is_some_and(|ss| ss.sid == sid);
-        if self.is(Mutant::AdoptLateReply)
-            && !current
-            && let AcqResult::Won(t) = result
-            && session_live
-            && s.nodes[i].terms[n] == 0
-            && s.nodes[i].session.is_some_and(|ss| t > ss.released[n])
-        {
-            match fate {
-                Fate::Live => s.nodes[i].attempts[n] = None,
-                Fate::Detached if s.nodes[i].attempts[n].is_some_and(|a| a.detached) => s.nodes[i].attempts[n] = None,
-                _ => {}
-            }
-            log.note(|_| format!("n{i}: MUTANT (c) adopts a reply that does not answer its current attempt"));
-            return self.adopt(s, i, name, t, log);
-        }
+        // The attempt the reply belongs to ends (K3).
         match fate {
             Fate::Live => {
                 s.nodes[i].attempts[n] = None;
                 s.nodes[i].retry_at[n] = self.cfg.renew_interval / 2;
-                if let AcqResult::Won(t) = result {
-                    // K4 by the engine's own rule (`simba::core::ledger::judge_win`).
-                    let adoptable = s.nodes[i].session.is_some_and(|ss| {
-                        ss.sid == sid
-                            && s.nodes[i].terms[n] == 0
-                            && self.in_core(|| {
-                                judge_win(u64::from(t), ss.deadline > 0, false, u64::from(ss.released[n]))
-                                    == Verdict::Adopt
-                            })
-                    });
-                    if adoptable {
-                        return self.adopt(s, i, name, t, log);
-                    }
-                    self.release_won(s, i, (sid, name, t), "not adoptable (K4)", log);
-                }
             }
             Fate::Detached => {
                 // The abandoned attempt's reply frees its K3 slot, if it still holds it (with
@@ -397,10 +399,29 @@ impl LeaseModel {
                     slot.finished();
                     s.nodes[i].attempts[n] = None;
                 }
-                if let AcqResult::Won(t) = result {
-                    self.release_won(s, i, (sid, name, t), "late win of an abandoned attempt (K4)", log);
-                }
             }
+            Fate::Dropped => {}
+        }
+        let AcqResult::Won(t) = result else { return None };
+        let session = s.nodes[i].session;
+        let of_current = session.is_some_and(|ss| ss.sid == sid);
+        let answers = self.in_core(|| answers_current_attempt(fate == Fate::Live, of_current));
+        let adoptable = answers
+            && s.nodes[i].terms[n] == 0
+            && session.is_some_and(|ss| {
+                self.in_core(|| {
+                    judge_win(u64::from(t), ss.deadline > 0, false, u64::from(ss.released[n])) == Verdict::Adopt
+                })
+            });
+        if adoptable {
+            if fate != Fate::Live || !of_current {
+                log.note(|_| format!("n{i}: adopts a reply that does not answer its current attempt (K4 broken)"));
+            }
+            return self.adopt(s, i, name, t, log);
+        }
+        match fate {
+            Fate::Live => self.release_won(s, i, (sid, name, t), "not adoptable (K4)", log),
+            Fate::Detached => self.release_won(s, i, (sid, name, t), "late win of an abandoned attempt (K4)", log),
             Fate::Dropped => {}
         }
         None
@@ -537,4 +558,28 @@ fn released_record(ss: &Sess, n: usize, key: &str) -> ReleasedTokens {
         }
     }
     record
+}
+
+/// A call the node sent at `sent` (relative to its clock now), as the engine's machine holds it.
+fn sent_at(sent: i16) -> CoreCall<NodeTime> {
+    CoreCall { sent_at: NodeTime::at(sent) }
+}
+
+impl LeaseModel {
+    /// When the next keep-alive is due, in whole units from now, from the machine's `next`:
+    /// rounded down (the model's timer already fires at the last whole instant before its due
+    /// time) and not in the past. The model's backend always grants `lease_duration`, so the
+    /// period is `renew_interval` (D4 never shortens it here) and `next` is a whole unit.
+    ///
+    /// # Panics
+    ///
+    /// If the machine's period is another: the model's timers (D2) assume `renew_interval`.
+    fn renew_at(&self, next: NodeTime, period: std::time::Duration) -> i16 {
+        assert_eq!(
+            period,
+            duration(self.cfg.renew_interval),
+            "the model renews every renew_interval (its backend always grants lease_duration)"
+        );
+        next.units_down().max(0)
+    }
 }
