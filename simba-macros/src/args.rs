@@ -314,35 +314,52 @@ impl Configuration {
 
     /// Checks the options together and produces the final configuration. `func` is the
     /// annotated function (its name is the job's name and the default lease).
-    fn build(self, func: &ItemFn) -> syn::Result<JobConfig> {
-        let ident = &func.sig.ident;
-        let name = ident.unraw().to_string();
-        let schedule = match (self.cron, self.fixed_rate) {
+    fn build(mut self, func: &ItemFn) -> syn::Result<JobConfig> {
+        let name = func.sig.ident.unraw().to_string();
+        let schedule = self.schedule()?;
+        let misfire = self.misfire.as_ref().map_or(Misfire::Skip, |m| m.value);
+        self.check_run_options(schedule.is_some())?;
+        let (retry, backoff, timeout) = (
+            self.retry.take().map(|s| s.value),
+            self.backoff.take().map(|s| s.value),
+            self.timeout.take().map(|s| s.value),
+        );
+        let context = signature::takes_context(self.kind, func);
+        let krate = self.krate.take().map_or_else(|| syn::parse_quote!(::simba), |k| k.value);
+        let job = match self.kind {
+            Kind::Scheduled => self.scheduled(func, &name, schedule)?,
+            Kind::Partitioned => self.partitioned(schedule)?,
+        };
+        Ok(JobConfig { name, misfire, job, retry, backoff, timeout, context, krate })
+    }
+
+    /// `cron` (with its `time_zone`) or `fixed_rate`, not both; `time_zone` only with `cron`.
+    fn schedule(&mut self) -> syn::Result<Option<Schedule>> {
+        match (self.cron.take(), self.fixed_rate.take()) {
             (Some(cron), Some(rate)) => {
                 let later = if cron.position < rate.position { rate.key } else { cron.key };
-                return Err(syn::Error::new(later, "set either `cron` or `fixed_rate`, not both"));
+                Err(syn::Error::new(later, "set either `cron` or `fixed_rate`, not both"))
             }
             (Some(cron), None) => {
-                Some(Schedule::Cron { expr: cron.value, time_zone: self.time_zone.map(|zone| zone.value) })
+                Ok(Some(Schedule::Cron { expr: cron.value, time_zone: self.time_zone.take().map(|zone| zone.value) }))
             }
-            (None, Some(rate)) => {
-                if let Some(zone) = self.time_zone {
-                    return Err(syn::Error::new(
-                        zone.key,
-                        "`time_zone` only applies to `cron` schedules; a `fixed_rate` runs on the monotonic clock",
-                    ));
-                }
-                Some(Schedule::FixedRate(rate.value))
-            }
-            (None, None) => {
-                if let Some(zone) = self.time_zone {
-                    return Err(syn::Error::new(zone.key, "`time_zone` needs a `cron` schedule beside it"));
-                }
-                None
-            }
-        };
-        let misfire = self.misfire.as_ref().map_or(Misfire::Skip, |m| m.value);
-        if schedule.is_none() {
+            (None, Some(rate)) => match &self.time_zone {
+                Some(zone) => Err(syn::Error::new(
+                    zone.key,
+                    "`time_zone` only applies to `cron` schedules; a `fixed_rate` runs on the monotonic clock",
+                )),
+                None => Ok(Some(Schedule::FixedRate(rate.value))),
+            },
+            (None, None) => match &self.time_zone {
+                Some(zone) => Err(syn::Error::new(zone.key, "`time_zone` needs a `cron` schedule beside it")),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// `retry`, `backoff` and `timeout` need a schedule; `backoff` needs `retry`.
+    fn check_run_options(&self, scheduled: bool) -> syn::Result<()> {
+        if !scheduled {
             let first = [
                 self.retry.as_ref().map(|s| s.key),
                 self.backoff.as_ref().map(|s| s.key),
@@ -361,74 +378,74 @@ impl Configuration {
         if let (Some(backoff), None) = (&self.backoff, &self.retry) {
             return Err(syn::Error::new(backoff.key, "`backoff` needs `retry = N` beside it (how many retries)"));
         }
-        let (retry, backoff, timeout) =
-            (self.retry.map(|s| s.value), self.backoff.map(|s| s.value), self.timeout.map(|s| s.value));
-        let context = signature::takes_context(self.kind, func);
-        let job = match self.kind {
-            Kind::Scheduled => {
-                let Some(schedule) = schedule else {
+        Ok(())
+    }
+
+    /// `#[simba_scheduled]`: a schedule, and a lease (the function's name by default, which
+    /// must then be a valid lease name).
+    fn scheduled(self, func: &ItemFn, name: &str, schedule: Option<Schedule>) -> syn::Result<JobKind> {
+        let Some(schedule) = schedule else {
+            return Err(syn::Error::new(
+                Span::call_site(),
+                "a scheduled job needs a schedule: add `cron = \"0 */5 * * * *\"` (6 fields, seconds first) \
+                 or `fixed_rate = \"30s\"`",
+            ));
+        };
+        let lease = match self.lease {
+            Some(lease) => lease.value,
+            None => {
+                if let Some(reason) = name_problem(name) {
                     return Err(syn::Error::new(
-                        Span::call_site(),
-                        "a scheduled job needs a schedule: add `cron = \"0 */5 * * * *\"` (6 fields, seconds first) \
-                         or `fixed_rate = \"30s\"`",
-                    ));
-                };
-                let lease = match self.lease {
-                    Some(lease) => lease.value,
-                    None => {
-                        if let Some(reason) = name_problem(&name) {
-                            return Err(syn::Error::new(
-                                ident.span(),
-                                format!(
-                                    "the function name `{name}` is the default lease name, but it is not a valid \
-                                     lease name ({reason}); set one with `lease = \"...\"`"
-                                ),
-                            ));
-                        }
-                        name.clone()
-                    }
-                };
-                JobKind::Scheduled { lease, schedule }
-            }
-            Kind::Partitioned => {
-                let Some(group) = self.group else {
-                    return Err(syn::Error::new(
-                        Span::call_site(),
-                        "a partitioned job needs a group: add `group = \"billing\"` (partition `i` is the lease `billing.i`)",
-                    ));
-                };
-                let Some(partitions) = self.partitions else {
-                    return Err(syn::Error::new(
-                        Span::call_site(),
-                        format!("a partitioned job needs `partitions = N`, with N from 1 to {MAX_PARTITIONS}"),
-                    ));
-                };
-                let (group, group_span) = group.value;
-                let partitions = partitions.value;
-                let last = format!("{group}.{}", partitions - 1);
-                let len = last.chars().count();
-                if len > MAX_NAME_LEN {
-                    return Err(syn::Error::new(
-                        group_span,
+                        func.sig.ident.span(),
                         format!(
-                            "group name too long for {partitions} partitions: the last partition's lease `{last}` \
-                             has {len} characters, more than {MAX_NAME_LEN}; use a shorter group name"
+                            "the function name `{name}` is the default lease name, but it is not a valid \
+                             lease name ({reason}); set one with `lease = \"...\"`"
                         ),
                     ));
                 }
-                if schedule.is_none()
-                    && let Some(misfire) = &self.misfire
-                {
-                    return Err(syn::Error::new(
-                        misfire.key,
-                        "`misfire` only applies to a scheduled worker: add `cron` or `fixed_rate`, or remove `misfire`",
-                    ));
-                }
-                JobKind::Partitioned { group, partitions, schedule }
+                name.to_owned()
             }
         };
-        let krate = self.krate.map_or_else(|| syn::parse_quote!(::simba), |k| k.value);
-        Ok(JobConfig { name, misfire, job, retry, backoff, timeout, context, krate })
+        Ok(JobKind::Scheduled { lease, schedule })
+    }
+
+    /// `#[simba_partitioned]`: a group and a partition count whose last lease name fits T1;
+    /// `misfire` only with a schedule.
+    fn partitioned(self, schedule: Option<Schedule>) -> syn::Result<JobKind> {
+        let Some(group) = self.group else {
+            return Err(syn::Error::new(
+                Span::call_site(),
+                "a partitioned job needs a group: add `group = \"billing\"` (partition `i` is the lease `billing.i`)",
+            ));
+        };
+        let Some(partitions) = self.partitions else {
+            return Err(syn::Error::new(
+                Span::call_site(),
+                format!("a partitioned job needs `partitions = N`, with N from 1 to {MAX_PARTITIONS}"),
+            ));
+        };
+        let (group, group_span) = group.value;
+        let partitions = partitions.value;
+        let last = format!("{group}.{}", partitions - 1);
+        let len = last.chars().count();
+        if len > MAX_NAME_LEN {
+            return Err(syn::Error::new(
+                group_span,
+                format!(
+                    "group name too long for {partitions} partitions: the last partition's lease `{last}` \
+                     has {len} characters, more than {MAX_NAME_LEN}; use a shorter group name"
+                ),
+            ));
+        }
+        if schedule.is_none()
+            && let Some(misfire) = &self.misfire
+        {
+            return Err(syn::Error::new(
+                misfire.key,
+                "`misfire` only applies to a scheduled worker: add `cron` or `fixed_rate`, or remove `misfire`",
+            ));
+        }
+        Ok(JobKind::Partitioned { group, partitions, schedule })
     }
 }
 

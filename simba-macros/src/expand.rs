@@ -12,10 +12,38 @@ use crate::args::{JobConfig, JobKind, Misfire, Schedule};
 
 /// The function followed by its registry entry.
 pub(crate) fn expand(func: &ItemFn, config: &JobConfig) -> TokenStream {
+    let entry = registry_entry(func, config);
+    let policy = policy_tokens(config);
+    // A `#[cfg]` below the macro's attribute removes the function; the entry goes with it.
+    let cfgs = func.attrs.iter().filter(|a| a.path().is_ident("cfg"));
+    let cfgs2 = func.attrs.iter().filter(|a| a.path().is_ident("cfg"));
+    quote! {
+        #func
+        #(#cfgs)*
+        #entry
+        #(#cfgs2)*
+        #policy
+    }
+}
+
+/// The pieces of the generated call of the user's function, with the spans that point type
+/// errors at the user's code.
+struct Call {
+    /// `&term`, at the span of the first parameter's type.
+    term: TokenStream,
+    /// `, &ctx` when the function takes the run context, at its type's span.
+    ctx_arg: TokenStream,
+    /// The `let ctx = ...;` before the call, when it takes one.
+    ctx_let: TokenStream,
+    /// The crate path, at the span of the return type.
+    krate_out: TokenStream,
+    /// The span of the return type (or the function's name).
+    output_span: proc_macro2::Span,
+}
+
+fn call_parts(func: &ItemFn, config: &JobConfig) -> Call {
     let ident = &func.sig.ident;
-    let name = &config.name;
     let krate = &config.krate;
-    let misfire = misfire_tokens(krate, config.misfire);
     // Type errors in the call point at the user's code: a first parameter that is not `&Term`
     // at its type, a return type that is not `()` or a `Result` (or a future that is not
     // `Send`) at the return type.
@@ -31,7 +59,6 @@ pub(crate) fn expand(func: &ItemFn, config: &JobConfig) -> TokenStream {
     };
     let ctx_arg = if config.context { quote_spanned!(ctx_span=> , &ctx) } else { quote!() };
     let ctx_let = if config.context { quote!(let ctx = #krate::__private::job_context();) } else { quote!() };
-    let policy = policy_tokens(config);
     let output_span = match &func.sig.output {
         ReturnType::Type(_, ty) => ty.span(),
         ReturnType::Default => ident.span(),
@@ -39,9 +66,17 @@ pub(crate) fn expand(func: &ItemFn, config: &JobConfig) -> TokenStream {
     // The crate path inside the call carries the output's span too, so that a future that is
     // not `Send` or a wrong return type is reported at the function, not at the attribute.
     let krate_out = respan(quote!(#krate), output_span);
-    // A `#[cfg]` below the macro's attribute removes the function; the entry goes with it.
-    let cfgs = func.attrs.iter().filter(|a| a.path().is_ident("cfg"));
-    let entry = match &config.job {
+    Call { term, ctx_arg, ctx_let, krate_out, output_span }
+}
+
+/// The job's static in `SCHEDULED_JOBS` or `PARTITIONED_JOBS`.
+fn registry_entry(func: &ItemFn, config: &JobConfig) -> TokenStream {
+    let ident = &func.sig.ident;
+    let name = &config.name;
+    let krate = &config.krate;
+    let misfire = misfire_tokens(krate, config.misfire);
+    let Call { term, ctx_arg, ctx_let, krate_out, output_span } = call_parts(func, config);
+    match &config.job {
         JobKind::Scheduled { lease, schedule } => {
             let schedule = schedule_tokens(krate, schedule);
             let call = quote_spanned! {output_span=>
@@ -91,14 +126,6 @@ pub(crate) fn expand(func: &ItemFn, config: &JobConfig) -> TokenStream {
                 };
             }
         }
-    };
-    let cfgs2 = func.attrs.iter().filter(|a| a.path().is_ident("cfg"));
-    quote! {
-        #func
-        #(#cfgs)*
-        #entry
-        #(#cfgs2)*
-        #policy
     }
 }
 

@@ -12,11 +12,16 @@ use crate::args::Kind;
 /// Checks the function's signature: `async fn NAME(term: &Term) -> R` for a scheduled job,
 /// `async fn NAME(term: &Term, partition: u32) -> R` for a partitioned one.
 pub(crate) fn check(kind: Kind, func: &ItemFn) -> syn::Result<()> {
-    let sig = &func.sig;
     let expected = match kind {
         Kind::Scheduled => "`async fn name(term: &Term) -> R`",
         Kind::Partitioned => "`async fn name(term: &Term, partition: u32) -> R`",
     };
+    check_header(&func.sig, expected)?;
+    check_params(kind, &func.sig, expected)
+}
+
+/// Everything but the parameters: `async`, not `unsafe`, no ABI, not generic, not variadic.
+fn check_header(sig: &syn::Signature, expected: &str) -> syn::Result<()> {
     if sig.asyncness.is_none() {
         return Err(syn::Error::new(
             sig.fn_token.span,
@@ -38,6 +43,12 @@ pub(crate) fn check(kind: Kind, func: &ItemFn) -> syn::Result<()> {
     if let Some(variadic) = &sig.variadic {
         return Err(syn::Error::new(variadic.span(), format!("a job function is {expected}")));
     }
+    Ok(())
+}
+
+/// The parameters: no `self`; the term by shared reference; a partitioned job's `u32` index;
+/// the optional run context last, by shared reference.
+fn check_params(kind: Kind, sig: &syn::Signature, expected: &str) -> syn::Result<()> {
     let params: Vec<&FnArg> = sig.inputs.iter().collect();
     if let Some(FnArg::Receiver(receiver)) = params.first() {
         return Err(syn::Error::new(
