@@ -84,21 +84,35 @@ fn wall(start: DateTime<Utc>, offset: Duration) -> DateTime<Utc> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CronSlots {
     last: Option<DateTime<Utc>>,
+    /// Before any slot is taken: the first slot is the first after this instant.
+    start: Option<DateTime<Utc>>,
 }
 
 impl CronSlots {
-    /// Slots after `last` (the caught-up slot of the term's start, if any).
+    /// Slots after `last` (the caught-up slot of the term's start, if any); without one, the
+    /// first slot after the wall clock at the first [`next`](Self::next).
     pub fn after(last: Option<DateTime<Utc>>) -> Self {
-        CronSlots { last }
+        CronSlots { last, start: None }
+    }
+
+    /// Slots of a term whose misfire gap ([`term_start_gap`]) was read at wall-clock `start`:
+    /// after `caught_up` when the term began with a catch-up run, otherwise from the first
+    /// slot after `start`, even if it passed while the term started (reading the gap takes a
+    /// store round trip). The gap holds the slots up to `start`, so no slot falls between
+    /// the gap and the first wait; a slot that passed meanwhile is due at once.
+    pub fn at_term_start(start: DateTime<Utc>, caught_up: Option<DateTime<Utc>>) -> Self {
+        CronSlots { last: caught_up, start: Some(start) }
     }
 
     /// At wall-clock `now`: the slots that passed since the last one taken, unrun
     /// (`skipped_running`, oldest first, at most [`MAX_GAP_RECORDS`]), and the next slot to
     /// wait for (`None`: the expression has no further slot).
     pub fn next(&self, cron: &Cron, tz: Tz, now: DateTime<Utc>) -> (Vec<DateTime<Utc>>, Option<DateTime<Utc>>) {
-        let skipped = self.last.map(|l| slots_between(cron, tz, l, now)).unwrap_or_default();
-        let after = self.last.map_or(now, |l| l.max(now));
-        (skipped, next_slot(cron, tz, after))
+        match (self.last, self.start) {
+            (Some(l), _) => (slots_between(cron, tz, l, now), next_slot(cron, tz, l.max(now))),
+            (None, Some(start)) => (Vec::new(), next_slot(cron, tz, start)),
+            (None, None) => (Vec::new(), next_slot(cron, tz, now)),
+        }
     }
 
     /// `slot` came: it is taken, whatever its claim answers.
@@ -241,6 +255,39 @@ mod tests {
         let (skipped, next) = s.next(&c, Tz::UTC, utc("2026-12-02T10:00:03.500Z"));
         assert_eq!(skipped, vec![utc("2026-12-02T10:00:02Z"), utc("2026-12-02T10:00:03Z")]);
         assert_eq!(next, Some(utc("2026-12-02T10:00:04Z")));
+    }
+
+    /// J1, J5 (every slot accounted for once): the misfire gap is read at the term's start
+    /// and reaching the slot loop takes a store round trip; a slot that passes meanwhile is
+    /// neither in the gap nor skipped, it is the first slot to run (due at once). The
+    /// history fault test saw it lost: gap read at 10:00:11.9 (slots up to 11 missed), the
+    /// loop started at 12.1 and waited for 13.
+    #[test]
+    fn j1_no_slot_falls_between_the_term_start_gap_and_the_first_wait() {
+        let c = cron("* * * * * *");
+        let start = utc("2026-12-02T10:00:11.900Z");
+        let last = Some(utc("2026-12-02T10:00:08Z"));
+        let (gap, caught_up) = term_start_gap(&c, Tz::UTC, last, start, false);
+        assert_eq!(gap, vec![utc("2026-12-02T10:00:09Z"), utc("2026-12-02T10:00:10Z"), utc("2026-12-02T10:00:11Z")]);
+        let mut s = CronSlots::at_term_start(start, caught_up);
+        let (skipped, next) = s.next(&c, Tz::UTC, utc("2026-12-02T10:00:12.100Z"));
+        assert_eq!((skipped, next), (Vec::new(), Some(utc("2026-12-02T10:00:12Z"))), "12 passed meanwhile: due now");
+        s.take(utc("2026-12-02T10:00:12Z"));
+        assert_eq!(
+            s.next(&c, Tz::UTC, utc("2026-12-02T10:00:12.200Z")),
+            (Vec::new(), Some(utc("2026-12-02T10:00:13Z")))
+        );
+        // The old start, from the loop's own clock, lost slot 12.
+        assert_eq!(
+            CronSlots::after(None).next(&c, Tz::UTC, utc("2026-12-02T10:00:12.100Z")).1,
+            Some(utc("2026-12-02T10:00:13Z"))
+        );
+        // With a catch-up run the slots after it are counted from it, as before.
+        let (gap, caught_up) = term_start_gap(&c, Tz::UTC, last, start, true);
+        assert_eq!((gap.len(), caught_up), (2, Some(utc("2026-12-02T10:00:11Z"))));
+        let (skipped, next) =
+            CronSlots::at_term_start(start, caught_up).next(&c, Tz::UTC, utc("2026-12-02T10:00:12.100Z"));
+        assert_eq!((skipped, next), (vec![utc("2026-12-02T10:00:12Z")], Some(utc("2026-12-02T10:00:13Z"))));
     }
 
     /// Misfire at a term's start: the slots since the last claimed are missed; run_once runs

@@ -159,7 +159,7 @@ async fn run_cron(
     {
         rec.execute(simba, term, r, slot, SlotKind::CaughtUp, run).await;
     }
-    let mut slots = CronSlots::after(catch_up);
+    let mut slots = CronSlots::at_term_start(now, catch_up);
     loop {
         let (skipped, next) = slots.next(cron, tz, rec.now());
         // Slots that passed while the previous run was in flight.
