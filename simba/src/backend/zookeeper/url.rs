@@ -10,6 +10,9 @@ use crate::backend::{BackendError, BackendResult};
 /// session timeout (a black-holed server otherwise keeps the handshake waiting).
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The pause between two passes over the servers of a TLS connect whose handshake is fine.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
 const SCHEME: &str = "zk://";
 
 /// The ACL of every node simba creates when it authenticates: all permissions for the
@@ -163,18 +166,43 @@ impl ConnectSpec {
             connector = connector.with_tls(options);
         }
         let secure = self.tls.is_some();
-        let connecting =
-            async { if secure { connector.secure_connect(cluster).await } else { connector.connect(cluster).await } };
-        match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+        let started = tokio::time::Instant::now();
+        let attempt = |c: zk::Connector| async move {
+            let connecting = async { if secure { c.secure_connect(cluster).await } else { c.connect(cluster).await } };
+            tokio::time::timeout_at(started + CONNECT_TIMEOUT, connecting).await
+        };
+        let mut result = attempt(connector.clone()).await;
+        // The driver reports a failed handshake as "no host": find out why with a handshake of
+        // our own, with the same CA and client identity. Where TLS is fine the server is up and
+        // the session was slow to come (a server just started, or whose TLS path is still
+        // cold, can take longer than the one-pass connection timeout): pass over the servers
+        // again, within CONNECT_TIMEOUT.
+        while secure
+            && let Ok(Err(e)) = &result
+            && !matches!(e, zk::Error::AuthFailed)
+        {
+            let e = e.to_string();
+            match self.check_tls().await {
+                TlsCheck::Wrong(why) => {
+                    return Err(BackendError::Misconfigured(format!(
+                        "cannot connect to ZooKeeper at {}: {why} ({e})",
+                        self.describe()
+                    )));
+                }
+                TlsCheck::Fine if started.elapsed() + RETRY_PAUSE < CONNECT_TIMEOUT => {
+                    tracing::debug!(server = %self.describe(), error = %e, "no ZooKeeper session in one pass although TLS is fine; passing over the servers again");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    result = attempt(connector.clone()).await;
+                }
+                TlsCheck::Fine | TlsCheck::Unknown => break,
+            }
+        }
+        match result {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(zk::Error::AuthFailed)) => Err(BackendError::Misconfigured(format!(
                 "ZooKeeper at {} refused the digest credentials: check the user name and password in the URL",
                 self.describe()
             ))),
-            // The driver reports a failed handshake as "no host": find out why.
-            Ok(Err(e)) if secure && let Some(why) = self.diagnose_tls().await => Err(BackendError::Misconfigured(
-                format!("cannot connect to ZooKeeper at {}: {why} ({e})", self.describe()),
-            )),
             Ok(Err(e)) => Err(BackendError::unavailable(
                 format!(
                     "cannot connect to ZooKeeper at {}: check that the server runs and is reachable",
@@ -193,33 +221,58 @@ impl ConnectSpec {
     }
 }
 
+/// What a TLS handshake of our own says about a failed connect.
+enum TlsCheck {
+    /// The handshake succeeded: TLS is not what failed.
+    Fine,
+    /// TLS is what failed, and why (what to do, then the handshake's error).
+    Wrong(String),
+    /// The handshake failed for a reason that is not TLS's (e.g. the server is unreachable).
+    Unknown,
+}
+
 impl ConnectSpec {
-    /// Shakes hands with the first server with rustls alone and returns what is wrong with
-    /// TLS, if that is what failed.
-    async fn diagnose_tls(&self) -> Option<String> {
-        let tls = self.tls.clone()?;
-        let server = self.hosts.split(',').next()?.to_owned();
-        let failure = tokio::task::spawn_blocking(move || probe(&server, &tls.ca).err()).await.ok()??;
-        crate::secret::tls_hint(&failure).map(|hint| format!("{hint} ({failure})"))
+    /// Shakes hands with the first server with rustls alone, with the same CA and client
+    /// identity as the driver, and tells whether TLS is what failed.
+    async fn check_tls(&self) -> TlsCheck {
+        let (Some(tls), Some(server)) = (self.tls.clone(), self.hosts.split(',').next().map(str::to_owned)) else {
+            return TlsCheck::Unknown;
+        };
+        match tokio::task::spawn_blocking(move || probe(&server, &tls)).await {
+            Ok(Ok(())) => TlsCheck::Fine,
+            Ok(Err(failure)) => match crate::secret::tls_hint(&failure) {
+                Some(hint) => TlsCheck::Wrong(format!("{hint} ({failure})")),
+                None => TlsCheck::Unknown,
+            },
+            Err(_) => TlsCheck::Unknown,
+        }
     }
 }
 
-/// A TLS handshake with `server` (`host:port`) trusting only `ca` (PEM).
-fn probe(server: &str, ca: &str) -> Result<(), String> {
+/// A TLS handshake with `server` (`host:port`) trusting only `tls.ca` (PEM), presenting
+/// `tls.identity` when there is one.
+fn probe(server: &str, tls: &TlsFiles) -> Result<(), String> {
     use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, ServerName};
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
     use std::net::ToSocketAddrs;
     let (host, _) = server.rsplit_once(':').ok_or("no port")?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+    for cert in CertificateDer::pem_slice_iter(tls.ca.as_bytes()) {
         roots.add(cert.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     }
-    let config =
+    let builder =
         rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .with_root_certificates(roots);
+    let config = match &tls.identity {
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_slice_iter(cert.as_bytes()).collect::<Result<Vec<_>, _>>();
+            let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| e.to_string())?;
+            builder.with_client_auth_cert(chain.map_err(|e| e.to_string())?, key).map_err(|e| e.to_string())?
+        }
+        None => builder.with_no_client_auth(),
+    };
     let name = ServerName::try_from(host.trim_matches(['[', ']']).to_owned()).map_err(|e| e.to_string())?;
     let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).map_err(|e| e.to_string())?;
     let addr = server.to_socket_addrs().map_err(|e| e.to_string())?.next().ok_or("no address")?;
