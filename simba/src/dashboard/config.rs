@@ -120,14 +120,17 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     Err(format!("invalid address {s:?}: {hint}"))
 }
 
-/// Checks the table; `at(key)` names where a key is (file line and key) in messages.
-pub(crate) fn resolve(table: DashboardTable, at: impl Fn(&str) -> String) -> Result<Option<DashboardConfig>, String> {
+/// Checks the table. An error names the key of `[dashboard]` at fault (`listen`, `actions`,
+/// `token_file`) and the reason, so that the caller reports it with the key's line in the file
+/// or the environment variable that set it.
+pub(crate) fn resolve(table: DashboardTable) -> Result<Option<DashboardConfig>, (&'static str, String)> {
     let Some(listen) = table.listen else {
         if table.actions.is_some() || table.token_file.is_some() {
             let key = if table.actions.is_some() { "actions" } else { "token_file" };
-            return Err(format!(
-                "{}: the dashboard is off without [dashboard] listen (add listen = \"127.0.0.1:9465\", or remove it)",
-                at(key)
+            return Err((
+                key,
+                "the dashboard is off without [dashboard] listen (add listen = \"127.0.0.1:9465\", or remove it)"
+                    .into(),
             ));
         }
         return Ok(None);
@@ -136,27 +139,27 @@ pub(crate) fn resolve(table: DashboardTable, at: impl Fn(&str) -> String) -> Res
         Listen::Text(s) => s,
         Listen::Port(p) => p.to_string(),
     };
-    let listen = parse_listen(&listen).map_err(|m| format!("{}: {m}", at("listen")))?;
+    let listen = parse_listen(&listen).map_err(|m| ("listen", m))?;
     if !cfg!(feature = "dashboard") {
-        return Err(format!(
-            "{}: serving the dashboard needs simba's cargo feature `dashboard` (or remove [dashboard])",
-            at("listen")
+        return Err((
+            "listen",
+            "serving the dashboard needs simba's cargo feature `dashboard` (or remove [dashboard])".into(),
         ));
     }
     let config = DashboardConfig::new(listen);
     match (table.actions.unwrap_or(false), table.token_file) {
         (false, None) => Ok(Some(config)),
-        (false, Some(_)) => Err(format!(
-            "{}: a token is only used with actions = true (add it, or remove token_file)",
-            at("token_file")
-        )),
-        (true, None) => Err(format!(
-            "{}: actions need a token: set token_file to a file that holds one (e.g. `openssl rand -hex 16 > \
-             dashboard.token`)",
-            at("actions")
+        (false, Some(_)) => {
+            Err(("token_file", "a token is only used with actions = true (add it, or remove token_file)".into()))
+        }
+        (true, None) => Err((
+            "actions",
+            "actions need a token: set token_file to a file that holds one (e.g. `openssl rand -hex 16 > \
+             dashboard.token`)"
+                .into(),
         )),
         (true, Some(path)) => {
-            let token = ActionToken::read_file(&path).map_err(|m| format!("{}: {m}", at("token_file")))?;
+            let token = ActionToken::read_file(&path).map_err(|m| ("token_file", m))?;
             Ok(Some(config.with_actions(token)))
         }
     }
@@ -174,8 +177,9 @@ mod tests {
         }
     }
 
-    fn at(key: &str) -> String {
-        format!("[dashboard] {key}")
+    /// The table checked, an error written as the runtime's configuration writes it.
+    fn check(t: DashboardTable) -> Result<Option<DashboardConfig>, String> {
+        resolve(t).map_err(|(key, reason)| format!("[dashboard] {key}: {reason}"))
     }
 
     #[test]
@@ -194,39 +198,39 @@ mod tests {
 
     #[test]
     fn nothing_listens_unless_configured() {
-        assert_eq!(resolve(table(None, None, None), at), Ok(None));
+        assert_eq!(check(table(None, None, None)), Ok(None));
         let port = DashboardTable { listen: Some(Listen::Port(9465)), ..DashboardTable::default() };
-        let e = resolve(port, at).expect_err("a number");
+        let e = check(port).expect_err("a number");
         assert!(e.contains("[dashboard] listen") && e.contains("bare port"), "{e}");
-        let e = resolve(table(None, Some(true), None), at).expect_err("actions without listen");
+        let e = check(table(None, Some(true), None)).expect_err("actions without listen");
         assert!(e.contains("[dashboard] actions") && e.contains("listen"), "{e}");
     }
 
     #[test]
     fn actions_need_a_token_file() {
         if !cfg!(feature = "dashboard") {
-            let e = resolve(table(Some("127.0.0.1:1"), None, None), at).expect_err("feature");
+            let e = check(table(Some("127.0.0.1:1"), None, None)).expect_err("feature");
             assert!(e.contains("cargo feature `dashboard`"), "{e}");
             return;
         }
-        let c = resolve(table(Some("127.0.0.1:1"), None, None), at).expect("read-only").expect("on");
+        let c = check(table(Some("127.0.0.1:1"), None, None)).expect("read-only").expect("on");
         assert_eq!(c.actions, None);
-        let e = resolve(table(Some("127.0.0.1:1"), Some(true), None), at).expect_err("no token");
+        let e = check(table(Some("127.0.0.1:1"), Some(true), None)).expect_err("no token");
         assert!(e.contains("[dashboard] actions: actions need a token"), "{e}");
         let dir = std::env::temp_dir().join(format!("simba-dash-token-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let short = dir.join("short");
         std::fs::write(&short, "abc\n").expect("write");
-        let e = resolve(table(Some("127.0.0.1:1"), Some(true), Some(&short)), at).expect_err("short");
+        let e = check(table(Some("127.0.0.1:1"), Some(true), Some(&short))).expect_err("short");
         assert!(e.contains("[dashboard] token_file") && e.contains("at least 16"), "{e}");
         let good = dir.join("good");
         std::fs::write(&good, "0123456789abcdef0123\n").expect("write");
-        let c = resolve(table(Some("127.0.0.1:1"), Some(true), Some(&good)), at).expect("ok").expect("on");
+        let c = check(table(Some("127.0.0.1:1"), Some(true), Some(&good))).expect("ok").expect("on");
         assert_eq!(c.actions.as_ref().map(ActionToken::as_bytes), Some(&b"0123456789abcdef0123"[..]));
         assert_eq!(format!("{:?}", c.actions), "Some(ActionToken(***))");
-        let e = resolve(table(Some("127.0.0.1:1"), Some(false), Some(&good)), at).expect_err("unused");
+        let e = check(table(Some("127.0.0.1:1"), Some(false), Some(&good))).expect_err("unused");
         assert!(e.contains("only used with actions = true"), "{e}");
-        let e = resolve(table(Some("127.0.0.1:1"), Some(true), Some(&dir.join("missing"))), at).expect_err("gone");
+        let e = check(table(Some("127.0.0.1:1"), Some(true), Some(&dir.join("missing")))).expect_err("gone");
         assert!(e.contains("cannot read") && e.contains("missing"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -269,15 +269,6 @@ impl Cx<'_> {
         }
     }
 
-    /// Where `key` of `[section]` is: its line when the file has it (for messages written
-    /// elsewhere, such as the dashboard's).
-    fn at(&self, section: &str, key: &str) -> String {
-        match locate(self.text, section, key) {
-            Some(line) => format!("line {line}, [{section}] {key}"),
-            None => format!("[{section}] {key}"),
-        }
-    }
-
     /// A duration value of `key` in `[section]`, if given.
     fn dur(&self, section: &str, key: &str, v: &Option<String>) -> Result<Option<Duration>, Error> {
         v.as_deref()
@@ -543,8 +534,8 @@ impl RuntimeConfig {
         let namespace = cx.namespace(file.backend.namespace.as_ref())?;
         let backend_url = cx.backend_url(file.backend)?;
         let metrics_listen = cx.metrics_listen(file.metrics.listen)?;
-        let dashboard = crate::dashboard::resolve(file.dashboard, |key| cx.at("dashboard", key))
-            .map_err(|m| cx.err_at("dashboard", m))?;
+        let dashboard =
+            crate::dashboard::resolve(file.dashboard).map_err(|(key, m)| cx.key_err("dashboard", key, m))?;
         let history_retention = cx.history_retention(file.history.retention)?;
         Ok(RuntimeConfig {
             source: source.to_owned(),

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use simba::backend::memory::MemoryBackend;
-use simba::{Runtime, RuntimeConfig};
+use simba::{Error, Runtime, RuntimeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn cli(args: &[&str]) -> (u8, String, String) {
@@ -51,21 +51,34 @@ async fn the_tool_refuses_a_bare_port_and_needs_an_address() {
 #[test]
 fn the_configuration_refuses_a_bare_port() {
     let e = RuntimeConfig::from_toml_str("[dashboard]\nlisten = \"9465\"\n", "simba.toml", Vec::new())
-        .expect_err("bare port")
-        .to_string();
-    assert!(e.contains("simba.toml: line 2, [dashboard] listen") && e.contains("bare port"), "{e}");
+        .expect_err("bare port");
+    let Error::InvalidConfig(c) = &e else { panic!("not a configuration error: {e:?}") };
+    assert_eq!(
+        (c.file(), c.line(), c.key(), c.env_var()),
+        (Some("simba.toml"), Some(2), Some("dashboard.listen"), None)
+    );
+    assert!(c.reason().contains("bare port") && !c.reason().contains("[dashboard] listen"), "{c:?}");
+    let e = e.to_string();
+    assert!(e.contains("simba.toml: line 2, [dashboard] listen: ") && e.contains("bare port"), "{e}");
     let e = RuntimeConfig::from_toml_str("", "simba.toml", vec![("SIMBA_DASHBOARD__LISTEN".into(), "9465".into())])
-        .expect_err("bare port from the environment")
-        .to_string();
-    assert!(e.contains("[dashboard] listen") && e.contains("bare port"), "{e}");
+        .expect_err("bare port from the environment");
+    let Error::InvalidConfig(c) = &e else { panic!("not a configuration error: {e:?}") };
+    assert_eq!((c.line(), c.key(), c.env_var()), (None, Some("dashboard.listen"), Some("SIMBA_DASHBOARD__LISTEN")));
+    let e = e.to_string();
+    assert!(
+        e.contains("environment variable SIMBA_DASHBOARD__LISTEN, [dashboard] listen: ") && e.contains("bare port"),
+        "{e}"
+    );
     let e = RuntimeConfig::from_toml_str(
         "[dashboard]\nlisten = \"127.0.0.1:1\"\nactions = true\n",
         "simba.toml",
         Vec::new(),
     )
-    .expect_err("actions without a token")
-    .to_string();
-    assert!(e.contains("line 3, [dashboard] actions") && e.contains("token_file"), "{e}");
+    .expect_err("actions without a token");
+    let Error::InvalidConfig(c) = &e else { panic!("not a configuration error: {e:?}") };
+    assert_eq!((c.line(), c.key()), (Some(3), Some("dashboard.actions")));
+    let e = e.to_string();
+    assert!(e.contains("line 3, [dashboard] actions: ") && e.contains("token_file"), "{e}");
     let e = RuntimeConfig::from_toml_str("[dashboard]\nlisen = \"127.0.0.1:1\"\n", "simba.toml", Vec::new())
         .expect_err("typo")
         .to_string();
