@@ -83,6 +83,63 @@ pub struct RuntimeConfig {
     /// group and job name of this application lives in (issue 12 item 6, ADR 0013); `None`
     /// (the default): the store's default namespace, as before namespaces existed.
     pub namespace: Option<crate::backend::namespace::Namespace>,
+    /// Where each key of the file was set (its line, or the variable that overrode it), for
+    /// the errors found once the jobs are known (`Runtime`'s plan: an unknown `[jobs.NAME]`,
+    /// `partitions = 0`, a namespace too long for a job's names).
+    origins: Origins,
+}
+
+/// Where the keys of one configuration were set: `jobs.report.cron` -> line 7, or ->
+/// `SIMBA_JOBS__REPORT__CRON`; a table (`jobs.report`) -> the line of its header.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Origins(BTreeMap<String, Origin>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Origin {
+    Line(usize),
+    Env(String),
+}
+
+impl Origins {
+    /// The keys and table headers of `text` with their 1-based lines; an environment override
+    /// (`(key path, variable)`) replaces the line of its key.
+    fn of(text: &str, overridden: &[(String, String)]) -> Self {
+        let mut map = BTreeMap::new();
+        let mut section = String::new();
+        for (i, line) in text.lines().enumerate() {
+            let l = line.trim();
+            if let Some(h) = l.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+                section = h.trim().replace(['"', ' '], "");
+                map.entry(section.clone()).or_insert(Origin::Line(i + 1));
+            } else if let Some((k, _)) = l.split_once('=') {
+                let k = k.trim().trim_matches('"');
+                if !section.is_empty() && !k.is_empty() && !k.starts_with('#') {
+                    map.entry(format!("{section}.{k}")).or_insert(Origin::Line(i + 1));
+                }
+            }
+        }
+        for (path, var) in overridden {
+            map.insert(path.clone(), Origin::Env(var.clone()));
+        }
+        Origins(map)
+    }
+
+    /// `e` with the line of `key` in the file, or the variable that set it, when known.
+    pub(crate) fn locate(&self, e: ConfigError, key: &str) -> ConfigError {
+        match self.0.get(key) {
+            Some(Origin::Line(line)) => e.with_line(Some(*line)),
+            Some(Origin::Env(var)) => e.with_env_var(var.as_str()),
+            None => e,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// `e` (an error about `key` of this configuration) with the key's line in the file, or
+    /// the environment variable that set it, when the file or the environment set it.
+    pub(crate) fn locate(&self, e: ConfigError, key: &str) -> ConfigError {
+        self.origins.locate(e, key)
+    }
 }
 
 /// The largest `[history] retention`: every write of a record lists or trims the job's
@@ -115,6 +172,7 @@ impl Default for RuntimeConfig {
             dashboard: None,
             history_retention: None,
             namespace: None,
+            origins: Origins::default(),
         }
     }
 }
@@ -537,6 +595,7 @@ impl RuntimeConfig {
         let dashboard =
             crate::dashboard::resolve(file.dashboard).map_err(|(key, m)| cx.key_err("dashboard", key, m))?;
         let history_retention = cx.history_retention(file.history.retention)?;
+        let origins = Origins::of(text, &cx.overridden);
         Ok(RuntimeConfig {
             source: source.to_owned(),
             backend_url,
@@ -546,6 +605,7 @@ impl RuntimeConfig {
             dashboard,
             history_retention,
             namespace,
+            origins,
         })
     }
 

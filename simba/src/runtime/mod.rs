@@ -489,7 +489,8 @@ fn plan_scheduled(
     let o = config.jobs.get(j.name).cloned().unwrap_or_default();
     if o.partitions.is_some() {
         let reason = format!("`{}` is a scheduled job, not a partitioned one", j.name);
-        return Err(ConfigError::at_key(key("partitions"), reason).with_file(config.source.as_str()).into());
+        let e = ConfigError::at_key(key("partitions"), reason).with_file(config.source.as_str());
+        return Err(config.locate(e, &key("partitions")).into());
     }
     if o.enabled == Some(false) {
         tracing::info!(job = j.name, "disabled by the configuration");
@@ -585,11 +586,11 @@ fn fits_namespace(config: &RuntimeConfig, job: &str, lease: &str, record: &str) 
 }
 
 /// An error of the configuration `config` (named as its file) about `key`, where `msg` says
-/// where itself.
+/// where itself; the key's line in the file, or the variable that set it, as fields.
 fn config_error(config: &RuntimeConfig, key: Option<&str>, msg: String) -> Error {
     let e = ConfigError::new(msg).with_file(config.source.as_str());
     match key {
-        Some(k) => e.with_key(k).into(),
+        Some(k) => config.locate(e.with_key(k), k).into(),
         None => e.into(),
     }
 }
@@ -698,6 +699,50 @@ mod tests {
             plan(&config, &[], &[group], &[])
                 .is_err_and(|e| e.to_string().contains("`gggggggggggggggggggggggggggggg.99`"))
         );
+    }
+
+    /// Issue 13 item 6: the errors found once the jobs are known carry the key's line in the
+    /// file (or the variable that set it) as a field, like the errors of the file itself.
+    #[test]
+    fn item13_6_plan_errors_carry_the_line_of_their_key() {
+        let fields = |e: Error| match e {
+            Error::InvalidConfig(c) => c,
+            other => panic!("not a configuration error: {other:?}"),
+        };
+        let job = ScheduledJob {
+            name: "report",
+            lease: "report",
+            schedule: Schedule::FixedRate(std::time::Duration::from_secs(1)),
+            misfire: Misfire::Skip,
+            run: noop,
+        };
+        let text = "[session]\nlease_duration = \"15s\"\n\n[jobs.repotr]\nenabled = true\n";
+        let config = RuntimeConfig::from_toml_str(text, "simba.toml", Vec::new()).expect("config");
+        let c = fields(plan(&config, std::slice::from_ref(&job), &[], &[]).err().expect("unknown job"));
+        assert_eq!((c.file(), c.line(), c.key()), (Some("simba.toml"), Some(4), Some("jobs.repotr")), "{c}");
+        assert!(c.reason().contains("names no registered job; registered jobs: report"), "{c}");
+        let text = "[jobs.report]\n# a partitioned job's option\npartitions = 4\n";
+        let config = RuntimeConfig::from_toml_str(text, "simba.toml", Vec::new()).expect("config");
+        let c = fields(plan(&config, std::slice::from_ref(&job), &[], &[]).err().expect("not partitioned"));
+        assert_eq!((c.line(), c.key()), (Some(3), Some("jobs.report.partitions")), "{c}");
+        assert!(c.to_string().starts_with("simba.toml: line 3, [jobs.report] partitions: "), "{c}");
+        // Set by a variable: the variable, not a line.
+        let over = vec![("SIMBA_BACKEND__NAMESPACE".to_owned(), "n".repeat(100))];
+        let config =
+            RuntimeConfig::from_toml_str("[backend]\nnamespace = \"x\"\n", "simba.toml", over).expect("config");
+        let long: &'static str = "l".repeat(30).leak();
+        let c = fields(
+            plan(&config, &[ScheduledJob { name: long, lease: long, ..job.clone() }], &[], &[]).err().expect("long"),
+        );
+        assert_eq!(
+            (c.line(), c.key(), c.env_var()),
+            (None, Some("backend.namespace"), Some("SIMBA_BACKEND__NAMESPACE")),
+            "{c}"
+        );
+        // A key the file does not have (the schedule is the code's): no line.
+        let bad = ScheduledJob { schedule: Schedule::cron("not a cron"), ..job };
+        let c = fields(plan(&RuntimeConfig::default(), &[bad], &[], &[]).err().expect("bad cron"));
+        assert_eq!((c.line(), c.key(), c.env_var()), (None, Some("jobs.report.cron"), None), "{c}");
     }
 
     #[test]
