@@ -101,7 +101,7 @@ impl Lock {
                         tracing::debug!(lease = %name, token, session = %term.session().id, "lock acquired");
                         self.shared.emit(Event::Elected { name: name.to_string(), token });
                         local.won(Instant::now());
-                        return Ok(Some(LockGuard { term, claim: Some(claim), machine: m, _local: local }));
+                        return Ok(Some(LockGuard { term, claim: Some(claim), _local: local }));
                     }
                     MachineCommand::GiveUp => return Ok(None),
                     // Only a term's handover, a cooldown or an election's end bring the rest.
@@ -301,8 +301,6 @@ impl Drop for Claim {
 pub struct LockGuard {
     term: Term,
     claim: Option<Claim>,
-    /// The acquisition's machine, leading: it gives the handover's commands (H1).
-    machine: ElectionMachine<Instant>,
     _local: LocalTurn,
 }
 
@@ -355,8 +353,10 @@ impl LockGuard {
         let deadline = term.deadline();
         let mut ended = reason;
         let mut result = Ok(());
-        let mut commands = self.machine.hand_over(Instant::now(), reason);
-        commands.extend(self.machine.handed_over(Instant::now(), || 0.0));
+        // The acquisition's machine as it left it, leading (kept by no guard: P7's memory).
+        let mut machine = ElectionMachine::lock_leading(shared.timing);
+        let mut commands = machine.hand_over(Instant::now(), reason);
+        commands.extend(machine.handed_over(Instant::now(), || 0.0));
         for command in commands {
             match command {
                 MachineCommand::Revoke(reason) => {
@@ -443,6 +443,18 @@ mod tests {
 
     use crate::backend::memory::MemoryBackend;
     use crate::{Simba, SimbaConfig};
+
+    /// P7 (memory per held lease): a held lock is its term, its claim and its place in the
+    /// local queue, nothing more. The guard once kept its acquisition's election machine (a
+    /// copy of the whole configuration), and P7 went from 747 to 956 bytes per lease; the
+    /// release now rebuilds the machine (`ElectionMachine::lock_leading`). This bound fails
+    /// if a field that size comes back.
+    #[test]
+    fn p7_a_held_lock_stays_small() {
+        let size = std::mem::size_of::<super::LockGuard>();
+        assert!(size <= 80, "a LockGuard is {size} bytes: every held lock pays it (P7)");
+        assert!(std::mem::size_of::<crate::core::election::ElectionMachine<tokio::time::Instant>>() > 80);
+    }
 
     /// Issue 13 item 4 / issue 16 item 7: `lock_queues` shrinks when a name's queue empties,
     /// so a service locking names made on the fly does not grow: after 10,000 distinct names

@@ -135,6 +135,15 @@ impl<T: Moment> ElectionMachine<T> {
         ElectionMachine { timing, contention: Contention::Once, phase: Phase::Candidate }
     }
 
+    /// A lock's machine as its acquisition leaves it once it won: leading, ready for
+    /// [`hand_over`](Self::hand_over). A held lock keeps no machine (its size, about 150
+    /// bytes, would be paid by every lock held: P7 measured it), and its release builds this
+    /// one; a won acquisition's machine is in this state whatever its `until` was, since a
+    /// lock's handover does not read it.
+    pub fn lock_leading(timing: Timing) -> Self {
+        ElectionMachine { timing, contention: Contention::Lock { until: None }, phase: Phase::Leading }
+    }
+
     /// How this machine contends.
     pub fn contention(&self) -> Contention<T> {
         self.contention
@@ -651,6 +660,25 @@ mod tests {
         assert_eq!(p.hand_over(t0, RevokeReason::Stopped), vec![], "once");
         assert_eq!(p.handed_over(t0, || 0.0), vec![Command::Stopped]);
         assert!(p.stopped());
+    }
+
+    /// A held lock's release rebuilds its machine (`lock_leading`): the same handover, for every
+    /// reason, as the machine its acquisition left leading, whatever that acquisition's `until`.
+    #[test]
+    fn h1_a_lock_rebuilt_leading_hands_over_as_its_acquisition_would() {
+        let t0 = Instant::now();
+        for until in [None, Some(t0 + ms(3_000))] {
+            for reason in [RevokeReason::Stopped, RevokeReason::SteppedDown] {
+                let mut won = ElectionMachine::lock(Timing::new(SimbaConfig::default()), until);
+                won.session_live(t0);
+                assert_eq!(won.attempt_ended(t0, true, || 0.0), vec![Command::Elect]);
+                let mut rebuilt = ElectionMachine::lock_leading(Timing::new(SimbaConfig::default()));
+                assert!(rebuilt.leading());
+                assert_eq!(rebuilt.hand_over(t0, reason), won.hand_over(t0, reason), "{until:?} {reason:?}");
+                assert_eq!(rebuilt.handed_over(t0, || 0.0), won.handed_over(t0, || 0.0));
+                assert!(rebuilt.stopped() && won.stopped());
+            }
+        }
     }
 
     /// Every way a led term ends, from the machine's lists: how many `on_revoked` it delivers,
