@@ -267,6 +267,9 @@ struct Cx<'a> {
     /// `(key path, variable)` of every override: `("session.lease_duration",
     /// "SIMBA_SESSION__LEASE_DURATION")`.
     overridden: Vec<(String, String)>,
+    /// Where each key was set (its line, or the variable of `overridden`): built once, used by
+    /// every error about a key and kept in the [`RuntimeConfig`].
+    origins: Origins,
 }
 
 impl Cx<'_> {
@@ -281,10 +284,7 @@ impl Cx<'_> {
     fn key_err(&self, section: &str, key: &str, msg: String) -> Error {
         let path = format!("{section}.{key}");
         let e = ConfigError::at_key(&path, scrub(&msg, &self.secrets)).with_file(self.source);
-        match self.overridden.iter().find(|(p, _)| *p == path) {
-            Some((_, var)) => e.with_env_var(var.as_str()).into(),
-            None => e.with_line(locate(self.text, section, key)).into(),
-        }
+        self.origins.locate(e, &path).into()
     }
 
     /// A TOML error in the file itself: its line (from the error's span) and the key on that
@@ -561,14 +561,15 @@ impl RuntimeConfig {
     pub fn from_toml_str(text: &str, source: &str, overrides: Vec<(String, String)>) -> Result<RuntimeConfig, Error> {
         // Messages may quote the file (TOML errors show the offending line) or an override's
         // value: mask every secret first.
-        let overridden = overrides
+        let overridden: Vec<(String, String)> = overrides
             .iter()
             .filter_map(|(var, _)| {
                 let path = var.strip_prefix("SIMBA_")?.split("__").map(str::to_ascii_lowercase).collect::<Vec<_>>();
                 Some((path.join("."), var.clone()))
             })
             .collect();
-        let cx = Cx { text, source, secrets: secrets_in(text, &overrides), overridden };
+        let origins = Origins::of(text, &overridden);
+        let cx = Cx { text, source, secrets: secrets_in(text, &overrides), overridden, origins };
         // First the file alone, so that errors carry its line and column.
         if let Err(e) = toml::from_str::<FileConfig>(text) {
             return Err(cx.toml_err(&e));
@@ -595,7 +596,6 @@ impl RuntimeConfig {
         let dashboard =
             crate::dashboard::resolve(file.dashboard).map_err(|(key, m)| cx.key_err("dashboard", key, m))?;
         let history_retention = cx.history_retention(file.history.retention)?;
-        let origins = Origins::of(text, &cx.overridden);
         Ok(RuntimeConfig {
             source: source.to_owned(),
             backend_url,
@@ -605,7 +605,7 @@ impl RuntimeConfig {
             dashboard,
             history_retention,
             namespace,
-            origins,
+            origins: cx.origins,
         })
     }
 
@@ -752,20 +752,6 @@ fn key_at(text: &str, line: usize) -> Option<String> {
                 .map(|k| k.trim().trim_matches('"'))
                 .filter(|k| !k.is_empty() && !k.starts_with('#'))?;
             return Some(if current.is_empty() { key.to_owned() } else { format!("{current}.{key}") });
-        }
-    }
-    None
-}
-
-/// The 1-based line of `key = ...` inside `[section]` in `text`.
-fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
-    let mut current = String::new();
-    for (i, line) in text.lines().enumerate() {
-        let l = line.trim();
-        if let Some(h) = l.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-            current = h.trim().replace(['"', ' '], "");
-        } else if current == section && l.split('=').next().is_some_and(|k| k.trim() == key) {
-            return Some(i + 1);
         }
     }
     None
