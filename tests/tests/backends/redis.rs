@@ -60,9 +60,16 @@ async fn hooks() -> ServerHooks<RedisBackend> {
     .hold_lease(move |b: RedisBackend, s, name, token| {
         let url = u3.clone();
         async move {
+            let token_u64 = token;
             let token = token.to_string();
             cli(&url, &["HSET", &b.lease_key(&name), "session", s.as_str(), "token", &token]);
             cli(&url, &["HSET", &format!("{}:owned:{s}", b.key_prefix()), &name, &token]);
+            // The session's digest, as acquire keeps it: count, and the token split at 10^9.
+            let digest = format!("{}:digest:{s}", b.key_prefix());
+            let (high, low) = ((token_u64 / 1_000_000_000).to_string(), (token_u64 % 1_000_000_000).to_string());
+            cli(&url, &["HINCRBY", &digest, "count", "1"]);
+            cli(&url, &["HINCRBY", &digest, "high", &high]);
+            cli(&url, &["HINCRBY", &digest, "low", &low]);
         }
     })
     .lease_record(move |b: RedisBackend, name| {
@@ -124,9 +131,13 @@ async fn tokens_grow_by_one_per_term_and_survive_release() {
     assert!(ttl_ms > 0 && ttl_ms <= 1500, "session PTTL {ttl_ms}");
     b.join_group(&s, "g").await.expect("join");
     b.close_session(&s).await.expect("close");
-    for key in
-        [b.session_key(&s), format!("{prefix}:owned:{s}"), format!("{prefix}:joined:{s}"), format!("{prefix}:group:g")]
-    {
+    for key in [
+        b.session_key(&s),
+        format!("{prefix}:owned:{s}"),
+        format!("{prefix}:digest:{s}"),
+        format!("{prefix}:joined:{s}"),
+        format!("{prefix}:group:g"),
+    ] {
         assert_eq!(cli(&url, &["EXISTS", &key]), "0", "{key} survived the close");
     }
     assert_eq!(cli(&url, &["HGET", &lease, "token"]), "6", "the lease hash must survive");
@@ -258,8 +269,10 @@ async fn renewal_cost(url: &str, b: &RedisBackend, held: usize, n: u64) -> (Hash
 }
 
 /// S1: a renewal is one client command (one `EVALSHA`) with a constant-size request and reply,
-/// whether the session holds 1 lease or 500. The script's own work on the server is O(held):
-/// it checks each owned entry against its lease hash (one `HMGET` each).
+/// whether the session holds 1 lease or 500, and the script's own work on the server is
+/// constant too (issue 15, P8): it reads the digest that acquire and release keep (one `HMGET`)
+/// and audits at most two owned entries drawn at random (one `HRANDFIELD`, one `HMGET` each);
+/// it never reads the whole owned hash.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewal_cost_does_not_grow_with_leases() {
     let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
@@ -291,8 +304,55 @@ async fn renewal_cost_does_not_grow_with_leases() {
     assert_eq!(per(&many, "evalsha"), 1.0);
     // Same request; the reply differs only in the digits of the count and sum.
     assert!((in1 - in500).abs() < 8.0 && (out1 - out500).abs() < 8.0, "bytes {in1}/{out1} vs {in500}/{out500}");
-    assert_eq!(per(&one, "hmget"), 1.0);
-    assert_eq!(per(&many, "hmget"), 500.0);
+    // One lease: its audit and the digest. 500 leases: two audited, and the digest.
+    assert_eq!(per(&one, "hmget"), 2.0);
+    assert_eq!(per(&many, "hmget"), 3.0);
+    assert_eq!(per(&many, "hrandfield"), 1.0);
+    assert_eq!(per(&many, "hgetall"), 0.0);
+}
+
+/// T6 with many leases (issue 15, P8): an owned entry whose lease record an operator changed by
+/// hand, one of 20, is found by the keep-alive's random audit (two entries per renewal): the
+/// digest then differs, `owned` lists the 19 others, and the digest matches them from the next
+/// renewal on. Also the path of a session whose digest hash is missing (written by a version
+/// before it existed, or deleted): the first keep-alive differs, one listing rewrites it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_finds_a_lease_changed_by_hand_among_many() {
+    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
+    let _serial = SERIAL.lock().await;
+    let b = connect(&url).await;
+    let s = open(&b).await;
+    let mut leases = Vec::new();
+    for _ in 0..20 {
+        let name = unique("audit");
+        let t = won(&b, &s, &name).await;
+        leases.push((name, t));
+    }
+    let matches = |r| matches!(r, KeepAlive::Alive { digest_matches: true, .. });
+    assert!(matches(b.keep_alive(&s, HeldDigest::of(&leases)).await.expect("keep_alive")));
+    let (stolen, stolen_token) = leases.remove(7);
+    cli(&url, &["HSET", &b.lease_key(&stolen), "session", "intruder"]);
+    // The engine still believes it holds all 20 until the audit finds the one changed by hand.
+    let mut believed = HeldDigest::of(&leases);
+    believed.add(stolen_token);
+    let mut renewals = 0;
+    while matches(b.keep_alive(&s, believed).await.expect("keep_alive")) {
+        renewals += 1;
+        // Each renewal misses a given entry of 20 with probability 0.9: 400 in a row, 5e-19.
+        assert!(renewals < 400, "the audit did not find the entry changed by hand");
+    }
+    eprintln!("T6 on Redis: a record changed by hand, 1 of 20 leases, found at renewal {}", renewals + 1);
+    let mut owned = b.owned(&s).await.expect("owned");
+    owned.sort();
+    leases.sort();
+    assert_eq!(owned, leases, "owned lists the 19 others");
+    assert!(matches(b.keep_alive(&s, HeldDigest::of(&leases)).await.expect("keep_alive")));
+    // A missing digest hash: differs once, and one listing rewrites it.
+    cli(&url, &["DEL", &format!("{}:digest:{s}", b.key_prefix())]);
+    assert!(!matches(b.keep_alive(&s, HeldDigest::of(&leases)).await.expect("keep_alive")));
+    assert_eq!(b.owned(&s).await.expect("owned").len(), 19);
+    assert!(matches(b.keep_alive(&s, HeldDigest::of(&leases)).await.expect("keep_alive")));
+    b.close_session(&s).await.expect("close");
 }
 
 /// Section 9: the server is killed (kill -9) and restarted: the session is gone, the term

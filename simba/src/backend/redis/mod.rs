@@ -12,6 +12,7 @@
 //! | `simba:session:{id}` | string | the session's lifetime (`PEXPIRE`) | the lifetime in ms, so a keep-alive renews with it |
 //! | `simba:lease:{name}` | hash | none, never deleted | `session` (holder id, absent when free), `token`, `last_slot` |
 //! | `simba:owned:{id}` | hash | the session's | lease name -> token, for every lease the session won |
+//! | `simba:digest:{id}` | hash | the session's | `count`, `high`, `low`: the digest of the owned entries, kept by acquire and release |
 //! | `simba:joined:{id}` | set | the session's | the groups the session joined |
 //! | `simba:group:{group}` | set | none | the ids of the group's members |
 //! | `simba:released` | pub/sub channel | | names of released leases |
@@ -21,11 +22,17 @@
 //! at once with no per-lease write; an expired session never comes back, because nothing
 //! recreates its key (S3). The token is incremented with `HINCRBY` when a session wins a lease
 //! and never reset: a release only clears `session` (T3). The owned hash is an index from a
-//! session to its leases, so that a keep-alive renews the session and checks the digest of its
-//! leases in one script, with a constant-size request and reply (S1). Each owned entry is
-//! checked against its lease hash, so a lease overwritten by someone else drops out of the
-//! digest and the engine sees the takeover (T6). Group sets are cleaned lazily: `members`
-//! hides and removes ids whose session key is gone.
+//! session to its leases, and the digest hash its summary (count and token sum), which acquire
+//! and release update with the entry they add or remove, so that a keep-alive renews the
+//! session and answers the digest in one script, with a constant-size request and reply and
+//! constant work on the server (S1; issue 15, P8). A lease record changed behind the session's
+//! back (an operator's `HSET`) is found by the keep-alive's audit, which checks a few owned
+//! entries drawn at random against their lease hashes (`AUDIT`, 2, per renewal: every entry of
+//! a session holding two leases or fewer), drops a stale one from the digest, and so makes the
+//! engine list the session's leases and end that term (T6). Listing rewrites the digest from
+//! the lease hashes, so a digest that went wrong by any path is right again after one
+//! mismatch. Group sets are cleaned lazily: `members` hides and removes ids whose session key
+//! is gone.
 //!
 //! # Eviction
 //!
@@ -77,7 +84,7 @@ use super::{
     Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
 };
 use connect::{call_error, check_eviction_policy, check_url, connect_error, describe_info, no_answer, redact};
-use scripts::{SCRIPTS, token_sum};
+use scripts::{AUDIT, SCRIPTS, token_sum};
 use subscriber::Subscriber;
 
 /// The default key prefix.
@@ -216,6 +223,7 @@ struct Keys {
     session: String,
     lease: String,
     owned: String,
+    digest: String,
     joined: String,
     group: String,
     channel: String,
@@ -228,6 +236,7 @@ impl Keys {
             session: format!("{prefix}:session:"),
             lease: format!("{prefix}:lease:"),
             owned: format!("{prefix}:owned:"),
+            digest: format!("{prefix}:digest:"),
             joined: format!("{prefix}:joined:"),
             group: format!("{prefix}:group:"),
             channel: format!("{prefix}:released"),
@@ -242,6 +251,9 @@ impl Keys {
     }
     fn owned(&self, id: &SessionId) -> String {
         format!("{}{id}", self.owned)
+    }
+    fn digest(&self, id: &SessionId) -> String {
+        format!("{}{id}", self.digest)
     }
     fn joined(&self, id: &SessionId) -> String {
         format!("{}{id}", self.joined)
@@ -419,21 +431,27 @@ impl Backend for RedisBackend {
     async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
         let k = self.keys();
         let what = "renew a session";
-        let reply: (i64, i64, i64, i64, i64) = self
+        let audit = AUDIT.to_string();
+        let reply: (i64, i64, String, String, String) = self
             .eval(
                 &SCRIPTS.keep_alive,
-                [k.session(session), k.owned(session), k.joined(session)],
-                [session.as_str(), &k.lease],
+                [k.session(session), k.owned(session), k.joined(session), k.digest(session)],
+                [session.as_str(), &k.lease, &audit],
                 what,
             )
             .await?;
-        let (alive, remaining, count, high, low) = reply;
-        match alive {
-            0 => Ok(KeepAlive::Expired),
-            1 => {
-                let n = |v| self.non_negative(what, v);
-                let listed = HeldDigest { count: n(count)?, token_sum: token_sum(n(high)?, n(low)?) };
-                Ok(KeepAlive::Alive { remaining: Duration::from_millis(n(remaining)?), digest_matches: listed == held })
+        match reply {
+            (0, ..) => Ok(KeepAlive::Expired),
+            (1, remaining, ref count, ref high, ref low) => {
+                let remaining = Duration::from_millis(self.non_negative(what, remaining)?);
+                // A sum that is not a non-negative integer (never written so by the scripts) is a
+                // digest that differs: the engine lists the leases, which rewrites it.
+                let sum = |v: &str| v.parse::<u64>().ok();
+                let listed = match (sum(count), sum(high), sum(low)) {
+                    (Some(count), Some(high), Some(low)) => Some(HeldDigest { count, token_sum: token_sum(high, low) }),
+                    _ => None,
+                };
+                Ok(KeepAlive::Alive { remaining, digest_matches: listed == Some(held) })
             }
             _ => Err(self.protocol(what, reply)),
         }
@@ -445,7 +463,7 @@ impl Backend for RedisBackend {
         let reply: (i64, String) = self
             .eval(
                 &SCRIPTS.acquire,
-                [k.session(session), k.lease(name), k.owned(session)],
+                [k.session(session), k.lease(name), k.owned(session), k.digest(session)],
                 [session.as_str(), name, &k.session],
                 what,
             )
@@ -465,14 +483,15 @@ impl Backend for RedisBackend {
         let k = self.keys();
         let token = token.to_string();
         let args = [session.as_str(), &token, name, &k.channel];
-        let released: i64 =
-            self.eval(&SCRIPTS.release, [k.lease(name), k.owned(session)], args, "release a lease").await?;
+        let released: i64 = self
+            .eval(&SCRIPTS.release, [k.lease(name), k.owned(session), k.digest(session)], args, "release a lease")
+            .await?;
         Ok(released == 1)
     }
 
     async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
         let k = self.keys();
-        let keys = [k.session(session), k.owned(session), k.joined(session)];
+        let keys = [k.session(session), k.owned(session), k.joined(session), k.digest(session)];
         let args = [session.as_str(), &k.lease, &k.group, &k.channel];
         let freed: i64 = self.eval(&SCRIPTS.close_session, keys, args, "close a session").await?;
         tracing::debug!(backend = %self.inner.description, %session, freed, "session closed on Redis");
@@ -483,7 +502,12 @@ impl Backend for RedisBackend {
         let k = self.keys();
         let what = "list a session's leases";
         let flat: Vec<String> = self
-            .eval(&SCRIPTS.owned, [k.session(session), k.owned(session)], [session.as_str(), &k.lease], what)
+            .eval(
+                &SCRIPTS.owned,
+                [k.session(session), k.owned(session), k.digest(session)],
+                [session.as_str(), &k.lease],
+                what,
+            )
             .await?;
         if !flat.len().is_multiple_of(2) {
             return Err(self.protocol(what, flat));

@@ -27,85 +27,110 @@ end
 return -1
 ";
 
-/// `KEYS[1]` session key, `KEYS[2]` owned hash, `KEYS[3]` joined set; `ARGV[1]` session id,
-/// `ARGV[2]` lease key prefix.
+/// The Lua helper every script that changes an owned hash starts with: `digest(key, token,
+/// sign)` adds (`sign` 1) or removes (`sign` -1) one token to the session's digest hash `key`
+/// (`count`, `high`, `low`), kept by `HINCRBY` on 64-bit integers. A decimal token `t` is split
+/// into `high = t / 10^9` and `low = t % 10^9` (each exact in a Lua number); the client
+/// computes `high * 10^9 + low` with wrapping `u64` arithmetic, so the digest is exact for any
+/// `i64` token and up to 2^33 leases. Zero increments are skipped (Redis refuses `-0`).
+const DIGEST_FN: &str = r"
+local function digest(key, token, sign)
+  local n = #token
+  local high, low = 0, tonumber(token)
+  if n > 9 then
+    high = tonumber(string.sub(token, 1, n - 9))
+    low = tonumber(string.sub(token, n - 8))
+  end
+  redis.call('HINCRBY', key, 'count', sign)
+  if high ~= 0 then redis.call('HINCRBY', key, 'high', sign * high) end
+  if low ~= 0 then redis.call('HINCRBY', key, 'low', sign * low) end
+end
+";
+
+/// How many owned entries a keep-alive checks against their lease hashes, drawn at random
+/// (`HRANDFIELD`): the audit that finds a lease record changed behind the session's back (an
+/// operator's `HSET`, T6). A session holding at most this many leases has every one checked at
+/// every renewal; one holding `n` more has a given entry checked with probability
+/// `AUDIT / n` per renewal. Constant work, whatever `n` (S1).
+pub(super) const AUDIT: usize = 2;
+
+/// `KEYS[1]` session key, `KEYS[2]` owned hash, `KEYS[3]` joined set, `KEYS[4]` digest hash;
+/// `ARGV[1]` session id, `ARGV[2]` lease key prefix, `ARGV[3]` [`AUDIT`].
 ///
-/// Renews the session and its two side keys for the stored ttl, then computes the digest of
-/// the leases the session still holds: each entry of the owned hash counts only if its lease
-/// hash still names this session with this token (a manual takeover, or any other change,
-/// drops it, and the stale entry is removed). The reply has a constant size whatever the
-/// number of leases (rule S1): `{1, pttl, count, high, low}`, or `{0, 0, 0, 0, 0}` when the
-/// session is gone (rule S3: it never comes back).
-///
-/// The wrapping sum of tokens is exact: each decimal token `t` is split into
-/// `high = t / 10^9` and `low = t % 10^9` as strings, and the two sums are returned
-/// separately; the client computes `high * 10^9 + low` with wrapping `u64` arithmetic.
-/// Both sums stay exact in a double for up to 2^19 leases of any `i64` token.
+/// Renews the session and its three side keys for the stored ttl, audits `AUDIT` random owned
+/// entries (an entry whose lease hash no longer names this session with this token is removed,
+/// and its token taken out of the digest, so the engine sees the change), and returns the
+/// digest that acquire and release keep up to date. Constant work and a constant-size reply
+/// whatever the number of leases (rule S1): `{1, pttl, count, high, low}` (the three sums as
+/// decimal strings, exact past 2^53), or `{0, 0, '0', '0', '0'}` when the session is gone
+/// (rule S3: it never comes back). The remaining lifetime is the ttl just set with `PEXPIRE`
+/// (Redis's clock, rule B2).
 const KEEP_ALIVE: &str = r"
 local ttl = redis.call('GET', KEYS[1])
 if not ttl then
-  return {0, 0, 0, 0, 0}
+  return {0, 0, '0', '0', '0'}
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)
-local owned = redis.call('HGETALL', KEYS[2])
-local count, high, low = 0, 0, 0
-for i = 1, #owned, 2 do
-  local name, token = owned[i], owned[i + 1]
-  local rec = redis.call('HMGET', ARGV[2] .. name, 'session', 'token')
-  if rec[1] == ARGV[1] and rec[2] == token then
-    count = count + 1
-    local n = #token
-    if n > 9 then
-      high = high + tonumber(string.sub(token, 1, n - 9))
-      low = low + tonumber(string.sub(token, n - 8))
-    else
-      low = low + tonumber(token)
-    end
-  else
-    redis.call('HDEL', KEYS[2], name)
+redis.call('PEXPIRE', KEYS[4], ttl)
+local pick = redis.call('HRANDFIELD', KEYS[2], ARGV[3], 'WITHVALUES')
+for i = 1, #pick, 2 do
+  local rec = redis.call('HMGET', ARGV[2] .. pick[i], 'session', 'token')
+  if rec[1] ~= ARGV[1] or rec[2] ~= pick[i + 1] then
+    redis.call('HDEL', KEYS[2], pick[i])
+    digest(KEYS[4], pick[i + 1], -1)
   end
 end
-return {1, redis.call('PTTL', KEYS[1]), count, high, low}
+local d = redis.call('HMGET', KEYS[4], 'count', 'high', 'low')
+return {1, tonumber(ttl), d[1] or '0', d[2] or '0', d[3] or '0'}
 ";
 
-/// `KEYS[1]` session key, `KEYS[2]` lease hash, `KEYS[3]` owned hash; `ARGV[1]` session
-/// id, `ARGV[2]` lease name, `ARGV[3]` session key prefix.
+/// `KEYS[1]` session key, `KEYS[2]` lease hash, `KEYS[3]` owned hash, `KEYS[4]` digest hash;
+/// `ARGV[1]` session id, `ARGV[2]` lease name, `ARGV[3]` session key prefix.
 ///
 /// `{-1, '0'}`: the session is gone (rule S3), nothing acquired. `{0, '0'}`: another live
 /// session holds the lease. `{1, token}`: this session holds it; the token grew by one if
 /// the lease was free (never held, released, or its holder's session key is gone), and is
-/// unchanged if this session already held it (a retry after a lost reply).
+/// unchanged if this session already held it (a retry after a lost reply). The owned entry
+/// and the digest follow: an older entry for the name (a term the audit has not yet found
+/// ended) leaves the digest as the new one enters it.
 const ACQUIRE: &str = r"
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl == -2 then
   return {-1, '0'}
 end
+local function own(token)
+  local old = redis.call('HGET', KEYS[3], ARGV[2])
+  if old ~= token then
+    if old then digest(KEYS[4], old, -1) end
+    redis.call('HSET', KEYS[3], ARGV[2], token)
+    digest(KEYS[4], token, 1)
+  end
+  if pttl > 0 then
+    redis.call('PEXPIRE', KEYS[3], pttl)
+    redis.call('PEXPIRE', KEYS[4], pttl)
+  end
+  return {1, token}
+end
 local holder = redis.call('HGET', KEYS[2], 'session')
 if holder == ARGV[1] then
-  local token = redis.call('HGET', KEYS[2], 'token')
-  redis.call('HSET', KEYS[3], ARGV[2], token)
-  if pttl > 0 then redis.call('PEXPIRE', KEYS[3], pttl) end
-  return {1, token}
+  return own(redis.call('HGET', KEYS[2], 'token'))
 end
 if holder and holder ~= '' and redis.call('EXISTS', ARGV[3] .. holder) == 1 then
   return {0, '0'}
 end
 redis.call('HINCRBY', KEYS[2], 'token', 1)
 redis.call('HSET', KEYS[2], 'session', ARGV[1])
-local token = redis.call('HGET', KEYS[2], 'token')
-redis.call('HSET', KEYS[3], ARGV[2], token)
-if pttl > 0 then redis.call('PEXPIRE', KEYS[3], pttl) end
-return {1, token}
+return own(redis.call('HGET', KEYS[2], 'token'))
 ";
 
-/// `KEYS[1]` lease hash, `KEYS[2]` owned hash; `ARGV[1]` session id, `ARGV[2]` token,
-/// `ARGV[3]` lease name, `ARGV[4]` release channel.
+/// `KEYS[1]` lease hash, `KEYS[2]` owned hash, `KEYS[3]` digest hash; `ARGV[1]` session id,
+/// `ARGV[2]` token, `ARGV[3]` lease name, `ARGV[4]` release channel.
 ///
 /// Frees the lease only for the term that holds it (rule T7): clears `session` (the token
-/// stays, rule T3), drops the owned entry and publishes the name so that candidates take
-/// over at once (rule K2). Returns 1 if it released.
+/// stays, rule T3), drops the owned entry and its token from the digest, and publishes the
+/// name so that candidates take over at once (rule K2). Returns 1 if it released.
 const RELEASE: &str = r"
 if redis.call('HGET', KEYS[1], 'session') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'token') ~= ARGV[2] then
   return 0
@@ -113,13 +138,15 @@ end
 redis.call('HDEL', KEYS[1], 'session')
 if redis.call('HGET', KEYS[2], ARGV[3]) == ARGV[2] then
   redis.call('HDEL', KEYS[2], ARGV[3])
+  digest(KEYS[3], ARGV[2], -1)
 end
 redis.call('PUBLISH', ARGV[4], ARGV[3])
 return 1
 ";
 
-/// `KEYS[1]` session key, `KEYS[2]` owned hash, `KEYS[3]` joined set; `ARGV[1]` session id,
-/// `ARGV[2]` lease key prefix, `ARGV[3]` group key prefix, `ARGV[4]` release channel.
+/// `KEYS[1]` session key, `KEYS[2]` owned hash, `KEYS[3]` joined set, `KEYS[4]` digest hash;
+/// `ARGV[1]` session id, `ARGV[2]` lease key prefix, `ARGV[3]` group key prefix, `ARGV[4]`
+/// release channel.
 ///
 /// Closes the session (rule S4): frees every lease it still holds and publishes each name,
 /// leaves every group it joined, and deletes its keys. Closing a gone session does nothing.
@@ -138,28 +165,37 @@ end
 for _, group in ipairs(redis.call('SMEMBERS', KEYS[3])) do
   redis.call('SREM', ARGV[3] .. group, ARGV[1])
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return freed
 ";
 
-/// `KEYS[1]` session key, `KEYS[2]` owned hash; `ARGV[1]` session id, `ARGV[2]` lease key
-/// prefix.
+/// `KEYS[1]` session key, `KEYS[2]` owned hash, `KEYS[3]` digest hash; `ARGV[1]` session id,
+/// `ARGV[2]` lease key prefix.
 ///
-/// The `name, token` pairs of the leases the session holds (flat), checked against the
-/// lease hashes as in [`KEEP_ALIVE`]. Nothing for a gone session.
+/// The `name, token` pairs of the leases the session holds (flat), each owned entry checked
+/// against its lease hash as the keep-alive's audit does, the stale ones removed. It then
+/// rewrites the digest from what it listed, so a digest that went wrong by any path (a hand
+/// edit, a session from before the digest existed) is right again after one listing. Nothing
+/// for a gone session. O(leases): the engine calls it only when a keep-alive's digest differs.
 const OWNED: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {}
 end
 local out = {}
 local owned = redis.call('HGETALL', KEYS[2])
+redis.call('DEL', KEYS[3])
 for i = 1, #owned, 2 do
   local rec = redis.call('HMGET', ARGV[2] .. owned[i], 'session', 'token')
   if rec[1] == ARGV[1] and rec[2] == owned[i + 1] then
     out[#out + 1] = owned[i]
     out[#out + 1] = owned[i + 1]
+    digest(KEYS[3], owned[i + 1], 1)
+  else
+    redis.call('HDEL', KEYS[2], owned[i])
   end
 end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl > 0 and #out > 0 then redis.call('PEXPIRE', KEYS[3], pttl) end
 return out
 ";
 
@@ -248,16 +284,21 @@ pub(super) struct Scripts {
 
 pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     open_session: Script::new(OPEN_SESSION),
-    keep_alive: Script::new(KEEP_ALIVE),
-    acquire: Script::new(ACQUIRE),
-    release: Script::new(RELEASE),
+    keep_alive: with_digest(KEEP_ALIVE),
+    acquire: with_digest(ACQUIRE),
+    release: with_digest(RELEASE),
     close_session: Script::new(CLOSE_SESSION),
-    owned: Script::new(OWNED),
+    owned: with_digest(OWNED),
     claim_slot: Script::new(CLAIM_SLOT),
     join_group: Script::new(JOIN_GROUP),
     leave_group: Script::new(LEAVE_GROUP),
     members: Script::new(MEMBERS),
 });
+
+/// A script whose body uses the `digest` helper of [`DIGEST_FN`].
+fn with_digest(body: &str) -> Script {
+    Script::new(&format!("{DIGEST_FN}{body}"))
+}
 
 /// The exact wrapping sum of tokens from the two partial sums of [`KEEP_ALIVE`].
 pub(super) fn token_sum(high: u64, low: u64) -> u64 {
