@@ -61,6 +61,49 @@ pub(super) async fn check_eviction_policy(
     }
 }
 
+/// The oldest server the scripts run on: the keep-alive's audit uses `HRANDFIELD` (6.2).
+const MIN_VERSION: (u64, u64) = (6, 2);
+
+/// Reads `redis_version` from `INFO server` and refuses a server older than
+/// [`MIN_VERSION`], whose keep-alive script would fail at every renewal. A server that does not
+/// report a version (a proxy, a compatible store) or does not permit `INFO` is let through with
+/// a warning.
+pub(super) async fn check_version(
+    conn: &mut redis::aio::MultiplexedConnection,
+    description: &str,
+    ct: Duration,
+) -> BackendResult<()> {
+    let reply = timeout(ct, redis::cmd("INFO").arg("server").query_async::<String>(conn))
+        .await
+        .map_err(|_| no_answer(description, ct))?;
+    let reply = match reply {
+        Ok(reply) => reply,
+        Err(e) if e.is_io_error() || e.is_connection_dropped() => return Err(connect_error(description, &e)),
+        Err(e) => {
+            tracing::warn!(backend = %description, error = %e, "cannot read the server's version (INFO is not permitted): simba needs Redis 6.2 or later");
+            return Ok(());
+        }
+    };
+    match server_version(&reply) {
+        Some(v) if v < MIN_VERSION => Err(BackendError::Misconfigured(format!(
+            "Redis at {description} is version {}.{}: simba needs {}.{} or later (its keep-alive script uses              HRANDFIELD); upgrade the server",
+            v.0, v.1, MIN_VERSION.0, MIN_VERSION.1
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            tracing::warn!(backend = %description, "the server did not report redis_version: simba needs Redis 6.2 or later");
+            Ok(())
+        }
+    }
+}
+
+/// `(major, minor)` of the `redis_version:` line of an `INFO server` reply.
+fn server_version(info: &str) -> Option<(u64, u64)> {
+    let v = info.lines().find_map(|l| l.trim().strip_prefix("redis_version:"))?;
+    let mut parts = v.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
 /// Checks the scheme and host before the driver parses the URL, for clearer messages.
 pub(super) fn check_url(url: &str, shown: &str) -> BackendResult<()> {
     let expected = "expected redis://[user[:password]@]host[:port][/db] or rediss://... (TLS)";
@@ -231,5 +274,15 @@ mod tests {
         assert_eq!(describe_info(client.get_connection_info()).unwrap(), "redis://alice@127.0.0.1:6390/3");
         let client = redis::Client::open("redis://[::1]:6390").unwrap();
         assert_eq!(describe_info(client.get_connection_info()).unwrap(), "redis://[::1]:6390/0");
+    }
+
+    #[test]
+    fn server_versions_are_read_from_info() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:00000000\r\n";
+        assert_eq!(server_version(info), Some((7, 0)));
+        assert_eq!(server_version("redis_version:6.2.0"), Some((6, 2)));
+        assert!(server_version("redis_version:6.0.16").is_some_and(|v| v < MIN_VERSION));
+        assert!(server_version("redis_version:6.2.0").is_some_and(|v| v >= MIN_VERSION));
+        assert_eq!(server_version("# Server\nno version here"), None);
     }
 }

@@ -83,7 +83,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::{
     Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
 };
-use connect::{call_error, check_eviction_policy, check_url, connect_error, describe_info, no_answer, redact};
+use connect::{
+    call_error, check_eviction_policy, check_url, check_version, connect_error, describe_info, no_answer, redact,
+};
 use scripts::{AUDIT, SCRIPTS, token_sum};
 use subscriber::Subscriber;
 
@@ -314,6 +316,7 @@ impl RedisBackend {
             Ok(Err(e)) => return Err(connect_error(&description, &e)),
             Err(_) => return Err(no_answer(&description, ct)),
         };
+        check_version(&mut probe, &description, ct).await?;
         check_eviction_policy(&mut probe, &description, options.allow_eviction, ct).await?;
         drop(probe);
 
