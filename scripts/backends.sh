@@ -479,7 +479,12 @@ etcd_auth_setup() {
 }
 
 spawn_one() {
-  local name=$1 port; port=$(port_of "$name")
+  local name=$1 port end; port=$(port_of "$name")
+  # A server killed with SIGKILL just before (the fault suite's ServerKill) may still be exiting:
+  # the kernel frees its memory before its sockets, and its /proc cmdline is already empty, so
+  # running_pid no longer sees it while its port still answers. Give it a few seconds to go.
+  end=$((SECONDS + 10))
+  while port_open "$port" && ((SECONDS < end)); do sleep 0.1; done
   if port_open "$port"; then
     die "$name: port $port is already in use by another process: $(ss -ltnpH "sport = :$port" 2>/dev/null | tr -s ' ')"
   fi
