@@ -146,6 +146,9 @@ async fn ledger(term: &Term) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // A process's first line: the harness tells this process from an earlier one that had the
+    // same PID (PIDs wrap at `kernel.pid_max`, 32,768 here, within a long run).
+    log(format!("node {}", mono_ns()));
     if std::env::var_os("SIMBA_FAULT_CLOCK_RATE").is_some() {
         clock_check(Duration::from_millis(200));
     }

@@ -270,6 +270,9 @@ pub(crate) struct Logs {
     pub(crate) writes: Vec<(u128, u128, u64, bool, u32)>,
     /// (pid, real start, real ns, local ns): a node's measured clock rate.
     clocks: Vec<(u32, u128, u128, u128)>,
+    /// (pid, token) -> which process of that PID logged the term (0 for the first, counted by
+    /// the `node` line each process logs first): a killed node's PID can come back within a run.
+    pub(crate) process: BTreeMap<(u32, u64), u32>,
 }
 
 pub(crate) fn read_logs(path: &Path) -> Logs {
@@ -277,13 +280,19 @@ pub(crate) fn read_logs(path: &Path) -> Logs {
     let mut l = Logs::default();
     let mut ends: BTreeMap<(u32, u64), u128> = BTreeMap::new();
     let mut deadlines: BTreeMap<(u32, u64), u128> = BTreeMap::new();
+    let mut processes: BTreeMap<u32, u32> = BTreeMap::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split(' ').collect();
         let n = |i: usize| f.get(i).and_then(|s| s.parse::<u128>().ok()).unwrap_or(0);
         let pid = f.last().and_then(|s| s.parse::<u32>().ok()).unwrap_or(0);
         match f.first().copied() {
+            Some("node") => {
+                // A new process; the first one of a PID counts as 0.
+                processes.entry(pid).and_modify(|p| *p += 1).or_insert(0);
+            }
             Some("term") => {
                 l.terms.insert((pid, n(1) as u64), (n(2), n(2)));
+                l.process.insert((pid, n(1) as u64), processes.get(&pid).copied().unwrap_or(0));
             }
             Some("valid") => {
                 let d = deadlines.entry((pid, n(1) as u64)).or_insert(0);
@@ -366,6 +375,17 @@ fn wall_minus_mono() -> i128 {
     wall as i128 - mono_ns() as i128
 }
 
+/// The loopback `host:port` of a server URL (`scheme://[user@]host:port[/path]`).
+fn host_port(url: &str) -> SocketAddr {
+    let hostport = url
+        .split("://")
+        .nth(1)
+        .and_then(|r| r.split('@').next_back())
+        .and_then(|r| r.split('/').next())
+        .expect("host:port");
+    hostport.parse::<SocketAddr>().expect("a loopback host:port")
+}
+
 /// Writes the nodes' configuration, starts [`NODES`] node processes on `url` (through a fault
 /// proxy each, starting in `link`, when there is a `server`), and waits for the first accepted
 /// ledger write. `tag` makes the ledger's resource unique to the run. Shared by the fault suite
@@ -390,15 +410,19 @@ pub(crate) async fn setup(
         toml.push_str(&format!("drift = {}\nmargin = \"{}ms\"\n", k.drift, k.margin.as_millis()));
     }
     std::fs::write(dir.path().join("simba.toml"), toml).expect("config");
-    let upstream = server.as_ref().map(|_| {
-        let hostport = url
-            .split("://")
-            .nth(1)
-            .and_then(|r| r.split('@').next_back())
-            .and_then(|r| r.split('/').next())
-            .expect("host:port");
-        hostport.parse::<SocketAddr>().expect("a loopback host:port")
-    });
+    let upstream = server.as_ref().map(|_| host_port(&url));
+    if let Some(l) = &ledger {
+        // A server ledger that is down would leave every node's job retrying its connection,
+        // and the run would fail with "no leader" below: say what is wrong instead.
+        let reach = tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(host_port(l))).await;
+        if !matches!(reach, Ok(Ok(_))) {
+            panic!(
+                "[{backend}] the ledger server at {l} is not reachable: the fault suite keeps the {backend} run's \
+                 ledger there, apart from the store; start it with `eval \"$(bash scripts/backends.sh start)\"` \
+                 (`bash scripts/backends.sh status` shows which server is down)"
+            );
+        }
+    }
     let ledger = ledger.unwrap_or_else(|| dir.path().join("ledger.db").display().to_string());
     let ledger_id = format!("ledger-{backend}-{tag}-{}", std::process::id());
     let mut s =
@@ -649,13 +673,18 @@ pub(crate) fn check(_backend: &str, log: &Path, r: &mut Report) {
     }
     r.terms = logs.terms.len();
     r.ended = logs.terms.keys().filter(|k| logs.ended.contains(k)).count();
-    let mut last: BTreeMap<u32, u64> = BTreeMap::new();
-    for (pid, token) in logs.terms.keys() {
-        let l = last.entry(*pid).or_default();
-        *l = (*l).max(*token);
+    // A term's node process: its PID and which process of that PID it was.
+    let process = |k: &(u32, u64)| (k.0, logs.process.get(k).copied().unwrap_or(0));
+    let mut last: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+    for k in logs.terms.keys() {
+        let l = last.entry(process(k)).or_default();
+        *l = (*l).max(k.1);
     }
-    r.unended_not_last =
-        logs.terms.keys().filter(|k| !logs.ended.contains(k) && last.get(&k.0).is_some_and(|l| *l != k.1)).count();
+    r.unended_not_last = logs
+        .terms
+        .keys()
+        .filter(|k| !logs.ended.contains(k) && last.get(&process(k)).is_some_and(|l| *l != k.1))
+        .count();
     let mut writes = logs.writes.clone();
     writes.sort_by_key(|w| w.1);
     r.writes = writes.len();
@@ -996,4 +1025,13 @@ fn read_logs_ends_a_term_at_its_end_line() {
     let mut r = Report::default();
     check("test", &log, &mut r);
     assert_eq!(r.unended_not_last, 1, "term 3 of pid 12 is not its last any more");
+    // Unless the later term is another process's that got the same PID (PIDs wrap): node 12
+    // was killed during term 3, and a new node 12 logged term 5.
+    let mut reused = vec!["node 0 12"];
+    reused.extend(lines.iter().copied());
+    reused.extend(["node 1050 12", "term 5 1100 12"]);
+    std::fs::write(&log, reused.join("\n") + "\n").expect("write the log");
+    let mut r = Report::default();
+    check("test", &log, &mut r);
+    assert_eq!(r.unended_not_last, 0, "term 3 was the last of the first process with PID 12");
 }
