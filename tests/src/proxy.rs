@@ -388,3 +388,15 @@ async fn write_side(
         bytes[i].fetch_add(data.len() as u64, Ordering::Relaxed);
     }
 }
+
+/// The loopback `host:port` of a server URL (`scheme://[user@]host:port[/...]`), for a proxy's
+/// upstream.
+pub fn host_port(url: &str) -> SocketAddr {
+    let hostport = url
+        .split("://")
+        .nth(1)
+        .and_then(|r| r.split('@').next_back())
+        .and_then(|r| r.split(['/', '?']).next())
+        .expect("host:port");
+    hostport.parse::<SocketAddr>().expect("a loopback host:port")
+}

@@ -104,6 +104,7 @@ impl Shell {
             Reply::Open(failed) => machine.open_failed(now, failure(failed)),
             Reply::KeepAlive(sent_at, Ok(Ok(KeepAlive::Alive { remaining, digest_matches }))) => {
                 crate::metrics::renewal(now - sent_at);
+                tracing::trace!(took = ?(now - sent_at), ?remaining, digest_matches, "renewed");
                 machine.renewed(now, remaining, digest_matches)
             }
             Reply::KeepAlive(_, Ok(Ok(KeepAlive::Expired))) => machine.expired(now),
@@ -357,9 +358,9 @@ fn close_in_background(shared: &Arc<Shared>, id: crate::backend::SessionId) {
 }
 
 /// An error and its sources on one line.
-pub(crate) fn error_chain(e: &BackendError) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
-    let mut src = std::error::Error::source(e);
+    let mut src = e.source();
     while let Some(c) = src {
         s.push_str(": ");
         s.push_str(&c.to_string());

@@ -83,6 +83,11 @@ pub struct RuntimeConfig {
     /// group and job name of this application lives in (issue 12 item 6, ADR 0013); `None`
     /// (the default): the store's default namespace, as before namespaces existed.
     pub namespace: Option<crate::backend::namespace::Namespace>,
+    /// `[backend] start_timeout` (default [`DEFAULT_START_TIMEOUT`]): how long the runtime's
+    /// start keeps trying a backend that is unavailable (refused, reset, no answer, a name
+    /// that does not resolve yet) before it gives up. A misconfigured backend (a malformed URL,
+    /// wrong credentials, a missing database, a TLS failure) fails at once. `0s`: one try.
+    pub start_timeout: Duration,
     /// Where each key of the file was set (its line, or the variable that overrode it), for
     /// the errors found once the jobs are known (`Runtime`'s plan: an unknown `[jobs.NAME]`,
     /// `partitions = 0`, a namespace too long for a job's names).
@@ -146,6 +151,11 @@ impl RuntimeConfig {
 /// records, so a longer history belongs in the application's own store.
 pub const MAX_HISTORY_RETENTION: usize = 10_000;
 
+/// The default `[backend] start_timeout`: long enough for a database that starts beside the
+/// application (a container, a restart), short enough that a node pointed at the wrong host
+/// says so within a minute.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
+
 impl std::fmt::Debug for RuntimeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RuntimeConfig")
@@ -157,6 +167,7 @@ impl std::fmt::Debug for RuntimeConfig {
             .field("dashboard", &self.dashboard)
             .field("history_retention", &self.history_retention)
             .field("namespace", &self.namespace)
+            .field("start_timeout", &self.start_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -172,6 +183,7 @@ impl Default for RuntimeConfig {
             dashboard: None,
             history_retention: None,
             namespace: None,
+            start_timeout: DEFAULT_START_TIMEOUT,
             origins: Origins::default(),
         }
     }
@@ -216,6 +228,7 @@ struct BackendTable {
     password: Option<String>,
     password_file: Option<PathBuf>,
     tls: Option<super::security::TlsTable>,
+    start_timeout: Option<String>,
 }
 
 impl std::fmt::Debug for BackendTable {
@@ -227,6 +240,7 @@ impl std::fmt::Debug for BackendTable {
             .field("password", &self.password.as_ref().map(|_| crate::secret::MASK))
             .field("password_file", &self.password_file)
             .field("tls", &self.tls)
+            .field("start_timeout", &self.start_timeout)
             .finish()
     }
 }
@@ -591,6 +605,8 @@ impl RuntimeConfig {
             jobs.insert(name, o);
         }
         let namespace = cx.namespace(file.backend.namespace.as_ref())?;
+        let start_timeout =
+            cx.dur("backend", "start_timeout", &file.backend.start_timeout)?.unwrap_or(DEFAULT_START_TIMEOUT);
         let backend_url = cx.backend_url(file.backend)?;
         let metrics_listen = cx.metrics_listen(file.metrics.listen)?;
         let dashboard =
@@ -605,6 +621,7 @@ impl RuntimeConfig {
             dashboard,
             history_retention,
             namespace,
+            start_timeout,
             origins: cx.origins,
         })
     }
@@ -763,6 +780,16 @@ mod tests {
 
     fn parse(text: &str) -> Result<RuntimeConfig, Error> {
         RuntimeConfig::from_toml_str(text, "simba.toml", Vec::new())
+    }
+
+    /// `examples/simba.toml` documents every key with its default: it parses, and the values
+    /// it shows are the defaults.
+    #[test]
+    fn the_example_file_holds_the_defaults() {
+        let c = parse(include_str!("../../../examples/simba.toml")).expect("the example parses");
+        let d = RuntimeConfig::default();
+        assert_eq!((&c.backend_url, c.start_timeout), (&d.backend_url, d.start_timeout));
+        assert_eq!(c.session, d.session);
     }
 
     /// J4: without a file, the embedded default: SQLite in ./simba.db.

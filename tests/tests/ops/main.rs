@@ -7,3 +7,4 @@ mod metrics;
 mod mtls;
 mod namespaces_cli;
 mod security;
+mod start;
