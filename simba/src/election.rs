@@ -447,6 +447,7 @@ impl Actor {
             cmd = self.cmds.recv() => return self.command(m, h, cmd),
         };
         h.attempt = None;
+        tracing::trace!(lease = %self.ctl.name, ?outcome, "acquire answered");
         let adopted = match outcome {
             Some(Ok(Acquire::Won(token))) => self.shared.settle_attempt(&cell, &self.ctl.name, Some(token)),
             other => {

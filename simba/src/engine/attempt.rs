@@ -90,6 +90,7 @@ pub(crate) fn spawn_attempt(shared: &Arc<Shared>, cell: &Arc<SessionCell>, name:
             return;
         }
         let to = cell.call_timeout(Instant::now());
+        tracing::trace!(lease = %name, "acquire sent");
         let r = match tokio::time::timeout(to, shared.backend.acquire(&cell.id, &name)).await {
             Ok(r) => r,
             Err(_) => Err(crate::backend::BackendError::Unavailable {

@@ -291,6 +291,7 @@ async fn run(backend: &str, url: String, server: Option<Server>, ledger: Option<
                 let mut tries = 0;
                 loop {
                     tries += 1;
+                    s.assert_nodes_run(backend);
                     let pid = wait_for(
                         &format!("[{backend}] {}: the holder among the nodes", c.name()),
                         Duration::from_secs(15),
@@ -418,6 +419,7 @@ async fn run(backend: &str, url: String, server: Option<Server>, ledger: Option<
         }
         rows.push((c, row));
     }
+    s.assert_nodes_run(backend);
     drop(std::mem::take(&mut s.nodes));
     let mut report = Report::default();
     check(backend, &log, &mut report);

@@ -48,7 +48,7 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use simba_tests::proxy::{FaultProxy, Mode, Modes};
+use simba_tests::proxy::{FaultProxy, Mode, Modes, host_port};
 use simba_tests::server_url;
 
 pub(crate) const LEASE: Duration = Duration::from_millis(1500);
@@ -200,6 +200,20 @@ pub(crate) struct Suite {
 }
 
 impl Suite {
+    /// Panics, naming the node, when a node process exited on its own: every other check
+    /// assumes `NODES` contenders (a node that gave up at its start while the server was
+    /// down once left one node to fail over to none, and the run failed on a bound instead).
+    pub(crate) fn assert_nodes_run(&mut self, backend: &str) {
+        for n in &mut self.nodes {
+            if let Ok(Some(status)) = n.child.try_wait() {
+                panic!(
+                    "[{backend}] node pid {} exited on its own ({status}); keep its log with SIMBA_FAULT_NODE_LOGS=DIR",
+                    n.child.id()
+                );
+            }
+        }
+    }
+
     pub(crate) fn log(&self) -> PathBuf {
         self.dir.path().join("nodes.log")
     }
@@ -375,17 +389,6 @@ fn wall_minus_mono() -> i128 {
     wall as i128 - mono_ns() as i128
 }
 
-/// The loopback `host:port` of a server URL (`scheme://[user@]host:port[/path]`).
-fn host_port(url: &str) -> SocketAddr {
-    let hostport = url
-        .split("://")
-        .nth(1)
-        .and_then(|r| r.split('@').next_back())
-        .and_then(|r| r.split('/').next())
-        .expect("host:port");
-    hostport.parse::<SocketAddr>().expect("a loopback host:port")
-}
-
 /// Writes the nodes' configuration, starts [`NODES`] node processes on `url` (through a fault
 /// proxy each, starting in `link`, when there is a `server`), and waits for the first accepted
 /// ledger write. `tag` makes the ledger's resource unique to the run. Shared by the fault suite
@@ -502,6 +505,7 @@ async fn run(
     let mut report = Report::default();
     let mut offset = wall_minus_mono();
     for i in 0..count {
+        s.assert_nodes_run(backend);
         let fault = kinds[rng.random_range(0..kinds.len())];
         // Two faults in three hit the current leader (the node of the latest accepted write).
         let leader = leader(&log);
@@ -581,6 +585,7 @@ async fn run(
         report.wall_step = report.wall_step.max(step);
         offset = now;
     }
+    s.assert_nodes_run(backend);
     drop(std::mem::take(&mut s.nodes));
     let s_is_file = s.server.is_none();
     check(backend, &log, &mut report);
