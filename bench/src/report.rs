@@ -50,13 +50,39 @@ struct GoalLine {
     what: String,
     /// The figures.
     result: String,
-    /// `met`, `missed`, or a word for a figure without a goal (`(anchor)`).
-    goal: String,
+    /// The verdict.
+    goal: Goal,
 }
 
 impl GoalLine {
     fn missed(&self) -> bool {
-        self.goal == "missed"
+        self.goal == Goal::Missed
+    }
+}
+
+/// A summary line's verdict: its goal met or missed, or why the figure has no goal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Goal {
+    Met,
+    Missed,
+    /// A figure without a goal of its own: an anchor (`(anchor)`), or a measure whose goal
+    /// does not apply (`(no goal)`).
+    Without(&'static str),
+}
+
+impl Goal {
+    fn of(met: bool) -> Goal {
+        if met { Goal::Met } else { Goal::Missed }
+    }
+}
+
+impl std::fmt::Display for Goal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Goal::Met => "met",
+            Goal::Missed => "missed",
+            Goal::Without(why) => why,
+        })
     }
 }
 
@@ -170,7 +196,7 @@ impl Results {
     /// One line per measured figure with its goal, in the summary's order.
     fn goals(&self) -> Vec<GoalLine> {
         let mut lines = Vec::new();
-        let mut line = |measure: &'static str, what: String, result: String, goal: String| {
+        let mut line = |measure: &'static str, what: String, result: String, goal: Goal| {
             lines.push(GoalLine { measure, what, result, goal });
         };
         for sys in self.p1_systems() {
@@ -180,7 +206,7 @@ impl Results {
                     "P1",
                     format!("{sys} @ {} leases", last.leases),
                     format!("{:.1} round trips, {} per renewal", last.round_trips, bytes(last.up + last.down)),
-                    if anchor { "(anchor)".into() } else { verdict(met).replace('*', "") },
+                    if anchor { Goal::Without("(anchor)") } else { Goal::of(met) },
                 );
             }
         }
@@ -197,7 +223,7 @@ impl Results {
                     r.ours_conc,
                     r.raw_conc.map_or("n/a".into(), |v| format!("{v:.0}/s"))
                 ),
-                ratio.map_or("(no anchor)".into(), |v| verdict(v >= 0.8).replace('*', "")),
+                ratio.map_or(Goal::Without("(no anchor)"), |v| Goal::of(v >= 0.8)),
             );
         }
         for (sys, v, bound) in &self.p3 {
@@ -207,7 +233,7 @@ impl Results {
                 "P3",
                 format!("{sys} crash failover"),
                 format!("p50 {:.0} ms, p99 {:.0} ms (bound {b:.0} ms), n={}", s.p50, s.p99, s.n),
-                verdict(s.p99 <= b + P3_SLACK_MS).replace('*', ""),
+                Goal::of(s.p99 <= b + P3_SLACK_MS),
             );
         }
         for (sys, v) in &self.p4 {
@@ -219,7 +245,7 @@ impl Results {
                 "P4",
                 format!("{sys} graceful handover"),
                 format!("p50 {:.1} ms, p99 {:.1} ms, n={}{watch}", s.p50, s.p99, s.n),
-                verdict(s.p99 < P4_GOAL_MS).replace('*', ""),
+                Goal::of(s.p99 < P4_GOAL_MS),
             );
         }
         for p in &self.p5 {
@@ -231,7 +257,7 @@ impl Results {
                     "ours p50 {:.1} p99 {:.1} ms ({} alone p50 {:.1} p99 {:.1}), n={}; tokio-cron-scheduler p50 {:.0} p99 {:.0} ms",
                     o.p50, o.p99, p.claim_with, k.p50, k.p99, o.n, c.p50, c.p99
                 ),
-                verdict(o.p99 < P5_GOAL_MS).replace('*', ""),
+                Goal::of(o.p99 < P5_GOAL_MS),
             );
         }
         for r in &self.p6 {
@@ -248,7 +274,7 @@ impl Results {
                     r.held_twice,
                     r.acquires
                 ),
-                verdict(r.met()).replace('*', ""),
+                Goal::of(r.met()),
             );
         }
         for p in &self.p8 {
@@ -263,7 +289,7 @@ impl Results {
                     p.ours_rps,
                     p.anchor_rps
                 ),
-                verdict(p.met()).replace('*', ""),
+                Goal::of(p.met()),
             );
         }
         for p in &self.p10 {
@@ -280,7 +306,7 @@ impl Results {
                     p.worst_wait_ms,
                     p.bound_ms()
                 ),
-                if p.fair { verdict(p.met()).replace('*', "") } else { "anchor".to_owned() },
+                if p.fair { Goal::of(p.met()) } else { Goal::Without("anchor") },
             );
         }
         for p in &self.p9 {
@@ -298,7 +324,7 @@ impl Results {
                     off.p99,
                     on.n
                 ),
-                verdict(p9_met(p)).replace('*', ""),
+                Goal::of(p9_met(p)),
             );
         }
         for p in &self.p11 {
@@ -310,7 +336,7 @@ impl Results {
                     "first run p50 {:.0} ms, p99 {:.0} ms; {} partitions held p50 {:.0} ms; main() p50 {:.0} ms; n={}",
                     f.p50, f.p99, p.partitions, g.p50, m.p50, f.n
                 ),
-                if p.has_goal() { verdict(p.met()).replace('*', "") } else { "(no goal)".to_owned() },
+                if p.has_goal() { Goal::of(p.met()) } else { Goal::Without("(no goal)") },
             );
         }
         for p in &self.p7 {
@@ -321,7 +347,7 @@ impl Results {
                     "{:.0} B/lease @ {}; {:.2}% of a core @ {} leases",
                     p.bytes_per_lease, p.leases, p.idle_cpu_pct, p.idle_leases
                 ),
-                verdict(p.bytes_per_lease < 1024.0 && p.idle_cpu_pct < 1.0).replace('*', ""),
+                Goal::of(p.bytes_per_lease < 1024.0 && p.idle_cpu_pct < 1.0),
             );
         }
         lines
