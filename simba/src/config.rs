@@ -87,6 +87,11 @@ impl SimbaConfig {
     pub fn min_backoff(&self) -> Duration {
         self.min_backoff
     }
+    /// The wait after `current` when an open of the session failed again: twice as long, at
+    /// most `renew_interval` (D5). The session's reopen and the runtime's start share it.
+    pub(crate) fn next_open_backoff(&self, current: Duration) -> Duration {
+        (current * 2).min(self.renew_interval())
+    }
     /// Whether a lock name passed among this process's tasks gives other nodes a turn
     /// (`core::timing::gives_way`).
     pub fn fair_locks(&self) -> bool {

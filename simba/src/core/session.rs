@@ -396,7 +396,7 @@ impl<T: Moment> SessionMachine<T> {
 
     fn wait_to_open(&mut self, now: T) {
         self.phase = Phase::Opening { call: None, retry_at: Some(now + self.open_backoff) };
-        self.open_backoff = (self.open_backoff * 2).min(self.timing.config.renew_interval());
+        self.open_backoff = self.timing.config.next_open_backoff(self.open_backoff);
     }
 }
 

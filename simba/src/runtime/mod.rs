@@ -318,7 +318,7 @@ where
             "the backend is unavailable; trying again until [backend] start_timeout runs out"
         );
         tokio::time::sleep(wait).await;
-        backoff = (backoff * 2).min(config.session.renew_interval());
+        backoff = config.session.next_open_backoff(backoff);
         tries += 1;
     }
 }

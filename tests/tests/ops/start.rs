@@ -20,6 +20,19 @@ fn config(url: &str, proxy: &FaultProxy, start_timeout: &str) -> RuntimeConfig {
     RuntimeConfig::from_toml_str(&text, "test.toml", Vec::new()).expect("config")
 }
 
+/// The error of a start with `config` that must fail, and how long it took to fail.
+async fn start_err(config: RuntimeConfig, what: &str) -> (Error, Duration) {
+    let started = Instant::now();
+    let e = Runtime::builder()
+        .config(config)
+        .without_registry()
+        .start()
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("{what}: it started"));
+    (e, started.elapsed())
+}
+
 /// A start while the link is cut waits for it: it has not returned when the link comes back
 /// after `CUT`, then starts, and its session goes live. With the link cut to the end and a 1 s
 /// `start_timeout`, it fails with the backend's unavailable error, at the timeout.
@@ -49,15 +62,7 @@ async fn start_suite(var: &str) {
 
     let proxy = FaultProxy::start(host_port(&url)).await.expect("proxy");
     proxy.set(Mode::Cut);
-    let started = Instant::now();
-    let e = Runtime::builder()
-        .config(config(&url, &proxy, "1s"))
-        .without_registry()
-        .start()
-        .await
-        .err()
-        .unwrap_or_else(|| panic!("[{var}] started through a cut link"));
-    let took = started.elapsed();
+    let (e, took) = start_err(config(&url, &proxy, "1s"), &format!("[{var}] a start through a cut link")).await;
     assert!(
         matches!(e, Error::Backend { source: BackendError::Unavailable { .. }, .. }),
         "[{var}] not the unavailable error: {e:?}"
@@ -102,13 +107,7 @@ async fn start_fails_at_once_on_a_wrong_password() {
     let (head, tail) = url.split_once("://").expect("scheme");
     let (user, host) = tail.split_once('@').expect("credentials");
     let wrong = format!("{head}://{}:wrong-password@{host}", user.split(':').next().unwrap_or(user));
-    let started = Instant::now();
-    let e = Runtime::builder()
-        .config(config(&wrong, &proxy, "60s"))
-        .without_registry()
-        .start()
-        .await
-        .expect_err("a wrong password starts nothing");
+    let (e, took) = start_err(config(&wrong, &proxy, "60s"), "a start with a wrong password").await;
     assert!(matches!(e, Error::Backend { source: BackendError::Misconfigured(_), .. }), "{e:?}");
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(took < Duration::from_secs(10), "{took:?}");
 }
