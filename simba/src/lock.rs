@@ -9,7 +9,7 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
 use crate::core::election::{Command as MachineCommand, Contention, ElectionMachine};
-use crate::core::timing::{Courtesy, courtesy};
+use crate::core::timing::{Courtesy, courtesy, defer_after_release};
 use crate::engine::attempt::{Attempt, abandon, spawn_attempt};
 use crate::engine::{LocalStreak, Released, Shared, sleep_until_or_never};
 use crate::events::Event;
@@ -73,8 +73,9 @@ impl Lock {
         let mut m = if once { ElectionMachine::lock_once(timing) } else { ElectionMachine::lock(timing, until) };
         let mut run = Contending { cell: None, attempt: None, term: None };
         let mut releases = self.shared.releases.subscribe();
+        let gave_way_at = local.guard.as_deref().and_then(|s| s.gave_way_at);
         loop {
-            let commands = match self.wait(&mut m, &mut run, &mut releases, &name).await {
+            let commands = match self.wait(&mut m, &mut run, &mut releases, &name, gave_way_at).await {
                 Some(c) => c,
                 None => {
                     if let Some(a) = run.attempt.take() {
@@ -112,13 +113,16 @@ impl Lock {
     }
 
     /// Waits for the next event of the acquisition machine's phase and feeds it to the
-    /// machine; `None` when the client shut down.
+    /// machine; `None` when the client shut down. A release of `name` nudges the machine at
+    /// once, or after a courtesy when this process gave the name way at `gave_way_at`
+    /// ([`defer_after_release`]).
     async fn wait(
         &self,
         m: &mut ElectionMachine<Instant>,
         run: &mut Contending,
         releases: &mut tokio::sync::broadcast::Receiver<String>,
         name: &Arc<str>,
+        gave_way_at: Option<Instant>,
     ) -> Option<Vec<MachineCommand<Instant>>> {
         if m.wants_session() {
             return self.wait_session(m, run).await;
@@ -143,15 +147,25 @@ impl Lock {
         }
         // K1/K2: the candidate delay (cut at `until`), or less when `name` is released.
         let at = m.next_wakeup()?;
+        let renew = self.shared.timing.config.renew_interval();
+        let mut nudge_at = None;
         loop {
-            tokio::select! {
+            let released = tokio::select! {
                 _ = sleep_until(at) => return Some(m.tick(Instant::now())),
+                _ = sleep_until_or_never(nudge_at) => return Some(m.nudge(Instant::now())),
                 r = releases.recv() => match r {
-                    Ok(n) if *n == **name => return Some(m.nudge(Instant::now())),
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Some(m.nudge(Instant::now())),
+                    Ok(n) => *n == **name,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => false,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
                 },
                 _ = self.shared.shutdown.cancelled() => return None,
+            };
+            if released && nudge_at.is_none() {
+                let now = Instant::now();
+                match defer_after_release(gave_way_at, now, renew) {
+                    Some(wait) => nudge_at = Some(now + wait),
+                    None => return Some(m.nudge(now)),
+                }
             }
         }
     }
@@ -212,6 +226,7 @@ impl Lock {
             }
             Courtesy::GiveWay(wait) => {
                 streak.since = None;
+                streak.gave_way_at = Some(now);
                 wait
             }
         };
@@ -262,6 +277,7 @@ impl LocalTurn {
         self.held = true;
         if let Some(streak) = self.guard.as_deref_mut() {
             streak.since.get_or_insert(now);
+            streak.gave_way_at = None;
         }
     }
 }

@@ -121,6 +121,17 @@ pub fn courtesy<T: Moment>(since: Option<T>, released_at: Option<T>, now: T, ren
     }
 }
 
+/// Issue 15 item 7, between processes: a local waiter whose process gave a lock name way at
+/// `gave_way_at` ([`Courtesy::GiveWay`]) and did not get it back, woken at `now` by another
+/// node's release of the name, waits this long before its attempt when the give-way was less
+/// than a renewal interval ago. Another process's candidate, which has waited longer (through
+/// the streak that just ended), then takes the name first, so the name goes round the
+/// processes instead of between the last two (a streak lasts at least half an interval, so
+/// the process whose streak came before the last one no longer defers).
+pub fn defer_after_release<T: Moment>(gave_way_at: Option<T>, now: T, renew_interval: Duration) -> Option<Duration> {
+    gave_way_at.filter(|&g| now.saturating_duration_since(g) < renew_interval).map(|_| lock_courtesy(renew_interval))
+}
+
 /// D2: a backend call times out after the current renewal period, and never later than the
 /// session's deadline (a reply after it could not be used anyway). Applied through
 /// `SessionCell::call_timeout`, which passes the session's current period, and by the
@@ -263,6 +274,10 @@ mod tests {
         assert_eq!(lock_courtesy(renew), Duration::from_millis(250));
         assert_eq!(lock_courtesy(Duration::from_secs(1)), Duration::from_millis(50));
         assert_eq!(lock_courtesy(Duration::from_millis(100)), Duration::from_millis(20));
+        // Woken by another node's release: defer only within a renewal interval of giving way.
+        assert_eq!(defer_after_release(Some(at(0)), at(4999), renew), Some(Duration::from_millis(250)));
+        assert_eq!(defer_after_release(Some(at(0)), at(5000), renew), None, "the give-way before the last streak");
+        assert_eq!(defer_after_release(None, at(10), renew), None, "never gave way");
         // The streak's fate, decided in one place.
         let c = |since, released, now| courtesy(since, released, now, renew);
         assert_eq!(c(Some(at(0)), Some(at(2500)), at(2501)), Courtesy::GiveWay(Duration::from_millis(250)));

@@ -46,12 +46,14 @@ pub(crate) struct Shared {
 }
 
 /// How long a lock name has passed between tasks of this process without going to another
-/// node (issue 15 item 7): when this process took it from the store, and when its last local
-/// holder released it.
+/// node (issue 15 item 7): when this process took it from the store, when its last local
+/// holder released it, and when its waiter last gave the name way to other nodes (cleared when
+/// it takes the name from the store again).
 #[derive(Debug, Default)]
 pub(crate) struct LocalStreak {
     pub(crate) since: Option<tokio::time::Instant>,
     pub(crate) released_at: Option<tokio::time::Instant>,
+    pub(crate) gave_way_at: Option<tokio::time::Instant>,
 }
 
 #[derive(Default)]

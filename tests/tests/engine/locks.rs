@@ -122,6 +122,70 @@ async fn issue15_7_a_busy_process_does_not_starve_another_nodes_candidate() {
     b.close().await;
 }
 
+/// Issue 15 item 7 with three processes: each has two tasks that lock one name, hold it for a
+/// section and release it, in a loop. The name goes round: a process whose streak ended by
+/// giving way waits a courtesy before it tries again after the next release
+/// (`core::timing::lock_courtesy`), so the process that has waited longest takes it, and no
+/// task waits longer than the two other processes' streaks, each at most half a renewal
+/// interval, a section and a courtesy, plus its own process's streak end.
+#[tokio::test(start_paused = true)]
+#[allow(clippy::print_stderr)] // The figures, for the note.
+async fn issue15_7_three_busy_processes_take_turns() {
+    const SECTION: Duration = Duration::from_millis(20);
+    let store = MemoryBackend::new();
+    let clients: Vec<_> = (1..=3).map(|seed| faulty_client(&store, seed).0).collect();
+    for c in &clients {
+        c.live().await.expect("live");
+    }
+    let renew = clients[0].config().renew_interval();
+    let courtesy = simba::core::timing::lock_courtesy(renew);
+    let end = Instant::now() + renew * 12;
+    let holders = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut loops = Vec::new();
+    for (i, c) in clients.iter().enumerate() {
+        for _ in 0..2 {
+            let (c, holders) = (c.clone(), std::sync::Arc::clone(&holders));
+            loops.push(tokio::spawn(async move {
+                let mut worst = Duration::ZERO;
+                while Instant::now() < end {
+                    let asked = Instant::now();
+                    let g = c.lock("round").acquire().await.expect("lock");
+                    worst = worst.max(asked.elapsed());
+                    holders.lock().expect("holders").push(i);
+                    sleep(SECTION).await;
+                    g.release().await.expect("release");
+                }
+                worst
+            }));
+        }
+    }
+    let mut worst = Duration::ZERO;
+    for l in loops {
+        worst = worst.max(l.await.expect("join"));
+    }
+    let holders = holders.lock().expect("holders").clone();
+    let handoffs = holders.windows(2).filter(|w| w[0] != w[1]).count();
+    // The turns as (process, sections in a row), for the message.
+    let mut turns: Vec<(usize, usize)> = Vec::new();
+    for &h in &holders {
+        match turns.last_mut() {
+            Some((p, n)) if *p == h => *n += 1,
+            _ => turns.push((h, 1)),
+        }
+    }
+    let streak = renew / 2 + SECTION + courtesy;
+    let bound = streak * 2 + courtesy + SECTION * 2;
+    assert!(worst <= bound, "a task waited {worst:?}, more than {bound:?} ({handoffs} handoffs; turns: {turns:?})");
+    assert!(handoffs >= 20, "{handoffs} handoffs in {} sections", holders.len());
+    eprintln!(
+        "three processes: worst wait {worst:?} (bound {bound:?}), {handoffs} handoffs in {} sections",
+        holders.len()
+    );
+    for c in &clients {
+        c.close().await;
+    }
+}
+
 /// H1 for a lock with work under it (`LockGuard::hand_over`, as partition groups hand a
 /// partition over): the term is revoked first, the lease stays held while the work finishes,
 /// and it is released with its token only after the work returned; then another node takes it
