@@ -43,8 +43,8 @@ struct Worker {
     handle: JoinHandle<()>,
 }
 
-/// Runs the group until `stop` is cancelled, then hands every partition over (H1) and leaves
-/// the group.
+/// Runs the group until `stop` is cancelled, then leaves the group and hands every partition
+/// over (H1).
 pub(crate) async fn run_group(simba: Simba, spec: GroupSpec, stop: CancellationToken) {
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<u32>();
     let mut held: BTreeMap<u32, Worker> = BTreeMap::new();
@@ -52,8 +52,9 @@ pub(crate) async fn run_group(simba: Simba, spec: GroupSpec, stop: CancellationT
     let group = simba.group(spec.group.to_string());
     let mut watch = group.watch();
     // Partitions whose release was heard and that no round has tried since: kept across
-    // rounds, because the round a release wakes often still sees the leaver listed (it leaves
-    // the group after its releases) and has nothing to take yet.
+    // rounds, because the round a release wakes may still see the releaser listed (a member
+    // stepping surplus partitions down stays; a node whose membership record is not yet gone
+    // from the store's listing) and have nothing to take yet.
     let mut released = BTreeSet::new();
     loop {
         released.extend(released_partitions(&spec, watch.take_released()));
@@ -211,7 +212,14 @@ fn start_worker(
     Worker { stop: Some(stop_tx), handle }
 }
 
+/// Leaves the group first, then hands every partition over (H1). In this order the other
+/// members' rounds, woken by the releases, already count one member less and take the
+/// partitions at once; the other way round, those rounds still saw this node listed, found
+/// themselves at their share and waited for their next candidate delay (issue 15, P6). The
+/// leases keep a partition from being held twice meanwhile: a member that tries one before
+/// its release is told it is held.
 async fn shut_down(group: &Group, held: BTreeMap<u32, Worker>, leaving: BTreeMap<u32, Worker>) {
+    group.leave().await;
     let mut handles = Vec::new();
     for (_, mut w) in held.into_iter().chain(leaving) {
         if let Some(s) = w.stop.take() {
@@ -222,5 +230,4 @@ async fn shut_down(group: &Group, held: BTreeMap<u32, Worker>, leaving: BTreeMap
     for h in handles {
         let _ = h.await;
     }
-    group.leave().await;
 }

@@ -138,9 +138,14 @@ const BILLING: PartitionedJob = PartitionedJob {
 };
 
 fn shares(store: &MemoryBackend, nodes: &[&RunningRuntime]) -> Vec<usize> {
+    shares_in(store, "billing", nodes)
+}
+
+/// Partitions of the 16 of `group` that each node holds, most first.
+fn shares_in(store: &MemoryBackend, group: &str, nodes: &[&RunningRuntime]) -> Vec<usize> {
     let mut by_session: HashMap<String, usize> = HashMap::new();
     for i in 0..16 {
-        if let Some((Some(s), _)) = store.holder(&format!("billing.{i}")) {
+        if let Some((Some(s), _)) = store.holder(&format!("{group}.{i}")) {
             *by_session.entry(s.to_string()).or_default() += 1;
         }
     }
@@ -222,6 +227,63 @@ async fn j6_partitions_balance_and_rebalance() {
             Some(None),
             "partition {i} still held after shutdown"
         );
+    }
+}
+
+/// J6 after a graceful leave: the leaver leaves the group before it hands its partitions
+/// over, so the rounds its releases wake on the other nodes already count one member less and
+/// take the partitions at once, not at their next candidate delay (half a renewal interval or
+/// more, 2.5 s here). The leaver's store answers its group calls after 100 ms (a round trip),
+/// so the order shows: releases made before the leave completed would wake rounds that still
+/// list the leaver and take nothing.
+#[tokio::test(start_paused = true)]
+async fn j6_a_graceful_leave_is_taken_over_at_once() {
+    fn idle(term: Term, _partition: u32) -> simba::job::JobFuture {
+        simba::job::job_future(async move { term.cancelled().await })
+    }
+    const PAYROLL: PartitionedJob = PartitionedJob {
+        name: "payroll",
+        group: "payroll",
+        partitions: 16,
+        schedule: None,
+        misfire: Misfire::Skip,
+        run: idle,
+    };
+    const LEAVE_TRIP: Duration = Duration::from_millis(100);
+    let store = MemoryBackend::new();
+    let a = node(&store, 1, &[], &[PAYROLL], "").await;
+    let b = node(&store, 2, &[], &[PAYROLL], "").await;
+    let (slow, h) = FaultyBackend::new(store.clone());
+    let c = Runtime::builder()
+        .config(config(""))
+        .without_registry()
+        .backend(slow)
+        .seed(3)
+        .partitioned(PAYROLL)
+        .start()
+        .await
+        .expect("start");
+    let start = Instant::now();
+    while shares_in(&store, "payroll", &[&a, &b, &c]) != vec![6, 5, 5] {
+        assert!(start.elapsed() < S(30), "not balanced after 30 s: {:?}", shares_in(&store, "payroll", &[&a, &b, &c]));
+        sleep(MS(10)).await;
+    }
+    sleep(S(20)).await;
+    h.set(Op::Group, simba::tck::Fault::DelayRequest(LEAVE_TRIP));
+    let left = Instant::now();
+    let stopping = tokio::spawn(c.shutdown());
+    while shares_in(&store, "payroll", &[&a, &b]) != vec![8, 8] {
+        assert!(left.elapsed() < S(30), "not rebalanced after a leave: {:?}", shares_in(&store, "payroll", &[&a, &b]));
+        sleep(MS(5)).await;
+    }
+    let took = left.elapsed();
+    stopping.await.expect("shutdown");
+    eprintln!(
+        "J6: the leaver's partitions taken over {took:?} after its shutdown began (its leave takes {LEAVE_TRIP:?})"
+    );
+    assert!(took <= LEAVE_TRIP + MS(50), "took {took:?}: the other nodes waited for their own timers");
+    for n in [a, b] {
+        n.shutdown().await;
     }
 }
 
