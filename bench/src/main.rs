@@ -113,7 +113,10 @@ async fn p6(ts: &[Target], args: &Args, plan: Plan, run: &str, r: &mut Results, 
                     case.members
                 ));
                 match measures::p6(t, case, cfg, run).await {
-                    Ok(rows) => r.p6.extend(rows),
+                    Ok((rows, map)) => {
+                        r.p6.extend(rows);
+                        r.p6_maps.push(map);
+                    }
                     Err(e) => r.error(&format!("P6 {} {} partitions", t.kind.label(), case.partitions), e),
                 }
             }

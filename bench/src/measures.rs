@@ -1326,6 +1326,98 @@ fn p6_overlaps(prefix: &str) -> (usize, usize) {
     (bad, n)
 }
 
+/// The partition map of one P6 scenario over time (issue 15: "P6, the partition map over
+/// time"): from just before the newcomer joins to the end of the leave's step, how many
+/// partitions the newcomer, the leaver and the other members hold, and how many nobody does.
+#[derive(Debug, Clone)]
+pub(crate) struct P6Map {
+    /// Backend.
+    pub(crate) system: String,
+    /// Partitions of the group.
+    pub(crate) partitions: u32,
+    /// The renewal interval of every member.
+    pub(crate) renew: Duration,
+    /// When the leaver was told to shut down, ms after the newcomer started joining.
+    pub(crate) leave_at_ms: f64,
+    /// One point per change of the map, in time order.
+    pub(crate) points: Vec<P6MapPoint>,
+}
+
+/// The partition map at one moment of [`P6Map`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct P6MapPoint {
+    /// Ms after the newcomer started joining (negative before it).
+    pub(crate) t_ms: f64,
+    /// Partitions the newcomer holds.
+    pub(crate) newcomer: u32,
+    /// Partitions the member that leaves holds.
+    pub(crate) leaver: u32,
+    /// The fewest and the most any other member holds.
+    pub(crate) others_min: u32,
+    pub(crate) others_max: u32,
+    /// Partitions nobody holds.
+    pub(crate) unheld: u32,
+}
+
+/// The map over time from partition terms `(session, start, end)`: `members` are every
+/// member's session (the newcomer's and the leaver's among them), `join` is the origin, and
+/// only changes from `from` to `to` make points (the state at `from` is the first one).
+fn map_points<'a>(
+    terms: impl Iterator<Item = (&'a str, Instant, Option<Instant>)>,
+    partitions: u32,
+    members: &[&str],
+    (newcomer, leaver): (&str, &str),
+    (join, from, to): (Instant, Instant, Instant),
+) -> Vec<P6MapPoint> {
+    // (when, +1 or -1, whose); a term that ends before `from` or starts after `to` adds nothing.
+    let mut events: Vec<(Instant, i64, &str)> = Vec::new();
+    for (session, start, end) in terms {
+        if start > to || end.is_some_and(|e| e <= from) {
+            continue;
+        }
+        events.push((start.max(from), 1, session));
+        if let Some(e) = end.filter(|&e| e <= to) {
+            events.push((e, -1, session));
+        }
+    }
+    // Ends first at one instant: a partition handed over at once is never counted twice.
+    events.sort_by_key(|&(at, d, _)| (at, d));
+    let mut held: std::collections::HashMap<&str, i64> = members.iter().map(|m| (*m, 0)).collect();
+    let mut points: Vec<P6MapPoint> = Vec::new();
+    let signed_ms = |at: Instant| {
+        if at >= join {
+            at.duration_since(join).as_secs_f64() * 1e3
+        } else {
+            -(join.duration_since(at).as_secs_f64() * 1e3)
+        }
+    };
+    let mut i = 0;
+    while i < events.len() {
+        let at = events[i].0;
+        while i < events.len() && events[i].0 == at {
+            *held.entry(events[i].2).or_insert(0) += events[i].1;
+            i += 1;
+        }
+        let count = |m: &str| u32::try_from(held.get(m).copied().unwrap_or(0)).unwrap_or(0);
+        let others: Vec<u32> = members.iter().filter(|m| **m != newcomer && **m != leaver).map(|m| count(m)).collect();
+        let total: i64 = held.values().sum();
+        let point = P6MapPoint {
+            t_ms: signed_ms(at),
+            newcomer: count(newcomer),
+            leaver: count(leaver),
+            others_min: others.iter().copied().min().unwrap_or(0),
+            others_max: others.iter().copied().max().unwrap_or(0),
+            unheld: u32::try_from(i64::from(partitions) - total).unwrap_or(0),
+        };
+        // Only changes of the map make points.
+        let same = points.last().is_some_and(|p| P6MapPoint { t_ms: p.t_ms, ..point } == *p);
+        if !same {
+            points.push(point);
+        }
+    }
+    points
+}
+
 /// A scenario of P6.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct P6Case {
@@ -1340,8 +1432,9 @@ pub(crate) struct P6Case {
 /// `case.partitions` partitions (`PartitionedJob`) on `case.members` runtimes in this
 /// process, each its own client and session; one more joins, then one of the first leaves
 /// (graceful shutdown). Every partition term is logged by its worker (session, token, start,
-/// end), which gives the shares, the moves and whether two terms of a partition overlapped.
-pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str) -> Result<Vec<P6Row>> {
+/// end), which gives the shares, the moves, whether two terms of a partition overlapped, and
+/// the partition map over time.
+pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str) -> Result<(Vec<P6Row>, P6Map)> {
     let P6Case { partitions, members, goal_intervals } = case;
     let group: &'static str = Box::leak(
         format!("p6-{run}-{}-{partitions}-{}", t.kind.label(), session.renew_interval().as_millis()).into_boxed_str(),
@@ -1386,6 +1479,7 @@ pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str
         let mut rows = Vec::new();
         let a0 = acquires.load(Ordering::Relaxed);
         let t0 = Instant::now();
+        let join = t0;
         nodes.push(start_node().await?);
         wait_balanced(&nodes, &prefix, partitions, limit).await.context(format!("{members} -> {m1} members"))?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -1407,6 +1501,7 @@ pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str
         };
         let a = acquires.load(Ordering::Relaxed) - a0;
         rows.push(row(format!("{members} -> {m1}"), ms, p6_started_since(&prefix, t0), minimum, a));
+        let members_now = p6_sessions(&nodes);
         let leaving = nodes.remove(0);
         let minimum = u64::from(p6_counts(&prefix, &p6_sessions(std::slice::from_ref(&leaving))).0[0]);
         let a0 = acquires.load(Ordering::Relaxed);
@@ -1417,17 +1512,32 @@ pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str
         sleep(settle).await;
         let a = acquires.load(Ordering::Relaxed) - a0;
         rows.push(row(format!("{m1} -> {members}"), ms, p6_started_since(&prefix, t0), minimum, a));
-        Ok(rows)
+        let sessions: Vec<&str> = members_now.iter().flatten().map(String::as_str).collect();
+        let (Some(Some(newcomer)), Some(Some(leaver))) = (members_now.last(), members_now.first()) else {
+            bail!("a member without a session at the leave");
+        };
+        let log = p6_log();
+        let terms = log.iter().filter(|e| e.lease.starts_with(&prefix)).map(|e| (e.session.as_str(), e.start, e.end));
+        let from = join.checked_sub(Duration::from_millis(500)).unwrap_or(join);
+        let points = map_points(terms, partitions, &sessions, (newcomer, leaver), (join, from, Instant::now()));
+        let map = P6Map {
+            system: t.kind.label().to_owned(),
+            partitions,
+            renew: session.renew_interval(),
+            leave_at_ms: t0.duration_since(join).as_secs_f64() * 1e3,
+            points,
+        };
+        Ok((rows, map))
     }
     .await;
     futures_util::future::join_all(nodes.into_iter().map(|n| n.shutdown())).await;
-    let mut rows = outcome?;
+    let (mut rows, map) = outcome?;
     let (bad, n) = p6_overlaps(&prefix);
     for r in &mut rows {
         r.held_twice = bad;
         r.terms = n;
     }
-    Ok(rows)
+    Ok((rows, map))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1543,5 +1653,29 @@ mod tests {
         ]);
         assert_eq!(p6_overlaps("ovl-test-ok."), (0, 2));
         assert_eq!(p6_overlaps("ovl-test-bad."), (2, 4));
+    }
+
+    /// The partition map: a hand-over at one instant is never counted twice nor as unheld,
+    /// only changes make points, and the state at `from` is the first point.
+    #[test]
+    fn p6_map_follows_the_terms() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // Three partitions; "a" leaves, "n" joins at t0 + 100 and takes partition 2 from "a"
+        // at 200 (hand-over at one instant), "b" holds partition 1 throughout; partition 0 is
+        // free from 300 (a left) until "b" takes it at 350.
+        let terms = [
+            ("a", t0, Some(t0 + ms(300))),
+            ("b", t0, None),
+            ("a", t0, Some(t0 + ms(200))),
+            ("n", t0 + ms(200), None),
+            ("b", t0 + ms(350), None),
+        ];
+        let pts =
+            map_points(terms.into_iter(), 3, &["a", "b", "n"], ("n", "a"), (t0 + ms(100), t0 + ms(50), t0 + ms(400)));
+        let view: Vec<(i64, u32, u32, u32, u32)> =
+            pts.iter().map(|p| (p.t_ms.round() as i64, p.newcomer, p.leaver, p.others_max, p.unheld)).collect();
+        assert_eq!(view, vec![(-50, 0, 2, 1, 0), (100, 1, 1, 1, 0), (200, 1, 0, 1, 1), (250, 1, 0, 2, 0)]);
+        assert!(pts.iter().all(|p| p.others_min == p.others_max), "one other member");
     }
 }

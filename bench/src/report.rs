@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use crate::measures::{Handover, P1Row, P2Row, P5Phase, P6Row, P7, Plan};
+use crate::measures::{Handover, P1Row, P2Row, P5Phase, P6Map, P6Row, P7, Plan};
 use crate::stats::{Summary, summary};
 
 /// Everything one run measured.
@@ -28,6 +28,8 @@ pub(crate) struct Results {
     pub(crate) p5: Vec<P5Phase>,
     /// P6 rows.
     pub(crate) p6: Vec<P6Row>,
+    /// P6: the partition map over time, one per scenario.
+    pub(crate) p6_maps: Vec<P6Map>,
     /// P7.
     pub(crate) p7: Vec<P7>,
     /// P8: a fleet of sessions on one store, beside the per-lock anchor.
@@ -143,6 +145,7 @@ impl Results {
             p4: Vec::new(),
             p5: Vec::new(),
             p6: Vec::new(),
+            p6_maps: Vec::new(),
             p7: Vec::new(),
             p8: Vec::new(),
             p10: Vec::new(),
@@ -441,8 +444,23 @@ impl Results {
             )?;
             plots.push("p5_cron_lateness_cdf.svg");
         }
+        let maps = self.p6_maps_to_plot();
+        if !maps.is_empty() {
+            plot_p6_maps(&dir.join("p6_partition_map.svg"), &maps)?;
+            plots.push("p6_partition_map.svg");
+        }
         std::fs::write(out.join("BENCHMARKS.md"), self.markdown(&plots))?;
         Ok(())
+    }
+
+    /// The P6 maps the plot shows: the scenarios with the most partitions, at the renewal
+    /// period of the first of them, one per backend.
+    fn p6_maps_to_plot(&self) -> Vec<&P6Map> {
+        let Some(most) = self.p6_maps.iter().map(|m| m.partitions).max() else { return Vec::new() };
+        let Some(renew) = self.p6_maps.iter().find(|m| m.partitions == most).map(|m| m.renew) else {
+            return Vec::new();
+        };
+        self.p6_maps.iter().filter(|m| m.partitions == most && m.renew == renew).collect()
     }
 
     fn markdown(&self, plots: &[&str]) -> String {
@@ -1158,6 +1176,78 @@ fn plot(
     Ok(())
 }
 
+/// One figure of a [`crate::measures::P6MapPoint`], as a series of the P6 plot.
+type MapValue = fn(&crate::measures::P6MapPoint) -> u32;
+
+/// P6's partition map over time: one panel per backend, x in seconds from the join, the
+/// partitions the newcomer, the leaver and the other members (fewest and most) hold, and those
+/// nobody holds; vertical lines at the join and at the leave.
+fn plot_p6_maps(path: &Path, maps: &[&P6Map]) -> Result<()> {
+    let err = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("plotting {}: {e:?}", path.display());
+    let cols = maps.len().min(3);
+    let rows = maps.len().div_ceil(cols);
+    let root = SVGBackend::new(path, (420 * cols as u32, 330 * rows as u32 + 40)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let title = format!(
+        "P6: the partition map over time, {} partitions, renewal every {:?} (join at 0, leave at the second line)",
+        maps[0].partitions, maps[0].renew
+    );
+    let root = root.titled(&title, ("sans-serif", 18)).map_err(err)?;
+    for (area, map) in root.split_evenly((rows, cols)).iter().zip(maps) {
+        let step = |f: MapValue| {
+            let mut line: Vec<(f64, f64)> = Vec::new();
+            for p in &map.points {
+                let (x, y) = (p.t_ms / 1e3, f64::from(f(p)));
+                if let Some(&(_, prev)) = line.last() {
+                    line.push((x, prev));
+                }
+                line.push((x, y));
+            }
+            line
+        };
+        let x0 = map.points.first().map_or(0.0, |p| p.t_ms / 1e3);
+        let x1 = map.points.last().map_or(1.0, |p| p.t_ms / 1e3).max(map.leave_at_ms / 1e3) + 0.5;
+        let y1 = map.points.iter().map(|p| p.newcomer.max(p.leaver).max(p.others_max).max(p.unheld)).max().unwrap_or(1)
+            as f64
+            * 1.15;
+        let mut c = ChartBuilder::on(area)
+            .caption(&map.system, ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(32)
+            .y_label_area_size(40)
+            .build_cartesian_2d(x0..x1, 0.0..y1)
+            .map_err(err)?;
+        c.configure_mesh().x_desc("s from the join").y_desc("partitions").draw().map_err(err)?;
+        // The newcomer and the leaver last, over the others' lines they meet.
+        let series: [(&str, MapValue); 5] = [
+            ("others, most", |p| p.others_max),
+            ("others, fewest", |p| p.others_min),
+            ("held by nobody", |p| p.unheld),
+            ("newcomer", |p| p.newcomer),
+            ("leaver", |p| p.leaver),
+        ];
+        for (i, (name, f)) in series.into_iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            c.draw_series(LineSeries::new(step(f), color.stroke_width(2)))
+                .map_err(err)?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        }
+        for v in [0.0, map.leave_at_ms / 1e3] {
+            c.draw_series(LineSeries::new(vec![(v, 0.0), (v, y1)], BLACK.stroke_width(1))).map_err(err)?;
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::MiddleRight)
+            .label_font(("sans-serif", 11))
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    Ok(())
+}
+
 /// What P9 measures, for BENCHMARKS.md.
 const P9_TEXT: &str = "Issue 12 \"Done when\": the cost of history. **Round trips** before a run starts, \
 counted by a TCP proxy in front of the store (`bench/src/counting.rs`: one exchange each time the client \
@@ -1221,5 +1311,37 @@ mod tests {
         let c = results(&[("etcd", 4.0)]).causes();
         assert!(c.contains("Every goal measured in this run was met."), "{c}");
         assert!(!c.contains("- **"), "{c}");
+    }
+
+    /// The P6 plot: one panel per backend for the scenarios with the most partitions at the
+    /// first period; it is listed among the report's plots.
+    #[test]
+    fn p6_partition_map_is_plotted() {
+        use crate::measures::P6MapPoint;
+        let mut r = results(&[]);
+        let point = |t_ms, newcomer, leaver| P6MapPoint {
+            t_ms,
+            newcomer,
+            leaver,
+            others_min: 60,
+            others_max: 64,
+            unheld: 64 - newcomer.min(64),
+        };
+        for (system, partitions) in [("Redis", 1024), ("SQLite", 1024), ("Redis", 64)] {
+            r.p6_maps.push(P6Map {
+                system: system.to_owned(),
+                partitions,
+                renew: Duration::from_secs(5),
+                leave_at_ms: 1500.0,
+                points: vec![point(-500.0, 0, 64), point(800.0, 60, 60), point(1700.0, 64, 0)],
+            });
+        }
+        assert_eq!(r.p6_maps_to_plot().iter().map(|m| m.system.as_str()).collect::<Vec<_>>(), ["Redis", "SQLite"]);
+        let out = tempfile::tempdir().expect("tempdir");
+        r.write(out.path()).expect("write");
+        let svg = std::fs::read_to_string(out.path().join("benches/p6_partition_map.svg")).expect("svg");
+        assert!(svg.contains("SQLite") && svg.contains("newcomer") && svg.contains("1024 partitions"), "{svg}");
+        let md = std::fs::read_to_string(out.path().join("BENCHMARKS.md")).expect("md");
+        assert!(md.contains("![p6_partition_map.svg](benches/p6_partition_map.svg)"), "{md}");
     }
 }
