@@ -12,20 +12,29 @@
 #
 #   bash scripts/soak.sh                                  # SQLite in a temporary directory
 #   SIMBA_SOAK_URL=redis://127.0.0.1:56379 bash scripts/soak.sh   # a running server
+#   SIMBA_SOAK_ALLOC=mimalloc bash scripts/soak.sh        # the node on mimalloc, not glibc's malloc
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${SIMBA_SOAK_SECS:-1800}
 max_growth=${SIMBA_SOAK_MAX_GROWTH_PCT:-2}
 warmup=${SIMBA_SOAK_WARMUP_SECS:-}
-cargo build --release -q -p simba-tests --all-features --bin simba-soak-node
+alloc=${SIMBA_SOAK_ALLOC:-glibc}
+case $alloc in
+  glibc) features=() ;;
+  mimalloc) features=(--features mimalloc) ;;
+  *) echo "soak: SIMBA_SOAK_ALLOC must be glibc or mimalloc, not '$alloc'" >&2; exit 2 ;;
+esac
+cargo build --release -q -p simba-tests "${features[@]}" --bin simba-soak-node
 target=${CARGO_TARGET_DIR:-target}
 case $target in /*) ;; *) target=$PWD/$target ;; esac
-bin=$target/release/simba-soak-node
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# A copy, so that a second soak built with another allocator can start beside this one.
+bin=$dir/simba-soak-node
+cp "$target/release/simba-soak-node" "$bin"
 url=${SIMBA_SOAK_URL:-sqlite://$dir/simba.db}
 printf '[backend]\nurl = "%s"\n\n[session]\nlease_duration = "3s"\nrenew_interval = "1s"\n' "$url" >"$dir/simba.toml"
-echo "soak: ${secs} s on ${url%%\?*}, samples every 10 s (elapsed_s rss_kib open_fds locks_taken cron_runs partition_terms group_joins)"
+echo "soak: ${secs} s on ${url%%\?*}, allocator ${alloc}, samples every 10 s (elapsed_s rss_kib open_fds locks_taken cron_runs partition_terms group_joins)"
 (cd "$dir" && SIMBA_CONFIG="$dir/simba.toml" SIMBA_SOAK_SECS=$secs RUST_LOG=warn "$bin") | tee "$dir/soak.log"
 awk -v max="$max_growth" -v secs="$secs" -v warmup="$warmup" '
   $1 == "soak" && $2 == "held" { held = $3; of = $5 }

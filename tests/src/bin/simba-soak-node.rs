@@ -19,6 +19,12 @@ use std::time::{Duration, Instant};
 
 use simba::{Runtime, Term, simba_partitioned, simba_scheduled};
 
+/// With the `mimalloc` feature (`SIMBA_SOAK_ALLOC=mimalloc bash scripts/soak.sh`), the soak runs
+/// on mimalloc instead of glibc's malloc, to tell the allocator's own growth from the node's.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 static RUNS: AtomicU64 = AtomicU64::new(0);
 static TERMS: AtomicU64 = AtomicU64::new(0);
 
