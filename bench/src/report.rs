@@ -1027,13 +1027,13 @@ the at-most-once order of J5; neither was changed here (engine and job code unto
 on PostgreSQL (4.6), MariaDB (9.5 to 23.5), ZooKeeper (4.7), etcd (4.4) and SQLite (5.75 to 8.45); goal \
 3. At the default 5 s period every step met it (the slowest MariaDB, 2.2 to 2.6 intervals), the \
 64-partition 3 -> 4 case met its 2 intervals everywhere at both periods (at most 1.26, PostgreSQL at \
-600 ms), and every backend kept the minimum moves and never held a partition twice. Three things in `job/group.rs` (J6), none changed: \
-(1) a member sees a join or a leave only at its next round, which runs on the candidate timer \
+600 ms), and every backend kept the minimum moves and never held a partition twice. Three things in `job/group.rs` (J6): \
+(1) a member sees a join only at its next round, which runs on the candidate timer \
 (`renew_interval / 2 + [0, retry_jitter)`, 300 to 600 ms here) or when a release of one of the group's \
-partitions is broadcast: joining and leaving broadcast nothing, and a leaver releases its partitions \
-*before* `leave_group` (`shut_down` awaits the workers, then leaves), so rounds woken by those \
-releases may still count it and take nothing; balance after a leave waits for every member's own \
-timer. (2) SQLite and MariaDB have no broadcast of their own: \
+partitions is broadcast: joining broadcasts nothing. A leave is seen at once where releases are \
+broadcast, since `6f98491` (4 December): the leaver leaves the group before it hands its partitions \
+over, so the rounds its releases wake already count one member less (before, they still counted it, \
+took nothing, and balance waited for every member's own timer). (2) SQLite and MariaDB have no broadcast of their own: \
 a release reaches other processes' members through the release watch, which polls (every 5 ms on \
 SQLite, 10 ms on MariaDB) the names that a `Held` answer registered, so after a scan it watches \
 hundreds of partition names and its reads add to the same store's load. (3) A round is O(partitions) \
@@ -1043,9 +1043,8 @@ share is met, and every member under its share does this at once against the sam
 calls* column: 1,000 to 2,000 `acquire` calls for the 60 moves of a join, 5,400 to 7,600 for the 60 of \
 a leave). On SQLite every attempt is a write transaction on one file, on MariaDB a stored \
 procedure with row locks, so the scans of 16 members queue behind one another. Closing it needs the \
-round to read which partitions are free in one query (a listing of the group's leases), \
-`leave_group` before the hand-over, and a membership change broadcast (or watch) so that a join or \
-leave wakes every member.",
+round to read which partitions are free in one query (a listing of the group's leases) and a \
+membership change broadcast (or watch) so that a join wakes every member.",
     },
     Cause {
         measure: "P8",
