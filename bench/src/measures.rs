@@ -1418,6 +1418,21 @@ fn map_points<'a>(
     points
 }
 
+/// `map` with its points and leave time filled in from the log of `prefix`: `members` are the
+/// sessions just before the leave (the leaver first, the newcomer last), `join` and `leave`
+/// when each step began; the map runs from half a second before the join to now.
+fn p6_map(prefix: &str, members: &[Option<String>], (join, leave): (Instant, Instant), map: P6Map) -> Result<P6Map> {
+    let sessions: Vec<&str> = members.iter().flatten().map(String::as_str).collect();
+    let (Some(Some(newcomer)), Some(Some(leaver))) = (members.last(), members.first()) else {
+        bail!("a member without a session at the leave");
+    };
+    let log = p6_log();
+    let terms = log.iter().filter(|e| e.lease.starts_with(prefix)).map(|e| (e.session.as_str(), e.start, e.end));
+    let from = join.checked_sub(Duration::from_millis(500)).unwrap_or(join);
+    let points = map_points(terms, map.partitions, &sessions, (newcomer, leaver), (join, from, Instant::now()));
+    Ok(P6Map { leave_at_ms: leave.duration_since(join).as_secs_f64() * 1e3, points, ..map })
+}
+
 /// A scenario of P6.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct P6Case {
@@ -1512,21 +1527,18 @@ pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str
         sleep(settle).await;
         let a = acquires.load(Ordering::Relaxed) - a0;
         rows.push(row(format!("{m1} -> {members}"), ms, p6_started_since(&prefix, t0), minimum, a));
-        let sessions: Vec<&str> = members_now.iter().flatten().map(String::as_str).collect();
-        let (Some(Some(newcomer)), Some(Some(leaver))) = (members_now.last(), members_now.first()) else {
-            bail!("a member without a session at the leave");
-        };
-        let log = p6_log();
-        let terms = log.iter().filter(|e| e.lease.starts_with(&prefix)).map(|e| (e.session.as_str(), e.start, e.end));
-        let from = join.checked_sub(Duration::from_millis(500)).unwrap_or(join);
-        let points = map_points(terms, partitions, &sessions, (newcomer, leaver), (join, from, Instant::now()));
-        let map = P6Map {
-            system: t.kind.label().to_owned(),
-            partitions,
-            renew: session.renew_interval(),
-            leave_at_ms: t0.duration_since(join).as_secs_f64() * 1e3,
-            points,
-        };
+        let map = p6_map(
+            &prefix,
+            &members_now,
+            (join, t0),
+            P6Map {
+                system: t.kind.label().to_owned(),
+                partitions,
+                renew: session.renew_interval(),
+                leave_at_ms: 0.0,
+                points: Vec::new(),
+            },
+        )?;
         Ok((rows, map))
     }
     .await;
