@@ -15,7 +15,9 @@
 //! call that waited on a lock could renew a session that expired meanwhile (breaking S3).
 //!
 //! Round trips per call (S1): every call is ONE statement (data-modifying CTEs where several
-//! tables change). Acquire calls the function `simba_acquire_v1`, created with the tables: it
+//! tables change). Acquire first takes a released lease with one conditional `UPDATE` (the
+//! fast path, [`ACQUIRE`]); in the same statement, only when that took nothing, it calls the
+//! function `simba_acquire_v1`, created with the tables: it
 //! answers `Held` or `Expired` with one read; only when the lease looks free or already ours
 //! does it lock the lease row, then check and take it. Under READ COMMITTED a statement's
 //! subqueries read the snapshot taken when it started, even after it waited for a row lock,
@@ -238,6 +240,25 @@ BEGIN
 END
 $simba$";
 
+/// `:1` name, `:2` session id: acquisition in one round trip (S1), with a fast path for a
+/// released lease (issue 15 item 2). The data-modifying CTE takes the lease when its row says
+/// released (`session_id IS NULL`) and the caller's session is live: one statement, the cost of
+/// the raw primitive's conditional `UPDATE`. Only when it took nothing does
+/// [`ACQUIRE_FUNCTION`] run (the `NOT EXISTS` is a one-time filter, evaluated before the
+/// function is called): a missing row, a held lease, an expired holder, or a retry of a call
+/// that already won.
+///
+/// The fast path needs none of the function's care. A released row has no holder whose
+/// liveness a stale snapshot could misjudge, and no session to seal. When another caller takes
+/// the row first, the `UPDATE` waits for its lock and re-checks `session_id IS NULL` on the
+/// newest version (READ COMMITTED), finds it held, takes nothing, and the function answers
+/// from fresh snapshots. The caller's own liveness is read as in the function's last step.
+const ACQUIRE: &str = "WITH fast AS (UPDATE simba_lease SET session_id = :2, token = simba_lease.token + 1, acquired_at = {now} \
+     WHERE name = :1 AND session_id IS NULL \
+     AND EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now}) RETURNING token) \
+     SELECT TRUE AS o_live, token AS o_token FROM fast \
+     UNION ALL SELECT o_live, o_token FROM simba_acquire_v1(:1, :2) WHERE NOT EXISTS (SELECT 1 FROM fast)";
+
 /// The statements only PostgreSQL runs, rendered once.
 struct Own {
     keep_alive: Stmt,
@@ -249,7 +270,7 @@ struct Own {
 static OWN: LazyLock<Own> = LazyLock::new(|| Own {
     keep_alive: PgDialect::render(KEEP_ALIVE),
     acquire_function: PgDialect::render(ACQUIRE_FUNCTION),
-    acquire: PgDialect::render("SELECT o_live, o_token FROM simba_acquire_v1(:1, :2)"),
+    acquire: PgDialect::render(ACQUIRE),
 });
 
 /// The PostgreSQL backend. Cheap to clone: clones share one connection pool and one release
