@@ -949,25 +949,40 @@ P2), so a trial whose takeover meets a slow commit lands past the bound. Reruns 
         measure: "P2",
         stores: &["PostgreSQL", "MariaDB", "SQLite"],
         text: "**P2 SQL**: acquisition is one round \
-trip on every SQL backend (a PL/pgSQL function on PostgreSQL, a stored procedure on MariaDB, one upsert \
-on SQLite), so the gap is work on the server, not the wire: the anchor's take is one `UPDATE` of one \
-row, ours reads the caller's and the holder's sessions, locks the lease row, checks and takes it (three \
-statements in the function, six in the procedure, each with its plan and locks), and the release \
-notifies candidates (`NOTIFY` on PostgreSQL) where the anchor's does not. The *backend alone* column \
-shows what the backend costs without the engine; what separates ours from it is the engine's \
-per-acquisition work (one spawned attempt task per acquisition, so that an abandoned attempt can \
-finish on its own, K3; state locks and events), which varies from run to run on a 2-core machine \
-shared with the server. What \
-would close it: on PostgreSQL a single-statement fast path for a free lease (its snapshot-read hazards \
-are in ADR 0002); in the engine, running the attempt inline and spawning it only when abandoned.",
+trip on every SQL backend, and a released lease is taken by one conditional `UPDATE` (PostgreSQL since \
+4 December 2026: a data-modifying CTE ahead of the PL/pgSQL function, which runs only when the `UPDATE` \
+took nothing; MariaDB: the same `UPDATE` before the stored procedure; SQLite: one upsert), so the gap \
+to the anchor's one-row `UPDATE` is the schema and the broadcast, not the statement. On PostgreSQL \
+(`pgbench`, one client, acquire then release with a listener connected, 4 December 2026): the \
+function alone made 3,190 to 3,780 pairs a second, the fast path 3,970 to 4,360, the raw pair 6,520 \
+to 7,440; the fast path without the `simba_lease_session` index and without `NOTIFY` ran at the raw \
+rate (6,780 to 6,810). That index (which the renewal's digest, `owned` and close read) makes every \
+change of `session_id` a non-HOT update with new index entries, and the release's `NOTIFY` (which \
+graceful handover needs, P4) signals every listener: both are the floor of this data model. The \
+*backend alone* column shows what the backend costs without the engine; what separates ours from \
+it is the engine's per-acquisition work (one spawned attempt task per acquisition, so that an \
+abandoned attempt can finish on its own, K3; state locks and events), which varies from run to run \
+on a 2-core machine shared with the server.",
     },
     Cause {
         measure: "P2",
         stores: &["Redis"],
-        text: "**P2 Redis, ratio 0.75 to 0.85 across runs**: one script call each way, like the anchor's one command each way; the \
-*backend alone* column is no faster than ours, so the gap is the scripts' work on the server (a session \
-check, the token counter, the owned hash and its expiry on acquire; a compare, two deletes and a \
-`PUBLISH` on release, which the client's subscriber then reads) against `SET NX PX` and `DEL`.",
+        text: "**P2 Redis, ratio 0.39 to 0.78 across runs** (0.78 on 3 December 2026, 0.52 and 0.39 on \
+4 December): one script call each way, like the anchor's one command each way. The *backend alone* \
+column is 0.6 to 0.7 of the raw pair: the scripts' work on the server (a session check, the token \
+counter, the owned hash and the session's digest, on acquire; a compare, the deletes, the digest and \
+a `PUBLISH` on release, which the client's subscriber then reads) against `SET NX PX` and `DEL`. The \
+rest, and what moves from run to run, is the engine on a 2-core machine: on 4 December ours took 245 us \
+per pair against 148 us for the backend alone, while the engine's own CPU is 21 to 23 us per pair \
+on the in-memory backend (`bash scripts/engine-ab.sh d3e2ad4 HEAD 3`: 21.5 and 23.4 us, equal within \
+the noise). Each acquisition runs in a spawned attempt task (so that an abandoned one finishes on its \
+own, K3) and answers through a oneshot channel, so a pair crosses worker threads several times beside \
+the connection's I/O task: `perf` on the bench process during this phase put 55% of its samples in \
+the kernel (task switches and futex wake-ups). Against Redis the A/B gives 4,661 pairs/s at HEAD and \
+5,692 at `d3e2ad4` (127.7 and 111.6 us of client CPU per pair, 15 repetitions each, swinging from 104 \
+to 183), the digest that acquire and release keep since `6eba863` (for P8) being the one change to \
+the Redis path between them. What would close it: running the attempt inline and spawning it only \
+when it is abandoned.",
     },
     Cause {
         measure: "P2",
@@ -1062,6 +1077,37 @@ each of which delays a finding the keep-alive makes today (T6). At these levels 
 a few clock ticks (10 ms each) over the window above the idle server's own, so one tick moves the \
 ratio by about a sixth. **P8 PostgreSQL** aggregates the session's lease rows in its one keep-alive \
 statement (an index range of 20 rows), cheaper per lease than an `UPDATE` each, hence its ratio.",
+    },
+    Cause {
+        measure: "P10",
+        stores: &["SQLite"],
+        text: "**P10 SQLite, fair_locks true, worst wait 1.5 to 1.7 s** (bound 1.3 s; 2.0 to 2.4 s with \
+fair locks off): the name is free in the file between two sections of one process's streak (its \
+release, then its next local task's new acquire transaction), and whoever attempts in that gap \
+wins, which may be the process that gave the name way a moment before, once its courtesy \
+(`renew_interval / 20`) ends; the traced turns of 4 December 2026 show a process taking the name \
+back 49 ms after giving it way while a third waited. SQLite has no broadcast, so a waiting process \
+hears a release only through the release watch (a look at `data_version` every 5 ms), and the write \
+lock goes to whichever busy handler retries first. Closing it needs a local hand-over that never \
+frees the name in the store (release and take again with a new token in one transaction).",
+    },
+    Cause {
+        measure: "P9",
+        stores: &["etcd"],
+        text: "**P9 etcd, 4 round trips per claim with history against 2 without**: etcd runs no code on the \
+server, so a claim with history is a read transaction (the lease, the job's control record, its \
+group's, the lease's slot key and the job's run keys for retention) and then a write transaction \
+that compares the revisions it read (compare-and-swap, retried on a lost race); without history the \
+claim is one transaction. Each counts one exchange more for the HTTP/2 `PING` that the server sends \
+after the messages it receives (as in P1). Folding the read away needs the revisions of the last \
+claim kept by the claimer, so that the steady state is one conditional write; not built.",
+    },
+    Cause {
+        measure: "P9",
+        stores: &["MariaDB"],
+        text: "**P9 MariaDB, lateness**: the round trips are equal on and off (2 and 2); what missed is the \
+p99 of 60 slots, one of the two slowest, which runs on and off share with the machine's noise (the \
+full run of 3 December 2026 met it, 4.1 against 4.2 ms).",
     },
 ];
 
