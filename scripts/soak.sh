@@ -13,6 +13,7 @@
 #   bash scripts/soak.sh                                  # SQLite in a temporary directory
 #   SIMBA_SOAK_URL=redis://127.0.0.1:56379 bash scripts/soak.sh   # a running server
 #   SIMBA_SOAK_ALLOC=mimalloc bash scripts/soak.sh        # the node on mimalloc, not glibc's malloc
+#   SIMBA_SOAK_ALLOC=jemalloc bash scripts/soak.sh        # the node on jemalloc
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${SIMBA_SOAK_SECS:-1800}
@@ -22,7 +23,8 @@ alloc=${SIMBA_SOAK_ALLOC:-glibc}
 case $alloc in
   glibc) features=() ;;
   mimalloc) features=(--features mimalloc) ;;
-  *) echo "soak: SIMBA_SOAK_ALLOC must be glibc or mimalloc, not '$alloc'" >&2; exit 2 ;;
+  jemalloc) features=(--features jemalloc) ;;
+  *) echo "soak: SIMBA_SOAK_ALLOC must be glibc, mimalloc or jemalloc, not '$alloc'" >&2; exit 2 ;;
 esac
 cargo build --release -q -p simba-tests "${features[@]}" --bin simba-soak-node
 target=${CARGO_TARGET_DIR:-target}

@@ -25,6 +25,12 @@ use simba::{Runtime, Term, simba_partitioned, simba_scheduled};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// With the `jemalloc` feature (`SIMBA_SOAK_ALLOC=jemalloc`), on jemalloc, which returns freed
+/// pages to the system on a timer (its decay), where glibc's thread arenas keep them.
+#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 static RUNS: AtomicU64 = AtomicU64::new(0);
 static TERMS: AtomicU64 = AtomicU64::new(0);
 
