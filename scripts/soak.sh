@@ -15,6 +15,9 @@
 #   SIMBA_SOAK_ALLOC=mimalloc bash scripts/soak.sh        # the node on mimalloc, not glibc's malloc
 #   SIMBA_SOAK_ALLOC=jemalloc bash scripts/soak.sh        # the node on jemalloc
 set -euo pipefail
+# One brace group: bash reads all of it before it runs, so editing this file during a soak (hours
+# long) cannot break the run's summary.
+{
 cd "$(dirname "$0")/.."
 secs=${SIMBA_SOAK_SECS:-1800}
 max_growth=${SIMBA_SOAK_MAX_GROWTH_PCT:-2}
@@ -64,3 +67,5 @@ awk -v max="$max_growth" -v secs="$secs" -v warmup="$warmup" '
     if (bad) exit 1
     print "soak: ok"
   }' "$dir/soak.log"
+exit
+}
