@@ -16,7 +16,7 @@
 //!
 //! Round trips per call (S1): every call is ONE statement (data-modifying CTEs where several
 //! tables change). Acquire first takes a released lease with one conditional `UPDATE` (the
-//! fast path, [`ACQUIRE`]); in the same statement, only when that took nothing, it calls the
+//! fast path, `ACQUIRE`); in the same statement, only when that took nothing, it calls the
 //! function `simba_acquire_v1`, created with the tables: it
 //! answers `Held` or `Expired` with one read; only when the lease looks free or already ours
 //! does it lock the lease row, then check and take it. Under READ COMMITTED a statement's
