@@ -79,6 +79,10 @@ pub async fn expired_session_never_comes_back<B: Backend>(b: B) {
     let t2 = won(&b, &c, &name).await;
     assert!(t2 > t1, "token went from {t1} to {t2}");
     assert_eq!(ok(b.keep_alive(&a, HeldDigest::default()).await, "keep_alive"), KeepAlive::Expired);
+    // A released lease (its record kept, no holder) is refused too: a fast path for free leases
+    // must check the caller's session as the full path does.
+    assert!(ok(b.release(&c, &name, t2).await, "release"));
+    assert_eq!(ok(b.acquire(&a, &name).await, "acquire a released lease"), Acquire::Expired);
     ok(b.close_session(&c).await, "close_session");
 }
 
