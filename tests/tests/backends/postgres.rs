@@ -318,6 +318,63 @@ async fn renewal_cost_does_not_grow_with_leases() {
     exec(&root, format!("DROP DATABASE {database} WITH (FORCE)")).await;
 }
 
+/// S1 for opening a session: one simple query (no Parse, so no round trip to prepare it on a
+/// connection that has not), which also collects sessions dead for longer than the grace
+/// period: their leases' holder is cleared with the token kept (T3), their memberships and rows
+/// are deleted. Over a slow link a session must open within `renew_interval`, and a prepared
+/// statement on a fresh connection took two round trips per statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_is_one_simple_query_and_collects_dead_sessions() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    let root = admin(&url).await;
+    let database = format!("simba_open_{:016x}", rand_u64());
+    exec(&root, format!("CREATE DATABASE {database}")).await;
+    let upstream = url.split_once('@').map_or("", |(_, h)| h).split('/').next().unwrap_or("").to_owned();
+    let wire = Wire::<FrontendParser>::start(upstream).await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect(&format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", wire.port()))
+        .await
+        .expect("connect through the proxy");
+    let b = PostgresBackend::from_pool(pool).await.expect("backend on the pool");
+    let db = admin(&url_for(&url, "postgres", &database)).await;
+
+    let dead = open(&b).await;
+    let token = won(&b, &dead, "job").await;
+    assert_eq!(b.join_group(&dead, "group").await.expect("join"), simba::backend::Join::Joined);
+    // Dead for two minutes: longer than the grace period (one minute).
+    sqlx::query("UPDATE simba_session SET expires_at = expires_at - ttl_ms - 120000 WHERE id = $1")
+        .bind(dead.as_str())
+        .execute(&db)
+        .await
+        .expect("age the session by hand");
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    wire.take();
+    let live = b.open_session(Duration::from_secs(120)).await.expect("open").id;
+    let traffic = wire.take();
+    eprintln!("opening a session on PostgreSQL: {}", traffic.per(1));
+    assert_eq!(traffic.messages.get(&'Q'), Some(&1), "one simple query: {traffic:?}");
+    assert_eq!(traffic.messages.get(&'P'), None, "nothing prepared: {traffic:?}");
+    assert_eq!(traffic.messages.get(&'E'), None, "no extended-protocol statement: {traffic:?}");
+    assert_eq!(traffic.round_trips, 1, "{traffic:?}");
+
+    let count = |sql: &'static str| {
+        let (db, dead) = (db.clone(), dead.clone());
+        async move { sqlx::query_scalar::<_, i64>(sql).bind(dead.as_str()).fetch_one(&db).await.expect("count") }
+    };
+    assert_eq!(count("SELECT count(*) FROM simba_session WHERE id = $1").await, 0, "the dead session is collected");
+    assert_eq!(count("SELECT count(*) FROM simba_member WHERE session_id = $1").await, 0, "its membership too");
+    assert_eq!(lease_row(&db, "job").await, (None, i64::try_from(token).expect("a small token")), "T3: token kept");
+    assert_eq!(won(&b, &live, "job").await, token + 1);
+    drop(b);
+    db.close().await;
+    drop(wire);
+    exec(&root, format!("DROP DATABASE {database} WITH (FORCE)")).await;
+}
+
 // ---- section 9: what the `pause` hook stops -----------------------------------------------------
 
 /// The postmaster and its children (one backend process per connection, plus the

@@ -534,16 +534,16 @@ async fn network_zookeeper() {
     run("zookeeper-net", url, server("zk", "SIMBA_TEST_ZK_PIDFILE", false), ledger, Plan::jitter((50, 25))).await;
 }
 
-/// PostgreSQL under the 50 ms +- 25 ms jitter the other backends run: FAILS at the code of
-/// RELIABILITY.md ("Issue 16: degraded networks"). Opening a session is a transaction of
-/// several statements (expired sessions collected, then the insert), each prepared on its first
-/// use, and must answer within `renew_interval` (400 ms here): over a 50-150 ms round trip a node
-/// that starts behind the slow link never opens its session (every attempt times out and the
-/// next starts over), so once the nodes that opened theirs before the latency are killed or
-/// stopped, nobody leads. Ignored so that the test command stays green; run it with
-/// `--ignored` to see the failure (and to check a fix).
+/// PostgreSQL under the 50 ms +- 25 ms jitter the other backends run: FAILS one bound, the
+/// graceful handover (RELIABILITY.md, "Issue 16: degraded networks"). Sessions now open and
+/// renew over the 50-150 ms round trip (the open is one simple query, the renewal connection is
+/// opened ahead and survives a timed-out renewal), and failover stays within its bound; a
+/// stopped holder's release and the new leader's first calls, on pool connections that prepare
+/// each statement on its first use, take longer than the 400 ms a call may wait, and the next
+/// write comes 2.1 to 2.3 s after the stop against a bound of 1.9 s. Ignored so that the test
+/// command stays green; run it with `--ignored` to see the failure (and to check a fix).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known liveness failure: a PostgreSQL session cannot open within renew_interval over a 100-150 ms round trip (RELIABILITY.md)"]
+#[ignore = "known failure: a graceful handover under 50 ms +- 25 ms takes 2.1-2.3 s on PostgreSQL against a bound of 1.9 s (RELIABILITY.md)"]
 async fn network_postgres_jitter_50ms() {
     if !wanted("postgres-net") {
         return;

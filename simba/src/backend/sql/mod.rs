@@ -35,7 +35,16 @@ use dialect::{Dialect, Param, Stmt};
 /// How long a session's row (and its memberships) outlives its expiry before
 /// `open_session` collects it. Only for tidiness and post-mortem reading: an expired row and
 /// a missing row mean the same thing to every call.
-const GC_GRACE_MS: i64 = 60_000;
+pub(crate) const GC_GRACE_MS: i64 = 60_000;
+
+/// Whether `id` has the form of the ids the SQL backends generate
+/// ([`SessionId::random`](crate::backend::SessionId::random): 32 lowercase hexadecimal digits),
+/// so that it can be written into SQL text as is (a statement sent unprepared, to save a
+/// round trip).
+pub(crate) fn is_generated_id(id: &crate::backend::SessionId) -> bool {
+    let s = id.as_str();
+    s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
 
 /// The longest session lifetime stored, about 34 years, so that `now + ttl` stays far from
 /// `i64::MAX` (SQLite silently turns an overflowing integer sum into a float).
@@ -43,7 +52,7 @@ const MAX_TTL_MS: i64 = 1 << 40;
 
 /// A session lifetime in whole milliseconds (rounded down, so never more than asked),
 /// capped at [`MAX_TTL_MS`].
-fn ttl_ms(ttl: Duration) -> i64 {
+pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_millis()).map_or(MAX_TTL_MS, |ms| ms.min(MAX_TTL_MS))
 }
 

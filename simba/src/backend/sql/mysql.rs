@@ -47,10 +47,10 @@ use std::time::Duration;
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor, Row};
 
-use super::SqlStore;
 use super::dialect::{Dialect, Param, Placeholders, Shared, Stmt};
 use super::release_watch::{self, Probe, ReleaseWatch};
 use super::server::{self, CONNECT_TIMEOUT, LOCK_WAIT_MS, describe, redact, schema_missing, schema_script};
+use super::{SqlStore, is_generated_id};
 use crate::backend::{
     Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
 };
@@ -509,13 +509,6 @@ fn is_fixed_offset(zone: &str) -> bool {
             && b[3] == b':'
             && b[4].is_ascii_digit()
             && b[5].is_ascii_digit())
-}
-
-/// Whether `id` has the form of the ids this backend generates (32 lowercase hexadecimal
-/// digits), so that it can be written into SQL text as is.
-fn is_generated_id(id: &SessionId) -> bool {
-    let s = id.as_str();
-    s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The keep-alive batch for `session` and the client's digest. The numbers are zero-padded to

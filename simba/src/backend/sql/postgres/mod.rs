@@ -7,15 +7,20 @@
 //! deleted, so a lease's token never resets (T3); releasing a lease only clears its
 //! `session_id`. Times are `BIGINT` milliseconds since the Unix epoch. The calls all SQL
 //! backends run alike are in the shared SQL module (ADR 0002); this module keeps connecting,
-//! the schema, renewal, acquisition and the release listener, and its own spelling of release,
-//! close and the collection of dead sessions (one statement each, with `NOTIFY`).
+//! the schema, opening a session (with the collection of dead sessions), renewal, acquisition
+//! and the release listener, and its own spelling of release and close (one statement each,
+//! with `NOTIFY`).
 //!
 //! Time is the database's clock (B2): every "now" is `clock_timestamp()`, read when the
 //! expression runs. `now()` would not do: it is frozen at the start of the transaction, so a
 //! call that waited on a lock could renew a session that expired meanwhile (breaking S3).
 //!
 //! Round trips per call (S1): every call is ONE statement (data-modifying CTEs where several
-//! tables change). Acquire first takes a released lease with one conditional `UPDATE` (the
+//! tables change). Opening a session (`OPEN`) is sent with the simple query protocol, its
+//! arguments written into the text, so that it is one round trip even on a connection that has
+//! not prepared it: the first call of a process, or the one after a timed-out call dropped
+//! its connection. Over a slow link a prepared statement costs a second round trip there,
+//! and a session must open within `renew_interval`. Acquire first takes a released lease with one conditional `UPDATE` (the
 //! fast path, `ACQUIRE`); in the same statement, only when that took nothing, it calls the
 //! function `simba_acquire_v1`, created with the tables: it
 //! answers `Held` or `Expired` with one read; only when the lease looks free or already ours
@@ -40,7 +45,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -76,15 +81,6 @@ impl Dialect for PgDialect {
     const PLACEHOLDERS: Placeholders = Placeholders::Numbered('$');
     const KEEP_MEMBER: &'static str =
         "ON CONFLICT (group_name, session_id) DO UPDATE SET joined_at = simba_member.joined_at";
-    /// One statement. The session rows are deleted only after the leases are updated (the
-    /// `One-Time Filter` runs the CTEs first), the same lock order as acquisition (lease row,
-    /// then session row), so the two cannot deadlock.
-    const COLLECT: &'static [&'static str] =
-        &["WITH dead AS (SELECT id FROM simba_session WHERE expires_at < {now} - :1), \
-         cleared AS (UPDATE simba_lease SET session_id = NULL WHERE session_id IN (SELECT id FROM dead) RETURNING 1), \
-         left_groups AS (DELETE FROM simba_member WHERE session_id IN (SELECT id FROM dead) RETURNING 1) \
-         DELETE FROM simba_session WHERE id IN (SELECT id FROM dead) \
-         AND (SELECT count(*) FROM cleared) >= 0 AND (SELECT count(*) FROM left_groups) >= 0"];
     /// Notifies [`RELEASE_CHANNEL`]; the `SELECT` returns (and counts) one row when it freed
     /// the lease.
     const RELEASE: &'static str = "WITH freed AS (UPDATE simba_lease SET session_id = NULL \
@@ -259,6 +255,31 @@ const ACQUIRE: &str = "WITH fast AS (UPDATE simba_lease SET session_id = :2, tok
      SELECT TRUE AS o_live, token AS o_token FROM fast \
      UNION ALL SELECT o_live, o_token FROM simba_acquire_v1(:1, :2) WHERE NOT EXISTS (SELECT 1 FROM fast)";
 
+/// Opens a session in one statement (S1): collects the sessions dead for longer than the
+/// grace period (`{grace}` ms) with their memberships, clears their leases' holder (lease rows
+/// are kept: T3), and inserts session `{id}` with lifetime `{ttl}` ms. The session rows are
+/// deleted only after the leases are updated (the `One-Time Filter` runs the CTEs first), the
+/// lock order of acquisition (lease row, then session row), so the two cannot deadlock.
+///
+/// Sent with the simple query protocol, so `{id}` and `{ttl}` are written into the text:
+/// [`open_statement`] does it, and only with a generated id (hexadecimal digits).
+const OPEN: &str = "WITH dead AS (SELECT id FROM simba_session WHERE expires_at < {now} - {grace}), \
+     cleared AS (UPDATE simba_lease SET session_id = NULL WHERE session_id IN (SELECT id FROM dead) RETURNING 1), \
+     left_groups AS (DELETE FROM simba_member WHERE session_id IN (SELECT id FROM dead) RETURNING 1), \
+     collected AS (DELETE FROM simba_session WHERE id IN (SELECT id FROM dead) \
+     AND (SELECT count(*) FROM cleared) >= 0 AND (SELECT count(*) FROM left_groups) >= 0 RETURNING 1) \
+     INSERT INTO simba_session (id, expires_at, ttl_ms, created_at) \
+     SELECT '{id}', now_ms + {ttl}, {ttl}, now_ms FROM (SELECT {now} AS now_ms) clock \
+     WHERE (SELECT count(*) FROM collected) >= 0";
+
+/// [`OPEN`] for session `id` with lifetime `ttl_ms`, or `None` for an id this backend did not
+/// generate (32 lowercase hexadecimal digits), which must not be written into SQL text.
+fn open_statement(id: &SessionId, ttl_ms: i64) -> Option<String> {
+    static TEMPLATE: LazyLock<String> =
+        LazyLock::new(|| OPEN.replace("{now}", PgDialect::NOW_MS).replace("{grace}", &super::GC_GRACE_MS.to_string()));
+    super::is_generated_id(id).then(|| TEMPLATE.replace("{id}", id.as_str()).replace("{ttl}", &ttl_ms.to_string()))
+}
+
 /// The statements only PostgreSQL runs, rendered once.
 struct Own {
     keep_alive: Stmt,
@@ -295,7 +316,7 @@ struct Inner {
     /// back (sqlx 0.9), which would make a renewal two round trips (S1). Taken out while a
     /// renewal runs and put back only after a reply, so a renewal that failed or was cancelled
     /// mid-statement drops its connection and the next one connects afresh.
-    renewer: tokio::sync::Mutex<Option<PgConnection>>,
+    renewer: tokio::sync::Mutex<Renewer>,
     releases: broadcast::Sender<String>,
     /// Stops the release listener when the last clone is dropped.
     _listener: DropGuard,
@@ -425,11 +446,13 @@ impl PostgresBackend {
         }
         tracing::debug!(backend = %description, "PostgreSQL backend ready");
         let options = (*pool.connect_options()).clone();
+        // Opened now, so that the first renewal is one round trip.
+        let renewer = Renewer::connect(&options, &description);
         Ok(PostgresBackend {
             inner: Arc::new(Inner {
                 sql: SqlStore::new(pool, description),
                 options,
-                renewer: tokio::sync::Mutex::new(None),
+                renewer: tokio::sync::Mutex::new(renewer),
                 releases,
                 _listener: stop.drop_guard(),
             }),
@@ -449,21 +472,70 @@ impl PostgresBackend {
         self.inner.sql.pool()
     }
 
-    /// A connection for renewals: the one the last renewal put back, or a new one.
-    async fn renewal_connection(&self, slot: &mut Option<PgConnection>) -> BackendResult<PgConnection> {
-        if let Some(conn) = slot.take() {
-            return Ok(conn);
+    /// A connection for renewals: the one the last renewal put back, or the one being opened,
+    /// or a new one. A renewal cancelled while it waits leaves the opening to finish for the
+    /// next.
+    async fn renewal_connection(&self, slot: &mut Renewer) -> BackendResult<PgConnection> {
+        loop {
+            match slot {
+                Renewer::Ready(_) => {
+                    if let Renewer::Ready(conn) = std::mem::replace(slot, Renewer::Absent) {
+                        return Ok(conn);
+                    }
+                }
+                Renewer::Connecting(task) => {
+                    let joined = task.await;
+                    *slot = Renewer::Absent;
+                    return joined.unwrap_or_else(|e| {
+                        Err(BackendError::Unavailable {
+                            message: format!("{}: connect for renewals failed: {e}", self.inner.sql.description()),
+                            source: None,
+                        })
+                    });
+                }
+                Renewer::Absent => *slot = Renewer::connect(&self.inner.options, self.inner.sql.description()),
+            }
         }
-        match tokio::time::timeout(CONNECT_TIMEOUT, self.inner.options.connect()).await {
-            Ok(connected) => connected.map_err(self.inner.sql.err("connect for renewals")),
-            Err(_) => Err(BackendError::Unavailable {
-                message: format!(
-                    "{}: connect for renewals failed: no answer within {CONNECT_TIMEOUT:?}",
-                    self.inner.sql.description()
-                ),
-                source: None,
-            }),
-        }
+    }
+}
+
+/// The renewal connection ([`Inner::renewer`]).
+#[derive(Debug)]
+enum Renewer {
+    /// None: the last renewal failed or was cancelled mid-statement, and dropped it.
+    Absent,
+    /// Being opened, with the keep-alive statement prepared on it, by a task of its own. Over
+    /// a slow link that takes several round trips (with TLS, five or more), more than a
+    /// renewal may wait (`renew_interval`): a renewal that times out meanwhile does not stop
+    /// it, and the next renewal finds it ready, so renewals stay one round trip.
+    Connecting(tokio::task::JoinHandle<BackendResult<PgConnection>>),
+    /// Ready, the keep-alive statement prepared.
+    Ready(PgConnection),
+}
+
+impl Renewer {
+    /// Starts opening a renewal connection to `options`.
+    fn connect(options: &PgConnectOptions, description: &str) -> Renewer {
+        let (options, description) = (options.clone(), description.to_owned());
+        Renewer::Connecting(tokio::spawn(async move {
+            let connect = async {
+                let mut conn = options.connect().await?;
+                // sqlx keeps the prepared statement on the connection. No session has the
+                // empty id, so this renews nothing.
+                sqlx::query(OWN.keep_alive.sql()).bind("").fetch_optional(&mut conn).await?;
+                Ok::<_, sqlx::Error>(conn)
+            };
+            match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+                Ok(connected) => connected
+                    .map_err(|e| BackendError::unavailable(format!("{description}: connect for renewals failed"), e)),
+                Err(_) => Err(BackendError::Unavailable {
+                    message: format!(
+                        "{description}: connect for renewals failed: no answer within {CONNECT_TIMEOUT:?}"
+                    ),
+                    source: None,
+                }),
+            }
+        }))
     }
 }
 
@@ -535,7 +607,30 @@ async fn create_schema(pool: &PgPool, description: &str) -> BackendResult<()> {
 
 impl Backend for PostgresBackend {
     async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
-        self.inner.sql.open_session(ttl).await
+        // One round trip, prepared or not (see [`OPEN`]).
+        let sql = &self.inner.sql;
+        let id = SessionId::random();
+        let ttl = super::ttl_ms(ttl);
+        let statement = open_statement(&id, ttl).ok_or_else(|| {
+            BackendError::Protocol(format!("{}: a generated session id is not hexadecimal", sql.description()))
+        })?;
+        // In a task of its own: when the engine gives up waiting (`renew_interval`), the statement
+        // still completes and its connection goes back to the pool ready, rather than being
+        // dropped mid-statement, which would make the next open connect afresh, several round
+        // trips over a slow link. The session it may have opened is never used and expires.
+        let pool = self.pool().clone();
+        let done = tokio::spawn(async move { sqlx::raw_sql(AssertSqlSafe(statement)).execute(&pool).await })
+            .await
+            .map_err(|e| BackendError::Protocol(format!("{}: opening a session failed: {e}", sql.description())))?
+            .map_err(sql.err("open a session"))?;
+        if done.rows_affected() != 1 {
+            return Err(BackendError::Protocol(format!(
+                "{}: opening a session inserted {} rows, not one",
+                sql.description(),
+                done.rows_affected()
+            )));
+        }
+        Ok(SessionGrant { id, remaining: Duration::from_millis(sql.non_negative("ttl", ttl)?) })
     }
 
     async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
@@ -549,7 +644,7 @@ impl Backend for PostgresBackend {
             .fetch_optional(&mut conn)
             .await
             .map_err(sql.err("renew a session"))?;
-        *slot = Some(conn);
+        *slot = Renewer::Ready(conn);
         drop(slot);
         let Some((remaining, count, low, high)) = row else { return Ok(KeepAlive::Expired) };
         Ok(KeepAlive::Alive {
@@ -616,5 +711,21 @@ impl Backend for PostgresBackend {
 
     fn describe(&self) -> String {
         self.inner.sql.description().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_statement_writes_only_generated_ids_and_fills_every_argument() {
+        let id = SessionId::random();
+        let Some(sql) = open_statement(&id, 1500) else { panic!("a generated id is refused") };
+        assert!(sql.contains(&format!("SELECT '{}', now_ms + 1500, 1500, now_ms", id.as_str())), "{sql}");
+        assert!(sql.contains(&format!("::bigint - {})", super::super::GC_GRACE_MS)), "{sql}");
+        assert!(!sql.contains('{') && !sql.contains('}'), "an argument is left unfilled: {sql}");
+        assert_eq!(open_statement(&SessionId::new("x'); DROP TABLE simba_lease; --"), 1500), None);
+        assert_eq!(open_statement(&SessionId::new("ABCDEF0123456789ABCDEF0123456789"), 1500), None);
     }
 }
