@@ -41,6 +41,7 @@ pub(crate) const GC_GRACE_MS: i64 = 60_000;
 /// ([`SessionId::random`](crate::backend::SessionId::random): 32 lowercase hexadecimal digits),
 /// so that it can be written into SQL text as is (a statement sent unprepared, to save a
 /// round trip).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn is_generated_id(id: &crate::backend::SessionId) -> bool {
     let s = id.as_str();
     s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
