@@ -284,22 +284,7 @@ impl MessageParser for FrontendParser {
 async fn renewal_cost_does_not_grow_with_leases() {
     let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
     let _serial = SERIAL.lock().await;
-    let root = admin(&url).await;
-    let database = format!("simba_s1_{:016x}", rand_u64());
-    exec(&root, format!("CREATE DATABASE {database}")).await;
-    let upstream = url.split_once('@').map_or("", |(_, h)| h).split('/').next().unwrap_or("").to_owned();
-    let wire = Wire::<FrontendParser>::start(upstream).await;
-    // One pooled connection: with more, sqlx sometimes opens another while the last one is
-    // being pinged on its way back to the pool, and its start-up and statement preparation
-    // would land in the figures (whatever the number of leases).
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .test_before_acquire(false)
-        // Plain text: the proxy reads the protocol (the server also offers TLS).
-        .connect(&format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", wire.port()))
-        .await
-        .expect("connect through the proxy");
-    let b = PostgresBackend::from_pool(pool).await.expect("backend on the pool");
+    let Proxied { root, database, wire, backend: b } = Proxied::start(&url, "simba_s1").await;
     const N: u64 = 20;
     let one = servers::renewal_traffic(&b, &wire, "s1", 1, N).await;
     let many = servers::renewal_traffic(&b, &wire, "s1", 500, N).await;
@@ -318,6 +303,38 @@ async fn renewal_cost_does_not_grow_with_leases() {
     exec(&root, format!("DROP DATABASE {database} WITH (FORCE)")).await;
 }
 
+/// A database of its own (so no other test's traffic or notification crosses the proxy), a
+/// counting proxy in front of the server, and a backend on a pool of one connection through it.
+struct Proxied {
+    /// An admin pool on the test database, to drop the database at the end.
+    root: PgPool,
+    database: String,
+    wire: Wire<FrontendParser>,
+    backend: PostgresBackend,
+}
+
+impl Proxied {
+    async fn start(url: &str, prefix: &str) -> Proxied {
+        let root = admin(url).await;
+        let database = format!("{prefix}_{:016x}", rand_u64());
+        exec(&root, format!("CREATE DATABASE {database}")).await;
+        let upstream = url.split_once('@').map_or("", |(_, h)| h).split('/').next().unwrap_or("").to_owned();
+        let wire = Wire::<FrontendParser>::start(upstream).await;
+        // One pooled connection: with more, sqlx sometimes opens another while the last one is
+        // being pinged on its way back to the pool, and its start-up and statement preparation
+        // would land in the figures.
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .test_before_acquire(false)
+            // Plain text: the proxy reads the protocol (the server also offers TLS).
+            .connect(&format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", wire.port()))
+            .await
+            .expect("connect through the proxy");
+        let backend = PostgresBackend::from_pool(pool).await.expect("backend on the pool");
+        Proxied { root, database, wire, backend }
+    }
+}
+
 /// S1 for opening a session: one simple query (no Parse, so no round trip to prepare it on a
 /// connection that has not), which also collects sessions dead for longer than the grace
 /// period: their leases' holder is cleared with the token kept (T3), their memberships and rows
@@ -327,18 +344,7 @@ async fn renewal_cost_does_not_grow_with_leases() {
 async fn open_is_one_simple_query_and_collects_dead_sessions() {
     let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
     let _serial = SERIAL.lock().await;
-    let root = admin(&url).await;
-    let database = format!("simba_open_{:016x}", rand_u64());
-    exec(&root, format!("CREATE DATABASE {database}")).await;
-    let upstream = url.split_once('@').map_or("", |(_, h)| h).split('/').next().unwrap_or("").to_owned();
-    let wire = Wire::<FrontendParser>::start(upstream).await;
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .test_before_acquire(false)
-        .connect(&format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", wire.port()))
-        .await
-        .expect("connect through the proxy");
-    let b = PostgresBackend::from_pool(pool).await.expect("backend on the pool");
+    let Proxied { root, database, wire, backend: b } = Proxied::start(&url, "simba_open").await;
     let db = admin(&url_for(&url, "postgres", &database)).await;
 
     let dead = open(&b).await;

@@ -20,9 +20,9 @@
 //! arguments written into the text, so that it is one round trip even on a connection that has
 //! not prepared it: the first call of a process, or the one after a timed-out call dropped
 //! its connection. Over a slow link a prepared statement costs a second round trip there,
-//! and a session must open within `renew_interval`. Acquire first takes a released lease with one conditional `UPDATE` (the
-//! fast path, `ACQUIRE`); in the same statement, only when that took nothing, it calls the
-//! function `simba_acquire_v1`, created with the tables: it
+//! and a session must open within `renew_interval`. Acquire first takes a released lease with
+//! one conditional `UPDATE` (the fast path, `ACQUIRE`); in the same statement, only when that
+//! took nothing, it calls the function `simba_acquire_v1`, created with the tables: it
 //! answers `Held` or `Expired` with one read; only when the lease looks free or already ours
 //! does it lock the lease row, then check and take it. Under READ COMMITTED a statement's
 //! subqueries read the snapshot taken when it started, even after it waited for a row lock,
