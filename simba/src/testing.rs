@@ -445,7 +445,9 @@ impl TestKit {
 
     /// Asks the holder of `job` to run it now (as `simba trigger JOB`).
     pub async fn trigger(&self, job: &str) -> Result<u64, Error> {
-        self.jobs.trigger_at(job, self.now()).await.map_err(admin_error)
+        let r = self.jobs.trigger_at(job, self.now()).await.map_err(admin_error)?;
+        // The in-memory store always answers, so the id is known.
+        r.id.ok_or_else(|| Error::invalid_config(format!("the run-now request of `{job}` has no id")))
     }
 
     /// Stops every node gracefully (handover, session closed).

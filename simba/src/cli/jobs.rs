@@ -35,6 +35,7 @@ pub(crate) async fn run(
     backend: &SharedBackend,
     url: &str,
     json: bool,
+    wait: std::time::Duration,
     out: &mut (dyn Write + Send),
 ) -> Result<u8, String> {
     let Some(store) = backend.job_store() else {
@@ -43,7 +44,9 @@ pub(crate) async fn run(
             crate::runtime::redact(url)
         ));
     };
-    let jobs = Jobs::new(store);
+    // Pause, resume and run-now wait out a busy store (a SQLite file another process is
+    // writing) up to the tool's timeout, and say whether a failed change took effect.
+    let jobs = Jobs::new(store).with_wait(wait);
     let text = match cmd {
         JobsCommand::List => {
             let list = jobs.list().await.map_err(message)?;
@@ -70,12 +73,15 @@ pub(crate) async fn run(
         JobsCommand::Pause { job } | JobsCommand::Resume { job } => {
             let pause = matches!(cmd, JobsCommand::Pause { .. });
             let t = if pause { jobs.pause(job).await } else { jobs.resume(job).await }.map_err(message)?;
-            let said = match (pause, t.changed) {
+            let mut said = match (pause, t.changed) {
                 (true, true) => format!("paused `{job}`: it runs nowhere until `simba resume {job}`"),
                 (true, false) => format!("`{job}` was already paused; nothing changed"),
                 (false, true) => format!("resumed `{job}`"),
                 (false, false) => format!("`{job}` was not paused; nothing changed"),
             };
+            if let Some(e) = &t.confirmed_after {
+                said.push_str(&format!(" (the store's answer was lost ({e}); reading the job back confirmed it)"));
+            }
             if json {
                 json!({ "job": job, "paused": t.paused, "changed": t.changed, "message": said }).to_string() + "\n"
             } else {
@@ -83,11 +89,25 @@ pub(crate) async fn run(
             }
         }
         JobsCommand::Trigger { job } => {
-            let id = jobs.trigger(job).await.map_err(message)?;
-            let said = format!(
-                "run of `{job}` requested (request {id}): the node holding its term runs it within one renewal interval, or the next holder does"
-            );
-            if json { json!({ "job": job, "request": id, "message": said }).to_string() + "\n" } else { said + "\n" }
+            let r = jobs.trigger(job).await.map_err(message)?;
+            let said = match (&r.id, &r.confirmed_after) {
+                (Some(id), _) => format!(
+                    "run of `{job}` requested (request {id}): the node holding its term runs it at once where the store \
+                     broadcasts, within one renewal interval elsewhere, or the next holder does"
+                ),
+                (None, e) => format!(
+                    "run of `{job}` requested: the store's answer was lost ({}), and reading the job back shows the \
+                     request pending or taken; do not repeat it",
+                    e.as_deref().unwrap_or("")
+                ),
+            };
+            if json {
+                json!({ "job": job, "request": r.id, "at": time_json(Some(r.at_ms)), "confirmed_after": r.confirmed_after, "message": said })
+                    .to_string()
+                    + "\n"
+            } else {
+                said + "\n"
+            }
         }
     };
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -464,7 +484,7 @@ mod tests {
 
     async fn cmd(b: &SharedBackend, c: JobsCommand, json: bool) -> (Result<u8, String>, String) {
         let mut out = Vec::new();
-        let r = run(&c, b, "memory://", json, &mut out).await;
+        let r = run(&c, b, "memory://", json, std::time::Duration::ZERO, &mut out).await;
         (r, String::from_utf8_lossy(&out).into_owned())
     }
 

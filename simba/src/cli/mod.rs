@@ -47,7 +47,9 @@ struct Cli {
     /// command sees and changes only its sessions, leases, groups and jobs.
     #[arg(long, short = 'N', global = true, value_name = "NAME", value_parser = parse_namespace)]
     namespace: Option<Namespace>,
-    /// Give up on an unreachable backend after this long.
+    /// Give up on an unreachable backend after this long; `pause`, `resume` and `trigger`
+    /// keep trying a busy or unreachable store (a SQLite file another process is writing)
+    /// this long, then say whether the change took effect.
     #[arg(long, global = true, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     timeout: Duration,
     #[command(subcommand)]
@@ -202,7 +204,7 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
         return dashboard::serve(backend, &url, &settings, out).await;
     }
     if let Some(cmd) = cli.command.jobs() {
-        return jobs::run(&cmd, &backend, &url, cli.json, out).await;
+        return jobs::run(&cmd, &backend, &url, cli.json, cli.timeout, out).await;
     }
     match &cli.command {
         Command::Status => {

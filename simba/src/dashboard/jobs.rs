@@ -267,9 +267,10 @@ impl Control for JobsControl {
                     Err(e) => return Err(action_error(e, &self.scrub)),
                 },
                 Action::Trigger => match self.jobs.trigger(&job).await {
-                    Ok(id) => format!(
-                        "run of `{job}` requested (request {id}): the node holding its term runs it within one \
-                         renewal interval, or the next holder does"
+                    Ok(r) => format!(
+                        "run of `{job}` requested{}: the node holding its term runs it at once where the store \
+                         broadcasts, within one renewal interval elsewhere, or the next holder does",
+                        r.id.map(|id| format!(" (request {id})")).unwrap_or_default()
                     ),
                     Err(e) => return Err(action_error(e, &self.scrub)),
                 },
