@@ -18,6 +18,7 @@
 //! | `simba_partitions_held` | gauge | `group` | partitions of the group this process holds |
 //! | `simba_job_slots_total` | counter | `job`, `outcome` | slots by how they ended (`ran`, `failed`, `declined`, `missed`, ...; issue 12) |
 //! | `simba_job_paused` | gauge | `job` | 1 while this node's claims find the job paused |
+//! | `simba_job_records_lost_total` | counter | `job` | history records given up: the store did not take them before the end of their term plus a grace (each one is also a warning naming the slot) |
 //!
 //! `reason` is `stopped`, `stepped_down`, `deadline_passed`, `session_expired` or
 //! `taken_over`. The session gauge describes the last client whose state changed: run one
@@ -55,6 +56,9 @@ pub mod names {
     pub const JOB_SLOTS: &str = "simba_job_slots_total";
     /// Gauge, label `job`: 1 while the job is paused, as this node's claims see it.
     pub const JOB_PAUSED: &str = "simba_job_paused";
+    /// Counter, label `job`: history records given up because the store did not take them in
+    /// time (each one is also logged with its slot).
+    pub const JOB_RECORDS_LOST: &str = "simba_job_records_lost_total";
     /// Gauge: how many differences this node saw between the live nodes' job registries at
     /// its last check (0: they agree; issue 12 item 5).
     pub const REGISTRY_DIFFERENCES: &str = "simba_job_registry_differences";
@@ -107,6 +111,10 @@ pub(crate) fn job_started(job: &str, lateness: Duration) {
 
 pub(crate) fn job_slot(job: &str, outcome: crate::job_store::Outcome) {
     counter!(names::JOB_SLOTS, "job" => job.to_owned(), "outcome" => outcome.as_str()).increment(1);
+}
+
+pub(crate) fn job_record_lost(job: &str) {
+    counter!(names::JOB_RECORDS_LOST, "job" => job.to_owned()).increment(1);
 }
 
 pub(crate) fn registry_differences(n: usize) {

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
 use super::context::JobContext;
 use super::registry::JobFuture;
+use super::writer::{Queued, Write, Writer, unclaimed};
 use crate::job_store::{Claim, ClaimRequest, Outcome, RunRecord, SharedJobStore, SlotKind, truncate_error};
 use crate::{BoxError, Error, RevokeReason, Simba, Term};
 
@@ -93,6 +94,9 @@ pub(crate) struct Recording {
     pub(crate) control: Option<watch::Receiver<u64>>,
     /// The wall clock slots are computed on.
     pub(crate) clock: WallClock,
+    /// Writes this job's records in order, retrying what the store refused (shared by the
+    /// clones of one job's recording, and by the partitions of a group).
+    pub(crate) writer: Writer,
 }
 
 /// What a claim decided.
@@ -105,7 +109,11 @@ pub(crate) enum Claimed {
 
 enum Attempt {
     Done(Result<(), BoxError>),
-    TimedOut,
+    /// The body returned `Ok` within the grace after its timeout signal: recorded as run,
+    /// with a note, and never retried (its work is done).
+    LateOk,
+    /// The body did not complete within the grace, or returned an error during it.
+    TimedOut(Option<String>),
 }
 
 impl Recording {
@@ -166,7 +174,7 @@ impl Recording {
             term.token()
         ));
         tracing::info!(job = %self.job, slot_ms = rec.slot_ms, node = %last.node, token = last.token, "closing a run that an earlier holder left running");
-        self.finish(&rec);
+        self.finish(&rec, term);
     }
 
     /// Claims `slot` for `term`: one store round trip (`claim_run`, or the lease backend's
@@ -230,42 +238,83 @@ impl Recording {
             }
             Ok(Err(e)) => {
                 tracing::warn!(job = %self.job, slot_ms, error = %e, "cannot claim the slot; skipping it rather than risking a second run");
+                self.unclaimed(&req, term, &e.to_string());
                 Claimed::Skip
             }
-            Err(_) => Claimed::Skip,
+            Err(_) => {
+                let error = format!("no answer within {to:?}");
+                tracing::warn!(job = %self.job, slot_ms, %error, "cannot claim the slot; skipping it rather than risking a second run");
+                self.unclaimed(&req, term, &error);
+                Claimed::Skip
+            }
         }
     }
 
-    /// Writes a record of a slot that did not run, in the background.
+    /// A scheduled or caught-up slot whose claim failed or got no answer is recorded `missed`
+    /// with the reason, by the writer, once the store answers again (a manual request stays
+    /// pending instead). Whether the claim took effect is unknown: the writer overwrites the
+    /// `running` record it may have left, else inserts the `missed` record; a later holder's
+    /// gap report of the same slot finds it and makes no second record.
+    fn unclaimed(&self, req: &ClaimRequest<'_>, term: &Term, error: &str) {
+        if req.kind == SlotKind::Manual {
+            return;
+        }
+        crate::metrics::job_slot(&self.metric, Outcome::Missed);
+        self.enqueue(term, Write::Unclaimed(unclaimed(req.running_record(req.slot_ms), error)));
+    }
+
+    /// Hands `write` to this job's ordered writer (nothing without a store).
+    fn enqueue(&self, term: &Term, write: Write) {
+        let Some(store) = &self.store else { return };
+        let q = Queued { write, term: term.clone(), metric: Arc::clone(&self.metric) };
+        if self.writer.sender(store).send(q).is_err() {
+            tracing::warn!(job = %self.job, "cannot record the slot: the job's record writer stopped");
+        }
+    }
+
+    /// Records a slot that did not run, through the job's writer.
     pub(crate) fn append(&self, slot: DateTime<Utc>, outcome: Outcome, term: &Term) {
+        self.append_with(slot, outcome, None, term);
+    }
+
+    /// Records a run of consecutive slots that came while the run of `in_flight` was still
+    /// going as ONE `skipped_running` record, named after the first slot, whose `error` says
+    /// how many slots it stands for and through which instant (a job whose run outlasts its
+    /// period would otherwise write a record every period). The slot metric counts each slot.
+    pub(crate) fn skipped_run(&self, skipped: &[DateTime<Utc>], in_flight: Option<DateTime<Utc>>, term: &Term) {
+        let (Some(&first), Some(&last)) = (skipped.first(), skipped.last()) else { return };
+        for _ in 1..skipped.len() {
+            crate::metrics::job_slot(&self.metric, Outcome::SkippedRunning);
+        }
+        let run = match in_flight {
+            Some(t) => format!("the run of {} was still in flight", instant(t)),
+            None => "the previous run was still in flight".to_owned(),
+        };
+        let text = match skipped.len() {
+            1 => run,
+            n => format!("{n} slots skipped through {}: {run}", instant(last)),
+        };
+        self.append_with(first, Outcome::SkippedRunning, Some(text), term);
+    }
+
+    /// [`append`](Self::append) with the record's `error` text.
+    pub(crate) fn append_with(&self, slot: DateTime<Utc>, outcome: Outcome, error: Option<String>, term: &Term) {
         crate::metrics::job_slot(&self.metric, outcome);
-        let Some(store) = self.store.clone() else { return };
+        if self.store.is_none() {
+            return;
+        }
         let mut rec = RunRecord::not_run(self.job.as_ref(), slot.timestamp_millis(), outcome);
         rec.session = term.session_id().as_str().to_owned();
         rec.node = self.node.to_string();
         rec.token = term.token();
-        tokio::spawn(async move {
-            if let Err(e) = store.append(&rec).await {
-                tracing::warn!(job = %rec.job, outcome = %rec.outcome, error = %e, "cannot record the slot");
-            }
-        });
+        rec.error = error.as_deref().map(truncate_error);
+        self.enqueue(term, Write::Append(rec));
     }
 
-    fn finish(&self, rec: &RunRecord) {
-        let Some(store) = self.store.clone() else { return };
-        let rec = rec.clone();
-        // Not awaited: the next slot does not wait for the end record.
-        tokio::spawn(async move {
-            match store.finish_run(&rec).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::debug!(job = %rec.job, slot_ms = rec.slot_ms, "the slot's record was gone (retention)")
-                }
-                Err(e) => {
-                    tracing::warn!(job = %rec.job, slot_ms = rec.slot_ms, error = %e, "cannot record how the run ended")
-                }
-            }
-        });
+    /// Records how a claimed slot ended, through the job's writer: not awaited, the next slot
+    /// does not wait for the end record.
+    fn finish(&self, rec: &RunRecord, term: &Term) {
+        self.enqueue(term, Write::Finish(rec.clone()));
     }
 
     /// Runs one claimed slot to its end: attempts, backoff, timeout, and its record.
@@ -321,7 +370,7 @@ impl Recording {
                 r.outcome = final_outcome;
                 r.ended_ms = Some(self.now().timestamp_millis());
                 r.error = error.as_deref().map(truncate_error);
-                self.finish(r);
+                self.finish(r, term);
             }
             if !retry {
                 return;
@@ -342,16 +391,31 @@ impl Recording {
     /// lost is `cancelled`, a refusal because the term is ending `declined`.
     fn outcome_of(&self, result: &Attempt, term: &Term, kind: SlotKind) -> (Outcome, Option<String>) {
         match result {
-            Attempt::Done(Ok(())) if term.revoke_reason().is_some_and(|r| !graceful(r)) => {
+            Attempt::Done(Ok(())) | Attempt::LateOk if term.revoke_reason().is_some_and(|r| !graceful(r)) => {
                 (Outcome::Cancelled, term.revoke_reason().map(|r| format!("term lost: {r}")))
             }
+            Attempt::LateOk => (
+                if kind == SlotKind::CaughtUp { Outcome::CaughtUp } else { Outcome::Ran },
+                self.policy.timeout.map(|t| {
+                    format!(
+                        "finished after its timeout of {t:?}, within the {:?} grace after its cancellation signal",
+                        RunPolicy::GRACE
+                    )
+                }),
+            ),
             Attempt::Done(Ok(())) => (if kind == SlotKind::CaughtUp { Outcome::CaughtUp } else { Outcome::Ran }, None),
             Attempt::Done(Err(e)) if is_decline(e.as_ref()) => (Outcome::Declined, Some(e.to_string())),
             Attempt::Done(Err(e)) => match term.revoke_reason() {
                 Some(r) if !graceful(r) => (Outcome::Cancelled, Some(format!("term lost: {r}: {e}"))),
                 _ => (Outcome::Failed, Some(e.to_string())),
             },
-            Attempt::TimedOut => (Outcome::TimedOut, self.policy.timeout.map(|t| format!("timed out after {t:?}"))),
+            Attempt::TimedOut(then) => (
+                Outcome::TimedOut,
+                self.policy.timeout.map(|t| match then {
+                    Some(e) => format!("timed out after {t:?}; then returned: {e}"),
+                    None => format!("timed out after {t:?}"),
+                }),
+            ),
         }
     }
 
@@ -395,7 +459,13 @@ impl Recording {
         tokio::pin!(timed_out);
         // The election drops this future when the term is lost (H3): the guard still
         // records the slot as cancelled.
-        let guard = CancelGuard { rec: self.store.clone().zip(rec.cloned()), term: term.clone(), clock: self.clock };
+        let sender = self.store.as_ref().map(|s| self.writer.sender(s).clone());
+        let guard = CancelGuard {
+            rec: sender.zip(rec.cloned()),
+            term: term.clone(),
+            clock: self.clock,
+            metric: Arc::clone(&self.metric),
+        };
         let mut revoked_seen = false;
         let out = self.attempt_inner(term, fut, cancel, rec, &mut timed_out, &mut revoked_seen).await;
         guard.disarm();
@@ -414,6 +484,9 @@ impl Recording {
         tokio::pin!(fut);
         loop {
             tokio::select! {
+                // The body first: one that completed by the time its timer fired (both ready
+                // after the process was stopped past the timeout) ran, and says how.
+                biased;
                 r = &mut fut => return Attempt::Done(r),
                 reason = term.revoked(), if !*revoked_seen => {
                     *revoked_seen = true;
@@ -423,15 +496,21 @@ impl Recording {
                         r.outcome = Outcome::Cancelled;
                         r.ended_ms = Some(self.now().timestamp_millis());
                         r.error = Some(format!("term lost: {reason}"));
-                        self.finish(&r);
+                        self.finish(&r, term);
                     }
                 }
                 _ = timed_out.as_mut() => {
                     cancel.cancel();
+                    // The timer decides only for a body that did not complete: one that
+                    // returns `Ok` within the grace did its work, and is recorded as run (with
+                    // a note) rather than retried; an error then is the timeout's.
                     tokio::select! {
-                        // A run that returns within the grace still outlived its timeout.
-                        _ = &mut fut => return Attempt::TimedOut,
-                        _ = sleep(RunPolicy::GRACE) => return Attempt::TimedOut,
+                        biased;
+                        r = &mut fut => return match r {
+                            Ok(()) => Attempt::LateOk,
+                            Err(e) => Attempt::TimedOut(Some(e.to_string())),
+                        },
+                        _ = sleep(RunPolicy::GRACE) => return Attempt::TimedOut(None),
                     }
                 }
             }
@@ -439,11 +518,14 @@ impl Recording {
     }
 }
 
-/// Records a slot as `cancelled` when its run is dropped before it ended.
+/// Records a slot as `cancelled` when its run is dropped before it ended: through the job's
+/// writer, whose queue takes a record without a runtime (the future may be dropped by a
+/// runtime shutting down).
 struct CancelGuard {
-    rec: Option<(SharedJobStore, RunRecord)>,
+    rec: Option<(mpsc::UnboundedSender<Queued>, RunRecord)>,
     term: Term,
     clock: WallClock,
+    metric: Arc<str>,
 }
 
 impl CancelGuard {
@@ -454,21 +536,25 @@ impl CancelGuard {
 
 impl Drop for CancelGuard {
     fn drop(&mut self) {
-        let Some((store, mut rec)) = self.rec.take() else { return };
-        let Ok(handle) = tokio::runtime::Handle::try_current() else { return };
+        let Some((tx, mut rec)) = self.rec.take() else { return };
         rec.outcome = Outcome::Cancelled;
         rec.ended_ms = Some(self.clock.now().timestamp_millis());
         rec.error = Some(match self.term.revoke_reason() {
             Some(r) => format!("term lost: {r}"),
             None => "the run was dropped".to_owned(),
         });
-        crate::metrics::job_slot(&rec.job, Outcome::Cancelled);
-        handle.spawn(async move {
-            if let Err(e) = store.finish_run(&rec).await {
-                tracing::warn!(job = %rec.job, slot_ms = rec.slot_ms, error = %e, "cannot record the cancelled run");
-            }
-        });
+        crate::metrics::job_slot(&self.metric, Outcome::Cancelled);
+        let (job, slot_ms) = (rec.job.clone(), rec.slot_ms);
+        let q = Queued { write: Write::Finish(rec), term: self.term.clone(), metric: Arc::clone(&self.metric) };
+        if tx.send(q).is_err() {
+            tracing::warn!(%job, slot_ms, "cannot record the cancelled run: the job's record writer stopped");
+        }
     }
+}
+
+/// An instant as records' texts print it (RFC 3339, milliseconds, UTC).
+fn instant(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// A graceful end of the term (stop, step down): a run that then returns tells its own
@@ -520,6 +606,58 @@ mod tests {
         assert!(p.backoff_before(2, 0.0) >= Duration::from_millis(800));
         assert!(p.backoff_before(2, 0.999) <= Duration::from_millis(1200));
         assert_eq!(p.backoff_before(40, 0.5), RunPolicy::MAX_BACKOFF);
+    }
+
+    fn recording(timeout: Duration) -> Recording {
+        Recording {
+            metric: "j".into(),
+            job: "j".into(),
+            store: None,
+            node: "n".into(),
+            policy: RunPolicy { attempts: 3, backoff: Duration::from_millis(100), timeout: Some(timeout) },
+            control: None,
+            clock: WallClock::System,
+            writer: Writer::default(),
+        }
+    }
+
+    /// What one attempt of a body that sleeps `body` and then returns `result` comes to,
+    /// under a 400 ms timeout, and how its record says it.
+    async fn attempt_of(body: Duration, result: Result<(), &'static str>) -> (Outcome, Option<String>) {
+        let now = Instant::now();
+        let cell = crate::term::SessionCell::new(
+            crate::backend::SessionId::new("s"),
+            now + Duration::from_secs(60),
+            Duration::from_secs(1),
+        );
+        let term = Term::new("j".into(), 1, Arc::new(cell), now);
+        let rec = recording(Duration::from_millis(400));
+        let fut = async move {
+            sleep(body).await;
+            result.map_err(BoxError::from)
+        };
+        let out = rec.attempt(&term, fut, CancellationToken::new(), None).await;
+        rec.outcome_of(&out, &term, SlotKind::Scheduled)
+    }
+
+    /// A timed-out attempt is recorded as what its body did. A body ready when its timer
+    /// fires (both expired together, as after the process was stopped past the timeout) is
+    /// polled first and ran; one that returns `Ok` within the grace after the timeout signal
+    /// ran too, its record saying it finished late (never retried: `ran` is not a failure);
+    /// an error within the grace, or no answer, is `timed_out`.
+    #[tokio::test(start_paused = true)]
+    async fn a_timed_out_attempt_is_recorded_as_what_its_body_did() {
+        for _ in 0..20 {
+            assert_eq!(attempt_of(Duration::from_millis(400), Ok(())).await, (Outcome::Ran, None));
+        }
+        let (outcome, error) = attempt_of(Duration::from_millis(700), Ok(())).await;
+        assert_eq!(outcome, Outcome::Ran);
+        assert!(error.as_deref().is_some_and(|e| e.starts_with("finished after its timeout of 400ms")), "{error:?}");
+        let (outcome, error) = attempt_of(Duration::from_millis(700), Err("stopped")).await;
+        assert_eq!(outcome, Outcome::TimedOut);
+        assert_eq!(error.as_deref(), Some("timed out after 400ms; then returned: stopped"));
+        let (outcome, error) = attempt_of(Duration::from_secs(5), Ok(())).await;
+        assert_eq!((outcome, error.as_deref()), (Outcome::TimedOut, Some("timed out after 400ms")));
     }
 
     /// Issue 12 item 10: `ensure_valid`'s refusal is a decline, also when wrapped.

@@ -6,6 +6,7 @@ mod history;
 mod published;
 mod registry;
 mod schedule;
+mod writer;
 
 pub use context::JobContext;
 pub use history::{RunPolicy, WallClock};

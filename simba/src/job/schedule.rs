@@ -128,12 +128,15 @@ async fn run_fixed(
             return Ok(());
         }
         let (slot_ms, slot_wall) = slots.name();
-        if let Claimed::Run(r) = rec.claim(simba, term, slot_ms, SlotKind::Scheduled, false).await {
-            rec.execute(simba, term, r, slot_wall, SlotKind::Scheduled, run).await;
-        }
-        for skipped in slots.advance(start.elapsed()) {
-            rec.append(skipped, Outcome::SkippedRunning, term);
-        }
+        let ran = match rec.claim(simba, term, slot_ms, SlotKind::Scheduled, false).await {
+            Claimed::Run(r) => {
+                rec.execute(simba, term, r, slot_wall, SlotKind::Scheduled, run).await;
+                true
+            }
+            Claimed::Skip => false,
+        };
+        // One record for the slots that passed while the run was in flight.
+        rec.skipped_run(&slots.advance(start.elapsed()), ran.then_some(slot_wall), term);
     }
 }
 
@@ -160,12 +163,12 @@ async fn run_cron(
         rec.execute(simba, term, r, slot, SlotKind::CaughtUp, run).await;
     }
     let mut slots = CronSlots::at_term_start(now, catch_up);
+    // The last slot this loop ran, which the slots skipped next passed behind.
+    let mut in_flight = None;
     loop {
         let (skipped, next) = slots.next(cron, tz, rec.now());
-        // Slots that passed while the previous run was in flight.
-        for s in skipped {
-            rec.append(s, Outcome::SkippedRunning, term);
-        }
+        // Slots that passed while the previous run was in flight: one record.
+        rec.skipped_run(&skipped, in_flight.take(), term);
         let Some(slot) = next else {
             tracing::warn!(job = %rec.metric, "the cron expression has no further slot; the job will not run again");
             term.cancelled().await;
@@ -193,6 +196,7 @@ async fn run_cron(
         // clock is behind) is skipped.
         if let Claimed::Run(r) = rec.claim(simba, term, slot.timestamp_millis(), SlotKind::Scheduled, true).await {
             rec.execute(simba, term, r, slot, SlotKind::Scheduled, run).await;
+            in_flight = Some(slot);
         }
     }
 }

@@ -99,6 +99,7 @@ impl JobsHandle {
             policy,
             control: i.control.clone(),
             clock: i.clock,
+            writer: Default::default(),
         }
     }
 

@@ -616,6 +616,7 @@ fn plan_group(
             policy,
             control: None,
             clock: crate::job::WallClock::System,
+            writer: Default::default(),
         },
     };
     Ok(Some(PlannedGroup { spec, settings }))

@@ -5,5 +5,6 @@ mod history;
 mod jobs;
 mod macros;
 mod namespaced;
+mod records;
 mod registry;
 mod testkit;

@@ -1,0 +1,440 @@
+//! The one ordered writer of a job's history records.
+//!
+//! Every record a job writes after its claim (end records, `cancelled` from a revoke or from a
+//! dropped run, abandoned runs closed, `missed` and `skipped_running` slots) is queued here and
+//! written by one task, in the order it was queued, so that an earlier state of a slot can
+//! never land after a later one. A queued record that a newer record of the same identity
+//! `(job, kind, slot_ms)` supersedes is replaced in place: the newest state wins.
+//!
+//! A write the store refuses (an error, or no answer within the term's call timeout) is
+//! retried, the writer backing off from [`FIRST_BACKOFF`] doubling to [`MAX_BACKOFF`], until
+//! the store accepts it or it is past its deadline: the end of the term that wrote it plus
+//! [`RECORD_GRACE`] (a misconfigured store, which retrying cannot help, gives it up at once).
+//! A record given up is visible: a warning that names the job, the slot, the outcome, the
+//! attempt and the last error, and the counter `simba_job_records_lost_total`.
+//!
+//! Records are not fenced by the lease (`finish_run` checks the record's own token, `append`
+//! inserts only if absent), so a write that lands after its term ended cannot overwrite a
+//! later holder's record.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+
+use crate::Term;
+use crate::backend::BackendError;
+use crate::job_store::{Outcome, RunRecord, SharedJobStore, SlotKind};
+
+/// How long after the end of its term a record is still retried: long enough to ride out a
+/// store outage of this length after the term was lost to it (the session cannot be renewed
+/// while the store is down, so the term often ends first), bounded so that a store gone for
+/// good does not keep records queued for ever.
+pub(crate) const RECORD_GRACE: Duration = Duration::from_secs(30);
+/// The wait after a refused write.
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+/// The longest wait between two tries of a write.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// The most records one job keeps queued; past it the oldest is given up (visibly). With one
+/// record per slot identity this is hours of a 1 s job during an outage.
+pub(crate) const MAX_QUEUED: usize = 10_000;
+
+/// One record to write.
+#[derive(Debug, Clone)]
+pub(crate) enum Write {
+    /// `finish_run`: how a claimed slot ended (also `cancelled`, and abandoned runs closed).
+    Finish(RunRecord),
+    /// `append`: a slot that was not claimed (`missed`, `skipped_running`).
+    Append(RunRecord),
+    /// A scheduled or caught-up slot whose claim got no answer, as `missed`: `finish_run`
+    /// first (the claim may have taken effect and left a `running` record with this term's
+    /// token), else `append` of a scheduled slot.
+    Unclaimed(RunRecord),
+}
+
+impl Write {
+    fn record(&self) -> &RunRecord {
+        match self {
+            Write::Finish(r) | Write::Append(r) | Write::Unclaimed(r) => r,
+        }
+    }
+
+    fn identity(&self) -> (&str, SlotKind, i64) {
+        let r = self.record();
+        (&r.job, r.kind, r.slot_ms)
+    }
+}
+
+/// A write with what the writer needs to bound it.
+pub(crate) struct Queued {
+    pub(crate) write: Write,
+    /// The term that wrote it: its call timeout bounds each try, its end the retries.
+    pub(crate) term: Term,
+    /// The job's name in metrics (the group's name for a partition).
+    pub(crate) metric: Arc<str>,
+}
+
+/// A cheap handle on one job's writer; the task starts with the first record and ends once
+/// every handle is gone and its queue is written or given up.
+#[derive(Clone, Default)]
+pub(crate) struct Writer {
+    tx: Arc<OnceLock<mpsc::UnboundedSender<Queued>>>,
+}
+
+impl Writer {
+    /// The writer's queue, starting its task on first use (inside a Tokio runtime). The
+    /// sender needs no runtime: a dropped run's guard sends from `Drop`.
+    pub(crate) fn sender(&self, store: &SharedJobStore) -> &mpsc::UnboundedSender<Queued> {
+        self.tx.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(run(Arc::clone(store), rx));
+            tx
+        })
+    }
+}
+
+/// Queues `q`: replaces a queued record of the same identity, else appends it. A full queue
+/// gives its oldest record up.
+fn push(queue: &mut VecDeque<Queued>, q: Queued) {
+    if let Some(old) = queue.iter_mut().find(|o| o.write.identity() == q.write.identity()) {
+        *old = q;
+        return;
+    }
+    if queue.len() >= MAX_QUEUED
+        && let Some(oldest) = queue.pop_front()
+    {
+        give_up(&oldest, &format!("more than {MAX_QUEUED} records of the job were waiting for the store"));
+    }
+    queue.push_back(q);
+}
+
+/// The writer's task: the head of the queue is written (retried) before the next.
+async fn run(store: SharedJobStore, mut rx: mpsc::UnboundedReceiver<Queued>) {
+    let mut queue = VecDeque::new();
+    let mut open = true;
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        if queue.is_empty() {
+            if !open {
+                return;
+            }
+            match rx.recv().await {
+                Some(q) => push(&mut queue, q),
+                None => return,
+            }
+        }
+        while let Ok(q) = rx.try_recv() {
+            push(&mut queue, q);
+        }
+        let Some(head) = queue.front() else { continue };
+        match write(&store, head).await {
+            Ok(()) => {
+                queue.pop_front();
+                backoff = FIRST_BACKOFF;
+            }
+            Err(Refused { error, permanent }) => {
+                if permanent || Instant::now() >= deadline(&head.term) {
+                    give_up(head, &error);
+                    queue.pop_front();
+                    continue;
+                }
+                tracing::debug!(job = %head.write.record().job, slot_ms = head.write.record().slot_ms, %error, ?backoff, "the store refused a record; retrying");
+                let until = Instant::now() + backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                // Records queued meanwhile are taken in, so that a newer state of the head
+                // replaces it before the next try.
+                while open {
+                    tokio::select! {
+                        q = rx.recv() => match q {
+                            Some(q) => push(&mut queue, q),
+                            None => open = false,
+                        },
+                        () = sleep_until(until) => break,
+                    }
+                }
+                sleep_until(until).await;
+            }
+        }
+    }
+}
+
+/// The last instant a record of `term` is tried: the term's end plus [`RECORD_GRACE`] (while
+/// the term lasts, its deadline moves with each renewal).
+fn deadline(term: &Term) -> Instant {
+    term.deadline() + RECORD_GRACE
+}
+
+struct Refused {
+    error: String,
+    permanent: bool,
+}
+
+impl From<BackendError> for Refused {
+    fn from(e: BackendError) -> Self {
+        let permanent = matches!(e, BackendError::Misconfigured(_));
+        Refused { error: e.to_string(), permanent }
+    }
+}
+
+/// One try of `q`, within the term's call timeout (the renewal period once the term ended:
+/// the timeout of a call made for an ended session is zero).
+async fn write(store: &SharedJobStore, q: &Queued) -> Result<(), Refused> {
+    let to = match q.term.call_timeout() {
+        d if d.is_zero() => q.term.session().period(),
+        d => d,
+    };
+    match tokio::time::timeout(to, write_once(store, &q.write)).await {
+        Ok(r) => r,
+        Err(_) => Err(Refused { error: format!("the store did not answer within {to:?}"), permanent: false }),
+    }
+}
+
+async fn write_once(store: &SharedJobStore, w: &Write) -> Result<(), Refused> {
+    match w {
+        Write::Finish(r) => {
+            if !store.finish_run(r).await? {
+                // Retention dropped it, or a later holder's record took its identity.
+                tracing::debug!(job = %r.job, slot_ms = r.slot_ms, outcome = %r.outcome, "the slot's record was gone (retention)");
+            }
+        }
+        Write::Append(r) => {
+            store.append(r).await?;
+        }
+        Write::Unclaimed(r) => {
+            if !store.finish_run(r).await? {
+                let mut a = r.clone();
+                a.kind = SlotKind::Scheduled;
+                store.append(&a).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn give_up(q: &Queued, error: &str) {
+    let r = q.write.record();
+    crate::metrics::job_record_lost(&q.metric);
+    tracing::warn!(
+        job = %r.job,
+        slot_ms = r.slot_ms,
+        kind = %r.kind,
+        outcome = %r.outcome,
+        attempt = r.attempt,
+        token = r.token,
+        error,
+        "gave up a job record: the store did not take it before its deadline (the end of its term plus {RECORD_GRACE:?}); the history lacks this state of the slot"
+    );
+}
+
+/// The `missed` record of a slot whose claim got no answer (`error` says what the store did).
+pub(crate) fn unclaimed(mut running: RunRecord, error: &str) -> RunRecord {
+    running.outcome = Outcome::Missed;
+    running.attempt = 0;
+    running.started_ms = None;
+    running.ended_ms = None;
+    running.error = Some(crate::job_store::truncate_error(&format!(
+        "the store did not answer: {error} (the slot's claim failed, so it did not run)"
+    )));
+    running
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+    use tokio::sync::broadcast;
+
+    use super::*;
+    use crate::RevokeReason;
+    use crate::backend::BackendResult;
+    use crate::backend::SessionId;
+    use crate::job_store::{BoxFuture, Claim, ClaimRequest, JobState, JobStore};
+    use crate::term::SessionCell;
+
+    /// Takes `finish_run` and `append` in the order they come, after refusing the first
+    /// `refuse` of them.
+    #[derive(Default)]
+    struct Log {
+        refuse: AtomicU32,
+        taken: Mutex<Vec<RunRecord>>,
+    }
+
+    impl Log {
+        fn take(&self, r: &RunRecord) -> BackendResult<bool> {
+            if self.refuse.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+                return Err(BackendError::Unavailable { message: "refused".into(), source: None });
+            }
+            self.taken.lock().map_err(|_| BackendError::Protocol("poisoned".into()))?.push(r.clone());
+            Ok(true)
+        }
+        fn taken(&self) -> Vec<(i64, Outcome, u32)> {
+            let taken = self.taken.lock().map(|t| t.clone()).unwrap_or_default();
+            taken.iter().map(|r| (r.slot_ms, r.outcome, r.attempt)).collect()
+        }
+    }
+
+    fn unused<T>() -> BackendResult<T> {
+        Err(BackendError::Protocol("not used by the writer".into()))
+    }
+
+    impl JobStore for Log {
+        fn claim_run<'a>(&'a self, _: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>> {
+            Box::pin(async { unused() })
+        }
+        fn finish_run<'a>(&'a self, r: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+            Box::pin(async move { self.take(r) })
+        }
+        fn append<'a>(&'a self, r: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+            Box::pin(async move { self.take(r) })
+        }
+        fn history<'a>(&'a self, _: &'a str, _: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>> {
+            Box::pin(async { unused() })
+        }
+        fn job<'a>(&'a self, _: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>> {
+            Box::pin(async { unused() })
+        }
+        fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
+            Box::pin(async { unused() })
+        }
+        fn set_paused<'a>(&'a self, _: &'a str, _: bool) -> BoxFuture<'a, BackendResult<bool>> {
+            Box::pin(async { unused() })
+        }
+        fn trigger<'a>(&'a self, _: &'a str, _: i64) -> BoxFuture<'a, BackendResult<u64>> {
+            Box::pin(async { unused() })
+        }
+        fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
+            Box::pin(async { unused() })
+        }
+        fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
+            None
+        }
+        fn publish_registry<'a>(&'a self, _: &'a SessionId, _: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
+            Box::pin(async { unused() })
+        }
+        fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
+            Box::pin(async { unused() })
+        }
+        fn retention(&self) -> usize {
+            100
+        }
+        fn keeping(&self, _: usize) -> SharedJobStore {
+            Arc::new(Log::default())
+        }
+        fn describe(&self) -> String {
+            "log".into()
+        }
+    }
+
+    /// A term whose session's local deadline is `lasts` from now.
+    fn term_for(lasts: Duration) -> Term {
+        let now = Instant::now();
+        let cell = SessionCell::new(SessionId::new("s1"), now + lasts, Duration::from_millis(500));
+        Term::new("j".into(), 1, Arc::new(cell), now)
+    }
+
+    fn term() -> Term {
+        term_for(Duration::from_secs(3))
+    }
+
+    fn record(slot_ms: i64, outcome: Outcome, attempt: u32) -> RunRecord {
+        let mut r = RunRecord::not_run("j", slot_ms, outcome);
+        r.attempt = attempt;
+        r.token = 1;
+        r
+    }
+
+    fn queued(write: Write, term: &Term) -> Queued {
+        Queued { write, term: term.clone(), metric: "j".into() }
+    }
+
+    /// No lost records: writes are taken in the order queued, retried while the store
+    /// refuses them, and a queued state of a slot that a newer one supersedes is never
+    /// written after it (attempt 1's `retried` and a `cancelled` give way to attempt 2's end).
+    #[tokio::test(start_paused = true)]
+    async fn writes_in_order_and_the_newest_state_of_a_slot_wins() {
+        let log = Arc::new(Log { refuse: AtomicU32::new(3), ..Log::default() });
+        let store: SharedJobStore = log.clone();
+        let (writer, term) = (Writer::default(), term());
+        let tx = writer.sender(&store);
+        for w in [
+            Write::Finish(record(1, Outcome::Retried, 1)),
+            Write::Append(record(2, Outcome::SkippedRunning, 0)),
+            Write::Finish(record(1, Outcome::Cancelled, 1)),
+            Write::Finish(record(1, Outcome::Failed, 2)),
+            Write::Append(record(3, Outcome::SkippedRunning, 0)),
+        ] {
+            assert!(tx.send(queued(w, &term)).is_ok());
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            log.taken(),
+            vec![(1, Outcome::Failed, 2), (2, Outcome::SkippedRunning, 0), (3, Outcome::SkippedRunning, 0)]
+        );
+        // A state queued while an earlier one of the same slot is being retried replaces it.
+        log.refuse.store(2, Ordering::SeqCst);
+        assert!(tx.send(queued(Write::Finish(record(4, Outcome::Retried, 1)), &term)).is_ok());
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert!(tx.send(queued(Write::Finish(record(4, Outcome::Ran, 2)), &term)).is_ok());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(log.taken().last(), Some(&(4, Outcome::Ran, 2)));
+        assert_eq!(log.taken().len(), 4);
+    }
+
+    /// Counts `simba_job_records_lost_total`.
+    struct Lost(Arc<AtomicU64>);
+
+    impl metrics::Recorder for Lost {
+        fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+        fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+        fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+        fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+            if key.name() == crate::metrics::names::JOB_RECORDS_LOST {
+                metrics::Counter::from_arc(Arc::clone(&self.0))
+            } else {
+                metrics::Counter::noop()
+            }
+        }
+        fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+            metrics::Gauge::noop()
+        }
+        fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+            metrics::Histogram::noop()
+        }
+    }
+
+    /// A record given up is visible: retried while its term lasts and for the grace after its
+    /// end, then counted in `simba_job_records_lost_total` (and logged); the records after it
+    /// are still written.
+    #[test]
+    fn a_record_given_up_after_its_terms_end_and_grace_is_counted() {
+        let lost = Arc::new(AtomicU64::new(0));
+        let recorder = Lost(Arc::clone(&lost));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build();
+        let rt = rt.unwrap_or_else(|e| panic!("runtime: {e}"));
+        let log = Arc::new(Log { refuse: AtomicU32::new(u32::MAX), ..Log::default() });
+        let counted = metrics::with_local_recorder(&recorder, || {
+            rt.block_on(async {
+                let store: SharedJobStore = log.clone();
+                let (writer, ended, lasting) = (Writer::default(), term(), term_for(Duration::from_secs(3600)));
+                let tx = writer.sender(&store);
+                assert!(tx.send(queued(Write::Finish(record(1, Outcome::Ran, 1)), &ended)).is_ok());
+                assert!(tx.send(queued(Write::Append(record(2, Outcome::SkippedRunning, 0)), &lasting)).is_ok());
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                ended.revoke(RevokeReason::Stopped);
+                tokio::time::sleep(RECORD_GRACE - Duration::from_secs(1)).await;
+                let before = lost.load(Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                // The record of the term that lasts is still being retried.
+                log.refuse.store(0, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                before
+            })
+        });
+        assert_eq!(counted, 0, "not before the end of the term and its grace");
+        assert_eq!(lost.load(Ordering::SeqCst), 1);
+        assert_eq!(log.taken(), vec![(2, Outcome::SkippedRunning, 0)]);
+    }
+}

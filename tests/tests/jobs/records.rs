@@ -1,0 +1,532 @@
+//! No lost records (the engine's part of "the job history must never starve the leases", items
+//! 2 and 4): every record of a job goes through one ordered writer that retries a write the
+//! store refused until the store accepts it or its term is over, and gives a record up only
+//! visibly; a slot whose claim got no answer is recorded `missed` once the store answers; a
+//! timed-out attempt is recorded as what its body did; skipped slots are coalesced. On the
+//! in-memory store behind a jobs store that fails on demand, under paused Tokio time (the
+//! scheduler's wall clock follows Tokio's). Tests are named by item.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use simba::backend::memory::MemoryBackend;
+use simba::backend::{
+    Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
+};
+use simba::job::{JobPolicy, Misfire, Schedule, ScheduledJob, WallClock};
+use simba::job_store::{
+    BoxFuture, Claim, ClaimRequest, JobState, JobStore, Outcome, RunRecord, SharedJobStore, SlotKind,
+};
+use simba::runtime::RunningRuntime;
+use simba::{Runtime, RuntimeConfig, Term};
+use tokio::sync::broadcast;
+use tokio::time::sleep;
+
+const S: fn(u64) -> Duration = Duration::from_secs;
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+/// Renewals every 500 ms, a 3 s lease.
+const TOML: &str = "[session]\nlease_duration = \"3s\"\nrenew_interval = \"500ms\"\n";
+
+fn base() -> DateTime<Utc> {
+    DateTime::from_timestamp(1_780_000_000, 0).expect("valid")
+}
+
+/// How the jobs store misbehaves (the lease calls always go through).
+#[derive(Default)]
+struct Faults {
+    /// The next this many `finish_run` and `append` calls fail.
+    fail_writes: AtomicU32,
+    /// Every call fails: the store is unreachable.
+    down: AtomicBool,
+    /// `claim_run` takes effect but its answer never comes.
+    lose_claim_replies: AtomicBool,
+}
+
+struct FlakyJobs {
+    inner: SharedJobStore,
+    faults: Arc<Faults>,
+}
+
+impl FlakyJobs {
+    fn down(&self) -> BackendResult<()> {
+        if self.faults.down.load(Ordering::SeqCst) {
+            return Err(BackendError::Unavailable { message: "connection refused".into(), source: None });
+        }
+        Ok(())
+    }
+
+    fn write(&self) -> BackendResult<()> {
+        self.down()?;
+        let refused = self.faults.fail_writes.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if refused.is_ok() {
+            return Err(BackendError::Unavailable { message: "write refused".into(), source: None });
+        }
+        Ok(())
+    }
+}
+
+impl JobStore for FlakyJobs {
+    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>> {
+        Box::pin(async move {
+            self.down()?;
+            let claim = self.inner.claim_run(req).await;
+            if self.faults.lose_claim_replies.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            claim
+        })
+    }
+    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(async move {
+            self.write()?;
+            self.inner.finish_run(record).await
+        })
+    }
+    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(async move {
+            self.write()?;
+            self.inner.append(record).await
+        })
+    }
+    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>> {
+        Box::pin(async move {
+            self.down()?;
+            self.inner.history(job, limit).await
+        })
+    }
+    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>> {
+        Box::pin(async move {
+            self.down()?;
+            self.inner.job(job).await
+        })
+    }
+    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
+        Box::pin(async move {
+            self.down()?;
+            self.inner.jobs().await
+        })
+    }
+    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
+        self.inner.set_paused(job, paused)
+    }
+    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>> {
+        self.inner.trigger(job, at_ms)
+    }
+    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
+        Box::pin(async move {
+            self.down()?;
+            self.inner.control_version().await
+        })
+    }
+    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
+        self.inner.subscribe_control()
+    }
+    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
+        self.inner.publish_registry(session, registry)
+    }
+    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
+        self.inner.registries()
+    }
+    fn retention(&self) -> usize {
+        self.inner.retention()
+    }
+    fn keeping(&self, records: usize) -> SharedJobStore {
+        Arc::new(FlakyJobs { inner: self.inner.keeping(records), faults: Arc::clone(&self.faults) })
+    }
+    fn describe(&self) -> String {
+        format!("flaky({})", self.inner.describe())
+    }
+}
+
+/// The in-memory backend whose jobs store is a [`FlakyJobs`].
+#[derive(Clone)]
+struct FlakyBackend {
+    inner: MemoryBackend,
+    faults: Arc<Faults>,
+}
+
+impl Backend for FlakyBackend {
+    fn open_session(&self, ttl: Duration) -> impl Future<Output = BackendResult<SessionGrant>> + Send {
+        self.inner.open_session(ttl)
+    }
+    fn keep_alive(
+        &self,
+        session: &SessionId,
+        held: HeldDigest,
+    ) -> impl Future<Output = BackendResult<KeepAlive>> + Send {
+        self.inner.keep_alive(session, held)
+    }
+    fn acquire(&self, session: &SessionId, name: &str) -> impl Future<Output = BackendResult<Acquire>> + Send {
+        self.inner.acquire(session, name)
+    }
+    fn release(&self, session: &SessionId, name: &str, token: u64) -> impl Future<Output = BackendResult<bool>> + Send {
+        self.inner.release(session, name, token)
+    }
+    fn close_session(&self, session: &SessionId) -> impl Future<Output = BackendResult<()>> + Send {
+        self.inner.close_session(session)
+    }
+    fn owned(&self, session: &SessionId) -> impl Future<Output = BackendResult<Vec<(String, u64)>>> + Send {
+        self.inner.owned(session)
+    }
+    fn claim_slot(
+        &self,
+        session: &SessionId,
+        name: &str,
+        token: u64,
+        slot: i64,
+    ) -> impl Future<Output = BackendResult<bool>> + Send {
+        self.inner.claim_slot(session, name, token, slot)
+    }
+    fn join_group(&self, session: &SessionId, group: &str) -> impl Future<Output = BackendResult<Join>> + Send {
+        self.inner.join_group(session, group)
+    }
+    fn leave_group(&self, session: &SessionId, group: &str) -> impl Future<Output = BackendResult<()>> + Send {
+        self.inner.leave_group(session, group)
+    }
+    fn members(&self, group: &str) -> impl Future<Output = BackendResult<Vec<SessionId>>> + Send {
+        self.inner.members(group)
+    }
+    fn inspect(&self) -> impl Future<Output = BackendResult<StoreSnapshot>> + Send {
+        self.inner.inspect()
+    }
+    fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
+        self.inner.subscribe_releases()
+    }
+    fn job_store(&self) -> Option<SharedJobStore> {
+        let inner: SharedJobStore = Arc::new(self.inner.jobs());
+        Some(Arc::new(FlakyJobs { inner, faults: Arc::clone(&self.faults) }))
+    }
+    fn describe(&self) -> String {
+        format!("flaky({})", self.inner.describe())
+    }
+}
+
+async fn node(
+    store: &MemoryBackend,
+    faults: &Arc<Faults>,
+    job: ScheduledJob,
+    policy: Option<JobPolicy>,
+) -> RunningRuntime {
+    let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
+    let backend = FlakyBackend { inner: store.clone(), faults: Arc::clone(faults) };
+    let mut b = Runtime::builder()
+        .config(config)
+        .without_registry()
+        .backend(backend)
+        .seed(1)
+        .wall_clock(WallClock::follow_tokio_from(base()))
+        .job(job);
+    if let Some(p) = policy {
+        b = b.policy(p);
+    }
+    let r = b.start().await.expect("start");
+    r.simba().live().await.expect("live");
+    r
+}
+
+async fn history(store: &MemoryBackend, job: &str) -> Vec<RunRecord> {
+    let mut h = store.jobs().history(job, 1000).await.map_err(|e| e.to_string()).expect("history");
+    h.reverse();
+    h
+}
+
+fn every_second(name: &'static str, run: simba::job::ScheduledFn) -> ScheduledJob {
+    ScheduledJob { name, lease: name, schedule: Schedule::cron("* * * * * *"), misfire: Misfire::Skip, run }
+}
+
+/// Log lines written while a test runs (the test's runtime is single-threaded, so a
+/// thread-local subscriber sees every task's events).
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn capture_warnings() -> (Logs, tracing::subscriber::DefaultGuard) {
+    let logs = Logs::default();
+    let w = logs.clone();
+    let sub = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(move || w.clone())
+        .finish();
+    (logs, tracing::subscriber::set_default(sub))
+}
+
+static ALWAYS_FAILS: AtomicU32 = AtomicU32::new(0);
+
+fn always_fails(_term: Term) -> simba::job::JobFuture {
+    simba::job::job_future(async move {
+        let n = ALWAYS_FAILS.fetch_add(1, Ordering::SeqCst);
+        Err::<(), _>(std::io::Error::other(format!("attempt {} failed", n + 1)))
+    })
+}
+
+/// Item 2 (no lost records): the store refuses the first three record writes. Each attempt's
+/// end record is retried in order until the store takes it, so the slot's last record names
+/// the last attempt (`failed`, attempt 3 of 3), never an earlier state; today's one-shot
+/// writes left the slot `running`, attempt 1.
+#[tokio::test(start_paused = true)]
+async fn item2_end_records_are_retried_in_order_until_accepted() {
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let job = ScheduledJob {
+        name: "r_order",
+        lease: "r_order",
+        schedule: Schedule::cron("0 0 0 1 1 *"),
+        misfire: Misfire::Skip,
+        run: always_fails,
+    };
+    let policy = JobPolicy { name: "r_order", retry: 2, backoff: Some(MS(100)), timeout: None };
+    let a = node(&store, &faults, job, Some(policy)).await;
+    faults.fail_writes.store(3, Ordering::SeqCst);
+    simba::admin::Jobs::for_backend(&store)
+        .expect("store")
+        .with_registered(["r_order"])
+        .trigger("r_order")
+        .await
+        .expect("trigger");
+    sleep(S(3)).await;
+    assert_eq!(faults.fail_writes.load(Ordering::SeqCst), 0, "the store refused three writes");
+    let h = history(&store, "r_order").await;
+    a.shutdown().await;
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!((h[0].outcome, h[0].attempt, h[0].attempts), (Outcome::Failed, 3, 3), "{h:?}");
+    assert_eq!(h[0].error.as_deref(), Some("attempt 3 failed"), "{h:?}");
+}
+
+static GIVEN_UP_RUNS: AtomicU32 = AtomicU32::new(0);
+
+fn given_up(_term: Term) -> simba::job::JobFuture {
+    simba::job::job_future(async move {
+        GIVEN_UP_RUNS.fetch_add(1, Ordering::SeqCst);
+        Ok::<(), std::io::Error>(())
+    })
+}
+
+/// Item 2 (a record that could not be written is visible): the store takes the claim but no
+/// record write. While the term lasts the end record is retried; once the term ended and the
+/// grace after it ran out, it is given up with a warning that names the job, the slot, the
+/// outcome, the attempt and the last error.
+#[tokio::test(start_paused = true)]
+async fn item2_a_record_given_up_is_logged_with_its_slot() {
+    let (logs, _guard) = capture_warnings();
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let job = ScheduledJob {
+        name: "r_lost",
+        lease: "r_lost",
+        schedule: Schedule::cron("0 0 0 1 1 *"),
+        misfire: Misfire::Skip,
+        run: given_up,
+    };
+    let a = node(&store, &faults, job, None).await;
+    faults.fail_writes.store(u32::MAX, Ordering::SeqCst);
+    simba::admin::Jobs::for_backend(&store)
+        .expect("store")
+        .with_registered(["r_lost"])
+        .trigger("r_lost")
+        .await
+        .expect("trigger");
+    sleep(S(2)).await;
+    assert_eq!(GIVEN_UP_RUNS.load(Ordering::SeqCst), 1);
+    let h = history(&store, "r_lost").await;
+    assert_eq!(h.len(), 1, "{h:?}");
+    let slot_ms = h[0].slot_ms;
+    assert!(!logs.text().contains("gave up"), "not while the term lasts: {}", logs.text());
+    a.shutdown().await;
+    // The grace after the term's end is 30 s.
+    sleep(S(40)).await;
+    let text = logs.text();
+    let line = text.lines().find(|l| l.contains("gave up")).unwrap_or_else(|| panic!("no warning: {text}"));
+    for field in ["job=r_lost", &format!("slot_ms={slot_ms}"), "outcome=ran", "attempt=1", "write refused"] {
+        assert!(line.contains(field), "{field} missing: {line}");
+    }
+    assert_eq!(history(&store, "r_lost").await[0].outcome, Outcome::Running, "the store took no write");
+}
+
+static TICKS: AtomicU32 = AtomicU32::new(0);
+
+fn tick(_term: Term) -> simba::job::JobFuture {
+    simba::job::job_future(async move {
+        TICKS.fetch_add(1, Ordering::SeqCst);
+        Ok::<(), std::io::Error>(())
+    })
+}
+
+/// Item 2 (a slot that could not be claimed is recorded): the jobs store is unreachable for
+/// 3.5 s while the lease stays held (the term survives the outage). The slots whose claim
+/// failed are recorded `missed`, with the store's error, once it answers again; every slot of
+/// the window has exactly one record.
+#[tokio::test(start_paused = true)]
+async fn item2_slots_not_claimed_in_an_outage_are_recorded_missed() {
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let a = node(&store, &faults, every_second("r_outage", tick), None).await;
+    sleep(MS(2_500)).await;
+    faults.down.store(true, Ordering::SeqCst);
+    sleep(MS(3_500)).await;
+    faults.down.store(false, Ordering::SeqCst);
+    sleep(MS(2_800)).await;
+    let h = history(&store, "r_outage").await;
+    a.shutdown().await;
+    let missed: Vec<&RunRecord> = h.iter().filter(|r| r.outcome == Outcome::Missed).collect();
+    assert_eq!(missed.len(), 3, "{h:?}");
+    for r in &missed {
+        let e = r.error.as_deref().unwrap_or("");
+        assert!(e.starts_with("the store did not answer") && e.contains("connection refused"), "{r:?}");
+        assert_eq!(r.kind, SlotKind::Scheduled);
+    }
+    let slots: Vec<i64> = h.iter().map(|r| r.slot_ms).collect();
+    for w in slots.windows(2) {
+        assert_eq!(w[1] - w[0], 1_000, "one record per slot, none missing: {h:?}");
+    }
+    assert!(h.iter().all(|r| matches!(r.outcome, Outcome::Ran | Outcome::Missed)), "{h:?}");
+}
+
+/// Item 2: a claim that took effect in the store but whose answer never came (the claim's
+/// call timed out) leaves a `running` record of a slot that did not run; once the store
+/// answers it says `missed` with the reason.
+#[tokio::test(start_paused = true)]
+async fn item2_a_claim_whose_answer_was_lost_is_recorded_missed() {
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let a = node(&store, &faults, every_second("r_lost_reply", tick), None).await;
+    sleep(MS(1_500)).await;
+    faults.lose_claim_replies.store(true, Ordering::SeqCst);
+    sleep(MS(1_000)).await;
+    faults.lose_claim_replies.store(false, Ordering::SeqCst);
+    sleep(MS(1_900)).await;
+    let h = history(&store, "r_lost_reply").await;
+    a.shutdown().await;
+    assert!(h.iter().all(|r| r.outcome != Outcome::Running), "a slot left running: {h:?}");
+    let missed: Vec<&RunRecord> = h.iter().filter(|r| r.outcome == Outcome::Missed).collect();
+    assert_eq!(missed.len(), 1, "{h:?}");
+    assert!(missed[0].error.as_deref().unwrap_or("").starts_with("the store did not answer"), "{h:?}");
+}
+
+static LATE_RUNS: AtomicU32 = AtomicU32::new(0);
+
+/// Returns `Ok` 300 ms after its 400 ms timeout, ignoring the cancellation signal.
+fn late_ok(_term: Term) -> simba::job::JobFuture {
+    simba::job::job_future(async move {
+        LATE_RUNS.fetch_add(1, Ordering::SeqCst);
+        sleep(MS(700)).await;
+        Ok::<(), std::io::Error>(())
+    })
+}
+
+/// Item 2 (a timed-out attempt is recorded as what its body did): a body that completes `Ok`
+/// within the grace after its timeout signal is recorded `ran`, with text saying it finished
+/// after its timeout, and is not retried.
+#[tokio::test(start_paused = true)]
+async fn item2_a_body_that_completes_ok_in_the_grace_is_ran_and_not_retried() {
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let job = ScheduledJob {
+        name: "r_late",
+        lease: "r_late",
+        schedule: Schedule::cron("0 0 0 1 1 *"),
+        misfire: Misfire::Skip,
+        run: late_ok,
+    };
+    let policy = JobPolicy { name: "r_late", retry: 2, backoff: Some(MS(100)), timeout: Some(MS(400)) };
+    let a = node(&store, &faults, job, Some(policy)).await;
+    simba::admin::Jobs::for_backend(&store)
+        .expect("store")
+        .with_registered(["r_late"])
+        .trigger("r_late")
+        .await
+        .expect("trigger");
+    sleep(S(4)).await;
+    let h = history(&store, "r_late").await;
+    a.shutdown().await;
+    assert_eq!(LATE_RUNS.load(Ordering::SeqCst), 1, "an attempt that completed is never retried: {h:?}");
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!((h[0].outcome, h[0].attempt), (Outcome::Ran, 1), "{h:?}");
+    let e = h[0].error.as_deref().unwrap_or("");
+    assert!(e.contains("after its timeout of 400ms"), "{h:?}");
+}
+
+static TIED_RUNS: AtomicU32 = AtomicU32::new(0);
+
+/// Completes exactly when its 400 ms timeout fires.
+fn tied(_term: Term) -> simba::job::JobFuture {
+    simba::job::job_future(async move {
+        TIED_RUNS.fetch_add(1, Ordering::SeqCst);
+        sleep(MS(400)).await;
+        Ok::<(), std::io::Error>(())
+    })
+}
+
+/// Item 2: a body whose completion and timer are ready together (a process stopped past the
+/// timeout and continued) is polled first and wins: every slot is `ran`, none retried.
+#[tokio::test(start_paused = true)]
+async fn item2_a_body_ready_with_its_timer_wins() {
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let policy = JobPolicy { name: "r_tied", retry: 2, backoff: Some(MS(100)), timeout: Some(MS(400)) };
+    let a = node(&store, &faults, every_second("r_tied", tied), Some(policy)).await;
+    sleep(MS(20_500)).await;
+    let h = history(&store, "r_tied").await;
+    a.shutdown().await;
+    assert!(h.len() >= 19, "{h:?}");
+    assert!(h.iter().all(|r| r.outcome == Outcome::Ran && r.attempt == 1 && r.error.is_none()), "{h:?}");
+    assert_eq!(TIED_RUNS.load(Ordering::SeqCst) as usize, h.len());
+}
+
+static SLOW_RUNS: AtomicU32 = AtomicU32::new(0);
+
+/// Outlasts nine periods of its 100 ms job.
+fn slow(_term: Term) -> simba::job::JobFuture {
+    simba::job::job_future(async move {
+        SLOW_RUNS.fetch_add(1, Ordering::SeqCst);
+        sleep(MS(950)).await;
+        Ok::<(), std::io::Error>(())
+    })
+}
+
+/// Item 4 (skipped slots coalesced): a 100 ms fixed-rate job whose run lasts 950 ms writes
+/// one `skipped_running` record per run of consecutive skipped slots, named after the first,
+/// saying how many slots it stands for, instead of one record per 100 ms.
+#[tokio::test(start_paused = true)]
+async fn item4_skipped_slots_are_one_record_per_run() {
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let job = ScheduledJob {
+        name: "r_skip",
+        lease: "r_skip",
+        schedule: Schedule::FixedRate(MS(100)),
+        misfire: Misfire::Skip,
+        run: slow,
+    };
+    let a = node(&store, &faults, job, None).await;
+    sleep(MS(5_050)).await;
+    let h = history(&store, "r_skip").await;
+    a.shutdown().await;
+    let ran = h.iter().filter(|r| r.outcome == Outcome::Ran).count();
+    let skipped: Vec<&RunRecord> = h.iter().filter(|r| r.outcome == Outcome::SkippedRunning).collect();
+    assert!(ran >= 4, "{h:?}");
+    assert!(skipped.len() <= ran + 1, "one record per run of skipped slots: {} for {ran} runs: {h:?}", skipped.len());
+    let first = skipped.first().unwrap_or_else(|| panic!("no skipped record: {h:?}"));
+    let e = first.error.as_deref().unwrap_or("");
+    assert!(e.starts_with("9 slots skipped through "), "{first:?}");
+    assert!(e.contains("was still in flight"), "{first:?}");
+}
