@@ -294,8 +294,11 @@ pub struct JobState {
 ///
 /// * Records are identified by `(job, kind, slot_ms)`; at most one exists per identity.
 /// * The store keeps at most [`retention`](JobStore::retention) records per job: after any
-///   write it drops the job's oldest records (by `slot_ms`, then kind) past that bound.
-///   Control rows and the last claimed slot are never dropped.
+///   finish ([`finish_run`](JobStore::finish_run), whether or not it matched) or append that
+///   inserted, it drops the job's oldest records (by `slot_ms`, then kind) past that bound. A
+///   claim may leave the job one record over the bound until its run's finish (stores may also
+///   trim there): the claim is what a lease's renewal may wait behind, and its record is always
+///   followed by its end record. Control rows and the last claimed slot are never dropped.
 /// * Pause, trigger and the last claimed slot survive reconnects and restarts of clients.
 /// * A partition job name `g/i` is paused when `g/i` or `g` is paused.
 pub trait JobStore: Send + Sync + 'static {
@@ -372,7 +375,8 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// The same store keeping at most `records` records per job (at least 1) from its next
     /// write on (`[history] retention` in `simba.toml`). Reads and control are unchanged; a
-    /// lower bound than the records already stored drops the oldest at the job's next write.
+    /// lower bound than the records already stored drops the oldest at the job's next finish
+    /// or append.
     /// Where nodes are configured differently, each write trims to its writer's bound.
     fn keeping(&self, records: usize) -> SharedJobStore;
 

@@ -33,6 +33,7 @@ pub const RULES: &[&str] = &[
     "jobs_manual_slots_are_distinct_within_one_millisecond",
     "jobs_control_version_moves",
     "jobs_control_broadcast_where_supported",
+    "jobs_control_broadcast_covers_pause_and_resume",
     "jobs_lists_known_jobs",
     "jobs_pause_survives_reopen",
     "jobs_registry_lives_with_its_session",
@@ -450,6 +451,29 @@ pub async fn jobs_control_broadcast_where_supported<B: Backend>(b: B) {
     assert_eq!(heard, Ok(true), "the trigger of `{job}` was not broadcast");
 }
 
+/// Where the store broadcasts control changes, a pause and a resume are heard too, not only
+/// run-now requests: a holder stops and starts a job at once (an empty name, a store's "read
+/// the control version again", may come between them).
+pub async fn jobs_control_broadcast_covers_pause_and_resume<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let Some(mut rx) = store.subscribe_control() else { return };
+    let job = unique("job");
+    for (paused, what) in [(true, "pause"), (false, "resume")] {
+        ok(store.set_paused(&job, paused).await, what);
+        let heard = tokio::time::timeout(crate::tck::conformance::TTL * 2, async {
+            loop {
+                match rx.recv().await {
+                    Ok(n) if n == job => return true,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => return false,
+                }
+            }
+        })
+        .await;
+        assert_eq!(heard, Ok(true), "the {what} of `{job}` was not broadcast");
+    }
+}
+
 /// `jobs()` lists every job with a record or a control row, ordered by name, with its state.
 pub async fn jobs_lists_known_jobs<B: Backend>(b: B) {
     let store = store_of(&b);
@@ -577,6 +601,7 @@ macro_rules! jobs_suite {
             jobs_manual_slots_are_distinct_within_one_millisecond,
             jobs_control_version_moves,
             jobs_control_broadcast_where_supported,
+            jobs_control_broadcast_covers_pause_and_resume,
             jobs_lists_known_jobs,
             jobs_registry_lives_with_its_session,
             jobs_registry_expires_with_its_session

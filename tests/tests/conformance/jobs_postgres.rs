@@ -28,6 +28,19 @@ async fn jobs_store_is_on_by_default() {
     assert!(backend.without_job_store().job_store().is_none(), "PostgreSQL: without_job_store left it on");
 }
 
+/// Run now at once on PostgreSQL: the jobs store broadcasts control changes (the control
+/// routine notifies, the backend's listener forwards), so `jobs_control_broadcast_where_supported`
+/// and `jobs_control_broadcast_covers_pause_and_resume` check delivery here rather than finding
+/// no subscription and returning.
+#[tokio::test]
+async fn jobs_store_broadcasts_control_changes() {
+    use simba::backend::Backend;
+    let backend = make().await;
+    let store = backend.job_store().expect("on by default");
+    assert!(store.subscribe_control().is_some(), "PostgreSQL: no control broadcast");
+    assert!(store.keeping(5).subscribe_control().is_some(), "PostgreSQL: keeping() lost the control broadcast");
+}
+
 /// Issue 12 (ADR 0012, amendment "the SQL claim in one round trip"): a user that may not create
 /// the jobs tables and routines gets an error that prints them (the function bodies included);
 /// once an administrator ran that script and granted DML, the same user's store claims through
@@ -61,7 +74,7 @@ async fn jobs_store_of_a_user_without_ddl_rights_prints_the_routines() {
     let err = store.history("job", 10).await.expect_err("the user may not create the jobs tables");
     let msg = err.to_string();
     assert!(matches!(err, BackendError::Misconfigured(_)), "{err:?}");
-    for expected in ["CREATE TABLE IF NOT EXISTS simba_job ", "simba_claim_run_v1", "simba_job_control_v1", "$simba$"] {
+    for expected in ["CREATE TABLE IF NOT EXISTS simba_job ", "simba_claim_run_v2", "simba_job_control_v2", "$simba$"] {
         assert!(msg.contains(expected), "missing {expected:?} in: {msg}");
     }
     // The administrator runs the printed script (everything after the first line) and grants.

@@ -39,6 +39,14 @@
 //! task that `LISTEN`s on its own connection, reconnects when the connection drops, and feeds
 //! [`subscribe_releases`](Backend::subscribe_releases); the task ends with the backend's last
 //! clone. A notification lost while reconnecting only delays a candidate to its next attempt.
+//!
+//! Job control: the jobs store's pause, resume and run-now routine notifies
+//! [`CONTROL_CHANNEL`] with the job's name, and the same listener, on the same connection,
+//! forwards those names to the jobs store's
+//! [`subscribe_control`](crate::job_store::JobStore::subscribe_control), so a holder hears a
+//! run-now request when it commits rather than at its next poll of the control version. After
+//! the listener reconnects it sends an empty name, once it listens again: the changes made
+//! while it was away were not notified to it, so a subscriber reads the control version again.
 
 use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
@@ -60,6 +68,10 @@ mod listen;
 
 /// The channel that `release` and `close_session` notify with the freed lease's name.
 pub const RELEASE_CHANNEL: &str = "simba_released";
+
+/// The channel that the jobs store's control routine (pause, resume, run now) notifies with
+/// the job's name.
+pub const CONTROL_CHANNEL: &str = "simba_job_control";
 
 /// Capacity of the release broadcast; a subscriber that falls further behind skips names
 /// (and then relies on its next attempt).
@@ -318,6 +330,9 @@ struct Inner {
     /// mid-statement drops its connection and the next one connects afresh.
     renewer: tokio::sync::Mutex<Renewer>,
     releases: broadcast::Sender<String>,
+    /// The names of jobs whose control changed, and an empty name after the listener
+    /// reconnected (see [`CONTROL_CHANNEL`]).
+    controls: broadcast::Sender<String>,
     /// Stops the release listener when the last clone is dropped.
     _listener: DropGuard,
 }
@@ -430,11 +445,12 @@ impl PostgresBackend {
     async fn with_description(pool: PgPool, description: Arc<str>) -> BackendResult<Self> {
         create_schema(&pool, &description).await?;
         let (releases, _) = broadcast::channel(RELEASE_BUFFER);
+        let (controls, _) = broadcast::channel(RELEASE_BUFFER);
         let stop = CancellationToken::new();
         let (ready_tx, ready_rx) = oneshot::channel();
         tokio::spawn(listen::forward_releases(
             (*pool.connect_options()).clone(),
-            releases.clone(),
+            listen::Channels { releases: releases.clone(), controls: controls.clone() },
             stop.clone(),
             Arc::clone(&description),
             ready_tx,
@@ -454,6 +470,7 @@ impl PostgresBackend {
                 options,
                 renewer: tokio::sync::Mutex::new(renewer),
                 releases,
+                controls,
                 _listener: stop.drop_guard(),
             }),
             jobs: true,
@@ -705,7 +722,8 @@ impl Backend for PostgresBackend {
 
     fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
         self.jobs.then(|| {
-            Arc::new(super::jobs::SqlJobStore::new(self.inner.sql.clone())) as crate::backend::job_store::SharedJobStore
+            Arc::new(super::jobs::SqlJobStore::new(self.inner.sql.clone()).with_control(self.inner.controls.clone()))
+                as crate::backend::job_store::SharedJobStore
         })
     }
 
