@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
 use super::context::JobContext;
 use super::registry::JobFuture;
-use super::writer::{Queued, Write, Writer, unclaimed};
+use super::writer::{Queued, Write, Writer, WriterTx, unclaimed};
 use crate::job_store::{Claim, ClaimRequest, Outcome, RunRecord, SharedJobStore, SlotKind, truncate_error};
 use crate::{BoxError, Error, RevokeReason, Simba, Term};
 
@@ -459,7 +459,7 @@ impl Recording {
         tokio::pin!(timed_out);
         // The election drops this future when the term is lost (H3): the guard still
         // records the slot as cancelled.
-        let sender = self.store.as_ref().map(|s| self.writer.sender(s).clone());
+        let sender = self.store.as_ref().map(|s| self.writer.sender(s));
         let guard = CancelGuard {
             rec: sender.zip(rec.cloned()),
             term: term.clone(),
@@ -522,7 +522,7 @@ impl Recording {
 /// writer, whose queue takes a record without a runtime (the future may be dropped by a
 /// runtime shutting down).
 struct CancelGuard {
-    rec: Option<(mpsc::UnboundedSender<Queued>, RunRecord)>,
+    rec: Option<(WriterTx, RunRecord)>,
     term: Term,
     clock: WallClock,
     metric: Arc<str>,

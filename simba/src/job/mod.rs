@@ -19,6 +19,7 @@ pub use registry::{
 };
 
 pub(crate) use history::{Recording, node_name};
+pub(crate) use writer::{Pending, Writer};
 
 #[cfg(feature = "testing")]
 pub(crate) use crate::core::slots::next_slot;

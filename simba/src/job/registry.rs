@@ -140,7 +140,11 @@ pub struct JobPolicy {
     pub retry: u32,
     /// The first wait before a retry (doubling, capped, jittered).
     pub backoff: Option<Duration>,
-    /// A run that outlives this is cancelled and recorded `timed_out`.
+    /// A run that outlives this is signalled (its context's cancellation) and given a grace of
+    /// one second: a run that still returns `Ok` within the grace is recorded `ran`, with a
+    /// note that it finished after its timeout, and is not retried; one that fails or does
+    /// not return is recorded `timed_out`. A run that is ready when its timer fires (the
+    /// process was paused past the timeout) counts as finished in time.
     pub timeout: Option<Duration>,
 }
 

@@ -76,42 +76,108 @@ pub(crate) struct Queued {
     pub(crate) metric: Arc<str>,
 }
 
+/// How many records the writers of one runtime still hold (queued or being written), so that
+/// a graceful stop can wait for them before it closes the session.
+#[derive(Default)]
+pub(crate) struct Pending {
+    count: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+impl Pending {
+    fn add(&self) {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn done(&self) {
+        if self.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// Records not yet written or given up.
+    pub(crate) fn count(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until every record handed to these writers was written or given up, for at most
+    /// `limit`; returns how many are still held.
+    pub(crate) async fn drained(&self, limit: Duration) -> usize {
+        let until = Instant::now() + limit;
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.count() == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(until, idle).await.is_err() {
+                return self.count();
+            }
+        }
+    }
+}
+
 /// A cheap handle on one job's writer; the task starts with the first record and ends once
 /// every handle is gone and its queue is written or given up.
 #[derive(Clone, Default)]
 pub(crate) struct Writer {
     tx: Arc<OnceLock<mpsc::UnboundedSender<Queued>>>,
+    pending: Arc<Pending>,
+}
+
+/// The sending side of a job's writer: counts what it hands over in the runtime's
+/// [`Pending`]. Sending needs no runtime (a dropped run's guard sends from `Drop`).
+#[derive(Clone)]
+pub(crate) struct WriterTx {
+    tx: mpsc::UnboundedSender<Queued>,
+    pending: Arc<Pending>,
+}
+
+impl WriterTx {
+    /// Queues `q`; `Err` when the writer's task has stopped (its runtime is gone).
+    pub(crate) fn send(&self, q: Queued) -> Result<(), ()> {
+        self.pending.add();
+        self.tx.send(q).map_err(|_| self.pending.done())
+    }
 }
 
 impl Writer {
-    /// The writer's queue, starting its task on first use (inside a Tokio runtime). The
-    /// sender needs no runtime: a dropped run's guard sends from `Drop`.
-    pub(crate) fn sender(&self, store: &SharedJobStore) -> &mpsc::UnboundedSender<Queued> {
-        self.tx.get_or_init(|| {
+    /// A writer whose records count in `pending` (one per runtime).
+    pub(crate) fn counted(pending: Arc<Pending>) -> Self {
+        Writer { tx: Arc::default(), pending }
+    }
+
+    /// The writer's queue, starting its task on first use (inside a Tokio runtime).
+    pub(crate) fn sender(&self, store: &SharedJobStore) -> WriterTx {
+        let tx = self.tx.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(run(Arc::clone(store), rx));
+            tokio::spawn(run(Arc::clone(store), rx, Arc::clone(&self.pending)));
             tx
-        })
+        });
+        WriterTx { tx: tx.clone(), pending: Arc::clone(&self.pending) }
     }
 }
 
 /// Queues `q`: replaces a queued record of the same identity, else appends it. A full queue
 /// gives its oldest record up.
-fn push(queue: &mut VecDeque<Queued>, q: Queued) {
+fn push(queue: &mut VecDeque<Queued>, q: Queued, pending: &Pending) {
     if let Some(old) = queue.iter_mut().find(|o| o.write.identity() == q.write.identity()) {
         *old = q;
+        pending.done();
         return;
     }
     if queue.len() >= MAX_QUEUED
         && let Some(oldest) = queue.pop_front()
     {
         give_up(&oldest, &format!("more than {MAX_QUEUED} records of the job were waiting for the store"));
+        pending.done();
     }
     queue.push_back(q);
 }
 
 /// The writer's task: the head of the queue is written (retried) before the next.
-async fn run(store: SharedJobStore, mut rx: mpsc::UnboundedReceiver<Queued>) {
+async fn run(store: SharedJobStore, mut rx: mpsc::UnboundedReceiver<Queued>, pending: Arc<Pending>) {
     let mut queue = VecDeque::new();
     let mut open = true;
     let mut backoff = FIRST_BACKOFF;
@@ -121,23 +187,25 @@ async fn run(store: SharedJobStore, mut rx: mpsc::UnboundedReceiver<Queued>) {
                 return;
             }
             match rx.recv().await {
-                Some(q) => push(&mut queue, q),
+                Some(q) => push(&mut queue, q, &pending),
                 None => return,
             }
         }
         while let Ok(q) = rx.try_recv() {
-            push(&mut queue, q);
+            push(&mut queue, q, &pending);
         }
         let Some(head) = queue.front() else { continue };
         match write(&store, head).await {
             Ok(()) => {
                 queue.pop_front();
+                pending.done();
                 backoff = FIRST_BACKOFF;
             }
             Err(Refused { error, permanent }) => {
                 if permanent || Instant::now() >= deadline(&head.term) {
                     give_up(head, &error);
                     queue.pop_front();
+                    pending.done();
                     continue;
                 }
                 tracing::debug!(job = %head.write.record().job, slot_ms = head.write.record().slot_ms, %error, ?backoff, "the store refused a record; retrying");
@@ -148,7 +216,7 @@ async fn run(store: SharedJobStore, mut rx: mpsc::UnboundedReceiver<Queued>) {
                 while open {
                     tokio::select! {
                         q = rx.recv() => match q {
-                            Some(q) => push(&mut queue, q),
+                            Some(q) => push(&mut queue, q, &pending),
                             None => open = false,
                         },
                         () = sleep_until(until) => break,

@@ -9,8 +9,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{PlannedGroup, PlannedJob, RuntimeConfig, plan_group, plan_scheduled};
+use std::time::Duration;
+
 use crate::job::{
-    JobPolicy, JobSettings, PartitionedJob, Recording, RunPolicy, ScheduledJob, WallClock, run_group, run_scheduled,
+    JobPolicy, JobSettings, PartitionedJob, Pending, Recording, RunPolicy, ScheduledJob, WallClock, Writer, run_group,
+    run_scheduled,
 };
 use crate::job_store::SharedJobStore;
 use crate::{ConfigError, Election, Error, Simba, Term};
@@ -44,6 +47,8 @@ struct Inner {
     running: Mutex<BTreeMap<String, Running>>,
     /// Moves whenever a job starts or stops, so that the node publishes its registry again.
     changed: watch::Sender<u64>,
+    /// The records the jobs' writers still hold, which a graceful stop waits for.
+    pending: Arc<Pending>,
 }
 
 enum Running {
@@ -81,7 +86,18 @@ impl JobsHandle {
         clock: WallClock,
     ) -> Self {
         let (changed, _) = watch::channel(0);
-        let inner = Inner { simba, config, policies, store, control, node, clock, running: Mutex::default(), changed };
+        let inner = Inner {
+            simba,
+            config,
+            policies,
+            store,
+            control,
+            node,
+            clock,
+            running: Mutex::default(),
+            changed,
+            pending: Arc::default(),
+        };
         JobsHandle { inner: Arc::new(inner) }
     }
 
@@ -99,7 +115,7 @@ impl JobsHandle {
             policy,
             control: i.control.clone(),
             clock: i.clock,
-            writer: Default::default(),
+            writer: Writer::counted(Arc::clone(&i.pending)),
         }
     }
 
@@ -266,6 +282,16 @@ impl JobsHandle {
         }
         futures_util::future::join_all(groups.into_iter().map(stop)).await;
         futures_util::future::join_all(elections.into_iter().map(stop)).await;
+    }
+
+    /// Waits, for at most `limit`, until the jobs' writers have written (or given up) every
+    /// record handed to them: the end records of the runs a stop just ended would otherwise
+    /// die with the process. Records still held then are named in a warning.
+    pub(super) async fn flush_records(&self, limit: Duration) {
+        let left = self.inner.pending.drained(limit).await;
+        if left > 0 {
+            tracing::warn!(records = left, waited = ?limit, "stopping with job records the store has not taken; the history lacks them");
+        }
     }
 }
 

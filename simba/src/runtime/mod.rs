@@ -370,6 +370,9 @@ impl RunningRuntime {
     /// Hands every job and partition over in the H1 order, then closes the session.
     pub async fn shutdown(self) {
         self.jobs.stop_all().await;
+        // The runs just ended wrote their end records; the session stays open until the store
+        // took them (or the bound passed), so a graceful stop loses no history.
+        self.jobs.flush_records(RECORDS_AT_STOP).await;
         self.control_stop.cancel();
         self.simba.close().await;
         #[cfg(feature = "prometheus")]
@@ -621,6 +624,9 @@ fn plan_group(
     };
     Ok(Some(PlannedGroup { spec, settings }))
 }
+
+/// How long a graceful stop waits for the jobs' last records to reach the store.
+const RECORDS_AT_STOP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// In a namespace, the names the store keeps are longer (`namespace~name`): refuses a job
 /// whose longest lease or job name would not fit, at start, rather than at its first call.

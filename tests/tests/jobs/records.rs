@@ -530,3 +530,48 @@ async fn item4_skipped_slots_are_one_record_per_run() {
     assert!(e.starts_with("9 slots skipped through "), "{first:?}");
     assert!(e.contains("was still in flight"), "{first:?}");
 }
+
+static AT_STOP_RUNS: AtomicU32 = AtomicU32::new(0);
+
+/// Runs until its term is handed over, then returns `Ok`.
+fn runs_until_stopped(term: Term) -> simba::job::JobFuture {
+    simba::job::job_future(async move {
+        AT_STOP_RUNS.fetch_add(1, Ordering::SeqCst);
+        term.cancelled().await;
+        Ok::<(), std::io::Error>(())
+    })
+}
+
+/// Item 2 (no lost records) at a graceful stop: the run that the stop ends writes its end
+/// record while the store refuses writes for a while; the stop waits for the record writer
+/// before it closes the session, so the record lands (`ran`, ended), not the `running` the
+/// claim wrote. Without the wait the end record died with the runtime.
+#[tokio::test(start_paused = true)]
+async fn item2_a_graceful_stop_waits_for_the_last_records() {
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let job = ScheduledJob {
+        name: "r_stop",
+        lease: "r_stop",
+        schedule: Schedule::cron("0 0 0 1 1 *"),
+        misfire: Misfire::Skip,
+        run: runs_until_stopped,
+    };
+    let a = node(&store, &faults, job, None).await;
+    simba::admin::Jobs::for_backend(&store)
+        .expect("store")
+        .with_registered(["r_stop"])
+        .trigger("r_stop")
+        .await
+        .expect("trigger");
+    sleep(S(1)).await;
+    assert_eq!(AT_STOP_RUNS.load(Ordering::SeqCst), 1, "the requested run started");
+    assert_eq!(history(&store, "r_stop").await.last().map(|r| r.outcome), Some(Outcome::Running));
+    faults.fail_writes.store(4, Ordering::SeqCst);
+    a.shutdown().await;
+    assert_eq!(faults.fail_writes.load(Ordering::SeqCst), 0, "the store refused four writes");
+    let h = history(&store, "r_stop").await;
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!(h[0].outcome, Outcome::Ran, "the end record reached the store before the stop returned: {h:?}");
+    assert!(h[0].ended_ms.is_some(), "{h:?}");
+}
