@@ -255,15 +255,22 @@ fn unmap<'a>(namespace: Option<&Namespace>, stored: &'a str) -> Option<&'a str> 
     }
 }
 
-/// A receiver of the names in `rx` that belong to `namespace`, unmapped, fed by a task that
-/// ends when `rx` closes, or at the first name it would pass on once every receiver is gone.
-/// `None` outside a Tokio runtime.
+/// A receiver of the names in `rx` that belong to `namespace`, unmapped (and of the empty
+/// name, which belongs to every namespace), fed by a task that ends when `rx` closes, or at the
+/// first name it would pass on once every receiver is gone. `None` outside a Tokio runtime.
 fn forward(mut rx: broadcast::Receiver<String>, namespace: Option<Namespace>) -> Option<broadcast::Receiver<String>> {
     let handle = tokio::runtime::Handle::try_current().ok()?;
     let (tx, out) = broadcast::channel(1024);
     handle.spawn(async move {
         loop {
             match rx.recv().await {
+                // An empty name names no job: a store's "read the control version again" (after
+                // its listener reconnected), meant for every namespace.
+                Ok(name) if name.is_empty() => {
+                    if tx.send(name).is_err() {
+                        break;
+                    }
+                }
                 Ok(name) => {
                     if let Some(n) = unmap(namespace.as_ref(), &name)
                         && tx.send(n.to_owned()).is_err()

@@ -234,6 +234,81 @@ async fn release_listener_ends_with_the_backend() {
     assert!(end.is_ok(), "the listener outlived the backend");
 }
 
+/// The listening connections (`LISTEN` was their last statement) of this server.
+async fn listener_pids(root: &PgPool) -> Vec<i32> {
+    sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' ORDER BY pid")
+        .fetch_all(root)
+        .await
+        .expect("read pg_stat_activity")
+}
+
+/// The next name `rx` hears within `within` that `wanted` accepts.
+async fn heard(
+    rx: &mut tokio::sync::broadcast::Receiver<String>,
+    within: Duration,
+    wanted: impl Fn(&str) -> bool,
+) -> Option<String> {
+    let until = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(until, rx.recv()).await {
+            Ok(Ok(name)) if wanted(&name) => return Some(name),
+            Ok(Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
+            Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) | Err(_) => return None,
+        }
+    }
+}
+
+/// Run now at once on PostgreSQL: a trigger made through one backend's jobs store reaches
+/// another backend instance's `subscribe_control()` by `NOTIFY` (the delivery times are
+/// printed: trigger call to receipt). When that instance's listening connection is killed
+/// (`pg_terminate_backend`), a trigger made meanwhile is not lost: the listener, once it
+/// listens again, sends an empty name (read the control version again), the store then shows
+/// the request pending, and the next trigger is delivered by `NOTIFY` again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_changes_reach_other_instances_and_survive_a_killed_listener() {
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    let root = admin(&url).await;
+    let a = connect(&url).await;
+    let before = listener_pids(&root).await;
+    let b = connect(&url).await;
+    let (store_a, store_b) = (a.job_store().expect("jobs store"), b.job_store().expect("jobs store"));
+    let mut rx = store_b.subscribe_control().expect("PostgreSQL broadcasts control changes");
+    let own: Vec<i32> = listener_pids(&root).await.into_iter().filter(|p| !before.contains(p)).collect();
+    assert_eq!(own.len(), 1, "the second backend's listener among {own:?}");
+
+    let mut took = Vec::new();
+    for _ in 0..20 {
+        let job = unique("run-now");
+        let at = std::time::Instant::now();
+        store_a.trigger(&job, 1_780_000_000_000).await.expect("trigger");
+        let got = heard(&mut rx, Duration::from_secs(5), |n| n == job).await;
+        assert_eq!(got.as_deref(), Some(job.as_str()), "the trigger of {job} did not reach the other instance");
+        took.push(at.elapsed());
+    }
+    took.sort();
+    eprintln!(
+        "PostgreSQL trigger -> other instance's subscribe_control: p50 {:?}, max {:?} (20 triggers)",
+        took[took.len() / 2],
+        took[took.len() - 1]
+    );
+
+    exec(&root, format!("SELECT pg_terminate_backend({})", own[0])).await;
+    let missed = unique("while-away");
+    store_a.trigger(&missed, 1_780_000_000_000).await.expect("trigger while the listener is away");
+    // Its NOTIFY may or may not have reached the dying connection; the wake must come anyway.
+    let wake = heard(&mut rx, Duration::from_secs(10), str::is_empty).await;
+    assert!(wake.is_some(), "no wake after the listener's connection was killed");
+    let state = store_b.job(&missed).await.expect("read the job").expect("the job is known");
+    assert!(state.trigger_pending_ms.is_some(), "the trigger made while the listener was away is not pending");
+    let after = unique("after");
+    store_a.trigger(&after, 1_780_000_000_000).await.expect("trigger");
+    let got = heard(&mut rx, Duration::from_secs(5), |n| n == after).await;
+    assert_eq!(got.as_deref(), Some(after.as_str()), "delivery did not resume after the listener reconnected");
+    let now: Vec<i32> = listener_pids(&root).await.into_iter().filter(|p| !before.contains(p)).collect();
+    assert!(now.len() == 1 && now[0] != own[0], "the listener did not reconnect: {now:?}, killed {}", own[0]);
+}
+
 // ---- S1 on the wire -------------------------------------------------------------------------
 
 /// Splits the client's byte stream into PostgreSQL frontend messages: untyped start-up
