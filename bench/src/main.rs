@@ -1,4 +1,4 @@
-//! simba's benchmarks beside their anchors: runs P1-P11 against the servers of
+//! simba's benchmarks beside their anchors: runs P1-P13 against the servers of
 //! `scripts/backends.sh` and writes `BENCHMARKS.md` and `benches/*.svg`.
 //!
 //! Run it with `bash scripts/bench.sh` (starts the servers, builds in release, runs this,
@@ -12,6 +12,7 @@
 mod counting;
 mod fairness;
 mod fleet;
+mod history;
 mod measures;
 mod report;
 mod startup;
@@ -350,6 +351,35 @@ async fn main() -> Result<()> {
             match startup::p11(t, trials, 8, &run).await {
                 Ok(row) => r.p11.push(row),
                 Err(e) => r.error(&format!("P11 {}", t.kind.label()), e),
+            }
+        }
+    }
+    // P12 and P13 (issue 38): renewal latency beside history at full retention, and run-now
+    // latency, one backend at a time (SQLite, PostgreSQL and Redis unless --backends says).
+    if wants("p12") || wants("p13") {
+        let secs = if plan.quick { 5 } else { 30 };
+        let triggers = if plan.quick { 5 } else { 20 };
+        for t in &ts {
+            let default = matches!(t.kind, Kind::Sqlite | Kind::Postgres | Kind::Redis);
+            if !(wants_backend(&args, t.kind) && (default || args.backends.is_some())) {
+                continue;
+            }
+            if wants("p12") {
+                step(&format!(
+                    "P12 renewal latency, {}: history at retention 10,000 and a 100 ms job, {secs} s on, {secs} s off",
+                    t.kind.label()
+                ));
+                match history::p12(t, secs, &run).await {
+                    Ok(row) => r.p12.push(row),
+                    Err(e) => r.error(&format!("P12 {}", t.kind.label()), e),
+                }
+            }
+            if wants("p13") {
+                step(&format!("P13 run-now latency, {}: {triggers} requests", t.kind.label()));
+                match history::p13(t, triggers, &run).await {
+                    Ok(row) => r.p13.push(row),
+                    Err(e) => r.error(&format!("P13 {}", t.kind.label()), e),
+                }
             }
         }
     }
