@@ -944,7 +944,7 @@ where
                 if delimited {
                     script.push("DELIMITER ;".to_owned());
                 }
-                script.push("-- the nodes' user also needs EXECUTE on these two routines".to_owned());
+                script.push("-- the nodes' user also needs EXECUTE on these routines".to_owned());
             }
             return BackendError::Misconfigured(format!(
                 "{}: cannot create the jobs tables ({e}); run this once as an administrator, then grant SELECT, \
