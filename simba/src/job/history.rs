@@ -404,7 +404,7 @@ impl Recording {
                 }),
             ),
             Attempt::Done(Ok(())) => (if kind == SlotKind::CaughtUp { Outcome::CaughtUp } else { Outcome::Ran }, None),
-            Attempt::Done(Err(e)) if is_decline(e.as_ref()) => (Outcome::Declined, Some(e.to_string())),
+            Attempt::Done(Err(e)) if is_decline(e.as_ref(), term) => (Outcome::Declined, Some(e.to_string())),
             Attempt::Done(Err(e)) => match term.revoke_reason() {
                 Some(r) if !graceful(r) => (Outcome::Cancelled, Some(format!("term lost: {r}: {e}"))),
                 _ => (Outcome::Failed, Some(e.to_string())),
@@ -563,12 +563,19 @@ fn graceful(r: RevokeReason) -> bool {
     matches!(r, RevokeReason::Stopped | RevokeReason::SteppedDown)
 }
 
-/// Whether a run's error is its refusal to start because the term is ending
-/// (`term.ensure_valid(..)?`, issue 12 item 10).
-pub(crate) fn is_decline(e: &(dyn std::error::Error + 'static)) -> bool {
+/// Whether a run's error is its refusal to start because `term` is ending
+/// (`term.ensure_valid(..)?`), also when wrapped. An error type that erases what it wraps
+/// (`anyhow::Error` converted into a boxed error keeps the refusal's text but not its type) is
+/// recognised by the refusal's own message for this term's lease and token.
+pub(crate) fn is_decline(e: &(dyn std::error::Error + 'static), term: &Term) -> bool {
+    let refusal = format!("term of lease `{}` (token {}) is not valid for another ", term.name(), term.token());
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
         if matches!(err.downcast_ref::<Error>(), Some(Error::TermExpired { .. })) {
+            return true;
+        }
+        let text = err.to_string();
+        if text.starts_with(&refusal) && text.ends_with(": stop this step and wait for the next term") {
             return true;
         }
         cur = err.source();
@@ -660,13 +667,34 @@ mod tests {
         assert_eq!((outcome, error.as_deref()), (Outcome::TimedOut, Some("timed out after 400ms")));
     }
 
-    /// Issue 12 item 10: `ensure_valid`'s refusal is a decline, also when wrapped.
+    /// `ensure_valid`'s refusal is a decline, also when wrapped: by a `source()` chain, and by
+    /// `anyhow::Error`, whose conversion into a boxed error keeps the refusal's text but not
+    /// its type (a job returning `anyhow::Result` was recorded `failed` when it declined).
     #[test]
     fn term_expired_is_a_decline() {
-        let e: BoxError =
-            Box::new(Error::TermExpired { name: "x".into(), token: 1, min_remaining: Duration::from_millis(200) });
-        assert!(is_decline(e.as_ref()));
+        let now = Instant::now();
+        let cell = crate::term::SessionCell::new(crate::backend::SessionId::new("s"), now, Duration::from_secs(1));
+        let term = Term::new("x".into(), 1, Arc::new(cell), now);
+        let refusal = || term.ensure_valid(Duration::from_millis(200)).expect_err("the term has no time left");
+        let e: BoxError = Box::new(refusal());
+        assert!(is_decline(e.as_ref(), &term));
+        let wrapped: BoxError = Box::new(std::io::Error::other(refusal()));
+        assert!(is_decline(wrapped.as_ref(), &term), "through source()");
+        let erased: BoxError = anyhow::Error::from(refusal()).into();
+        assert!(erased.downcast_ref::<Error>().is_none(), "anyhow erases the type");
+        assert!(is_decline(erased.as_ref(), &term), "through anyhow");
+        let with_context: BoxError = anyhow::Error::from(refusal()).context("settling batch 7").into();
+        assert!(is_decline(with_context.as_ref(), &term), "through anyhow with context");
         let other: BoxError = "boom".into();
-        assert!(!is_decline(other.as_ref()));
+        assert!(!is_decline(other.as_ref(), &term));
+        let other_term = Term::new(
+            "y".into(),
+            2,
+            Arc::new(crate::term::SessionCell::new(crate::backend::SessionId::new("s"), now, Duration::from_secs(1))),
+            now,
+        );
+        let theirs: BoxError =
+            anyhow::Error::from(other_term.ensure_valid(Duration::ZERO).expect_err("expired")).into();
+        assert!(!is_decline(theirs.as_ref(), &term), "another term's refusal is this run's failure");
     }
 }
