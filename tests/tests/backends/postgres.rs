@@ -435,12 +435,18 @@ async fn open_is_one_simple_query_and_collects_dead_sessions() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     wire.take();
     let live = b.open_session(Duration::from_secs(120)).await.expect("open").id;
+    // sqlx pings a connection (one `Sync`) when it goes back to the pool, which the open's task
+    // does after it handed the answer over: that ping lands in the window or not depending on
+    // which task runs first. Wait for it, so that it is always counted, and count it apart.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let traffic = wire.take();
     eprintln!("opening a session on PostgreSQL: {}", traffic.per(1));
     assert_eq!(traffic.messages.get(&'Q'), Some(&1), "one simple query: {traffic:?}");
     assert_eq!(traffic.messages.get(&'P'), None, "nothing prepared: {traffic:?}");
     assert_eq!(traffic.messages.get(&'E'), None, "no extended-protocol statement: {traffic:?}");
-    assert_eq!(traffic.round_trips, 1, "{traffic:?}");
+    let release_pings = traffic.messages.get(&'S').copied().unwrap_or(0);
+    assert!(release_pings <= 1, "at most the pool's ping on release: {traffic:?}");
+    assert_eq!(traffic.round_trips, 1 + release_pings, "the open is one round trip: {traffic:?}");
 
     let count = |sql: &'static str| {
         let (db, dead) = (db.clone(), dead.clone());
