@@ -96,7 +96,8 @@ pub(crate) trait JobDialect: Dialect {
     /// How many of the [`JOB_TABLES`] tables, the [`JOB_INDEXES`](Self::JOB_INDEXES) indexes and
     /// the [`ROUTINES`](Self::ROUTINES) exist (one `BIGINT`): when all do, no DDL runs, so a user that may not create them can run the store
     /// an administrator set up (PostgreSQL checks the right to create in the schema before it
-    /// sees that a table exists, even with `IF NOT EXISTS`). SQLite: 0, the file's owner creates.
+    /// sees that a table exists, even with `IF NOT EXISTS`). Read once without a transaction, then
+    /// again under the schema's lock when something is missing.
     const SCHEMA_PRESENT: &'static str = "SELECT 0";
     /// Whether an administrator's script needs `DELIMITER` around the routines (the mysql
     /// client; psql reads PostgreSQL's dollar quoting as it is).
@@ -157,6 +158,12 @@ impl JobDialect for super::sqlite::SqliteDialect {
     /// `BEGIN IMMEDIATE` already holds the database's write lock.
     const LOCK_ROWS: &'static str = "";
     const WRITE_AND_TRIM_IN_TRANSACTION: bool = true;
+    const JOB_INDEXES: usize = 1;
+    /// Read without the write lock, so that a process whose tables exist (every `simba`
+    /// command, every node after the first) never waits for the file's write lock to start.
+    const SCHEMA_PRESENT: &'static str = "SELECT COUNT(*) FROM sqlite_master WHERE (type = 'table' AND name IN \
+         ('simba_job', 'simba_job_run', 'simba_job_version', 'simba_registry')) \
+         OR (type = 'index' AND name = 'simba_job_run_order')";
     job_statements!(super::sqlite::SqliteDialect);
 }
 
@@ -897,13 +904,22 @@ where
         self.schema
             .get_or_try_init(|| async {
                 let what = "create the jobs tables";
+                // A read first, outside any transaction: when everything exists nothing is
+                // locked (on SQLite, the file's write lock that every renewal needs).
+                let expected = JOB_TABLES + D::JOB_INDEXES + self.statements.routines.len();
+                let present: i64 = sqlx::query_scalar(D::SCHEMA_PRESENT)
+                    .fetch_one(self.sql.pool())
+                    .await
+                    .map_err(self.sql.err(what))?;
+                if usize::try_from(present).is_ok_and(|n| n >= expected) {
+                    return Ok(());
+                }
                 let mut tx = self.begin(what).await?;
                 if let Some(lock) = D::ADVISORY_LOCK {
                     sqlx::raw_sql(lock).execute(&mut *tx).await.map_err(self.sql.err(what))?;
                 }
                 let present: i64 =
                     sqlx::query_scalar(D::SCHEMA_PRESENT).fetch_one(&mut *tx).await.map_err(self.sql.err(what))?;
-                let expected = JOB_TABLES + D::JOB_INDEXES + self.statements.routines.len();
                 let missing = usize::try_from(present).map_or(true, |n| n < expected);
                 for statement in D::JOB_SCHEMA.iter().filter(|_| missing) {
                     sqlx::raw_sql(*statement).execute(&mut *tx).await.map_err(|e| self.schema_error(e))?;

@@ -109,6 +109,10 @@ const SCHEMA: [&str; 4] = [
     )",
 ];
 
+/// How many of the tables and the index of [`SCHEMA`] exist.
+const SCHEMA_PRESENT: &str = "SELECT COUNT(*) FROM sqlite_master WHERE (type = 'table' AND name IN \
+     ('simba_session', 'simba_lease', 'simba_member')) OR (type = 'index' AND name = 'simba_lease_session')";
+
 /// Takes SQLite's write lock before the first read of a read-then-write call.
 const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
 
@@ -312,8 +316,15 @@ impl SqliteBackend {
     }
 
     /// Creates the tables if they do not exist, in one transaction so that a concurrent
-    /// process never sees half a schema.
+    /// process never sees half a schema. A read of `sqlite_master` first: when every table
+    /// and index exists (every process after the first, every `simba` command), nothing takes
+    /// the file's write lock, so a process starts while another holds it.
     async fn create_schema(&self) -> BackendResult<()> {
+        let present: i64 =
+            sqlx::query_scalar(SCHEMA_PRESENT).fetch_one(self.pool()).await.map_err(self.sql.err("read the schema"))?;
+        if usize::try_from(present).is_ok_and(|n| n >= SCHEMA.len()) {
+            return Ok(());
+        }
         let mut tx = self.begin_immediate("create the schema").await?;
         for statement in SCHEMA {
             sqlx::query(statement).execute(&mut *tx).await.map_err(self.sql.err("create the schema"))?;

@@ -410,3 +410,23 @@ async fn release_by_another_pool_is_heard_and_the_watch_idles() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(waiter.release_watch_queries(), idle, "the watch kept querying after the wait ended");
 }
+
+/// A process that starts on a file whose tables exist (every `simba` command, every node after
+/// the first) reaches the jobs store without SQLite's write lock: here another connection holds
+/// that lock for the whole test, and a new backend still reads the jobs store at once. Before,
+/// the jobs schema was created in a `BEGIN IMMEDIATE` transaction on every first call, so the
+/// read waited the busy timeout (5 s) and failed: `simba jobs` and a starting node's first claim
+/// queued behind whoever held the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_process_reads_the_jobs_store_without_the_write_lock() {
+    let db = TempDb::new();
+    let first = db.backend().await;
+    let store = first.job_store().unwrap();
+    assert!(store.jobs().await.unwrap().is_empty(), "the first process creates the tables");
+    let mut holder = SqliteConnectOptions::from_str(&db.url()).unwrap().connect().await.unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut holder).await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(2), db.backend()).await.expect("connect without the lock");
+    let read = tokio::time::timeout(Duration::from_secs(2), second.job_store().unwrap().jobs()).await;
+    assert!(read.is_ok_and(|r| r.is_ok_and(|j| j.is_empty())), "read the jobs store while the write lock is held");
+    sqlx::raw_sql("ROLLBACK").execute(&mut holder).await.unwrap();
+}
