@@ -688,8 +688,9 @@ impl Results {
              fire time (wall clock when the job body starts) minus the slot. *Claim alone*: after the cron phase, \
              the same number of slot claims of one held term, one after another, each timed: the store's share \
              of the lateness. The claim is `JobStore::claim_run` (fenced claim and `running` record in one \
-             round trip) on every backend (PostgreSQL: one call of the function `simba_claim_run_v1`; \
-             MariaDB: one `CALL` of the procedure of that name). **Goal:** our p99 < 5 ms on each backend.\n"
+             round trip) on every backend (PostgreSQL: one call of the function `simba_claim_run_v2`; \
+             MariaDB: one `CALL` of the procedure of that name; the claim does not trim the history, ADR \
+             0015). **Goal:** our p99 < 5 ms on each backend.\n"
         );
         if !self.p5.is_empty() {
             let _ = writeln!(
@@ -1374,7 +1375,7 @@ fn plot_p6_maps(path: &Path, maps: &[&P6Map]) -> Result<()> {
 const P9_TEXT: &str = "Issue 12 \"Done when\": the cost of history. **Round trips** before a run starts, \
 counted by a TCP proxy in front of the store (`bench/src/counting.rs`: one exchange each time the client \
 speaks after the server did), around each call of a backend of our own that holds a term: 100 slot claims \
-with `JobStore::claim_run` (history on: fence, pause check, ledger, `running` record, retention) then 100 \
+with `JobStore::claim_run` (history on: fence, pause check, ledger, `running` record) then 100 \
 with `Backend::claim_slot` (history off: what the runtime claims with when the backend has no jobs store), \
 each window from just before the call to 20 ms after it returned, after 10 of each to warm the connections; \
 the cell is the median per call (the maximum in brackets when it differs). On PostgreSQL and MariaDB a call \
