@@ -223,7 +223,7 @@ fn clients_over<B: simba::backend::Backend + Clone>(
 }
 
 fn counted<B>(inner: B, keep_alives: &Arc<AtomicU64>) -> Counted<B> {
-    Counted { inner, keep_alives: Arc::clone(keep_alives), acquires: Arc::new(AtomicU64::new(0)) }
+    Counted::new(inner, Arc::clone(keep_alives), Arc::new(AtomicU64::new(0)))
 }
 
 /// The anchor: `locks` locks, each extended once per `period` (compare the holder's token,

@@ -19,75 +19,16 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
 use futures_util::StreamExt;
-use simba::backend::{Acquire, Backend, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId};
+use simba::backend::Backend;
 use simba::job::{JobContext, JobFuture, Misfire, Schedule, ScheduledJob};
 use simba::job_store::{Outcome, RunRecord, SharedJobStore, SlotKind};
 use simba::{Runtime, RuntimeConfig, Term};
 use tokio::time::{Instant, sleep, timeout};
 
-use crate::measures::{Kind, Target};
+use crate::measures::{Counted, Kind, Target};
 
 /// The scenario's retention (the largest `[history] retention`).
 const RETENTION: usize = 10_000;
-
-/// A backend whose keep-alives are timed; it offers the inner backend's jobs store only when
-/// `history` is on.
-struct Timed<B> {
-    inner: B,
-    history: bool,
-    /// Successful keep-alives, ms.
-    renewals: Arc<Mutex<Vec<f64>>>,
-}
-
-impl<B: Backend> Backend for Timed<B> {
-    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
-        self.inner.open_session(ttl).await
-    }
-    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
-        let t0 = Instant::now();
-        let r = self.inner.keep_alive(session, held).await;
-        if r.is_ok() {
-            self.renewals.lock().unwrap_or_else(PoisonError::into_inner).push(t0.elapsed().as_secs_f64() * 1e3);
-        }
-        r
-    }
-    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
-        self.inner.acquire(session, name).await
-    }
-    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
-        self.inner.release(session, name, token).await
-    }
-    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
-        self.inner.close_session(session).await
-    }
-    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
-        self.inner.owned(session).await
-    }
-    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
-        self.inner.claim_slot(session, name, token, slot).await
-    }
-    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
-        self.inner.join_group(session, group).await
-    }
-    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
-        self.inner.leave_group(session, group).await
-    }
-    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
-        self.inner.members(group).await
-    }
-    async fn inspect(&self) -> BackendResult<simba::backend::StoreSnapshot> {
-        self.inner.inspect().await
-    }
-    fn subscribe_releases(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        self.inner.subscribe_releases()
-    }
-    fn job_store(&self) -> Option<SharedJobStore> {
-        if self.history { self.inner.job_store() } else { None }
-    }
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-}
 
 /// Connects a new backend of `t`'s kind and passes it to `$body` as `$b`.
 macro_rules! with_backend {
@@ -212,7 +153,7 @@ pub(crate) async fn p12(t: &Target, secs: u64, run: &str) -> Result<P12Row> {
                     row.prefill_s = t0.elapsed().as_secs_f64();
                     store = Some(s);
                 }
-                let timed = Timed { inner: b, history, renewals: Arc::clone(&renewals) };
+                let timed = Counted::timed(b, Arc::clone(&renewals), history);
                 Runtime::builder()
                     .config(runtime_config(&t.url)?)
                     .without_registry()

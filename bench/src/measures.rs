@@ -138,11 +138,33 @@ pub(crate) struct P1Row {
     pub(crate) held: bool,
 }
 
-/// A backend that counts the keep-alives and acquisitions the engine sends through it.
+/// A backend that counts the keep-alives and acquisitions the engine sends through it, times
+/// its successful keep-alives when asked (P12), and offers the inner backend's jobs store only
+/// with history on (off unless asked: the measures that count renewals run without history).
 pub(crate) struct Counted<B> {
     pub(crate) inner: B,
     pub(crate) keep_alives: Arc<AtomicU64>,
     pub(crate) acquires: Arc<AtomicU64>,
+    /// Successful keep-alives, ms, when timed.
+    pub(crate) renewal_ms: Option<Arc<std::sync::Mutex<Vec<f64>>>>,
+    /// Whether the jobs store is offered.
+    pub(crate) history: bool,
+}
+
+impl<B> Counted<B> {
+    /// Counts into `keep_alives` and `acquires`; no jobs store, keep-alives not timed.
+    pub(crate) fn new(inner: B, keep_alives: Arc<AtomicU64>, acquires: Arc<AtomicU64>) -> Self {
+        Counted { inner, keep_alives, acquires, renewal_ms: None, history: false }
+    }
+
+    /// Times every successful keep-alive into `renewal_ms`; offers the jobs store only if
+    /// `history`.
+    pub(crate) fn timed(inner: B, renewal_ms: Arc<std::sync::Mutex<Vec<f64>>>, history: bool) -> Self {
+        let mut c = Counted::new(inner, Arc::default(), Arc::default());
+        c.renewal_ms = Some(renewal_ms);
+        c.history = history;
+        c
+    }
 }
 
 impl<B: Backend> Backend for Counted<B> {
@@ -151,7 +173,14 @@ impl<B: Backend> Backend for Counted<B> {
     }
     async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
         self.keep_alives.fetch_add(1, Ordering::SeqCst);
-        self.inner.keep_alive(session, held).await
+        let t0 = tokio::time::Instant::now();
+        let r = self.inner.keep_alive(session, held).await;
+        if let Some(times) = &self.renewal_ms
+            && r.is_ok()
+        {
+            times.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        r
     }
     async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
         self.acquires.fetch_add(1, Ordering::Relaxed);
@@ -184,6 +213,9 @@ impl<B: Backend> Backend for Counted<B> {
     fn subscribe_releases(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         self.inner.subscribe_releases()
     }
+    fn job_store(&self) -> Option<simba::job_store::SharedJobStore> {
+        if self.history { self.inner.job_store() } else { None }
+    }
     fn describe(&self) -> String {
         self.inner.describe()
     }
@@ -198,14 +230,10 @@ async fn counted_client(kind: Kind, url: &str, cfg: SimbaConfig) -> Result<(Simb
     let keep_alives = Arc::clone(&n);
     let acquires = Arc::new(AtomicU64::new(0));
     let simba = match kind {
-        Kind::Redis => Simba::new(Counted { inner: RedisBackend::connect(url).await?, keep_alives, acquires }, cfg)?,
-        Kind::Postgres => {
-            Simba::new(Counted { inner: PostgresBackend::connect(url).await?, keep_alives, acquires }, cfg)?
-        }
-        Kind::ZooKeeper => {
-            Simba::new(Counted { inner: ZooKeeperBackend::connect(url).await?, keep_alives, acquires }, cfg)?
-        }
-        Kind::Etcd => Simba::new(Counted { inner: EtcdBackend::connect(url).await?, keep_alives, acquires }, cfg)?,
+        Kind::Redis => Simba::new(Counted::new(RedisBackend::connect(url).await?, keep_alives, acquires), cfg)?,
+        Kind::Postgres => Simba::new(Counted::new(PostgresBackend::connect(url).await?, keep_alives, acquires), cfg)?,
+        Kind::ZooKeeper => Simba::new(Counted::new(ZooKeeperBackend::connect(url).await?, keep_alives, acquires), cfg)?,
+        Kind::Etcd => Simba::new(Counted::new(EtcdBackend::connect(url).await?, keep_alives, acquires), cfg)?,
         other => bail!("P1 does not run on {other:?}"),
     };
     timeout(Duration::from_secs(15), simba.live())
@@ -1245,12 +1273,12 @@ async fn counted_runtime(
     let b = Runtime::builder().config(cfg).without_registry().partitioned(job);
     let url = t.url.as_str();
     Ok(match t.kind {
-        Kind::Redis => b.backend(Counted { inner: RedisBackend::connect(url).await?, keep_alives, acquires }),
-        Kind::Postgres => b.backend(Counted { inner: PostgresBackend::connect(url).await?, keep_alives, acquires }),
-        Kind::MySql => b.backend(Counted { inner: MySqlBackend::connect(url).await?, keep_alives, acquires }),
-        Kind::ZooKeeper => b.backend(Counted { inner: ZooKeeperBackend::connect(url).await?, keep_alives, acquires }),
-        Kind::Etcd => b.backend(Counted { inner: EtcdBackend::connect(url).await?, keep_alives, acquires }),
-        Kind::Sqlite => b.backend(Counted { inner: SqliteBackend::connect(url).await?, keep_alives, acquires }),
+        Kind::Redis => b.backend(Counted::new(RedisBackend::connect(url).await?, keep_alives, acquires)),
+        Kind::Postgres => b.backend(Counted::new(PostgresBackend::connect(url).await?, keep_alives, acquires)),
+        Kind::MySql => b.backend(Counted::new(MySqlBackend::connect(url).await?, keep_alives, acquires)),
+        Kind::ZooKeeper => b.backend(Counted::new(ZooKeeperBackend::connect(url).await?, keep_alives, acquires)),
+        Kind::Etcd => b.backend(Counted::new(EtcdBackend::connect(url).await?, keep_alives, acquires)),
+        Kind::Sqlite => b.backend(Counted::new(SqliteBackend::connect(url).await?, keep_alives, acquires)),
     }
     .start()
     .await?)
