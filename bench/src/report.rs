@@ -1401,14 +1401,14 @@ fn p9_met(p: &crate::measures::P9Row) -> bool {
     trips_ok && summary(&p.late_on).p99 <= summary(&p.late_off).p99 + 1.0
 }
 
-const P12_TEXT: &str = "Issue 38 item 5: the job history must never starve the leases. Two runtimes on one \
-store, each with its own connection, a 1.5 s lease renewed every 500 ms and a 100 ms fixed-rate job (one holds \
-it); the job's history is prefilled to 9,990 records under `[history] retention = 10000`, so every write trims at \
-full retention. Every successful keep-alive of both is timed; then the same with the backend offering no jobs store \
-(history off). Beside it, the records the job wrote per second with history on (each a claim and an end write). \
+const P12_TEXT: &str = "The job history must never starve the leases. Six runtimes on one store, each with its \
+own connection, a 1.5 s lease renewed every 500 ms and a 100 ms fixed-rate job (one holds it); the job's history \
+is prefilled to 9,990 records under `[history] retention = 10000`, so every write trims at full retention. Every \
+successful keep-alive of all six is timed; then the same with the backend offering no jobs store (history off); \
+three rounds of both, alternately, the samples of each side pooled. Beside it, the records the job wrote per second with history on (each a claim and an end write). \
 **Goal:** renewal p99 with history within 10% of history off.\n";
 
-const P13_TEXT: &str = "Issue 38 item 4: a runtime holds a cron job that never fires by itself; a second \
+const P13_TEXT: &str = "Run now at once where the store broadcasts: a runtime holds a cron job that never fires by itself; a second \
 connection (the operator's) requests a run now with `JobStore::trigger`, one request at a time, and the time from \
 the request to the start of the holder's run is taken (the first request, which also waits for the first term, is \
 not counted). **Goal:** p50 < 50 ms where the store broadcasts control changes (PostgreSQL, Redis, ZooKeeper, etcd); \
