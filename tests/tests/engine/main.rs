@@ -1,5 +1,5 @@
 //! Engine rules on paused Tokio time with the in-memory backend and a fault-injecting wrapper
-//! (SPEC sections 1-8), and the exhaustive model check of the protocol (V1).
+//! (docs/SPEC.md sections 1-8), and the exhaustive model check of the protocol (V1).
 
 mod elections;
 mod groups;

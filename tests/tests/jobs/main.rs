@@ -1,4 +1,4 @@
-//! Jobs, macros and the runtime (SPEC section 10), and the macros' compile-time errors (J3).
+//! Jobs, macros and the runtime (docs/SPEC.md section 10), and the macros' compile-time errors (J3).
 
 mod added;
 mod history;
