@@ -8,6 +8,7 @@
 mod degraded;
 mod faults;
 mod history;
+mod history_servers;
 mod multiprocess;
 mod proxy;
 mod storage;
