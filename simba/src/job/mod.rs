@@ -1,15 +1,24 @@
 //! Jobs: scheduled and partitioned work that runs only while this node holds its term.
+//!
+//! A job's term runs top-down: the slot loop (`schedule.rs`; a partition's worker in
+//! `group.rs` runs the same loop) says which slot is due, hands it to the term's slot runner
+//! (`runner.rs`: claim, attempts, retries, timeout), which records each outcome through the
+//! job's history (`history.rs`) and its ordered writer (`writer.rs`).
 
+mod clock;
 mod context;
 mod group;
 mod history;
+mod policy;
 mod published;
 mod registry;
+mod runner;
 mod schedule;
 mod writer;
 
+pub use clock::WallClock;
 pub use context::JobContext;
-pub use history::{RunPolicy, WallClock};
+pub use policy::RunPolicy;
 pub use published::{
     JobKind, JobSettings, NodeRegistry, RegistryReport, compare as compare_registries, versions as registry_versions,
 };

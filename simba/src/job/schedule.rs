@@ -1,6 +1,7 @@
 //! The scheduler: croner for cron slots (6 fields with seconds, any IANA time zone, DST
 //! handled by croner and chrono-tz), Tokio timers for waiting, and the backend's fenced slot
-//! record so that each cron slot runs at most once across the cluster (J5).
+//! record so that each cron slot runs at most once across the cluster (J5): the slot runner
+//! (`runner.rs`) claims each slot these loops hand it.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -9,9 +10,11 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
+use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
-use super::history::{Claimed, Recording};
+use super::history::Recording;
+use super::runner::{Slot, SlotRunner};
 use super::{JobFuture, Misfire, Schedule};
 use crate::core::slots::{CronSlots, FixedRateSlots, term_start_gap, until};
 use crate::job_store::{Outcome, SlotKind};
@@ -75,10 +78,10 @@ impl Timer {
 /// Runs `run` on `timer` for as long as `term` is valid, one run at a time (J5). Returns when
 /// the term is cancelled (the election then hands over, H1) or ends.
 ///
-/// Every slot goes through [`Recording::claim`] (one store round trip: fenced, monotonic,
-/// pause-aware, and writing the `running` record) and ends with a record of its outcome
-/// (issue 12). A pending run-now request runs as a `manual` slot at the start of the term and
-/// whenever the control version moves.
+/// Every slot is handed to the term's [`SlotRunner`], which claims it (one store round trip:
+/// fenced, monotonic, pause-aware, and writing the `running` record), runs it and ends it with
+/// a record of its outcome (issue 12). A pending run-now request runs as a `manual` slot at
+/// the start of the term and whenever the control version moves.
 pub(crate) async fn run_scheduled(
     simba: Simba,
     mut rec: Recording,
@@ -87,22 +90,41 @@ pub(crate) async fn run_scheduled(
     term: Term,
     run: impl Fn(Term) -> JobFuture,
 ) -> Result<(), crate::BoxError> {
-    manual(&simba, &rec, &term, &run).await;
+    let mut run_now = RunNowRequests(rec.control.take());
+    let runner = SlotRunner::new(simba, rec, term, run);
+    manual(&runner).await;
     match timer {
-        Timer::Fixed(period) => run_fixed(&simba, &mut rec, period, &term, &run).await,
-        Timer::Cron { cron, tz } => run_cron(&simba, &mut rec, &cron, tz, misfire, &term, &run).await,
+        Timer::Fixed(period) => run_fixed(&runner, &mut run_now, period).await,
+        Timer::Cron { cron, tz } => run_cron(&runner, &mut run_now, &cron, tz, misfire).await,
+    }
+}
+
+/// Run-now requests: moves when the store's control version moved (or the store broadcast a
+/// change), which is when a request may be pending.
+struct RunNowRequests(Option<watch::Receiver<u64>>);
+
+impl RunNowRequests {
+    /// Waits until the control version moves; never completes without a store.
+    async fn changed(&mut self) {
+        match self.0.as_mut() {
+            Some(rx) => {
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
     }
 }
 
 /// The fixed-rate loop of [`run_scheduled`]: slots on the grid of `period` from the term's
 /// start ([`FixedRateSlots`]).
-async fn run_fixed(
-    simba: &Simba,
-    rec: &mut Recording,
+async fn run_fixed<F: Fn(Term) -> JobFuture>(
+    runner: &SlotRunner<F>,
+    run_now: &mut RunNowRequests,
     period: Duration,
-    term: &Term,
-    run: &impl Fn(Term) -> JobFuture,
 ) -> Result<(), crate::BoxError> {
+    let (rec, term) = (runner.records(), runner.term());
     let start = Instant::now();
     let start_wall = rec.now();
     // Claimed slots must grow across terms even if this node's wall clock is behind
@@ -121,36 +143,29 @@ async fn run_fixed(
             tokio::select! {
                 _ = term.cancelled() => return Ok(()),
                 _ = sleep_until(due) => break,
-                _ = rec.control_changed() => manual(simba, rec, term, run).await,
+                _ = run_now.changed() => manual(runner).await,
             }
         }
         if !term.is_valid() {
             return Ok(());
         }
-        let (slot_ms, slot_wall) = slots.name();
-        let ran = match rec.claim(simba, term, slot_ms, SlotKind::Scheduled, false).await {
-            Claimed::Run(r) => {
-                rec.execute(simba, term, r, slot_wall, SlotKind::Scheduled, run).await;
-                true
-            }
-            Claimed::Skip => false,
-        };
+        let slot = Slot::fixed_rate(slots.name());
+        let ran = runner.run(slot).await;
         // One record for the slots that passed while the run was in flight.
-        rec.skipped_run(&slots.advance(start.elapsed()), ran.then_some(slot_wall), term);
+        rec.skipped_run(&slots.advance(start.elapsed()), ran.then_some(slot.at), term);
     }
 }
 
 /// The cron loop of [`run_scheduled`]: the misfire gap at the term's start, then each slot
 /// claimed once across the cluster ([`CronSlots`]).
-async fn run_cron(
-    simba: &Simba,
-    rec: &mut Recording,
+async fn run_cron<F: Fn(Term) -> JobFuture>(
+    runner: &SlotRunner<F>,
+    run_now: &mut RunNowRequests,
     cron: &Cron,
     tz: Tz,
     misfire: Misfire,
-    term: &Term,
-    run: &impl Fn(Term) -> JobFuture,
 ) -> Result<(), crate::BoxError> {
+    let (rec, term) = (runner.records(), runner.term());
     let now = rec.now();
     let (gap, catch_up) = gap_at_term_start(rec, term, cron, tz, now, misfire).await;
     for s in gap {
@@ -158,9 +173,8 @@ async fn run_cron(
     }
     if let Some(slot) = catch_up
         && term.is_valid()
-        && let Claimed::Run(r) = rec.claim(simba, term, slot.timestamp_millis(), SlotKind::CaughtUp, true).await
     {
-        rec.execute(simba, term, r, slot, SlotKind::CaughtUp, run).await;
+        runner.run(Slot::at(slot, SlotKind::CaughtUp)).await;
     }
     let mut slots = CronSlots::at_term_start(now, catch_up);
     // The last slot this loop ran, which the slots skipped next passed behind.
@@ -184,7 +198,7 @@ async fn run_cron(
             tokio::select! {
                 _ = term.cancelled() => return Ok(()),
                 _ = sleep_until(Instant::now() + wait) => {}
-                _ = rec.control_changed() => manual(simba, rec, term, run).await,
+                _ = run_now.changed() => manual(runner).await,
             }
         }
         slots.take(slot);
@@ -194,23 +208,19 @@ async fn run_cron(
         // The slot runs at most once across the cluster: claim it with the term's
         // token; a slot claimed by another term (another node, or a node whose wall
         // clock is behind) is skipped.
-        if let Claimed::Run(r) = rec.claim(simba, term, slot.timestamp_millis(), SlotKind::Scheduled, true).await {
-            rec.execute(simba, term, r, slot, SlotKind::Scheduled, run).await;
+        if runner.run(Slot::at(slot, SlotKind::Scheduled)).await {
             in_flight = Some(slot);
         }
     }
 }
 
 /// Runs a pending run-now request, if the store has one for this job.
-async fn manual(simba: &Simba, rec: &Recording, term: &Term, run: &impl Fn(Term) -> JobFuture) {
-    if rec.store.is_none() || !term.is_valid() {
+async fn manual<F: Fn(Term) -> JobFuture>(runner: &SlotRunner<F>) {
+    let rec = runner.records();
+    if rec.store.is_none() || !runner.term().is_valid() {
         return;
     }
-    let now = rec.now();
-    if let Claimed::Run(r) = rec.claim(simba, term, now.timestamp_millis(), SlotKind::Manual, true).await {
-        tracing::info!(job = %rec.job, token = term.token(), "running the job now, as requested");
-        rec.execute(simba, term, r, now, SlotKind::Manual, run).await;
-    }
+    runner.run(Slot::at(rec.now(), SlotKind::Manual)).await;
 }
 
 /// At the start of a term: the slots nobody ran since the last claimed one (`missed`), and

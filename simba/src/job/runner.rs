@@ -1,0 +1,522 @@
+//! The run of one slot (issue 12): the slot loops (`schedule.rs`) hand each slot to the job's
+//! [`SlotRunner`], which claims it, calls the job's function in attempts (retries with
+//! backoff, a timeout, manual runs alike), and records how each attempt ended through the
+//! job's [`Recording`] (`history.rs`).
+//!
+//! Read top-down: [`SlotRunner::run`] -> [`claim`](SlotRunner::claim) ->
+//! [`attempts`](SlotRunner::attempts) -> [`attempt`](SlotRunner::attempt) -> the record.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
+
+use super::clock::WallClock;
+use super::context::JobContext;
+use super::history::Recording;
+use super::policy::RunPolicy;
+use super::registry::JobFuture;
+use super::writer::{Queued, Write, WriterTx};
+use crate::job_store::{Claim, ClaimRequest, Outcome, RunRecord, SlotKind, truncate_error};
+use crate::{BoxError, Error, RevokeReason, Simba, Term};
+
+/// One slot, as a slot loop hands it to the runner.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot {
+    /// The slot's name in the store: its instant in unix milliseconds (a fixed-rate slot's is
+    /// above the last one claimed, whatever this node's wall clock says).
+    pub(crate) ms: i64,
+    /// The slot's wall-clock instant.
+    pub(crate) at: DateTime<Utc>,
+    /// Why the slot exists.
+    pub(crate) kind: SlotKind,
+    /// Whether the slot is claimed with the lease backend's `claim_slot` when there is no jobs
+    /// store, so that it runs at most once across the cluster (J5): cron, caught-up and manual
+    /// slots. Fixed-rate slots were never claimed there.
+    pub(crate) claim_without_store: bool,
+}
+
+impl Slot {
+    /// A slot at `at` (cron, caught-up, manual).
+    pub(crate) fn at(at: DateTime<Utc>, kind: SlotKind) -> Slot {
+        Slot { ms: at.timestamp_millis(), at, kind, claim_without_store: true }
+    }
+
+    /// A fixed-rate slot, named `ms` at wall-clock instant `at`.
+    pub(crate) fn fixed_rate((ms, at): (i64, DateTime<Utc>)) -> Slot {
+        Slot { ms, at, kind: SlotKind::Scheduled, claim_without_store: false }
+    }
+}
+
+/// What a claim decided.
+enum Claimed {
+    /// Run it; with the `running` record when there is a store.
+    Run(Option<RunRecord>),
+    /// Do not run it.
+    Skip,
+}
+
+/// How one attempt ended.
+enum Attempt {
+    Done(Result<(), BoxError>),
+    /// The body returned `Ok` within the grace after its timeout signal: recorded as run,
+    /// with a note, and never retried (its work is done).
+    LateOk,
+    /// The body did not complete within the grace, or returned an error during it.
+    TimedOut(Option<String>),
+}
+
+/// Runs the slots of one job in one term, one at a time (J5): each slot is claimed, run in
+/// attempts, and recorded.
+pub(crate) struct SlotRunner<F> {
+    simba: Simba,
+    rec: Recording,
+    term: Term,
+    /// The job's function, called once per attempt with the term.
+    body: F,
+}
+
+impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
+    /// The runner of the job function `body` in `term`, recording through `rec`.
+    pub(crate) fn new(simba: Simba, rec: Recording, term: Term, body: F) -> Self {
+        SlotRunner { simba, rec, term, body }
+    }
+
+    /// The job's records (and its names, store and clock).
+    pub(crate) fn records(&self) -> &Recording {
+        &self.rec
+    }
+
+    /// The term the slots run under.
+    pub(crate) fn term(&self) -> &Term {
+        &self.term
+    }
+
+    /// Runs `slot` to its end: claims it (one store round trip: fenced, monotonic,
+    /// pause-aware, and writing the `running` record), then runs its attempts, each ending
+    /// with a record of its outcome. Returns whether the slot ran (false: not claimed).
+    pub(crate) async fn run(&self, slot: Slot) -> bool {
+        let Claimed::Run(running) = self.claim(slot).await else { return false };
+        if slot.kind == SlotKind::Manual {
+            tracing::info!(job = %self.rec.job, token = self.term.token(), "running the job now, as requested");
+        }
+        self.attempts(running, slot).await;
+        true
+    }
+
+    /// Claims `slot` for the term: one store round trip (`claim_run`, or the lease backend's
+    /// `claim_slot` without a jobs store, [`claim_without_store`](Self::claim_without_store)).
+    async fn claim(&self, slot: Slot) -> Claimed {
+        let Some(store) = &self.rec.store else { return self.claim_without_store(slot).await };
+        let (term, slot_ms, kind) = (&self.term, slot.ms, slot.kind);
+        let to = term.call_timeout();
+        let req = ClaimRequest {
+            session: term.session_id(),
+            lease: term.name(),
+            token: term.token(),
+            job: &self.rec.job,
+            slot_ms,
+            kind,
+            node: &self.rec.node,
+            started_ms: self.rec.now().timestamp_millis(),
+            attempts: self.rec.policy.attempts.max(1),
+        };
+        let job = &self.rec.job;
+        match tokio::time::timeout(to, store.claim_run(req)).await {
+            Ok(Ok(Claim::Claimed(rec))) => {
+                crate::metrics::job_paused(job, false);
+                Claimed::Run(Some(rec))
+            }
+            Ok(Ok(Claim::Paused)) => {
+                crate::metrics::job_paused(job, true);
+                tracing::debug!(%job, slot_ms, %kind, "the job is paused; not running this slot");
+                Claimed::Skip
+            }
+            Ok(Ok(Claim::AlreadyClaimed)) => {
+                if kind != SlotKind::Manual {
+                    tracing::info!(%job, slot_ms, "slot already ran (or the term ended); skipping it");
+                }
+                Claimed::Skip
+            }
+            Ok(Ok(Claim::NotHolder)) => {
+                tracing::debug!(%job, slot_ms, "the term ended before the slot was claimed");
+                Claimed::Skip
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(%job, slot_ms, error = %e, "cannot claim the slot; skipping it rather than risking a second run");
+                self.rec.unclaimed(&req, term, &e.to_string());
+                Claimed::Skip
+            }
+            Err(_) => {
+                let error = format!("no answer within {to:?}");
+                tracing::warn!(%job, slot_ms, %error, "cannot claim the slot; skipping it rather than risking a second run");
+                self.rec.unclaimed(&req, term, &error);
+                Claimed::Skip
+            }
+        }
+    }
+
+    /// The claim without a jobs store: the lease backend's fenced slot record, for the slots
+    /// that take it ([`Slot::claim_without_store`]); the others run unclaimed (fixed-rate
+    /// slots, which were never claimed).
+    async fn claim_without_store(&self, slot: Slot) -> Claimed {
+        if !slot.claim_without_store {
+            return Claimed::Run(None);
+        }
+        let slot_ms = slot.ms;
+        match self.simba.claim_slot(&self.term, slot_ms).await {
+            Ok(true) => Claimed::Run(None),
+            Ok(false) => {
+                tracing::info!(job = %self.rec.metric, slot_ms, "slot already ran (or the term ended); skipping it");
+                Claimed::Skip
+            }
+            Err(e) => {
+                tracing::warn!(job = %self.rec.metric, slot_ms, error = %e, "cannot record the slot; skipping it rather than risking a second run");
+                Claimed::Skip
+            }
+        }
+    }
+
+    /// Runs one claimed slot to its end: attempts, backoff, timeout, and its record.
+    async fn attempts(&self, claimed: Option<RunRecord>, slot: Slot) {
+        let (term, kind) = (&self.term, slot.kind);
+        let slot_ms = claimed.as_ref().map_or(slot.at.timestamp_millis(), |r| r.slot_ms);
+        let attempts = self.rec.policy.attempts.max(1);
+        let mut rec = claimed;
+        let slot_at = DateTime::from_timestamp_millis(slot_ms).unwrap_or(slot.at);
+        let lateness = (self.rec.now() - slot_at).to_std().unwrap_or_default();
+        let mut attempt = 1;
+        loop {
+            let cancel = CancellationToken::new();
+            let ctx = JobContext {
+                slot: slot_at,
+                kind,
+                attempt,
+                attempts,
+                node: Arc::clone(&self.rec.node),
+                cancel: cancel.clone(),
+            };
+            if let Some(r) = rec.as_mut() {
+                r.attempt = attempt;
+                r.outcome = Outcome::Running;
+                r.started_ms = Some(self.rec.now().timestamp_millis());
+                r.ended_ms = None;
+                r.error = None;
+            }
+            let started = Instant::now();
+            crate::metrics::job_started(&self.rec.metric, if attempt == 1 { lateness } else { Duration::ZERO });
+            tracing::debug!(job = %self.rec.job, lease = term.name(), token = term.token(), attempt, ?lateness, "job run starting");
+            let span =
+                tracing::info_span!("job", job = %self.rec.job, lease = term.name(), token = term.token(), attempt);
+            let fut = ctx.scope(tracing::Instrument::instrument((self.body)(term.clone()), span));
+            let result = self.attempt(fut, cancel, rec.as_ref()).await;
+            let took = started.elapsed();
+            let (outcome, error) = self.outcome_of(&result, kind);
+            let failed = matches!(outcome, Outcome::Failed | Outcome::TimedOut);
+            crate::metrics::job_finished(&self.rec.metric, took, failed);
+            self.log_outcome((attempt, attempts), outcome, error.as_deref(), took);
+            let retry = failed && attempt < attempts && term.is_valid();
+            let wait = self.rec.policy.backoff_before(attempt + 1, self.simba.random_unit());
+            let retry = retry && term.remaining() > wait;
+            let final_outcome = if retry { Outcome::Retried } else { outcome };
+            crate::metrics::job_slot(&self.rec.metric, final_outcome);
+            if let Some(r) = rec.as_mut() {
+                r.outcome = final_outcome;
+                r.ended_ms = Some(self.rec.now().timestamp_millis());
+                r.error = error.as_deref().map(truncate_error);
+                self.rec.finish(r, term);
+            }
+            if !retry {
+                return;
+            }
+            tracing::info!(job = %self.rec.job, attempt, attempts, backoff = ?wait, "retrying the failed run");
+            tokio::select! {
+                _ = term.cancelled() => return,
+                _ = sleep(wait) => {}
+            }
+            if !term.is_valid() {
+                return;
+            }
+            attempt += 1;
+        }
+    }
+
+    /// One attempt: the run, its timeout, and a `cancelled` record written at once when the
+    /// term is lost mid-run (the election may drop this future right after).
+    async fn attempt(
+        &self,
+        fut: impl std::future::Future<Output = Result<(), BoxError>>,
+        cancel: CancellationToken,
+        rec: Option<&RunRecord>,
+    ) -> Attempt {
+        tokio::pin!(fut);
+        let deadline = self.rec.policy.timeout.map(|t| Instant::now() + t);
+        let timed_out = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(timed_out);
+        // The election drops this future when the term is lost (H3): the guard still
+        // records the slot as cancelled.
+        let guard = CancelGuard {
+            rec: self.rec.sender().zip(rec.cloned()),
+            term: self.term.clone(),
+            clock: self.rec.clock,
+            metric: Arc::clone(&self.rec.metric),
+        };
+        let mut revoked_seen = false;
+        let out = self.attempt_inner(fut, cancel, rec, &mut timed_out, &mut revoked_seen).await;
+        guard.disarm();
+        out
+    }
+
+    /// [`attempt`](Self::attempt)'s race of the run against the term's revocation and the
+    /// timeout.
+    async fn attempt_inner(
+        &self,
+        fut: impl std::future::Future<Output = Result<(), BoxError>>,
+        cancel: CancellationToken,
+        rec: Option<&RunRecord>,
+        timed_out: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        revoked_seen: &mut bool,
+    ) -> Attempt {
+        let term = &self.term;
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                // The body first: one that completed by the time its timer fired (both ready
+                // after the process was stopped past the timeout) ran, and says how.
+                biased;
+                r = &mut fut => return Attempt::Done(r),
+                reason = term.revoked(), if !*revoked_seen => {
+                    *revoked_seen = true;
+                    cancel.cancel();
+                    if let Some(r) = rec {
+                        let mut r = r.clone();
+                        r.outcome = Outcome::Cancelled;
+                        r.ended_ms = Some(self.rec.now().timestamp_millis());
+                        r.error = Some(format!("term lost: {reason}"));
+                        self.rec.finish(&r, term);
+                    }
+                }
+                _ = timed_out.as_mut() => {
+                    cancel.cancel();
+                    // The timer decides only for a body that did not complete: one that
+                    // returns `Ok` within the grace did its work, and is recorded as run (with
+                    // a note) rather than retried; an error then is the timeout's.
+                    tokio::select! {
+                        biased;
+                        r = &mut fut => return match r {
+                            Ok(()) => Attempt::LateOk,
+                            Err(e) => Attempt::TimedOut(Some(e.to_string())),
+                        },
+                        _ = sleep(RunPolicy::GRACE) => return Attempt::TimedOut(None),
+                    }
+                }
+            }
+        }
+    }
+
+    /// How an attempt ended, as its record says it: a run that returned while its term was
+    /// lost is `cancelled`, a refusal because the term is ending `declined`.
+    fn outcome_of(&self, result: &Attempt, kind: SlotKind) -> (Outcome, Option<String>) {
+        let (term, timeout) = (&self.term, self.rec.policy.timeout);
+        match result {
+            Attempt::Done(Ok(())) | Attempt::LateOk if term.revoke_reason().is_some_and(|r| !graceful(r)) => {
+                (Outcome::Cancelled, term.revoke_reason().map(|r| format!("term lost: {r}")))
+            }
+            Attempt::LateOk => (
+                if kind == SlotKind::CaughtUp { Outcome::CaughtUp } else { Outcome::Ran },
+                timeout.map(|t| {
+                    format!(
+                        "finished after its timeout of {t:?}, within the {:?} grace after its cancellation signal",
+                        RunPolicy::GRACE
+                    )
+                }),
+            ),
+            Attempt::Done(Ok(())) => (if kind == SlotKind::CaughtUp { Outcome::CaughtUp } else { Outcome::Ran }, None),
+            Attempt::Done(Err(e)) if is_decline(e.as_ref(), term) => (Outcome::Declined, Some(e.to_string())),
+            Attempt::Done(Err(e)) => match term.revoke_reason() {
+                Some(r) if !graceful(r) => (Outcome::Cancelled, Some(format!("term lost: {r}: {e}"))),
+                _ => (Outcome::Failed, Some(e.to_string())),
+            },
+            Attempt::TimedOut(then) => (
+                Outcome::TimedOut,
+                timeout.map(|t| match then {
+                    Some(e) => format!("timed out after {t:?}; then returned: {e}"),
+                    None => format!("timed out after {t:?}"),
+                }),
+            ),
+        }
+    }
+
+    /// Logs how attempt `n` of `of` ended: a decline at debug, a failure at error.
+    fn log_outcome(&self, (attempt, attempts): (u32, u32), outcome: Outcome, error: Option<&str>, took: Duration) {
+        let (job, term) = (&self.rec.job, &self.term);
+        match outcome {
+            Outcome::Declined => {
+                tracing::debug!(%job, token = term.token(), reason = error.unwrap_or(""), "job run declined: its term is ending")
+            }
+            Outcome::Failed | Outcome::TimedOut | Outcome::Cancelled => {
+                tracing::error!(%job, lease = term.name(), token = term.token(), attempt, attempts, %outcome, error = error.unwrap_or(""), "job run failed")
+            }
+            _ => tracing::debug!(%job, token = term.token(), ?took, "job run finished"),
+        }
+    }
+}
+
+/// Records a slot as `cancelled` when its run is dropped before it ended: through the job's
+/// writer, whose queue takes a record without a runtime (the future may be dropped by a
+/// runtime shutting down).
+struct CancelGuard {
+    rec: Option<(WriterTx, RunRecord)>,
+    term: Term,
+    clock: WallClock,
+    metric: Arc<str>,
+}
+
+impl CancelGuard {
+    fn disarm(mut self) {
+        self.rec = None;
+    }
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        let Some((tx, mut rec)) = self.rec.take() else { return };
+        rec.outcome = Outcome::Cancelled;
+        rec.ended_ms = Some(self.clock.now().timestamp_millis());
+        rec.error = Some(match self.term.revoke_reason() {
+            Some(r) => format!("term lost: {r}"),
+            None => "the run was dropped".to_owned(),
+        });
+        crate::metrics::job_slot(&self.metric, Outcome::Cancelled);
+        let (job, slot_ms) = (rec.job.clone(), rec.slot_ms);
+        let q = Queued { write: Write::Finish(rec), term: self.term.clone(), metric: Arc::clone(&self.metric) };
+        if tx.send(q).is_err() {
+            tracing::warn!(%job, slot_ms, "cannot record the cancelled run: the job's record writer stopped");
+        }
+    }
+}
+
+/// A graceful end of the term (stop, step down): a run that then returns tells its own
+/// outcome.
+fn graceful(r: RevokeReason) -> bool {
+    matches!(r, RevokeReason::Stopped | RevokeReason::SteppedDown)
+}
+
+/// Whether a run's error is its refusal to start because `term` is ending
+/// (`term.ensure_valid(..)?`), also when wrapped. An error type that erases what it wraps
+/// (`anyhow::Error` converted into a boxed error keeps the refusal's text but not its type) is
+/// recognised by the refusal's own message for this term's lease and token.
+pub(crate) fn is_decline(e: &(dyn std::error::Error + 'static), term: &Term) -> bool {
+    let refusal = format!("term of lease `{}` (token {}) is not valid for another ", term.name(), term.token());
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if matches!(err.downcast_ref::<Error>(), Some(Error::TermExpired { .. })) {
+            return true;
+        }
+        let text = err.to_string();
+        if text.starts_with(&refusal) && text.ends_with(": stop this step and wait for the next term") {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::writer::Writer;
+
+    fn recording(timeout: Duration) -> Recording {
+        Recording {
+            metric: "j".into(),
+            job: "j".into(),
+            store: None,
+            node: "n".into(),
+            policy: RunPolicy { attempts: 3, backoff: Duration::from_millis(100), timeout: Some(timeout) },
+            control: None,
+            clock: WallClock::System,
+            writer: Writer::default(),
+        }
+    }
+
+    /// What one attempt of a body that sleeps `body` and then returns `result` comes to,
+    /// under a 400 ms timeout, and how its record says it.
+    async fn attempt_of(body: Duration, result: Result<(), &'static str>) -> (Outcome, Option<String>) {
+        let now = Instant::now();
+        let cell = crate::term::SessionCell::new(
+            crate::backend::SessionId::new("s"),
+            now + Duration::from_secs(60),
+            Duration::from_secs(1),
+        );
+        let term = Term::new("j".into(), 1, Arc::new(cell), now);
+        let simba = Simba::new(crate::backend::memory::MemoryBackend::new(), crate::SimbaConfig::default())
+            .unwrap_or_else(|e| panic!("a client: {e}"));
+        let never_called = |_: Term| -> JobFuture { Box::pin(async { Ok(()) }) };
+        let runner = SlotRunner::new(simba, recording(Duration::from_millis(400)), term, never_called);
+        let fut = async move {
+            sleep(body).await;
+            result.map_err(BoxError::from)
+        };
+        let out = runner.attempt(fut, CancellationToken::new(), None).await;
+        runner.outcome_of(&out, SlotKind::Scheduled)
+    }
+
+    /// A timed-out attempt is recorded as what its body did. A body ready when its timer
+    /// fires (both expired together, as after the process was stopped past the timeout) is
+    /// polled first and ran; one that returns `Ok` within the grace after the timeout signal
+    /// ran too, its record saying it finished late (never retried: `ran` is not a failure);
+    /// an error within the grace, or no answer, is `timed_out`.
+    #[tokio::test(start_paused = true)]
+    async fn a_timed_out_attempt_is_recorded_as_what_its_body_did() {
+        for _ in 0..20 {
+            assert_eq!(attempt_of(Duration::from_millis(400), Ok(())).await, (Outcome::Ran, None));
+        }
+        let (outcome, error) = attempt_of(Duration::from_millis(700), Ok(())).await;
+        assert_eq!(outcome, Outcome::Ran);
+        assert!(error.as_deref().is_some_and(|e| e.starts_with("finished after its timeout of 400ms")), "{error:?}");
+        let (outcome, error) = attempt_of(Duration::from_millis(700), Err("stopped")).await;
+        assert_eq!(outcome, Outcome::TimedOut);
+        assert_eq!(error.as_deref(), Some("timed out after 400ms; then returned: stopped"));
+        let (outcome, error) = attempt_of(Duration::from_secs(5), Ok(())).await;
+        assert_eq!((outcome, error.as_deref()), (Outcome::TimedOut, Some("timed out after 400ms")));
+    }
+
+    /// `ensure_valid`'s refusal is a decline, also when wrapped: by a `source()` chain, and by
+    /// `anyhow::Error`, whose conversion into a boxed error keeps the refusal's text but not
+    /// its type (a job returning `anyhow::Result` was recorded `failed` when it declined).
+    #[test]
+    fn term_expired_is_a_decline() {
+        let now = Instant::now();
+        let cell = crate::term::SessionCell::new(crate::backend::SessionId::new("s"), now, Duration::from_secs(1));
+        let term = Term::new("x".into(), 1, Arc::new(cell), now);
+        let refusal = || term.ensure_valid(Duration::from_millis(200)).expect_err("the term has no time left");
+        let e: BoxError = Box::new(refusal());
+        assert!(is_decline(e.as_ref(), &term));
+        let wrapped: BoxError = Box::new(std::io::Error::other(refusal()));
+        assert!(is_decline(wrapped.as_ref(), &term), "through source()");
+        let erased: BoxError = anyhow::Error::from(refusal()).into();
+        assert!(erased.downcast_ref::<Error>().is_none(), "anyhow erases the type");
+        assert!(is_decline(erased.as_ref(), &term), "through anyhow");
+        let with_context: BoxError = anyhow::Error::from(refusal()).context("settling batch 7").into();
+        assert!(is_decline(with_context.as_ref(), &term), "through anyhow with context");
+        let other: BoxError = "boom".into();
+        assert!(!is_decline(other.as_ref(), &term));
+        let other_term = Term::new(
+            "y".into(),
+            2,
+            Arc::new(crate::term::SessionCell::new(crate::backend::SessionId::new("s"), now, Duration::from_secs(1))),
+            now,
+        );
+        let theirs: BoxError =
+            anyhow::Error::from(other_term.ensure_valid(Duration::ZERO).expect_err("expired")).into();
+        assert!(!is_decline(theirs.as_ref(), &term), "another term's refusal is this run's failure");
+    }
+}
