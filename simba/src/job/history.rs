@@ -82,7 +82,7 @@ impl Recording {
             term.token()
         ));
         tracing::info!(job = %self.job, slot_ms = rec.slot_ms, node = %last.node, token = last.token, "closing a run that an earlier holder left running");
-        self.finish(&rec, term);
+        self.enqueue(term, Write::Close(rec));
     }
 
     /// A scheduled or caught-up slot whose claim failed or got no answer is recorded `missed`

@@ -166,8 +166,7 @@ async fn run_cron<F: Fn(Term) -> JobFuture>(
     misfire: Misfire,
 ) -> Result<(), crate::BoxError> {
     let (rec, term) = (runner.records(), runner.term());
-    let now = rec.now();
-    let (gap, catch_up) = gap_at_term_start(rec, term, cron, tz, now, misfire).await;
+    let (gap, catch_up, now) = gap_at_term_start(rec, term, cron, tz, misfire).await;
     for s in gap {
         rec.append(s, Outcome::Missed, term);
     }
@@ -224,30 +223,63 @@ async fn manual<F: Fn(Term) -> JobFuture>(runner: &SlotRunner<F>) {
 }
 
 /// At the start of a term: the slots nobody ran since the last claimed one (`missed`), and
-/// the slot to run once for them under [`Misfire::RunOnce`] (not itself reported missed).
+/// the slot to run once for them under [`Misfire::RunOnce`] (not itself reported missed), and
+/// the instant the gap ends (the term's slots start after it).
 /// Without a store (or history for this job) there is no gap to see; `RunOnce` then tries
 /// the latest slot, which the slot claim refuses if it already ran.
+///
+/// A store that does not answer the read of the last claimed slot (its connection is being
+/// re-established after a server restart) is asked again, backing off, for as long as the
+/// term lasts: the gap can only be computed from the slot claimed last before this term, and
+/// a term that gave up on it left the slots of the failover without any record. No slot of
+/// this term is claimed meanwhile (its claim would go to the same store); the slots that pass
+/// while it waits are part of the gap, `missed` like the others.
 async fn gap_at_term_start(
     rec: &Recording,
     term: &Term,
     cron: &Cron,
     tz: Tz,
-    now: DateTime<Utc>,
     misfire: Misfire,
-) -> (Vec<DateTime<Utc>>, Option<DateTime<Utc>>) {
+) -> (Vec<DateTime<Utc>>, Option<DateTime<Utc>>, DateTime<Utc>) {
     let run_once = misfire == Misfire::RunOnce;
     if rec.store.is_none() {
-        return term_start_gap(cron, tz, None, now, run_once);
+        let now = rec.now();
+        let (gap, catch_up) = term_start_gap(cron, tz, None, now, run_once);
+        return (gap, catch_up, now);
     }
-    let last = match rec.last_slot_ms(term).await {
-        Ok(last) => last.and_then(DateTime::from_timestamp_millis),
-        Err(e) => {
-            tracing::warn!(job = %rec.job, error = %e, "cannot read the job's last slot; not looking for missed slots");
-            return (Vec::new(), None);
+    let mut pause = LAST_SLOT_RETRY.0;
+    let mut tries = 0u32;
+    loop {
+        tries += 1;
+        match rec.last_slot_ms(term).await {
+            Ok(last) => {
+                if tries > 1 {
+                    tracing::info!(job = %rec.job, tries, "read the job's last slot; looking for missed slots");
+                }
+                let now = rec.now();
+                let (gap, catch_up) =
+                    term_start_gap(cron, tz, last.and_then(DateTime::from_timestamp_millis), now, run_once);
+                return (gap, catch_up, now);
+            }
+            Err(e) if tries == 1 => {
+                tracing::warn!(job = %rec.job, error = %e, "cannot read the job's last slot; asking again before the term's first slot")
+            }
+            Err(e) => tracing::debug!(job = %rec.job, error = %e, tries, "cannot read the job's last slot yet"),
         }
-    };
-    term_start_gap(cron, tz, last, now, run_once)
+        tokio::select! {
+            _ = term.cancelled() => return (Vec::new(), None, rec.now()),
+            _ = tokio::time::sleep(pause) => {}
+        }
+        if !term.is_valid() {
+            return (Vec::new(), None, rec.now());
+        }
+        pause = (pause * 2).min(LAST_SLOT_RETRY.1);
+    }
 }
+
+/// The first and the longest pause between two reads of the job's last slot at a term's start.
+const LAST_SLOT_RETRY: (std::time::Duration, std::time::Duration) =
+    (std::time::Duration::from_millis(100), std::time::Duration::from_secs(1));
 
 #[cfg(test)]
 mod tests {

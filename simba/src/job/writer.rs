@@ -52,12 +52,17 @@ pub(crate) enum Write {
     /// first (the claim may have taken effect and left a `running` record with this term's
     /// token), else `append` of a scheduled slot.
     Unclaimed(RunRecord),
+    /// An abandoned run closed `cancelled` by a later term: only while the store still shows
+    /// the slot `running` with the earlier term's token, and never in place of a record of the
+    /// slot still queued here (the earlier term's own end records, waiting for the store,
+    /// know how the run ended; the close only guesses).
+    Close(RunRecord),
 }
 
 impl Write {
     fn record(&self) -> &RunRecord {
         match self {
-            Write::Finish(r) | Write::Append(r) | Write::Unclaimed(r) => r,
+            Write::Finish(r) | Write::Append(r) | Write::Unclaimed(r) | Write::Close(r) => r,
         }
     }
 
@@ -66,6 +71,10 @@ impl Write {
         (&r.job, r.kind, r.slot_ms)
     }
 }
+
+/// How many of a job's newest records a close looks through for the one it closes (it was the
+/// newest when the term started).
+const CLOSE_LOOKBACK: usize = 64;
 
 /// A write with what the writer needs to bound it.
 pub(crate) struct Queued {
@@ -163,7 +172,11 @@ impl Writer {
 /// gives its oldest record up.
 fn push(queue: &mut VecDeque<Queued>, q: Queued, pending: &Pending) {
     if let Some(old) = queue.iter_mut().find(|o| o.write.identity() == q.write.identity()) {
-        *old = q;
+        // A close is a guess made from the store; a queued record of the slot is its run's own
+        // word, which the close must not replace.
+        if !matches!(q.write, Write::Close(_)) {
+            *old = q;
+        }
         pending.done();
         return;
     }
@@ -269,6 +282,16 @@ async fn write_once(store: &SharedJobStore, w: &Write) -> Result<(), Refused> {
         }
         Write::Append(r) => {
             store.append(r).await?;
+        }
+        Write::Close(r) => {
+            let still_running = store.history(&r.job, CLOSE_LOOKBACK).await?.iter().any(|s| {
+                (s.kind, s.slot_ms) == (r.kind, r.slot_ms) && s.outcome == Outcome::Running && s.token == r.token
+            });
+            if still_running {
+                store.finish_run(r).await?;
+            } else {
+                tracing::debug!(job = %r.job, slot_ms = r.slot_ms, "the abandoned run's record was ended meanwhile; not closing it");
+            }
         }
         Write::Unclaimed(r) => {
             if !store.finish_run(r).await? {
@@ -416,6 +439,48 @@ mod tests {
 
     fn queued(write: Write, term: &Term) -> Queued {
         Queued { write, term: term.clone(), metric: "j".into() }
+    }
+
+    /// An abandoned run's close never replaces a queued record of the same slot: here the
+    /// earlier term's own end record (`ran`, attempt 2) waits for a store that refuses writes
+    /// when the next term queues its close of the slot it read as `running`; the end record
+    /// lands and the close is dropped. (The close used to replace it: `cancelled`, attempt 1.)
+    #[tokio::test(start_paused = true)]
+    async fn a_close_never_replaces_a_queued_end_record() {
+        let log = Arc::new(Log { refuse: AtomicU32::new(2), ..Log::default() });
+        let store: SharedJobStore = log.clone();
+        let (writer, term) = (Writer::default(), term());
+        let tx = writer.sender(&store);
+        assert!(tx.send(queued(Write::Finish(record(1, Outcome::Ran, 2)), &term)).is_ok());
+        assert!(tx.send(queued(Write::Close(record(1, Outcome::Cancelled, 1)), &term)).is_ok());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(log.taken(), vec![(1, Outcome::Ran, 2)]);
+    }
+
+    /// A close writes only while the store still shows the slot `running` with the earlier
+    /// term's token: one ended meanwhile (its end record landed after the next term read it) is
+    /// left as it ended.
+    #[tokio::test(start_paused = true)]
+    async fn a_close_writes_only_a_record_still_running() {
+        let backend = crate::backend::memory::MemoryBackend::new();
+        let store: SharedJobStore = Arc::new(backend.jobs());
+        let (writer, term) = (Writer::default(), term());
+        for (slot, outcome) in [(1, Outcome::Running), (2, Outcome::Running)] {
+            let mut r = record(slot, outcome, 1);
+            r.kind = SlotKind::Scheduled;
+            assert!(store.append(&r).await.is_ok_and(|inserted| inserted));
+        }
+        let mut ended = record(2, Outcome::Ran, 1);
+        ended.ended_ms = Some(5);
+        assert!(store.finish_run(&ended).await.is_ok_and(|done| done));
+        let tx = writer.sender(&store);
+        for slot in [1, 2] {
+            assert!(tx.send(queued(Write::Close(record(slot, Outcome::Cancelled, 1)), &term)).is_ok());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let h = store.history("j", 10).await.map_err(|e| e.to_string());
+        let outcomes: Vec<(i64, Outcome)> = h.unwrap_or_default().iter().map(|r| (r.slot_ms, r.outcome)).collect();
+        assert_eq!(outcomes, vec![(2, Outcome::Ran), (1, Outcome::Cancelled)]);
     }
 
     /// No lost records: writes are taken in the order queued, retried while the store

@@ -211,6 +211,17 @@ async fn node(
     job: ScheduledJob,
     policy: Option<JobPolicy>,
 ) -> RunningRuntime {
+    node_at(store, faults, job, policy, base()).await
+}
+
+/// [`node`] whose wall clock reads `wall` now (a node started later in a test).
+async fn node_at(
+    store: &MemoryBackend,
+    faults: &Arc<Faults>,
+    job: ScheduledJob,
+    policy: Option<JobPolicy>,
+    wall: DateTime<Utc>,
+) -> RunningRuntime {
     let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
     let backend = FlakyBackend { inner: store.clone(), faults: Arc::clone(faults) };
     let mut b = Runtime::builder()
@@ -218,7 +229,7 @@ async fn node(
         .without_registry()
         .backend(backend)
         .seed(1)
-        .wall_clock(WallClock::follow_tokio_from(base()))
+        .wall_clock(WallClock::follow_tokio_from(wall))
         .job(job);
     if let Some(p) = policy {
         b = b.policy(p);
@@ -574,4 +585,38 @@ async fn item2_a_graceful_stop_waits_for_the_last_records() {
     assert_eq!(h.len(), 1, "{h:?}");
     assert_eq!(h[0].outcome, Outcome::Ran, "the end record reached the store before the stop returned: {h:?}");
     assert!(h[0].ended_ms.is_some(), "{h:?}");
+}
+
+/// Item 2 (a failover's slots are recorded even when the store is unreachable at the new
+/// term's start): node A runs a per-second job and stops; nobody holds the term for 3 s; node
+/// B takes it over while the jobs store does not answer, and the store comes back 2 s later.
+/// B keeps asking for the job's last slot until the store answers, then records the slots of
+/// the failover `missed`, so every second of the window has exactly one record. Before, B gave
+/// up on the gap for the whole term when that first read failed, and the failover's slots had
+/// no record at all (seen on ZooKeeper after a server restart).
+#[tokio::test(start_paused = true)]
+async fn item2_a_gap_is_recorded_when_the_store_answers_after_the_term_started() {
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let t0 = tokio::time::Instant::now();
+    let a = node(&store, &faults, every_second("r_gap", tick), None).await;
+    sleep(MS(4_500)).await;
+    a.shutdown().await;
+    sleep(MS(3_000)).await;
+    faults.down.store(true, Ordering::SeqCst);
+    let wall = base() + chrono::Duration::from_std(t0.elapsed()).expect("elapsed");
+    let b = node_at(&store, &faults, every_second("r_gap", tick), None, wall).await;
+    sleep(MS(2_000)).await;
+    faults.down.store(false, Ordering::SeqCst);
+    sleep(MS(3_000)).await;
+    let h = history(&store, "r_gap").await;
+    b.shutdown().await;
+    let slots: Vec<i64> = h.iter().map(|r| r.slot_ms).collect();
+    assert!(slots.len() >= 10, "{h:?}");
+    for w in slots.windows(2) {
+        assert_eq!(w[1] - w[0], 1_000, "one record per slot, none missing: {h:?}");
+    }
+    let missed = h.iter().filter(|r| r.outcome == Outcome::Missed).count();
+    assert!(missed >= 4, "the failover's slots and those of the outage are missed: {h:?}");
+    assert!(h.iter().all(|r| matches!(r.outcome, Outcome::Ran | Outcome::Missed)), "{h:?}");
 }
