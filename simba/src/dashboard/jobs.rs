@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::auth::{Action, ActionError, Control};
 use super::source::{BoxFuture, JobsRead, Reading, Registered};
+use super::text::{human, natural};
 use crate::admin::{AdminError, Jobs};
 use crate::backend::SessionId;
 use crate::job::{Schedule, parse_cron, parse_time_zone};
@@ -99,7 +100,7 @@ pub(crate) fn describe(spec: &Schedule, now: SystemTime) -> (String, Option<Stri
             };
             (expr.to_string(), Some(zone), next)
         }
-        Schedule::FixedRate(d) => (format!("every {}", super::pages::human(Some(*d))), None, None),
+        Schedule::FixedRate(d) => (format!("every {}", human(Some(*d))), None, None),
     }
 }
 
@@ -160,7 +161,7 @@ pub(crate) fn view(reading: &Reading, now: SystemTime) -> JobsView {
             row(&r.name, None);
         }
     }
-    rows.sort_by(|a, b| super::model::natural(&a.name).cmp(&super::model::natural(&b.name)));
+    rows.sort_by(|a, b| natural(&a.name).cmp(&natural(&b.name)));
     match failed {
         Some(e) => JobsView::Failed(e, rows),
         None => JobsView::Rows(rows),

@@ -38,6 +38,8 @@ mod pages;
 mod source;
 #[cfg(all(test, feature = "dashboard"))]
 mod tests;
+#[cfg(feature = "dashboard")]
+mod text;
 
 #[cfg(feature = "dashboard")]
 #[cfg(feature = "cli")]
@@ -63,8 +65,8 @@ mod server {
     use super::source::{BackendSource, Source, registered, secrets_of};
     use crate::admin::Jobs;
     use crate::backend::{Backend, SharedBackend};
-    use crate::job::{PartitionedJob, ScheduledJob};
-    use crate::{Error, RuntimeConfig, Simba};
+    use crate::job::JobSettings;
+    use crate::{Error, Simba};
 
     /// How long one read of the store may take.
     const READ_TIMEOUT: Duration = Duration::from_secs(3);
@@ -126,22 +128,21 @@ mod server {
         Some(Arc::new(control))
     }
 
-    /// The runtime's dashboard, when `[dashboard] listen` is set: its own session is labelled,
-    /// and the jobs it runs show their schedules (as `simba.toml` overrides them).
+    /// The runtime's dashboard (`[dashboard]` of its configuration): its own session is
+    /// labelled, and the jobs it runs show their schedules. `jobs` is the runtime's plan, as
+    /// the configuration overrides it (disabled jobs left out); `url` is its backend's.
     pub(crate) async fn start_for_runtime(
         simba: &Simba,
-        config: &RuntimeConfig,
-        scheduled: &[ScheduledJob],
-        partitioned: &[PartitionedJob],
-    ) -> Result<Option<DashboardServer>, Error> {
-        let Some(dashboard) = config.dashboard.as_ref() else { return Ok(None) };
-        let url = &config.backend_url;
-        let registry = registered(config, scheduled, partitioned);
+        config: &DashboardConfig,
+        url: &str,
+        jobs: &[JobSettings],
+    ) -> Result<DashboardServer, Error> {
+        let registry = registered(jobs);
         let names: Vec<String> = registry.iter().map(|r| r.name.clone()).collect();
-        let control = control_for(dashboard, Jobs::for_client(simba).map(|j| j.with_registered(names)), url);
+        let control = control_for(config, Jobs::for_client(simba).map(|j| j.with_registered(names)), url);
         let backend = Arc::clone(&simba.shared.backend);
         let source = BackendSource::new(backend, url, READ_TIMEOUT, Some(simba.clone())).with_registry(registry);
-        start(Arc::new(source), control, dashboard).await.map(Some)
+        start(Arc::new(source), control, config).await
     }
 
     pub(crate) async fn start(

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::history::{Change, Entry, MOVE_HIGHLIGHT, Tracker, partition_of};
 use super::jobs::JobsView;
 use super::source::{NodeInfo, Reading};
+use super::text::natural;
 use crate::backend::SessionId;
 
 /// Everything one page render needs.
@@ -171,16 +172,6 @@ pub(crate) fn cluster(reading: &Reading, tracker: &Tracker, now: SystemTime) -> 
     }
 }
 
-/// A sort key that puts `parts.2` before `parts.10`: the name without its trailing number,
-/// then the number.
-pub(crate) fn natural(name: &str) -> (&str, u64, &str) {
-    let digits = name.len() - name.bytes().rev().take_while(u8::is_ascii_digit).count();
-    match name[digits..].parse::<u64>() {
-        Ok(n) => (&name[..digits], n, name),
-        Err(_) => (name, 0, name),
-    }
-}
-
 fn group_view(name: &str, mut members: Vec<MemberRow>, tracker: &Tracker, now: SystemTime) -> GroupView {
     let mut cells = Vec::new();
     let (mut free, mut others) = (0, 0);
@@ -315,16 +306,4 @@ pub(crate) fn split_partitions<'a>(leases: &'a [String], groups: &[GroupView]) -
         }
     }
     (parts.into_iter().collect(), plain)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::natural;
-
-    #[test]
-    fn leases_sort_naturally() {
-        let mut names = vec!["parts.10", "tick", "parts.2", "parts.1", "a9", "a10", "parts."];
-        names.sort_by_key(|n| natural(n));
-        assert_eq!(names, vec!["a9", "a10", "parts.", "parts.1", "parts.2", "parts.10", "tick"]);
-    }
 }

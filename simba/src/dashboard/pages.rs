@@ -9,6 +9,7 @@ use maud::{DOCTYPE, Markup, html};
 use super::history::{Change, Held};
 use super::jobs::{JobRow, JobsView, took};
 use super::model::{Balance, Cluster, GroupView, Holder, Model, SessionRow, split_partitions};
+use super::text::human;
 use crate::backend::SessionId;
 use crate::job_store::Outcome;
 
@@ -442,21 +443,6 @@ fn distinct_prefix<'a>(ids: impl Iterator<Item = &'a str> + Clone) -> usize {
             ids.clone().all(|id| seen.insert(prefix(id, n)))
         })
         .unwrap_or(longest)
-}
-
-/// `3.2s`, `42s`, `4m05s`, `2h10m`; `-` when unknown.
-pub(crate) fn human(d: Option<Duration>) -> String {
-    let Some(d) = d else { return "-".to_owned() };
-    let s = d.as_secs();
-    if s < 10 {
-        format!("{:.1}s", d.as_secs_f64())
-    } else if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    }
 }
 
 /// `1 member`, `3 members`.

@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use crate::Simba;
 use crate::backend::{SessionId, SharedBackend, StoreSnapshot};
-use crate::job::{PartitionedJob, Schedule, ScheduledJob};
+use crate::job::{JobSettings, Schedule};
 use crate::job_store::{JobState, RunRecord, SharedJobStore};
-use crate::runtime::RuntimeConfig;
 
 /// How many records per job a reading holds (the jobs page's bar, the job page's table).
 pub(crate) const HISTORY: usize = 50;
@@ -66,34 +65,22 @@ pub(crate) struct Registered {
     pub(crate) schedule: Option<Schedule>,
 }
 
-/// The jobs a runtime plans to run, with `simba.toml`'s overrides (disabled jobs left out).
-pub(crate) fn registered(
-    config: &RuntimeConfig,
-    scheduled: &[ScheduledJob],
-    partitioned: &[PartitionedJob],
-) -> Vec<Registered> {
-    let over = |name: &str| config.jobs.get(name).cloned().unwrap_or_default();
-    let mut out = Vec::new();
-    for j in scheduled {
-        let o = over(j.name);
-        if o.enabled != Some(false) {
-            let schedule = o.schedule.unwrap_or_else(|| j.schedule.clone());
-            out.push(Registered {
-                name: j.name.into(),
-                lease: j.lease.into(),
-                partitions: None,
-                schedule: Some(schedule),
-            });
+impl Registered {
+    /// A job as its settings describe it (the serving runtime's plan, or what a node published).
+    fn of(j: &JobSettings) -> Self {
+        Registered {
+            name: j.name.clone(),
+            lease: j.lease.clone(),
+            partitions: j.partitions,
+            schedule: j.parsed_schedule(),
         }
     }
-    for j in partitioned {
-        let o = over(j.name);
-        if o.enabled != Some(false) {
-            let schedule = o.schedule.or_else(|| j.schedule.clone());
-            let partitions = Some(o.partitions.unwrap_or(j.partitions));
-            out.push(Registered { name: j.name.into(), lease: j.group.into(), partitions, schedule });
-        }
-    }
+}
+
+/// The jobs the serving runtime plans to run (its plan's settings, which leave disabled jobs
+/// out), ordered by name.
+pub(crate) fn registered(jobs: &[JobSettings]) -> Vec<Registered> {
+    let mut out: Vec<Registered> = jobs.iter().map(Registered::of).collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }
@@ -212,12 +199,7 @@ fn registered_from(report: &crate::job::RegistryReport) -> Vec<Registered> {
     let mut out: Vec<Registered> = Vec::new();
     for j in report.nodes.iter().flat_map(|n| n.jobs.iter()) {
         if !out.iter().any(|r| r.name == j.name) {
-            out.push(Registered {
-                name: j.name.clone(),
-                lease: j.lease.clone(),
-                partitions: j.partitions,
-                schedule: j.parsed_schedule(),
-            });
+            out.push(Registered::of(j));
         }
     }
     out

@@ -489,42 +489,23 @@ async fn actions_pause_resume_and_trigger_the_store() {
     );
 }
 
-/// Rule J7 as the jobs page shows it: the runtime's registry with `simba.toml` overriding the
-/// schedule, and a disabled job not listed; a failing store shows its error and the registered
-/// jobs.
+/// Rule J7 as the jobs page shows it: the runtime's plan (`simba.toml` overriding the
+/// schedule, a disabled job left out: `runtime::plan`'s test) listed by name; a failing store
+/// shows its error and the registered jobs.
 #[test]
 fn the_registry_follows_the_configuration_and_a_store_failure_shows() {
-    use crate::job::{JobFuture, Misfire, PartitionedJob, ScheduledJob};
-    fn run(_: crate::Term) -> JobFuture {
-        Box::pin(async { Ok(()) })
-    }
-    fn part(_: crate::Term, _: u32) -> JobFuture {
-        Box::pin(async { Ok(()) })
-    }
-    let every = Schedule::cron;
-    let scheduled = [
-        ScheduledJob {
-            name: "report",
-            lease: "report-lease",
-            schedule: every("0 0 * * * *"),
-            misfire: Misfire::Skip,
-            run,
-        },
-        ScheduledJob { name: "off", lease: "off", schedule: every("0 0 * * * *"), misfire: Misfire::Skip, run },
+    use crate::job::{JobSettings, Misfire, RunPolicy};
+    // The settings the runtime's plan gives for `report` (its schedule overridden in Tokyo)
+    // and `billing`; `off` is disabled, so the plan has no settings for it.
+    let policy = RunPolicy::default();
+    let tokyo = Schedule::cron_in("0 */10 * * * *", "Asia/Tokyo");
+    let plan = [
+        JobSettings::scheduled("report", "report-lease", &tokyo, Misfire::Skip, &policy),
+        JobSettings::partitioned("billing", "bill", 4, None, Misfire::Skip, &policy),
     ];
-    let partitioned = [PartitionedJob {
-        name: "billing",
-        group: "bill",
-        partitions: 4,
-        schedule: None,
-        misfire: Misfire::Skip,
-        run: part,
-    }];
-    let toml = "[jobs.report]\ncron = \"0 */10 * * * *\"\ntime_zone = \"Asia/Tokyo\"\n\n[jobs.off]\nenabled = false\n";
-    let config = crate::RuntimeConfig::from_toml_str(toml, "simba.toml", Vec::new()).expect("config");
-    let registry = super::source::registered(&config, &scheduled, &partitioned);
+    let registry = super::source::registered(&plan);
     let names: Vec<&str> = registry.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["billing", "report"], "disabled jobs are not listed");
+    assert_eq!(names, ["billing", "report"], "listed by name");
     assert_eq!(registry[1].schedule, Some(Schedule::cron_in("0 */10 * * * *", "Asia/Tokyo")));
     assert_eq!((registry[0].lease.as_str(), registry[0].partitions), ("bill", Some(4)));
 

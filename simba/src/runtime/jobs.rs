@@ -8,7 +8,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{PlannedGroup, PlannedJob, RuntimeConfig, plan_group, plan_scheduled};
+use super::config::RuntimeConfig;
+use super::plan::{PlannedGroup, PlannedJob, plan_group, plan_scheduled};
 use std::time::Duration;
 
 use crate::job::{

@@ -1,0 +1,219 @@
+//! [`RuntimeBuilder`]: what the runtime runs (the configuration, the registered jobs, those
+//! added by hand) and how it starts: plan, connect, serve, start every job.
+
+use std::future::Future;
+use std::path::PathBuf;
+
+use super::config::RuntimeConfig;
+use super::connect::{MakeClient, connect};
+use super::jobs::JobsHandle;
+use super::plan::{Plan, plan};
+use super::redact;
+use super::registry;
+use super::running::{RunningRuntime, Servers, watch_control};
+use super::signals::{ShutdownFuture, wait_for_shutdown};
+use crate::job::{JOB_POLICIES, JobPolicy, PARTITIONED_JOBS, PartitionedJob, SCHEDULED_JOBS, ScheduledJob, node_name};
+use crate::{Error, Simba};
+
+enum ConfigSource {
+    Load,
+    File(PathBuf),
+    Given(Box<RuntimeConfig>),
+}
+
+/// Configures and starts the runtime.
+pub struct RuntimeBuilder {
+    config: ConfigSource,
+    scheduled: Vec<ScheduledJob>,
+    partitioned: Vec<PartitionedJob>,
+    policies: Vec<JobPolicy>,
+    clock: crate::job::WallClock,
+    registry: bool,
+    shutdown: Option<ShutdownFuture>,
+    backend: Option<MakeClient>,
+    seed: Option<u64>,
+    node: Option<String>,
+}
+
+impl RuntimeBuilder {
+    /// A builder that reads the configuration as [`run`](super::run) does and uses the
+    /// link-time registry ([`Runtime::builder`](super::Runtime::builder)).
+    pub(super) fn new() -> Self {
+        RuntimeBuilder {
+            config: ConfigSource::Load,
+            scheduled: Vec::new(),
+            partitioned: Vec::new(),
+            policies: Vec::new(),
+            clock: crate::job::WallClock::System,
+            registry: true,
+            shutdown: None,
+            backend: None,
+            seed: None,
+            node: None,
+        }
+    }
+
+    /// Names this node in run records and in its published registry (default: `SIMBA_NODE`,
+    /// else `host:pid`), e.g. a Kubernetes pod name.
+    pub fn node_name(mut self, name: impl Into<String>) -> Self {
+        self.node = Some(name.into());
+        self
+    }
+
+    /// Uses this backend instead of the configuration's `[backend] url` (for tests and for
+    /// backends built in code).
+    pub fn backend<B: crate::backend::Backend>(mut self, backend: B) -> Self {
+        self.backend = Some(Box::new(move |config, seed, namespace| {
+            let mut b = Simba::builder().backend(backend).config(config);
+            if let Some(ns) = namespace {
+                b = b.namespace(ns);
+            }
+            match seed {
+                Some(s) => b.seed(s).build(),
+                None => b.build(),
+            }
+        }));
+        self
+    }
+
+    /// Seeds the candidates' retry jitter, for reproducible tests.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Reads this file instead of `SIMBA_CONFIG` / `./simba.toml` (overrides still apply).
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config = ConfigSource::File(path.into());
+        self
+    }
+
+    /// Uses this configuration as it is.
+    pub fn config(mut self, config: RuntimeConfig) -> Self {
+        self.config = ConfigSource::Given(Box::new(config));
+        self
+    }
+
+    /// Adds a scheduled job written by hand.
+    pub fn job(mut self, job: ScheduledJob) -> Self {
+        self.scheduled.push(job);
+        self
+    }
+
+    /// Adds a partitioned job written by hand.
+    pub fn partitioned(mut self, job: PartitionedJob) -> Self {
+        self.partitioned.push(job);
+        self
+    }
+
+    /// Sets the retry and timeout options of a job added by hand (the macros register them
+    /// for theirs); `[jobs.NAME]` keys still override them.
+    pub fn policy(mut self, policy: JobPolicy) -> Self {
+        self.policies.push(policy);
+        self
+    }
+
+    /// Computes cron slots and records on this wall clock instead of the system's (tests on
+    /// paused Tokio time: [`WallClock::follow_tokio_from`](crate::job::WallClock::follow_tokio_from)).
+    pub fn wall_clock(mut self, clock: crate::job::WallClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Ignores the jobs registered by the macros; runs only those added to the builder.
+    pub fn without_registry(mut self) -> Self {
+        self.registry = false;
+        self
+    }
+
+    /// Shuts down when `signal` completes instead of on SIGINT / SIGTERM.
+    pub fn shutdown_on(mut self, signal: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.shutdown = Some(Box::pin(signal));
+        self
+    }
+
+    /// Validates everything, connects, and starts every job; returns a handle to stop them.
+    pub async fn start(self) -> Result<RunningRuntime, Error> {
+        let config = self.config.load()?;
+        let (scheduled, partitioned, policies) = if self.registry {
+            let scheduled = self.scheduled.into_iter().chain(SCHEDULED_JOBS.iter().cloned()).collect();
+            let partitioned = self.partitioned.into_iter().chain(PARTITIONED_JOBS.iter().cloned()).collect();
+            (scheduled, partitioned, self.policies.into_iter().chain(JOB_POLICIES.iter().copied()).collect())
+        } else {
+            (self.scheduled, self.partitioned, self.policies)
+        };
+        let plan = plan(&config, &scheduled, &partitioned, &policies)?;
+        #[cfg(feature = "prometheus")]
+        if config.metrics_listen.is_some() {
+            crate::metrics::recorder()?;
+        }
+        let simba = connect(self.backend, self.seed, &config).await?;
+        let servers = match Servers::start(&simba, &config, &plan).await {
+            Ok(s) => s,
+            Err(e) => {
+                simba.close().await;
+                return Err(e);
+            }
+        };
+        tracing::info!(
+            config = %config.source,
+            backend = %redact(&config.backend_url),
+            namespace = config.namespace.as_ref().map_or("(default)", |n| n.as_str()),
+            jobs = plan.jobs.len(),
+            groups = plan.groups.len(),
+            "simba runtime starting"
+        );
+        let store = simba.job_store().map(|s| match config.history_retention {
+            Some(records) => s.keeping(records),
+            None => s,
+        });
+        let (control_stop, control) = watch_control(&simba, store.as_ref());
+        let node = self.node.map_or_else(node_name, Into::into);
+        let jobs = JobsHandle::new(simba.clone(), config, policies, store.clone(), control, node, self.clock);
+        if let Err(e) = start_jobs(&jobs, plan).await {
+            control_stop.cancel();
+            simba.close().await;
+            return Err(e);
+        }
+        let registry = registry::start(&simba, store.as_ref(), &jobs, control_stop.clone());
+        Ok(RunningRuntime { simba, jobs, registry, control_stop, shutdown: self.shutdown, servers })
+    }
+
+    /// [`start`](RuntimeBuilder::start), then wait for SIGINT / SIGTERM (or the
+    /// [`shutdown_on`](RuntimeBuilder::shutdown_on) signal), then
+    /// [`shutdown`](RunningRuntime::shutdown).
+    pub async fn run(self) -> Result<(), Error> {
+        let mut running = self.start().await?;
+        wait_for_shutdown(running.shutdown.take()).await;
+        tracing::info!("shutting down: handing every job over");
+        running.shutdown().await;
+        Ok(())
+    }
+}
+
+/// Starts every planned job and group; when one cannot start, hands over what did (nothing
+/// stays half-started) and returns its error.
+async fn start_jobs(jobs: &JobsHandle, plan: Plan) -> Result<(), Error> {
+    for job in plan.jobs {
+        if let Err(e) = jobs.start_scheduled(job) {
+            jobs.stop_all().await;
+            return Err(e);
+        }
+    }
+    for g in plan.groups {
+        jobs.start_group(g);
+    }
+    Ok(())
+}
+
+impl ConfigSource {
+    /// The configuration this source names: `simba.toml` (or `SIMBA_CONFIG`), a file, or one
+    /// given.
+    fn load(self) -> Result<RuntimeConfig, Error> {
+        match self {
+            ConfigSource::Load => RuntimeConfig::load(),
+            ConfigSource::File(p) => RuntimeConfig::load_file(&p),
+            ConfigSource::Given(c) => Ok(*c),
+        }
+    }
+}

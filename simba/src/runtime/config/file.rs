@@ -1,0 +1,303 @@
+//! The tables of `simba.toml` as serde reads them, and their checks into the configuration's
+//! model (each error names its key, through [`Cx`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::diagnostics::Cx;
+use super::{DEFAULT_BACKEND_URL, JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY};
+use crate::job::{Misfire, Schedule, parse_cron, parse_time_zone};
+use crate::{Error, SimbaConfig};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileConfig {
+    #[serde(default)]
+    pub(super) backend: BackendTable,
+    #[serde(default)]
+    pub(super) session: SessionTable,
+    #[serde(default)]
+    pub(super) jobs: BTreeMap<String, JobTable>,
+    #[serde(default)]
+    pub(super) metrics: MetricsTable,
+    #[serde(default)]
+    pub(super) dashboard: crate::dashboard::DashboardTable,
+    #[serde(default)]
+    pub(super) history: HistoryTable,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HistoryTable {
+    pub(super) retention: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MetricsTable {
+    pub(super) listen: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BackendTable {
+    url: Option<String>,
+    /// A string, or what TOML made of an environment override's value (`42`).
+    pub(super) namespace: Option<toml::Value>,
+    user: Option<String>,
+    password: Option<String>,
+    password_file: Option<PathBuf>,
+    tls: Option<crate::runtime::security::TlsTable>,
+    pub(super) start_timeout: Option<String>,
+}
+
+impl std::fmt::Debug for BackendTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendTable")
+            .field("url", &self.url.as_deref().map(crate::secret::redact_url))
+            .field("namespace", &self.namespace)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| crate::secret::MASK))
+            .field("password_file", &self.password_file)
+            .field("tls", &self.tls)
+            .field("start_timeout", &self.start_timeout)
+            .finish()
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SessionTable {
+    lease_duration: Option<String>,
+    renew_interval: Option<String>,
+    drift: Option<f64>,
+    margin: Option<String>,
+    retry_jitter: Option<String>,
+    min_backoff: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct JobTable {
+    enabled: Option<bool>,
+    cron: Option<String>,
+    time_zone: Option<String>,
+    fixed_rate: Option<String>,
+    misfire: Option<String>,
+    partitions: Option<u32>,
+    retry: Option<u32>,
+    backoff: Option<String>,
+    timeout: Option<String>,
+}
+
+impl Cx<'_> {
+    /// A duration value of `key` in `[section]`, if given.
+    pub(super) fn dur(&self, section: &str, key: &str, v: &Option<String>) -> Result<Option<Duration>, Error> {
+        v.as_deref()
+            .map(|s| {
+                humantime::parse_duration(s).map_err(|e| {
+                    self.key_err(section, key, format!("invalid duration {s:?}: {e} (write e.g. \"15s\" or \"500ms\")"))
+                })
+            })
+            .transpose()
+    }
+
+    /// `[session]`, checked against C1.
+    pub(super) fn session(&self, s: &SessionTable) -> Result<SimbaConfig, Error> {
+        let mut b = SimbaConfig::builder();
+        if let Some(d) = self.dur("session", "lease_duration", &s.lease_duration)? {
+            b = b.lease_duration(d);
+        }
+        if let Some(d) = self.dur("session", "renew_interval", &s.renew_interval)? {
+            b = b.renew_interval(d);
+        }
+        if let Some(d) = s.drift {
+            b = b.drift(d);
+        }
+        if let Some(d) = self.dur("session", "margin", &s.margin)? {
+            b = b.margin(d);
+        }
+        if let Some(d) = self.dur("session", "retry_jitter", &s.retry_jitter)? {
+            b = b.retry_jitter(d);
+        }
+        if let Some(d) = self.dur("session", "min_backoff", &s.min_backoff)? {
+            b = b.min_backoff(d);
+        }
+        b.build().map_err(|e| match e {
+            // The builder names the setting: point at its line in `[session]`.
+            Error::InvalidConfig(c) => {
+                let key = c.key().unwrap_or("lease_duration").to_owned();
+                self.key_err("session", &key, c.reason().to_owned())
+            }
+            other => other,
+        })
+    }
+
+    /// `[jobs.NAME]`'s schedule keys: `cron` (with `time_zone`) or `fixed_rate`, or neither.
+    fn job_schedule(&self, section: &str, j: &JobTable) -> Result<Option<Schedule>, Error> {
+        let bad = |key: &str, msg: String| self.key_err(section, key, msg);
+        match (&j.cron, &j.fixed_rate) {
+            (Some(_), Some(_)) => Err(bad("cron", "set either cron or fixed_rate, not both".into())),
+            (Some(c), None) => {
+                parse_cron(c).map_err(|m| bad("cron", m))?;
+                if let Some(z) = &j.time_zone {
+                    parse_time_zone(z).map_err(|m| bad("time_zone", m))?;
+                }
+                Ok(Some(Schedule::Cron { expr: c.clone().into(), time_zone: j.time_zone.clone().map(Into::into) }))
+            }
+            (None, fixed) => {
+                if j.time_zone.is_some() {
+                    return Err(bad("time_zone", "time_zone only applies to cron".into()));
+                }
+                if fixed.is_none() {
+                    return Ok(None);
+                }
+                let d = self.dur(section, "fixed_rate", fixed)?.unwrap_or_default();
+                if d.is_zero() {
+                    return Err(bad("fixed_rate", "fixed_rate must be greater than zero".into()));
+                }
+                Ok(Some(Schedule::FixedRate(d)))
+            }
+        }
+    }
+
+    /// `[jobs.NAME]`.
+    pub(super) fn job(&self, name: &str, j: &JobTable) -> Result<JobOverride, Error> {
+        let section = format!("jobs.{name}");
+        let bad = |key: &str, msg: String| self.key_err(&section, key, msg);
+        let schedule = self.job_schedule(&section, j)?;
+        let misfire = match j.misfire.as_deref().map(|m| (m, simba_rules::misfire::parse(m))) {
+            None => None,
+            Some((_, Some(simba_rules::misfire::Policy::Skip))) => Some(Misfire::Skip),
+            Some((_, Some(simba_rules::misfire::Policy::RunOnce))) => Some(Misfire::RunOnce),
+            Some((other, None)) => {
+                return Err(bad(
+                    "misfire",
+                    format!(
+                        "unknown misfire policy {other:?}: use {:?} or {:?}",
+                        simba_rules::misfire::SKIP,
+                        simba_rules::misfire::RUN_ONCE
+                    ),
+                ));
+            }
+        };
+        if j.partitions == Some(0) {
+            return Err(bad("partitions", "partitions must be at least 1".into()));
+        }
+        if j.retry.is_some_and(|r| r > MAX_RETRY) {
+            return Err(bad(
+                "retry",
+                format!(
+                    "retry must be at most {MAX_RETRY} (a slot that fails that often needs a fix, not more attempts)"
+                ),
+            ));
+        }
+        let backoff = self.dur(&section, "backoff", &j.backoff)?;
+        if backoff.is_some_and(|d| d.is_zero()) {
+            return Err(bad("backoff", "backoff must be greater than zero".into()));
+        }
+        let timeout = self.dur(&section, "timeout", &j.timeout)?;
+        if timeout.is_some_and(|d| d.is_zero()) {
+            return Err(bad("timeout", "timeout must be greater than zero (leave it out for no timeout)".into()));
+        }
+        Ok(JobOverride {
+            enabled: j.enabled,
+            schedule,
+            misfire,
+            partitions: j.partitions,
+            retry: j.retry,
+            backoff,
+            timeout,
+        })
+    }
+
+    /// `[backend]`: the URL with the user, password and TLS keys folded in.
+    pub(super) fn backend_url(&self, b: BackendTable) -> Result<String, Error> {
+        let url = b.url.unwrap_or_else(|| DEFAULT_BACKEND_URL.to_owned());
+        let password = match (b.password, &b.password_file) {
+            (Some(_), Some(_)) => {
+                return Err(self.key_err(
+                    "backend",
+                    "password_file",
+                    "set either password (or SIMBA_BACKEND__PASSWORD) or password_file, not both".into(),
+                ));
+            }
+            (Some(p), None) => Some(p),
+            (None, Some(path)) => Some(
+                crate::runtime::security::read_password_file(path)
+                    .map_err(|m| self.err_at("backend.password_file", m))?,
+            ),
+            (None, None) => None,
+        };
+        crate::runtime::security::secure_url(&url, b.user.as_deref(), password.as_deref(), b.tls.as_ref())
+            .map_err(|m| self.key_err("backend", "url", m))
+    }
+
+    /// `[backend] namespace`, checked against the lease-name rules before any backend call.
+    pub(super) fn namespace(
+        &self,
+        v: Option<&toml::Value>,
+    ) -> Result<Option<crate::backend::namespace::Namespace>, Error> {
+        let text = match v {
+            None => return Ok(None),
+            Some(toml::Value::String(s)) => s.clone(),
+            Some(toml::Value::Integer(i)) => i.to_string(),
+            Some(other) => {
+                return Err(self.key_err(
+                    "backend",
+                    "namespace",
+                    format!("expected a string, found {} (write e.g. namespace = \"billing-svc\")", other.type_str()),
+                ));
+            }
+        };
+        match crate::backend::namespace::problem(&text) {
+            Some(message) => Err(self.key_err("backend", "namespace", message)),
+            None => crate::backend::namespace::Namespace::new(&text).map(Some),
+        }
+    }
+
+    /// `[metrics] listen`.
+    pub(super) fn metrics_listen(&self, listen: Option<String>) -> Result<Option<std::net::SocketAddr>, Error> {
+        let addr = listen
+            .map(|l| {
+                l.parse::<std::net::SocketAddr>().map_err(|e| {
+                    self.key_err(
+                        "metrics",
+                        "listen",
+                        format!("invalid address {l:?}: {e} (write e.g. \"127.0.0.1:9464\")"),
+                    )
+                })
+            })
+            .transpose()?;
+        if addr.is_some() && !cfg!(feature = "prometheus") {
+            return Err(self.key_err(
+                "metrics",
+                "listen",
+                "serving metrics needs simba's cargo feature `prometheus` (or remove [metrics] listen and install \
+                 your own metrics exporter)"
+                    .into(),
+            ));
+        }
+        Ok(addr)
+    }
+
+    /// `[history] retention`.
+    pub(super) fn history_retention(&self, retention: Option<i64>) -> Result<Option<usize>, Error> {
+        let Some(n) = retention else { return Ok(None) };
+        match usize::try_from(n) {
+            Ok(n @ 1..=MAX_HISTORY_RETENTION) => Ok(Some(n)),
+            _ => Err(self.key_err(
+                "history",
+                "retention",
+                format!(
+                    "{n} records per job: write a number from 1 to {MAX_HISTORY_RETENTION} (default {}; \
+                     keep a longer history in your own store)",
+                    crate::job_store::DEFAULT_RETENTION
+                ),
+            )),
+        }
+    }
+}

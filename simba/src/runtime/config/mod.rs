@@ -1,0 +1,241 @@
+//! `simba.toml`: loading, `SIMBA_*` environment overrides, and validation (rules C2, J4, J7).
+//!
+//! ```toml
+//! [backend]
+//! url = "sqlite://simba.db"
+//! namespace = "billing-svc"  # optional: share one store with other applications (ADR 0013)
+//!
+//! [session]
+//! lease_duration = "15s"
+//!
+//! [jobs.report]              # a #[simba_scheduled] job, by name
+//! cron = "0 */10 * * * *"
+//!
+//! [jobs.billing]             # a #[simba_partitioned] job, by name
+//! partitions = 32
+//! enabled = false
+//! ```
+//!
+//! Every key can be overridden by an environment variable `SIMBA_<TABLE>__<KEY>` (double
+//! underscores between levels): `SIMBA_SESSION__LEASE_DURATION=10s`,
+//! `SIMBA_JOBS__REPORT__ENABLED=false`, `SIMBA_BACKEND__URL=postgres://...`.
+//!
+//! The model is here; the file's tables and their checks are in `file`, the overrides in
+//! `env`, and what an error says (lines, variables, masked secrets, hints) in `diagnostics`.
+
+mod diagnostics;
+mod env;
+mod file;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::job::{Misfire, Schedule};
+use crate::{ConfigError, Error, SimbaConfig};
+
+use diagnostics::{Cx, Origins, secrets_in};
+pub(crate) use env::env_overrides;
+use env::{apply_override, overridden_keys};
+use file::FileConfig;
+
+/// The largest `retry` a job may ask for.
+pub const MAX_RETRY: u32 = 100;
+
+/// The backend used when no configuration file exists: SQLite in `./simba.db`.
+pub const DEFAULT_BACKEND_URL: &str = "sqlite://simba.db";
+
+/// Overrides for one job, by name (rule J7).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct JobOverride {
+    /// `enabled = false` keeps the job from running on this node.
+    pub enabled: Option<bool>,
+    /// A schedule replacing the one in the code.
+    pub schedule: Option<Schedule>,
+    /// A misfire policy replacing the one in the code.
+    pub misfire: Option<Misfire>,
+    /// For partitioned jobs: the number of partitions.
+    pub partitions: Option<u32>,
+    /// `retry = 3`: how many times a failed run is retried while its term stays valid.
+    pub retry: Option<u32>,
+    /// `backoff = "1s"`: the first wait before a retry (doubling, capped, jittered).
+    pub backoff: Option<Duration>,
+    /// `timeout = "30s"`: a run that outlives it is cancelled and recorded `timed_out`.
+    pub timeout: Option<Duration>,
+}
+
+/// The runtime's configuration, resolved from a file (or the embedded default) and the
+/// environment. Its `Debug` output masks the secrets of the backend URL.
+#[derive(Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RuntimeConfig {
+    /// Where it came from (a path, or "the embedded default").
+    pub source: String,
+    /// The backend URL, with the `[backend]` credentials and `[backend.tls]` files merged in
+    /// (so it may hold a password: show it through [`crate::runtime::redact`]).
+    pub backend_url: String,
+    /// Session timing.
+    pub session: SimbaConfig,
+    /// Per-job overrides, by job name.
+    pub jobs: BTreeMap<String, JobOverride>,
+    /// `[metrics] listen`: where the runtime serves `/metrics` and `/healthz` (feature
+    /// `prometheus`); `None` (the default): nothing listens.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `[dashboard]`: where the runtime serves the web dashboard (feature `dashboard`);
+    /// `None` (the default): nothing listens.
+    pub dashboard: Option<crate::dashboard::DashboardConfig>,
+    /// `[history] retention`: how many run records per job the jobs store keeps (at most
+    /// [`MAX_HISTORY_RETENTION`]); `None` (the default): the store's
+    /// [`DEFAULT_RETENTION`](crate::job_store::DEFAULT_RETENTION).
+    pub history_retention: Option<usize>,
+    /// `[backend] namespace` (or `SIMBA_BACKEND__NAMESPACE`): the namespace every lease,
+    /// group and job name of this application lives in (issue 12 item 6, ADR 0013); `None`
+    /// (the default): the store's default namespace, as before namespaces existed.
+    pub namespace: Option<crate::backend::namespace::Namespace>,
+    /// `[backend] start_timeout` (default [`DEFAULT_START_TIMEOUT`]): how long the runtime's
+    /// start keeps trying a backend that is unavailable (refused, reset, no answer, a name
+    /// that does not resolve yet) before it gives up. A misconfigured backend (a malformed URL,
+    /// wrong credentials, a missing database, a TLS failure) fails at once. `0s`: one try.
+    pub start_timeout: Duration,
+    /// Where each key of the file was set (its line, or the variable that overrode it), for
+    /// the errors found once the jobs are known (`Runtime`'s plan: an unknown `[jobs.NAME]`,
+    /// `partitions = 0`, a namespace too long for a job's names).
+    origins: Origins,
+}
+
+impl RuntimeConfig {
+    /// `e` (an error about `key` of this configuration) with the key's line in the file, or
+    /// the environment variable that set it, when the file or the environment set it.
+    pub(crate) fn locate(&self, e: ConfigError, key: &str) -> ConfigError {
+        self.origins.locate(e, key)
+    }
+}
+
+/// The largest `[history] retention`: every write of a record lists or trims the job's
+/// records, so a longer history belongs in the application's own store.
+pub const MAX_HISTORY_RETENTION: usize = 10_000;
+
+/// The default `[backend] start_timeout`: long enough for a database that starts beside the
+/// application (a container, a restart), short enough that a node pointed at the wrong host
+/// says so within a minute.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl std::fmt::Debug for RuntimeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeConfig")
+            .field("source", &self.source)
+            .field("backend_url", &crate::secret::redact_url(&self.backend_url))
+            .field("session", &self.session)
+            .field("jobs", &self.jobs)
+            .field("metrics_listen", &self.metrics_listen)
+            .field("dashboard", &self.dashboard)
+            .field("history_retention", &self.history_retention)
+            .field("namespace", &self.namespace)
+            .field("start_timeout", &self.start_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            source: "the embedded default".into(),
+            backend_url: DEFAULT_BACKEND_URL.into(),
+            session: SimbaConfig::default(),
+            jobs: BTreeMap::new(),
+            metrics_listen: None,
+            dashboard: None,
+            history_retention: None,
+            namespace: None,
+            start_timeout: DEFAULT_START_TIMEOUT,
+            origins: Origins::default(),
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Loads the configuration as [`crate::run`] does: the file named by `SIMBA_CONFIG`, else
+    /// `./simba.toml` if it exists, else the embedded default; then `SIMBA_*` overrides.
+    pub fn load() -> Result<RuntimeConfig, Error> {
+        match std::env::var_os("SIMBA_CONFIG") {
+            Some(p) => Self::load_file(Path::new(&p)),
+            None if Path::new("simba.toml").exists() => Self::load_file(Path::new("simba.toml")),
+            None => Self::from_toml_str("", "the embedded default", env_overrides()),
+        }
+    }
+
+    /// Loads `path`, then applies `SIMBA_*` overrides.
+    pub fn load_file(path: &Path) -> Result<RuntimeConfig, Error> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::from(
+                ConfigError::new(format!(
+                    "cannot read the file: {e} (set SIMBA_CONFIG to the right file, or remove it to use the embedded \
+                     default)"
+                ))
+                .with_file(path.display().to_string()),
+            )
+        })?;
+        Self::from_toml_str(&text, &path.display().to_string(), env_overrides())
+    }
+
+    /// Parses `text` (named `source` in errors), then applies `overrides` (variable name and
+    /// value, as `SIMBA_SESSION__LEASE_DURATION=10s`).
+    pub fn from_toml_str(text: &str, source: &str, overrides: Vec<(String, String)>) -> Result<RuntimeConfig, Error> {
+        // Messages may quote the file (TOML errors show the offending line) or an override's
+        // value: mask every secret first.
+        let overridden = overridden_keys(&overrides);
+        let origins = Origins::of(text, &overridden);
+        let cx = Cx { text, source, secrets: secrets_in(text, &overrides), overridden, origins };
+        // First the file alone, so that errors carry its line and column.
+        if let Err(e) = toml::from_str::<FileConfig>(text) {
+            return Err(cx.toml_err(&e));
+        }
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| cx.toml_err(&e))?;
+        let mut applied = Vec::new();
+        for (var, value) in &overrides {
+            apply_override(&mut table, var, value).map_err(|m| match cx.err(m) {
+                Error::InvalidConfig(c) => Error::from(c.with_env_var(var.as_str())),
+                other => other,
+            })?;
+            applied.push(var.as_str());
+        }
+        let file: FileConfig = table.try_into().map_err(|e: toml::de::Error| cx.override_err(&e, &applied))?;
+        let session = cx.session(&file.session)?;
+        let mut jobs = BTreeMap::new();
+        for (name, j) in file.jobs {
+            let o = cx.job(&name, &j)?;
+            jobs.insert(name, o);
+        }
+        let namespace = cx.namespace(file.backend.namespace.as_ref())?;
+        let start_timeout =
+            cx.dur("backend", "start_timeout", &file.backend.start_timeout)?.unwrap_or(DEFAULT_START_TIMEOUT);
+        let backend_url = cx.backend_url(file.backend)?;
+        let metrics_listen = cx.metrics_listen(file.metrics.listen)?;
+        let dashboard =
+            crate::dashboard::resolve(file.dashboard).map_err(|(key, m)| cx.key_err("dashboard", key, m))?;
+        let history_retention = cx.history_retention(file.history.retention)?;
+        Ok(RuntimeConfig {
+            source: source.to_owned(),
+            backend_url,
+            session,
+            jobs,
+            metrics_listen,
+            dashboard,
+            history_retention,
+            namespace,
+            start_timeout,
+            origins: cx.origins,
+        })
+    }
+
+    /// The path `load()` reads, if any.
+    pub fn default_path() -> Option<PathBuf> {
+        match std::env::var_os("SIMBA_CONFIG") {
+            Some(p) => Some(PathBuf::from(p)),
+            None => Some(PathBuf::from("simba.toml")).filter(|p| p.exists()),
+        }
+    }
+}
