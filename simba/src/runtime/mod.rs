@@ -72,6 +72,7 @@ type MakeClient = Box<
 >;
 
 /// Configures and starts the runtime.
+#[must_use]
 pub struct RuntimeBuilder {
     config: ConfigSource,
     scheduled: Vec<ScheduledJob>,
