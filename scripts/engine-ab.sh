@@ -29,8 +29,12 @@ side() { # side NAME REV: a crate at $work/NAME building main.rs against simba a
   fi
   mkdir -p "$work/$name/src"
   cp scripts/engine_ab/main.rs "$work/$name/src/main.rs"
-  printf '[package]\nname = "engine-ab-%s"\nversion = "0.0.0"\nedition = "2024"\npublish = false\n\n[workspace]\n\n[dependencies]\nsimba = { path = "%s/simba", default-features = false, features = ["redis", "postgres"] }\ntokio = { version = "1", features = ["macros", "rt-multi-thread", "time"] }\n' \
-    "$name" "$src" >"$work/$name/Cargo.toml"
+  # The package is `simba` before the rename to `simba-sched` and `simba-sched` after it: the
+  # dependency takes the revision's own package name, and keeps the key (and import) `simba`.
+  local pkg
+  pkg=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$src/simba/Cargo.toml" | head -n 1)
+  printf '[package]\nname = "engine-ab-%s"\nversion = "0.0.0"\nedition = "2024"\npublish = false\n\n[workspace]\n\n[dependencies]\nsimba = { package = "%s", path = "%s/simba", default-features = false, features = ["redis", "postgres"] }\ntokio = { version = "1", features = ["macros", "rt-multi-thread", "time"] }\n' \
+    "$name" "$pkg" "$src" >"$work/$name/Cargo.toml"
   (cd "$work/$name" && CARGO_TARGET_DIR=$work/target-$name cargo build --release -q)
 }
 side a "$a"

@@ -154,6 +154,7 @@ impl Jobs {
 
     /// Also accepts these job names (the service's registered jobs, which may not have run
     /// yet), besides those the store knows.
+    #[must_use]
     pub fn with_registered<I: IntoIterator<Item = S>, S: Into<String>>(mut self, names: I) -> Self {
         self.registered.extend(names.into_iter().map(Into::into));
         self
@@ -161,6 +162,7 @@ impl Jobs {
 
     /// The registry of this binary (`#[simba_scheduled]` / `#[simba_partitioned]`) as
     /// registered names.
+    #[must_use]
     pub fn with_linked_registry(self) -> Self {
         let names = crate::job::SCHEDULED_JOBS
             .iter()

@@ -44,6 +44,7 @@ pub struct Simba {
 }
 
 /// Builds a [`Simba`] client.
+#[must_use]
 pub struct SimbaBuilder {
     config: SimbaConfig,
     backend: Option<SharedBackend>,

@@ -107,6 +107,7 @@ impl SimbaConfig {
 
 /// Builds a [`SimbaConfig`]; [`build`](SimbaConfigBuilder::build) checks rule C1.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[must_use]
 pub struct SimbaConfigBuilder {
     lease_duration: Duration,
     renew_interval: Option<Duration>,

@@ -314,6 +314,7 @@ impl Drop for Claim {
 
 /// A held lock: its term, released with its token on [`release`](LockGuard::release) or,
 /// in the background, on drop.
+#[must_use = "dropping the guard releases the lock"]
 pub struct LockGuard {
     term: Term,
     claim: Option<Claim>,

@@ -71,6 +71,7 @@ pub enum Loss {
 }
 
 /// Configures a [`TestKit`].
+#[must_use]
 pub struct TestKitBuilder {
     start: DateTime<Utc>,
     toml: String,

@@ -30,6 +30,7 @@ pub type SharedJobStore = Arc<dyn JobStore>;
 
 /// What became of a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Outcome {
     /// Claimed and running now (or its node died before it could say how it ended).
     Running,
@@ -109,6 +110,7 @@ impl FromStr for Outcome {
 
 /// Why a slot exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum SlotKind {
     /// A cron instant or a fixed-rate tick.
     Scheduled,

@@ -114,6 +114,7 @@ impl MemoryBackend {
 
     /// Keeps at most `records` history records per job in this store (and every clone of it;
     /// default [`DEFAULT_RETENTION`]). At least 1.
+    #[must_use]
     pub fn with_job_retention(self, records: usize) -> Self {
         self.state().jobs.retention = records.max(1);
         self

@@ -52,6 +52,7 @@ impl DashboardConfig {
     }
 
     /// The same, with actions enabled and authorised by `token`.
+    #[must_use]
     pub fn with_actions(mut self, token: ActionToken) -> Self {
         self.actions = Some(token);
         self

@@ -85,6 +85,7 @@ impl Schedule {
 
 /// What to do with cron slots that passed while no node held the job's term.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Misfire {
     /// Skip them; run the next slot on time (the default).
     #[default]

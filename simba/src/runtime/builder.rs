@@ -22,6 +22,7 @@ enum ConfigSource {
 }
 
 /// Configures and starts the runtime.
+#[must_use]
 pub struct RuntimeBuilder {
     config: ConfigSource,
     scheduled: Vec<ScheduledJob>,

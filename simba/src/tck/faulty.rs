@@ -156,6 +156,7 @@ impl<B: Backend> FaultyBackend<B> {
     /// Also offers the wrapped backend's jobs store ([`Backend::job_store`]; its calls are not
     /// faulted). Without it the wrapper has none, and the scheduler claims slots with
     /// [`Backend::claim_slot`], which the faults reach.
+    #[must_use]
     pub fn with_job_store(mut self) -> Self {
         self.jobs = true;
         self

@@ -1513,7 +1513,7 @@ mod tests {
     /// History at the largest `[history] retention`: one job with 10,000 records (and another
     /// as large). An append drops exactly the oldest record, a finish trims too (the claim
     /// does not), `jobs()` answers each job's newest record. The time of each call is printed
-    /// for the report (`cargo test -p simba --all-features --lib history_at_maximum_retention
+    /// for the report (`cargo test -p simba-sched --all-features --lib history_at_maximum_retention
     /// -- --nocapture`); none is asserted.
     #[tokio::test]
     async fn history_at_maximum_retention_keeps_the_newest_records() {

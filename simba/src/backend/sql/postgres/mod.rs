@@ -341,6 +341,7 @@ impl PostgresBackend {
     /// This backend with its jobs store (run history, pause, run now) switched on, which it
     /// is by default since its claim is one round trip (a PL/pgSQL function,
     /// ADR 0012): kept so that code written when the store was off by default still builds.
+    #[must_use]
     pub fn with_job_store(mut self) -> Self {
         self.jobs = true;
         self
