@@ -12,7 +12,7 @@ bash scripts/backends.sh install
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p simba -p simba-macros --all-features
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p simba -p simba-sched-core -p simba-macros --all-features
 
 eval "$(bash scripts/backends.sh start)"
 trap 'bash scripts/backends.sh stop >/dev/null 2>&1 || true' EXIT
