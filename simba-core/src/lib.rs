@@ -5,6 +5,8 @@
 //!
 //! - [`attempt`]: the K3 attempt slot (one acquisition in flight per name, an abandoned one
 //!   keeps it until its reply or its timeout).
+//! - [`claim`]: the jobs store's claim rule (which slot or run-now request a claim takes, what
+//!   pause does to it, and what the store writes), the one reference every store follows.
 //! - [`mutants`]: rule breaks the model checker switches on (feature `mutants`, tests only).
 //! - [`slots`]: the slot arithmetic of schedules (cron slots in a time zone, the fixed-rate
 //!   grid, misfire gaps), the wall clock passed in.
@@ -33,6 +35,7 @@ use std::ops::Add;
 use std::time::Duration;
 
 pub mod attempt;
+pub mod claim;
 pub mod election;
 pub mod ledger;
 pub mod mutants;
