@@ -20,8 +20,8 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 # the rest with its default features, 5-6 min here (2 cores) against a ~45 min budget, so it is
 # packaged with --no-verify. --allow-dirty: the command runs on working trees.
 cargo publish --workspace --dry-run --allow-dirty --no-verify
-cargo publish --dry-run --allow-dirty -p simba-sched-rules -p simba-sched-macros
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p simba-sched -p simba-sched-macros --all-features
+cargo publish --dry-run --allow-dirty -p simba-sched-rules -p simba-sched-macros -p simba-sched-core
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p simba-sched -p simba-sched-core -p simba-sched-macros --all-features
 
 eval "$(bash scripts/backends.sh start)"
 trap 'bash scripts/backends.sh stop >/dev/null 2>&1 || true' EXIT

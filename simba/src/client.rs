@@ -4,13 +4,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use simba_core::Timing;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::namespace::{Namespace, Namespaced};
 use crate::backend::{Backend, SessionId, SharedBackend};
-use crate::core::Timing;
 use crate::election::Election;
 use crate::engine::{ClientState, Shared};
 use crate::events::{ElectionSnapshot, Event, SessionStatus, Snapshot, TermSnapshot};
@@ -111,7 +111,8 @@ impl SimbaBuilder {
         let (releases, _) = broadcast::channel(1024);
         let (events, _) = broadcast::channel(1024);
         let shared = Arc::new(Shared {
-            timing: Timing::new(self.config),
+            config: self.config,
+            timing: Timing::new(self.config.into()),
             session: watch::channel(None).0,
             state: Mutex::new(ClientState { status: Some(SessionStatus::Opening), ..Default::default() }),
             events,
@@ -188,7 +189,7 @@ impl Simba {
 
     /// The timing configuration.
     pub fn config(&self) -> &SimbaConfig {
-        &self.shared.timing.config
+        &self.shared.config
     }
 
     /// An election for lease `name`. Nothing happens until it is started.

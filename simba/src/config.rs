@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use simba_core::TimingConfig;
+
 use crate::{ConfigError, Error};
 
 /// The timing of sessions and candidates.
@@ -90,10 +92,10 @@ impl SimbaConfig {
     /// The wait after `current` when an open of the session failed again: twice as long, at
     /// most `renew_interval` (D5). The session's reopen and the runtime's start share it.
     pub(crate) fn next_open_backoff(&self, current: Duration) -> Duration {
-        (current * 2).min(self.renew_interval())
+        TimingConfig::from(*self).next_open_backoff(current)
     }
     /// Whether a lock name passed among this process's tasks gives other nodes a turn
-    /// (`core::timing::gives_way`).
+    /// (`simba_core::timing::gives_way`).
     pub fn fair_locks(&self) -> bool {
         self.fair_locks
     }
@@ -102,6 +104,21 @@ impl SimbaConfig {
     /// `lease_duration + renew_interval / 2 + retry_jitter`.
     pub fn failover_bound(&self) -> Duration {
         self.lease_duration + self.renew_interval / 2 + self.retry_jitter
+    }
+}
+
+/// The one place a configuration becomes the core's timing settings (the core's rules read
+/// only these; `fair_locks` is the engine's own).
+impl From<SimbaConfig> for TimingConfig {
+    fn from(c: SimbaConfig) -> Self {
+        TimingConfig {
+            lease_duration: c.lease_duration,
+            renew_interval: c.renew_interval,
+            drift: c.drift,
+            margin: c.margin,
+            retry_jitter: c.retry_jitter,
+            min_backoff: c.min_backoff,
+        }
     }
 }
 

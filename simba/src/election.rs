@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use simba_core::election::{Command as MachineCommand, ElectionMachine, Status};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
-use crate::core::election::{Command as MachineCommand, ElectionMachine, Status};
 use crate::engine::attempt::{Attempt, abandon, attempt_finished, spawn_attempt};
 use crate::engine::control::{Cmd, ElectionCtl, ElectionStatus, IN_ELECTION, inside_election};
 use crate::engine::{Released, Shared};
@@ -331,7 +331,7 @@ impl Dispatcher {
 }
 
 /// The election's own task: the async shell of the core's election machine
-/// ([`crate::core::election`]). It waits for what the machine's phase waits for, feeds it the
+/// ([`simba_core::election`]). It waits for what the machine's phase waits for, feeds it the
 /// event, and executes the commands it returns, in order.
 struct Actor {
     shared: Arc<Shared>,

@@ -73,7 +73,7 @@ pub enum Event {
     Closed,
 }
 
-pub use crate::core::SessionStatus;
+pub use simba_core::SessionStatus;
 
 /// The state of one election in a [`Snapshot`].
 #[derive(Debug, Clone, PartialEq, Eq)]

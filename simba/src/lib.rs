@@ -7,7 +7,6 @@ pub mod backend;
 pub mod cli;
 mod client;
 mod config;
-pub mod core;
 pub mod dashboard;
 mod election;
 mod engine;

@@ -3,13 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use simba_core::election::{Command as MachineCommand, Contention, ElectionMachine};
+use simba_core::timing::{Courtesy, courtesy, defer_after_release};
 use tokio::sync::OwnedMutexGuard;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Acquire;
-use crate::core::election::{Command as MachineCommand, Contention, ElectionMachine};
-use crate::core::timing::{Courtesy, courtesy, defer_after_release};
 use crate::engine::attempt::{Attempt, abandon, spawn_attempt};
 use crate::engine::{LocalStreak, Released, Shared, sleep_until_or_never};
 use crate::events::Event;
@@ -65,7 +65,7 @@ impl Lock {
         self.shared.ensure_open()?;
         let name: Arc<str> = self.name.as_str().into();
         let Some(mut local) = self.local_turn(&name, until).await else { return Ok(None) };
-        if !once && self.shared.timing.config.fair_locks() && !self.give_way(&mut local, until).await? {
+        if !once && self.shared.config.fair_locks() && !self.give_way(&mut local, until).await? {
             return Ok(None);
         }
         let claim = self.claim(&name)?;
@@ -147,7 +147,7 @@ impl Lock {
         }
         // K1/K2: the candidate delay (cut at `until`), or less when `name` is released.
         let at = m.next_wakeup()?;
-        let renew = self.shared.timing.config.renew_interval();
+        let renew = self.shared.config.renew_interval();
         let mut nudge_at = None;
         loop {
             let released = tokio::select! {
@@ -212,10 +212,10 @@ impl Lock {
     }
 
     /// Issue 15 item 7: after a long enough local streak, this local waiter lets other nodes'
-    /// candidates (woken by the release just made) try first ([`crate::core::timing::courtesy`]).
+    /// candidates (woken by the release just made) try first ([`simba_core::timing::courtesy`]).
     /// `false` when `until` came first.
     async fn give_way(&self, local: &mut LocalTurn, until: Option<Instant>) -> Result<bool, Error> {
-        let renew = self.shared.timing.config.renew_interval();
+        let renew = self.shared.config.renew_interval();
         let now = Instant::now();
         let Some(streak) = local.guard.as_deref_mut() else { return Ok(true) };
         let wait = match courtesy(streak.since, streak.released_at, now, renew) {
@@ -470,7 +470,7 @@ mod tests {
     fn p7_a_held_lock_stays_small() {
         let size = std::mem::size_of::<super::LockGuard>();
         assert!(size <= 80, "a LockGuard is {size} bytes: every held lock pays it (P7)");
-        assert!(std::mem::size_of::<crate::core::election::ElectionMachine<tokio::time::Instant>>() > 80);
+        assert!(std::mem::size_of::<simba_core::election::ElectionMachine<tokio::time::Instant>>() > 80);
     }
 
     /// Issue 13 item 4 / issue 16 item 7: `lock_queues` shrinks when a name's queue empties,

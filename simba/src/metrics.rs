@@ -73,13 +73,7 @@ const STATES: [(SessionStatus, &str); 4] = [
 
 /// The label of a revoke reason.
 pub fn reason_label(reason: RevokeReason) -> &'static str {
-    match reason {
-        RevokeReason::Stopped => "stopped",
-        RevokeReason::SteppedDown => "stepped_down",
-        RevokeReason::DeadlinePassed => "deadline_passed",
-        RevokeReason::SessionExpired => "session_expired",
-        RevokeReason::TakenOver => "taken_over",
-    }
+    reason.as_str()
 }
 
 pub(crate) fn session_state(status: SessionStatus) {

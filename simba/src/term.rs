@@ -5,14 +5,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use simba_core::ledger::ReleasedTokens;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::Error;
 use crate::backend::SessionId;
-use crate::core::ledger::ReleasedTokens;
 
-pub use crate::core::RevokeReason;
+pub use simba_core::RevokeReason;
 
 /// One session instance as the engine tracks it: its id and its local deadline.
 ///
@@ -55,7 +55,7 @@ impl SessionCell {
     /// out after the CURRENT renewal period (shortened by D4 when the backend granted less),
     /// and never later than the session's local deadline.
     pub(crate) fn call_timeout(&self, now: Instant) -> Duration {
-        crate::core::call_timeout(self.period(), now, self.deadline())
+        simba_core::call_timeout(self.period(), now, self.deadline())
     }
 
     pub(crate) fn deadline(&self) -> Instant {

@@ -1,5 +1,6 @@
 //! How the key-value backends (ZooKeeper, etcd) store the jobs store's control rows and run
-//! records as bytes, and the decision of a claim from what it read (issue 12, ADR 0012).
+//! records as bytes (issue 12, ADR 0012). What a claim decides from what it read is the
+//! core's claim rule, [`simba_core::claim::decide`].
 //!
 //! A control value is lines `key=value` (unknown keys are ignored, missing ones take their
 //! default, so a value written by an older or newer build still reads); a record is the
@@ -8,127 +9,47 @@
 //! by slot then kind: 16 hexadecimal digits of the slot with its sign bit flipped, then the
 //! kind's rank.
 
+use simba_core::claim::ControlRow;
+
 use crate::backend::job_store::{JobState, Outcome, RunRecord, SlotKind, group_of, truncate_error};
 
-/// One job name's control row.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Control {
-    pub(crate) paused: bool,
-    /// The slot ledger: the latest scheduled or caught-up slot claimed.
-    pub(crate) last_slot: Option<i64>,
-    /// Run-now requests made so far, and the time of the newest.
-    pub(crate) trigger_id: i64,
-    pub(crate) trigger_ms: Option<i64>,
-    /// The request id this job name took last, and the id of its group's request.
-    pub(crate) taken_id: i64,
-    pub(crate) group_taken_id: i64,
+/// A control row as stored.
+pub(crate) fn encode_control(c: &ControlRow) -> String {
+    let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
+    format!(
+        "paused={}\nlast_slot={}\ntrigger_id={}\ntrigger_ms={}\ntaken_id={}\ngroup_taken_id={}\n",
+        u8::from(c.paused),
+        opt(c.last_slot),
+        c.trigger_id,
+        opt(c.trigger_ms),
+        c.taken_id,
+        c.group_taken_id
+    )
 }
 
-impl Control {
-    pub(crate) fn encode(&self) -> String {
-        let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
-        format!(
-            "paused={}\nlast_slot={}\ntrigger_id={}\ntrigger_ms={}\ntaken_id={}\ngroup_taken_id={}\n",
-            u8::from(self.paused),
-            opt(self.last_slot),
-            self.trigger_id,
-            opt(self.trigger_ms),
-            self.taken_id,
-            self.group_taken_id
-        )
-    }
-
-    /// The control row stored as `data`; `None` when it is not one.
-    pub(crate) fn decode(data: &[u8]) -> Option<Control> {
-        let text = std::str::from_utf8(data).ok()?;
-        let mut c = Control::default();
-        for line in text.lines().filter(|l| !l.is_empty()) {
-            let (k, v) = line.split_once('=')?;
-            let num = || v.parse::<i64>().ok();
-            match k {
-                "paused" => c.paused = v == "1",
-                "last_slot" => c.last_slot = num(),
-                "trigger_id" => c.trigger_id = num().unwrap_or(0),
-                "trigger_ms" => c.trigger_ms = num(),
-                "taken_id" => c.taken_id = num().unwrap_or(0),
-                "group_taken_id" => c.group_taken_id = num().unwrap_or(0),
-                _ => {}
-            }
+/// The control row stored as `data`; `None` when it is not one.
+pub(crate) fn decode_control(data: &[u8]) -> Option<ControlRow> {
+    let text = std::str::from_utf8(data).ok()?;
+    let mut c = ControlRow::default();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let (k, v) = line.split_once('=')?;
+        let num = || v.parse::<i64>().ok();
+        match k {
+            "paused" => c.paused = v == "1",
+            "last_slot" => c.last_slot = num(),
+            "trigger_id" => c.trigger_id = num().unwrap_or(0),
+            "trigger_ms" => c.trigger_ms = num(),
+            "taken_id" => c.taken_id = num().unwrap_or(0),
+            "group_taken_id" => c.group_taken_id = num().unwrap_or(0),
+            _ => {}
         }
-        Some(c)
     }
-
-    /// The time of a request this name has not taken yet.
-    pub(crate) fn pending(&self) -> Option<i64> {
-        if self.trigger_id > self.taken_id { self.trigger_ms } else { None }
-    }
-
-    /// Pauses or resumes: `(changed, was paused)`, as `control_change` wants it.
-    pub(crate) fn set_paused(&mut self, paused: bool) -> (bool, bool) {
-        let was = self.paused;
-        self.paused = paused;
-        (was != paused, was)
-    }
-
-    /// A new request at `at_ms`: see [`trigger_slot`](crate::backend::job_store::trigger_slot).
-    pub(crate) fn request(&mut self, at_ms: i64) -> i64 {
-        self.trigger_ms =
-            Some(crate::backend::job_store::trigger_slot(self.trigger_ms, self.pending().is_some(), at_ms));
-        self.trigger_id += 1;
-        self.trigger_id
-    }
-
-    pub(crate) fn state(&self, job: String, last: Option<RunRecord>) -> JobState {
-        JobState { job, paused: self.paused, last_slot_ms: self.last_slot, last, trigger_pending_ms: self.pending() }
-    }
+    Some(c)
 }
 
-/// What a claim does, decided from what it read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Decision {
-    /// The slot was claimed before (or no request is pending): write nothing.
-    AlreadyClaimed,
-    /// Paused: write `own` (a consumed scheduled slot) when `Some`, answer `Paused`.
-    Paused(Option<Control>),
-    /// Write `own` and the `running` record at `slot_ms`.
-    Claim { own: Control, slot_ms: i64 },
-}
-
-/// The claim of `kind` at `slot_ms` for a job whose control row is `own`, whose group's is
-/// `group` (`None` without a group), and whose lease's `last_slot` is `lease_slot`.
-pub(crate) fn decide(
-    kind: SlotKind,
-    slot_ms: i64,
-    own: &Control,
-    group: Option<&Control>,
-    lease_slot: Option<i64>,
-) -> Decision {
-    let paused = own.paused || group.is_some_and(|g| g.paused);
-    let mut next = own.clone();
-    match kind {
-        SlotKind::Scheduled | SlotKind::CaughtUp => {
-            if own.last_slot.max(lease_slot).is_some_and(|l| l >= slot_ms) {
-                return Decision::AlreadyClaimed;
-            }
-            next.last_slot = Some(slot_ms);
-            if paused {
-                return Decision::Paused(Some(next));
-            }
-            Decision::Claim { own: next, slot_ms }
-        }
-        SlotKind::Manual => {
-            let group_pending = group.filter(|g| g.trigger_id > own.group_taken_id).and_then(|g| g.trigger_ms);
-            let Some(at) = own.pending().max(group_pending) else { return Decision::AlreadyClaimed };
-            if paused {
-                return Decision::Paused(None);
-            }
-            next.taken_id = own.trigger_id;
-            if let Some(g) = group {
-                next.group_taken_id = next.group_taken_id.max(g.trigger_id);
-            }
-            Decision::Claim { own: next, slot_ms: at }
-        }
-    }
+/// What the store answers about `job` whose control row is `c` and newest record `last`.
+pub(crate) fn control_state(c: &ControlRow, job: String, last: Option<RunRecord>) -> JobState {
+    JobState { job, paused: c.paused, last_slot_ms: c.last_slot, last, trigger_pending_ms: c.pending() }
 }
 
 /// The group of `job`, when it has one other than itself.
@@ -250,7 +171,7 @@ mod tests {
 
     #[test]
     fn control_reads_missing_and_unknown_keys() {
-        let c = Control {
+        let c = ControlRow {
             paused: true,
             last_slot: Some(3),
             trigger_id: 2,
@@ -258,7 +179,7 @@ mod tests {
             taken_id: 1,
             ..Default::default()
         };
-        assert_eq!(Control::decode(c.encode().as_bytes()), Some(c));
-        assert_eq!(Control::decode(b"paused=1\nfuture=x\n").map(|c| c.paused), Some(true));
+        assert_eq!(decode_control(encode_control(&c).as_bytes()), Some(c));
+        assert_eq!(decode_control(b"paused=1\nfuture=x\n").map(|c| c.paused), Some(true));
     }
 }

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use simba_core::claim::{Answer, Ask};
 use tokio::sync::broadcast;
 
 use crate::backend::{BackendResult, SessionId};
@@ -237,6 +238,24 @@ pub struct ClaimRequest<'a> {
 }
 
 impl ClaimRequest<'_> {
+    /// What this claim asks the core's claim rule ([`simba_core::claim::decide`]) for.
+    pub(crate) fn ask(&self) -> Ask {
+        match self.kind {
+            SlotKind::Scheduled | SlotKind::CaughtUp => Ask::Slot(self.slot_ms),
+            SlotKind::Manual => Ask::RunNow,
+        }
+    }
+
+    /// The answer to this claim when the claim rule answered `answer`: a claimed one carries
+    /// the `running` record at its slot ([`running_record`](Self::running_record)).
+    pub(crate) fn claim_of(&self, answer: Answer) -> Claim {
+        match answer {
+            Answer::AlreadyClaimed => Claim::AlreadyClaimed,
+            Answer::Paused => Claim::Paused,
+            Answer::Claimed { slot_ms } => Claim::Claimed(self.running_record(slot_ms)),
+        }
+    }
+
     /// The `running` record a successful claim of this request writes for slot `slot_ms`
     /// (for a manual slot, the trigger's instant): attempt 1, started now, not ended.
     pub fn running_record(&self, slot_ms: i64) -> RunRecord {
@@ -318,7 +337,12 @@ pub trait JobStore: Send + Sync + 'static {
     ///    request stays pending.
     /// 4. Otherwise records the slot as claimed (scheduled: the last claimed slot; manual:
     ///    the request is taken, by this partition only for a group request), writes the
-    ///    `running` record (attempt 1) and answers `Claimed` with it.
+    ///    `running` record (attempt 1) and answers `Claimed` with it. When the job's own
+    ///    request and its group's are both pending, one manual claim takes both, at the later
+    ///    slot (no second manual run follows).
+    ///
+    /// Steps 2 to 4 are the core's claim rule, [`simba_core::claim::decide`]: a store calls it
+    /// on the rows it read, or (SQL routines, Redis) writes the same steps in its own language.
     fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>>;
 
     /// Overwrites the record of `(record.job, record.kind, record.slot_ms)` with `record` if
@@ -384,20 +408,6 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// A short description for logs and errors (no secrets).
     fn describe(&self) -> String;
-}
-
-/// The manual slot of a new run-now request at `at_ms`, given the job's last request time
-/// `prev` and whether that request is still `pending`: pending requests collapse into one run
-/// at the newest time; after a request was taken, the next one gets a later slot than it even
-/// within the same millisecond, since the slot names the run's record
-/// (`jobs_manual_slots_are_distinct_within_one_millisecond`). The SQL and Redis stores write
-/// the same rule in their own languages.
-pub(crate) fn trigger_slot(prev: Option<i64>, pending: bool, at_ms: i64) -> i64 {
-    match prev {
-        Some(p) if pending => p.max(at_ms),
-        Some(p) => p.saturating_add(1).max(at_ms),
-        None => at_ms,
-    }
 }
 
 /// The group part of a partition job name: `Some("g")` for `g/3`.

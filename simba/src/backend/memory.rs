@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use simba_core::claim::{self, ControlRow, Decision};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
@@ -45,7 +46,8 @@ struct State {
 struct JobsMem {
     retention: usize,
     version: u64,
-    controls: BTreeMap<String, ControlRec>,
+    /// Control rows by job name, as the core's claim rule reads and writes them.
+    controls: BTreeMap<String, ControlRow>,
     /// Per job: records by `(slot_ms, kind)`.
     records: BTreeMap<String, BTreeMap<(i64, SlotKind), RunRecord>>,
     /// What each session published ([`JobStore::publish_registry`]).
@@ -62,17 +64,6 @@ impl Default for JobsMem {
             registries: BTreeMap::new(),
         }
     }
-}
-
-#[derive(Default, Clone)]
-struct ControlRec {
-    paused: bool,
-    last_slot: Option<i64>,
-    trigger_seq: u64,
-    trigger_ms: Option<i64>,
-    taken_seq: u64,
-    /// For a partition `g/i`: the newest request of `g` this partition took.
-    group_taken_seq: u64,
 }
 
 struct SessionRec {
@@ -392,19 +383,14 @@ impl JobsMem {
         if c.is_none() && last.is_none() {
             return None;
         }
-        let c = c.cloned().unwrap_or_default();
+        let c = c.copied().unwrap_or_default();
         Some(JobState {
             job: job.to_owned(),
             paused: c.paused,
             last_slot_ms: c.last_slot,
             last,
-            trigger_pending_ms: (c.trigger_seq > c.taken_seq).then_some(c.trigger_ms).flatten(),
+            trigger_pending_ms: c.pending(),
         })
-    }
-
-    fn paused(&self, job: &str) -> bool {
-        let own = self.controls.get(job).is_some_and(|c| c.paused);
-        own || group_of(job).is_some_and(|g| self.controls.get(g).is_some_and(|c| c.paused))
     }
 
     fn insert(&mut self, mut rec: RunRecord, retention: Option<usize>) {
@@ -430,47 +416,25 @@ impl JobStore for MemoryJobStore {
             if !holder {
                 return Ok(Claim::NotHolder);
             }
-            let paused = st.jobs.paused(req.job);
-            let group = group_of(req.job).map(str::to_owned);
-            let group_ctl = group.as_deref().and_then(|g| st.jobs.controls.get(g).cloned()).unwrap_or_default();
-            let lease_last = st.leases.get(req.lease).and_then(|l| l.last_slot);
-            let ctl = st.jobs.controls.entry(req.job.to_owned()).or_default();
-            let slot_ms = match req.kind {
-                SlotKind::Scheduled | SlotKind::CaughtUp => {
-                    let last = ctl.last_slot.max(lease_last);
-                    if last.is_some_and(|l| l >= req.slot_ms) {
-                        return Ok(Claim::AlreadyClaimed);
-                    }
-                    ctl.last_slot = Some(req.slot_ms);
-                    if let Some(l) = st.leases.get_mut(req.lease) {
-                        l.last_slot = Some(req.slot_ms);
-                    }
-                    if paused {
-                        return Ok(Claim::Paused);
-                    }
-                    req.slot_ms
-                }
-                SlotKind::Manual => {
-                    let own = ctl.trigger_seq > ctl.taken_seq;
-                    let from_group = group_ctl.trigger_seq > ctl.group_taken_seq;
-                    if !own && !from_group {
-                        return Ok(Claim::AlreadyClaimed);
-                    }
-                    if paused {
-                        return Ok(Claim::Paused);
-                    }
-                    if own {
-                        ctl.taken_seq = ctl.trigger_seq;
-                        ctl.trigger_ms.unwrap_or(req.started_ms)
-                    } else {
-                        ctl.group_taken_seq = group_ctl.trigger_seq;
-                        group_ctl.trigger_ms.unwrap_or(req.started_ms)
-                    }
-                }
-            };
-            let rec = req.running_record(slot_ms);
-            st.jobs.insert(rec.clone(), self.retention);
-            Ok(Claim::Claimed(rec))
+            // The core's claim rule decides; this store only applies its writes.
+            let lease_slot = st.leases.get(req.lease).and_then(|l| l.last_slot);
+            let own = st.jobs.controls.get(req.job).copied().unwrap_or_default();
+            let group = group_of(req.job).and_then(|g| st.jobs.controls.get(g).copied());
+            let Decision { answer, writes } = claim::decide(req.ask(), &own, group.as_ref(), lease_slot);
+            if let Some(row) = writes.own {
+                st.jobs.controls.insert(req.job.to_owned(), row);
+            }
+            if let (Some(slot), Some(l)) = (writes.lease_slot, st.leases.get_mut(req.lease)) {
+                l.last_slot = Some(slot);
+            }
+            if writes.bump_version {
+                st.jobs.version += 1;
+            }
+            let claim = req.claim_of(answer);
+            if let Claim::Claimed(rec) = &claim {
+                st.jobs.insert(rec.clone(), self.retention);
+            }
+            Ok(claim)
         })
     }
 
@@ -540,14 +504,10 @@ impl JobStore for MemoryJobStore {
             let id = {
                 let mut st = self.state();
                 st.jobs.version += 1;
-                let c = st.jobs.controls.entry(job.to_owned()).or_default();
-                let pending = c.trigger_seq > c.taken_seq;
-                c.trigger_ms = Some(crate::backend::job_store::trigger_slot(c.trigger_ms, pending, at_ms));
-                c.trigger_seq += 1;
-                c.trigger_seq
+                st.jobs.controls.entry(job.to_owned()).or_default().request(at_ms)
             };
             self.changed(job);
-            Ok(id)
+            Ok(id.unsigned_abs())
         })
     }
 

@@ -3,12 +3,12 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use simba_core::attempt::AttemptSlot;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::Shared;
 use crate::backend::{Acquire, BackendResult};
-use crate::core::attempt::AttemptSlot;
 use crate::term::SessionCell;
 
 /// An acquisition in flight, as the election or the lock sees it: a future of its result.

@@ -1,4 +1,4 @@
-//! The engine: the async shell around [`crate::core`]. It owns what a client's session,
+//! The engine: the async shell around [`simba_core`]. It owns what a client's session,
 //! elections and locks share ([`Shared`]: the backend, the live session cell, the held terms,
 //! the acquisitions in flight) and executes the core's decisions. Dependencies run one way:
 //! the handles (`client`, `election`, `lock`) -> `engine` -> `core`; nothing here imports a
@@ -14,6 +14,9 @@ use std::time::Duration;
 
 use rand::Rng;
 use rand::rngs::StdRng;
+use simba_core::Timing;
+use simba_core::attempt::answers_current_attempt;
+use simba_core::ledger::{Verdict, judge_win};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -21,16 +24,16 @@ use tokio_util::sync::CancellationToken;
 
 use self::control::ElectionCtl;
 use crate::backend::{HeldDigest, SharedBackend};
-use crate::core::Timing;
-use crate::core::attempt::answers_current_attempt;
-use crate::core::ledger::{Verdict, judge_win};
 use crate::events::{Event, SessionStatus};
 use crate::term::SessionCell;
-use crate::{Error, Term};
+use crate::{Error, SimbaConfig, Term};
 
 /// What the session actor, elections and locks share.
 pub(crate) struct Shared {
     pub(crate) backend: SharedBackend,
+    /// The client's configuration, as given.
+    pub(crate) config: SimbaConfig,
+    /// The core's timing rules over it.
     pub(crate) timing: Timing,
     /// The current session while it is live or suspended; `None` while opening or closed.
     pub(crate) session: watch::Sender<Option<Arc<SessionCell>>>,

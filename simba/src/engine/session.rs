@@ -1,5 +1,5 @@
 //! The session actor: the async shell of the core's session machine
-//! ([`crate::core::session`]). It opens the client's one session, renews it with one
+//! ([`simba_core::session`]). It opens the client's one session, renews it with one
 //! keep-alive per period whatever the number of held leases (S1), keeps the local deadline the
 //! machine computes (D1-D5), and ends every term of the session when it ends (S3, D3, T6).
 
@@ -9,13 +9,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use simba_core::ledger::{self, HeldTerm};
+use simba_core::{Close, Command, SessionMachine};
 use tokio::time::{Instant, timeout};
 use tracing::Instrument;
 
 use super::{CLOSE_TIMEOUT, Shared};
 use crate::backend::{BackendError, KeepAlive, SessionGrant};
-use crate::core::ledger::{self, HeldTerm};
-use crate::core::{Close, Command, SessionMachine};
 use crate::events::{Event, SessionStatus};
 use crate::term::SessionCell;
 use crate::{RevokeReason, Term};
@@ -264,7 +264,7 @@ fn report_shortened(shared: &Shared, cell: &SessionCell, granted: Duration, peri
     tracing::warn!(
         session = %cell.id,
         granted = ?granted,
-        lease_duration = ?shared.timing.config.lease_duration(),
+        lease_duration = ?shared.config.lease_duration(),
         renew_every = ?period,
         "the backend granted a shorter session than lease_duration; renewing every third of the local validity (raise the server's session cap, e.g. ZooKeeper maxSessionTimeout)"
     );

@@ -4,19 +4,19 @@
 //! sticky); a node under its share acquires free ones. Leases keep two nodes from ever
 //! holding one partition.
 //!
-//! The decision of each round is the core's (`crate::core::rebalance`); this module runs it
+//! The decision of each round is the core's (`simba_core::rebalance`); this module runs it
 //! with the client's public API only (issue 12 item 11): [`Simba::group`] for the membership,
-//! [`Simba::lock`] for the partitions, [`LockGuard::hand_over`] for the handover (the H1 order of the election machine, `core::election`).
+//! [`Simba::lock`] for the partitions, [`LockGuard::hand_over`] for the handover (the H1 order of the election machine, `simba_core::election`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use simba_core::rebalance::{self, Plan};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{Misfire, PartitionFn, Recording, Timer, run_scheduled};
-use crate::core::rebalance::{self, Plan};
 use crate::{Group, LockGuard, RevokeReason, Simba, Term};
 
 /// One partitioned job as the runtime runs it.

@@ -30,8 +30,8 @@ pub use registry::{
 pub(crate) use history::{Recording, node_name};
 pub(crate) use writer::{Pending, Writer};
 
-#[cfg(feature = "testing")]
-pub(crate) use crate::core::slots::next_slot;
 pub(crate) use group::{GroupSpec, run_group};
 pub(crate) use schedule::{Timer, run_scheduled};
 pub use schedule::{parse_cron, parse_time_zone};
+#[cfg(feature = "testing")]
+pub(crate) use simba_core::slots::next_slot;

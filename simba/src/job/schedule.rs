@@ -10,13 +10,13 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
+use simba_core::slots::{CronSlots, FixedRateSlots, term_start_gap, until};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
 use super::history::Recording;
 use super::runner::{Slot, SlotRunner};
 use super::{JobFuture, Misfire, Schedule};
-use crate::core::slots::{CronSlots, FixedRateSlots, term_start_gap, until};
 use crate::job_store::{Outcome, SlotKind};
 use crate::{Simba, Term};
 
@@ -284,8 +284,8 @@ const LAST_SLOT_RETRY: (std::time::Duration, std::time::Duration) =
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::slots::{next_slot, previous_slot};
     use chrono::TimeZone;
+    use simba_core::slots::{next_slot, previous_slot};
 
     fn utc(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).map(|d| d.with_timezone(&Utc)).unwrap_or_else(|e| panic!("{s}: {e}"))

@@ -29,6 +29,7 @@ pub const RULES: &[&str] = &[
     "jobs_group_pause_applies_to_partitions",
     "jobs_trigger_is_taken_once_by_the_holder",
     "jobs_group_trigger_runs_each_partition_once",
+    "jobs_own_and_group_requests_run_once",
     "jobs_trigger_waits_while_paused",
     "jobs_manual_slots_are_distinct_within_one_millisecond",
     "jobs_control_version_moves",
@@ -377,6 +378,36 @@ pub async fn jobs_group_trigger_runs_each_partition_once<B: Backend>(b: B) {
     let _ = b.close_session(&s).await;
 }
 
+/// The job's own and its group's run-now requests both pending: one claim takes both, at the
+/// later request's slot, and no second manual run follows (each asked for one run of this
+/// name now). The group's request is taken by this partition only: another partition still
+/// runs it once.
+pub async fn jobs_own_and_group_requests_run_once<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let g = unique("grp");
+    let (p0, p1) = (format!("{g}/0"), format!("{g}/1"));
+    ok(store.trigger(&p0, T0 + 10).await, "trigger the partition");
+    ok(store.trigger(&g, T0 + 30).await, "trigger the group");
+    let rec = claimed(claim(&store, req(&s, &lease, token, &p0, 0, SlotKind::Manual)).await, "both pending");
+    assert_eq!(
+        (rec.job.as_str(), rec.kind, rec.slot_ms),
+        (p0.as_str(), SlotKind::Manual, T0 + 30),
+        "one run at the later request's slot"
+    );
+    assert_eq!(
+        claim(&store, req(&s, &lease, token, &p0, 0, SlotKind::Manual)).await,
+        Claim::AlreadyClaimed,
+        "no second manual run follows"
+    );
+    assert_eq!(ok(store.job(&p0).await, "job").and_then(|j| j.trigger_pending_ms), None);
+    assert_eq!(ok(store.history(&p0, 10).await, "history").len(), 1, "one record");
+    let rec = claimed(claim(&store, req(&s, &lease, token, &p1, 0, SlotKind::Manual)).await, "the other partition");
+    assert_eq!(rec.slot_ms, T0 + 30);
+    assert_eq!(claim(&store, req(&s, &lease, token, &p1, 0, SlotKind::Manual)).await, Claim::AlreadyClaimed);
+    let _ = b.close_session(&s).await;
+}
+
 /// A request for a paused job stays pending and runs after resume.
 pub async fn jobs_trigger_waits_while_paused<B: Backend>(b: B) {
     let store = store_of(&b);
@@ -597,6 +628,7 @@ macro_rules! jobs_suite {
             jobs_group_pause_applies_to_partitions,
             jobs_trigger_is_taken_once_by_the_holder,
             jobs_group_trigger_runs_each_partition_once,
+            jobs_own_and_group_requests_run_once,
             jobs_trigger_waits_while_paused,
             jobs_manual_slots_are_distinct_within_one_millisecond,
             jobs_control_version_moves,

@@ -11,7 +11,7 @@ use std::ops::Add;
 use std::time::Duration;
 
 use simba::SimbaConfig;
-use simba::core::{Moment, Timing};
+use simba_core::{Moment, Timing};
 
 use super::config::Config;
 
@@ -93,7 +93,7 @@ pub fn timing(cfg: &Config) -> Timing {
         .min_backoff(UNIT)
         .build()
         .unwrap_or_else(|e| panic!("the engine refuses the model's configuration: {e}"));
-    Timing::new(config)
+    Timing::new(config.into())
 }
 
 #[cfg(test)]

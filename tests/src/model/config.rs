@@ -11,20 +11,20 @@ pub const MAX_SESSIONS: u8 = 6;
 pub const NET_CAP: usize = 16;
 
 /// A deliberately broken rule, to show that the invariants catch it. Every node-side mutant
-/// is switched on inside the engine's own code (`simba::core`, through
-/// `simba::core::mutants::with`, by `LeaseModel::in_core`), where the model calls it for the
+/// is switched on inside the engine's own code (`simba_core`, through
+/// `simba_core::mutants::with`, by `LeaseModel::in_core`), where the model calls it for the
 /// node's decisions; only [`Mutant::ReleaseWithoutToken`] is the modelled backend's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mutant {
-    /// (a) Inside the engine's core (`simba::core::session::SessionMachine::opened` and
+    /// (a) Inside the engine's core (`simba_core::session::SessionMachine::opened` and
     /// `renewed`, which the model runs for every `Opened` and `Alive` reply): the deadline is
     /// computed from the reply's arrival instead of `sent_at` (breaks D1).
     DeadlineFromArrival,
-    /// (b) Inside the engine's core (`simba::core::Timing::local_validity`, the D1 formula the
+    /// (b) Inside the engine's core (`simba_core::Timing::local_validity`, the D1 formula the
     /// session machine uses): the formula ignores drift (`drift = 0`) while the clock rates
     /// differ (D1, D6).
     IgnoreDrift,
-    /// (c) Inside the engine's core (`simba::core::attempt::answers_current_attempt`, which
+    /// (c) Inside the engine's core (`simba_core::attempt::answers_current_attempt`, which
     /// the model asks for every acquisition reply): the node adopts a `Won` reply that does
     /// not answer its current attempt (one it abandoned, gave up on after the D2 timeout, or
     /// sent for a session that has ended since) into its current live session, instead of
@@ -35,21 +35,21 @@ pub enum Mutant {
     /// item 3 keeps the backend and the network modelled, so it stays here; the backends' own
     /// T7 check is tested by the conformance suite (`release_checks_session_and_token`).
     ReleaseWithoutToken,
-    /// Inside the engine's core (`simba::core::attempt::AttemptSlot::abandon`): abandoning an
+    /// Inside the engine's core (`simba_core::attempt::AttemptSlot::abandon`): abandoning an
     /// attempt frees the election's K3 slot at once, so a new attempt may run while the
     /// abandoned one can still come back with `Won` and release what it won (relaxes K3 the
     /// way `election.rs` `abandon()` once did).
     AbandonFreesSlot,
-    /// Inside the engine's core (`simba::core::ledger::reconcile`): a keep-alive reply that
+    /// Inside the engine's core (`simba_core::ledger::reconcile`): a keep-alive reply that
     /// lists the session's leases revokes (`TakenOver`) every held term it does not list, including a term adopted after the backend took that snapshot;
     /// the election then wins the same token again and adopts it as a new term (breaks T3,
     /// the way `session.rs` `reconcile()` does).
     ReconcileStaleSnapshot,
-    /// Inside the engine's core (`simba::core::ledger::judge_win`): a won token at or below
+    /// Inside the engine's core (`simba_core::ledger::judge_win`): a won token at or below
     /// one the session released is adopted (breaks K4, then T3).
     AdoptReleasedToken,
-    /// Inside the engine's core (`simba::core::ledger::ReleasedTokens`), switched on through
-    /// `simba::core::mutants`. With [`Config::release_acks`]: an acknowledged release forgets the session's
+    /// Inside the engine's core (`simba_core::ledger::ReleasedTokens`), switched on through
+    /// `simba_core::mutants`. With [`Config::release_acks`]: an acknowledged release forgets the session's
     /// released-token record of the name at once, even while an acquisition of that name is
     /// in flight (its reply may still carry the released token: the backend can answer it
     /// before it applies the release). Breaks K4 the way an unconditional pruning of

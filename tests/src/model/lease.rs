@@ -29,9 +29,9 @@ mod steps;
 
 use std::fmt::Write as _;
 
-use simba::core::Timing;
-use simba::core::attempt::{AttemptSlot, answers_current_attempt};
-use simba::core::session::{Phase, SessionMachine, SessionParts};
+use simba_core::Timing;
+use simba_core::attempt::{AttemptSlot, answers_current_attempt};
+use simba_core::session::{Phase, SessionMachine, SessionParts};
 
 use super::bag::Bag;
 use super::clock::{NodeTime, UNIT, duration, timing};
@@ -111,24 +111,24 @@ impl LeaseModel {
         self.cfg.mutant == Some(m)
     }
 
-    /// Runs engine code (`simba::core`) with this configuration's mutant switched on inside
+    /// Runs engine code (`simba_core`) with this configuration's mutant switched on inside
     /// the core: every mutant is the core's but [`Mutant::ReleaseWithoutToken`], the modelled
     /// backend's.
     fn in_core<R>(&self, f: impl FnOnce() -> R) -> R {
         let core = match self.cfg.mutant {
-            Some(Mutant::PruneReleasedInFlight) => Some(simba::core::mutants::Mutant::PruneReleasedInFlight),
-            Some(Mutant::AdoptReleasedToken) => Some(simba::core::mutants::Mutant::AdoptReleasedToken),
-            Some(Mutant::ReconcileStaleSnapshot) => Some(simba::core::mutants::Mutant::ReconcileStaleSnapshot),
-            Some(Mutant::AbandonFreesSlot) => Some(simba::core::mutants::Mutant::AbandonFreesSlot),
-            Some(Mutant::DeadlineFromArrival) => Some(simba::core::mutants::Mutant::DeadlineFromArrival),
-            Some(Mutant::IgnoreDrift) => Some(simba::core::mutants::Mutant::IgnoreDrift),
-            Some(Mutant::AdoptLateReply) => Some(simba::core::mutants::Mutant::AdoptLateReply),
+            Some(Mutant::PruneReleasedInFlight) => Some(simba_core::mutants::Mutant::PruneReleasedInFlight),
+            Some(Mutant::AdoptReleasedToken) => Some(simba_core::mutants::Mutant::AdoptReleasedToken),
+            Some(Mutant::ReconcileStaleSnapshot) => Some(simba_core::mutants::Mutant::ReconcileStaleSnapshot),
+            Some(Mutant::AbandonFreesSlot) => Some(simba_core::mutants::Mutant::AbandonFreesSlot),
+            Some(Mutant::DeadlineFromArrival) => Some(simba_core::mutants::Mutant::DeadlineFromArrival),
+            Some(Mutant::IgnoreDrift) => Some(simba_core::mutants::Mutant::IgnoreDrift),
+            Some(Mutant::AdoptLateReply) => Some(simba_core::mutants::Mutant::AdoptLateReply),
             Some(Mutant::ReleaseWithoutToken) | None => None,
         };
-        simba::core::mutants::with(core, f)
+        simba_core::mutants::with(core, f)
     }
 
-    /// D1 without `sent_at`, as the engine computes it (`simba::core::Timing::local_validity`,
+    /// D1 without `sent_at`, as the engine computes it (`simba_core::Timing::local_validity`,
     /// rounded up to whole units like every deadline, see [`NodeTime::units_up`]): for the
     /// printed traces only.
     fn validity(&self, remaining: i16) -> i16 {
@@ -136,7 +136,7 @@ impl LeaseModel {
         (NodeTime::NOW + v).units_up()
     }
 
-    /// The engine's session machine (`simba::core::session::SessionMachine`) in `phase`,
+    /// The engine's session machine (`simba_core::session::SessionMachine`) in `phase`,
     /// rebuilt from the model's compact state to take one event (see [`SessionParts`]).
     fn machine(&self, phase: Phase<NodeTime>) -> SessionMachine<NodeTime> {
         SessionMachine::from_parts(self.timing, SessionParts { phase, open_backoff: UNIT, epoch: 0 })
@@ -453,7 +453,7 @@ impl LeaseModel {
                     log.note(|_| format!("n{i}: steps down from {}#{t}: term revoked", name_of(name)));
                     self.release_won(&mut n, iu, (ss.sid, name, t), "handover (H1, T7)", log);
                 } else if let Some(att) = node.attempts[k].filter(|a| !a.detached) {
-                    // K3 by the engine's own slot (`simba::core::attempt::AttemptSlot`).
+                    // K3 by the engine's own slot (`simba_core::attempt::AttemptSlot`).
                     let mut slot = slot_of(node.attempts[k]);
                     self.in_core(|| slot.abandon());
                     n.nodes[iu].attempts[k] = match slot {
@@ -864,7 +864,7 @@ impl Model for LeaseModel {
     }
 }
 
-/// The engine's K3 slot (`simba::core::attempt::AttemptSlot`) of a model attempt.
+/// The engine's K3 slot (`simba_core::attempt::AttemptSlot`) of a model attempt.
 pub(crate) fn slot_of(a: Option<Attempt>) -> AttemptSlot {
     match a {
         None => AttemptSlot::Free,

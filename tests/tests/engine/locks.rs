@@ -78,7 +78,7 @@ async fn lock_lost_with_the_session() {
 /// Issue 15 item 7: tasks of one process that keep re-locking a name do not starve another
 /// node's candidate. Two tasks of `a` lock, hold 100 ms and release in a loop; `b` asks for the
 /// lock while `a` has it. Once the name has passed between `a`'s tasks for half a renewal
-/// interval, `a`'s next waiter gives way (`core::timing::lock_courtesy`) and `b`, woken by the
+/// interval, `a`'s next waiter gives way (`simba_core::timing::lock_courtesy`) and `b`, woken by the
 /// release, takes it: `b` waits at most half an interval, one section and one courtesy.
 #[tokio::test(start_paused = true)]
 async fn issue15_7_a_busy_process_does_not_starve_another_nodes_candidate() {
@@ -104,7 +104,7 @@ async fn issue15_7_a_busy_process_does_not_starve_another_nodes_candidate() {
     }
     sleep(MS(50)).await;
     let renew = a.config().renew_interval();
-    let bound = renew / 2 + MS(100) + simba::core::timing::lock_courtesy(renew);
+    let bound = renew / 2 + MS(100) + simba_core::timing::lock_courtesy(renew);
     let t0 = Instant::now();
     let g = b.lock("hot").try_acquire(bound * 10).await.expect("try");
     let g =
@@ -125,7 +125,7 @@ async fn issue15_7_a_busy_process_does_not_starve_another_nodes_candidate() {
 /// Issue 15 item 7 with three processes: each has two tasks that lock one name, hold it for a
 /// section and release it, in a loop. The name goes round: a process whose streak ended by
 /// giving way waits a courtesy before it tries again after the next release
-/// (`core::timing::lock_courtesy`), so the process that has waited longest takes it, and no
+/// (`simba_core::timing::lock_courtesy`), so the process that has waited longest takes it, and no
 /// task waits longer than the two other processes' streaks, each at most half a renewal
 /// interval, a section and a courtesy, plus its own process's streak end.
 #[tokio::test(start_paused = true)]
@@ -138,7 +138,7 @@ async fn issue15_7_three_busy_processes_take_turns() {
         c.live().await.expect("live");
     }
     let renew = clients[0].config().renew_interval();
-    let courtesy = simba::core::timing::lock_courtesy(renew);
+    let courtesy = simba_core::timing::lock_courtesy(renew);
     let end = Instant::now() + renew * 12;
     let holders = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut loops = Vec::new();

@@ -114,7 +114,7 @@ fn combined_two_leases_holds_to_depth_11() {
 /// The depth bound of the combined configuration in CI.
 const COMBINED_DEPTH: usize = 11;
 
-/// Issue 13 item 3, the part of the node the model does not take from `simba::core`: when
+/// Issue 13 item 3, the part of the node the model does not take from `simba_core`: when
 /// the session machine sends its open and keep-alives, and when the election machine sends an
 /// attempt. Under `Schedule::Anytime` a node sends each of them at any instant its rules allow
 /// (one call in flight per session and per name, no attempt while it holds the term), not on
@@ -171,7 +171,7 @@ fn caught(mutant: Mutant, cfg: Config, expected: Invariant) {
 
 /// (a) `deadline = arrival + validity` instead of `sent_at + validity` (D1): a reply that
 /// took a tick gives a deadline past the backend's expiry. The break is switched on inside the
-/// engine's `simba::core::session::SessionMachine` (`opened`, `renewed`), which the model runs
+/// engine's `simba_core::session::SessionMachine` (`opened`, `renewed`), which the model runs
 /// for every `Opened` and `Alive` reply (issue 13 item 3).
 #[test]
 fn mutant_a_deadline_from_arrival_is_caught() {
@@ -179,7 +179,7 @@ fn mutant_a_deadline_from_arrival_is_caught() {
 }
 
 /// (b) `drift = 0` in the node's formula while its clock runs at 3/4 of the backend's. The
-/// break is switched on inside the engine's D1 formula, `simba::core::Timing::local_validity`,
+/// break is switched on inside the engine's D1 formula, `simba_core::Timing::local_validity`,
 /// which the session machine the model runs uses.
 #[test]
 fn mutant_b_drift_ignored_is_caught() {
@@ -190,7 +190,7 @@ fn mutant_b_drift_ignored_is_caught() {
 /// reply of an attempt the node gave up on, from a session that has ended since, is adopted
 /// into the next session. The node holds the same token twice (and the lease belongs to the
 /// old session, which the backend will expire under the new term). The break is switched on
-/// inside the engine's K4 rule, `simba::core::attempt::answers_current_attempt`, which the
+/// inside the engine's K4 rule, `simba_core::attempt::answers_current_attempt`, which the
 /// model asks for every acquisition reply (and the engine's `Shared::settle_attempt` and
 /// `settle_abandoned` for every acquisition result).
 #[test]
@@ -200,13 +200,13 @@ fn mutant_c_late_acquire_reply_adopted_is_caught() {
 
 /// (d) The backend releases without comparing the token (T7): a late release of token 1 frees
 /// the node's later term 2, and the other node wins token 3 while term 2 is still valid. The
-/// one mutant of the modelled backend (the store's side of T7), not of `simba::core`.
+/// one mutant of the modelled backend (the store's side of T7), not of `simba_core`.
 #[test]
 fn mutant_d_release_without_token_is_caught() {
     caught(Mutant::ReleaseWithoutToken, Config::handover(), Invariant::TermDisjointness);
 }
 
-/// The engine's K3 slot (`simba::core::attempt::AttemptSlot::abandon`, which the model asks at
+/// The engine's K3 slot (`simba_core::attempt::AttemptSlot::abandon`, which the model asks at
 /// every step-down) frees the slot at once, as `election.rs` `abandon()` once did: a new
 /// attempt can win the same token (the session already holds the lease) and adopt it, and then
 /// the abandoned attempt's late `Won` releases it while the term is valid. The correct slot
@@ -238,14 +238,14 @@ fn k4_pruning_released_tokens_after_acknowledged_releases_holds() {
 /// The same pruning done at once, while an acquisition of the name is in flight: the backend
 /// answered the acquisition with the token it held before it applied the release, and the
 /// node adopts that token again (T3) after the release freed the lease. The break is switched
-/// on inside the engine's own `simba::core::ledger::ReleasedTokens` (issue 13 item 3): the
+/// on inside the engine's own `simba_core::ledger::ReleasedTokens` (issue 13 item 3): the
 /// model runs that code for the node's K4 record.
 #[test]
 fn k4_pruning_while_an_attempt_is_in_flight_is_caught() {
     caught(Mutant::PruneReleasedInFlight, Config::release_acks(), Invariant::TokenMonotonicity);
 }
 
-/// K4 broken inside the engine's own code (issue 13 item 3): `simba::core::ledger::judge_win`
+/// K4 broken inside the engine's own code (issue 13 item 3): `simba_core::ledger::judge_win`
 /// adopts a won token at or below one the session released, and the model, which asks
 /// `judge_win` for every adoption, finds the node holding a token it already gave back (T3).
 #[test]

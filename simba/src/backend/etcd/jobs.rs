@@ -20,17 +20,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use etcd_client::{
     Compare, CompareOp, EventType, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
+use simba_core::claim::{self, ControlRow, Decision};
 use tokio::sync::{broadcast, watch};
 
 use super::EtcdBackend;
 use super::ops::slot_value;
 use super::session::lease_of;
 use crate::backend::job_codec::{
-    Control, Decision, decide, decode_record, encode_record, escape_job, group, record_name, unescape_job,
+    control_state, decode_control, decode_record, encode_control, encode_record, escape_job, group, record_name,
+    unescape_job,
 };
-use crate::backend::job_store::{
-    BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SlotKind,
-};
+use crate::backend::job_store::{BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord};
 use crate::backend::{BackendError, BackendResult, SessionId};
 
 /// How many times a call reads again after another writer changed what it read.
@@ -115,10 +115,10 @@ impl EtcdJobStore {
         BackendError::Protocol(format!("{}: {what}", self.backend.inner.description))
     }
 
-    fn control_of(&self, kv: Option<&KeyValue>) -> BackendResult<(Control, i64)> {
+    fn control_of(&self, kv: Option<&KeyValue>) -> BackendResult<(ControlRow, i64)> {
         match kv {
-            None => Ok((Control::default(), 0)),
-            Some(kv) => Control::decode(kv.value()).map(|c| (c, kv.mod_revision())).ok_or_else(|| {
+            None => Ok((ControlRow::default(), 0)),
+            Some(kv) => decode_control(kv.value()).map(|c| (c, kv.mod_revision())).ok_or_else(|| {
                 self.protocol(&format!("{} is not a control row; delete it", String::from_utf8_lossy(kv.key())))
             }),
         }
@@ -185,20 +185,23 @@ impl EtcdJobStore {
                 .and_then(|v| u64::from_str_radix(v, 16).ok())
                 .map(|v| (v ^ (1 << 63)) as i64);
             let names = self.names(all(&r, 4));
-            let (next, slot_ms) = match decide(req.kind, req.slot_ms, &own, grp.as_ref(), lease_slot) {
-                Decision::AlreadyClaimed => return Ok(Claim::AlreadyClaimed),
-                Decision::Paused(None) => return Ok(Claim::Paused),
-                Decision::Paused(Some(next)) => (next, None),
-                Decision::Claim { own, slot_ms } => (own, Some(slot_ms)),
-            };
-            let mut ops = vec![TxnOp::put(own_key.as_str(), next.encode(), None)];
-            if req.kind == SlotKind::Manual {
-                ops.push(TxnOp::put(self.version_key(), "", None));
-            } else {
-                ops.push(TxnOp::put(slot_key.as_str(), slot_value(req.slot_ms), None));
+            // The core's claim rule decides; this store applies its writes under the fence.
+            let Decision { answer, writes } = claim::decide(req.ask(), &own, grp.as_ref(), lease_slot);
+            if writes.is_empty() {
+                return Ok(req.claim_of(answer));
             }
-            let record = slot_ms.map(|slot_ms| req.running_record(slot_ms));
-            if let Some(rec) = &record {
+            let mut ops = Vec::new();
+            if let Some(next) = &writes.own {
+                ops.push(TxnOp::put(own_key.as_str(), encode_control(next), None));
+            }
+            if writes.bump_version {
+                ops.push(TxnOp::put(self.version_key(), "", None));
+            }
+            if let Some(slot) = writes.lease_slot {
+                ops.push(TxnOp::put(slot_key.as_str(), slot_value(slot), None));
+            }
+            let claim = req.claim_of(answer);
+            if let Claim::Claimed(rec) = &claim {
                 ops.extend(self.record_ops(rec, &names));
             }
             let write = Txn::new()
@@ -211,10 +214,7 @@ impl EtcdJobStore {
                 .and_then(ops);
             let done = kv.txn(write).await.map_err(|e| self.err(&what, &e))?;
             if done.succeeded() {
-                return Ok(match record {
-                    Some(r) => Claim::Claimed(r),
-                    None => Claim::Paused,
-                });
+                return Ok(claim);
             }
         }
         Err(self.protocol(&format!("claim of `{}` kept losing races; try again", req.job)))
@@ -289,7 +289,7 @@ impl EtcdJobStore {
         if control.is_none() && last.is_none() {
             return Ok(None);
         }
-        Ok(Some(self.control_of(control)?.0.state(job.to_owned(), last)))
+        Ok(Some(control_state(&self.control_of(control)?.0, job.to_owned(), last)))
     }
 
     async fn all_jobs(&self) -> BackendResult<Vec<JobState>> {
@@ -321,7 +321,7 @@ impl EtcdJobStore {
         &self,
         job: &str,
         what: &'static str,
-        change: impl Fn(&mut Control) -> (bool, T),
+        change: impl Fn(&mut ControlRow) -> (bool, T),
     ) -> BackendResult<T> {
         self.settle().await;
         let key = self.ctl_key(job);
@@ -333,7 +333,7 @@ impl EtcdJobStore {
             if !changed && rev != 0 {
                 return Ok(answer);
             }
-            let mut ops = vec![TxnOp::put(key.as_str(), c.encode(), None)];
+            let mut ops = vec![TxnOp::put(key.as_str(), encode_control(&c), None)];
             if changed {
                 ops.push(TxnOp::put(self.version_key(), "", None));
             }

@@ -68,6 +68,10 @@ end
 ///
 /// Answers `{0}` not the holder, `{1}` already claimed (or no pending request), `{3}`
 /// paused, `{2, slot}` claimed at `slot` (a manual claim's slot is the request's time).
+///
+/// After the fence, the decision is the core's claim rule, [`simba_core::claim::decide`],
+/// written in Lua: that function is the reference this script follows (its unit tests give the
+/// exact answers and writes), and the conformance suite (`simba::tck::jobs`) checks both agree.
 const CLAIM: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
 local lease = redis.call('HMGET', KEYS[2], 'session', 'token', 'last_slot')
@@ -187,7 +191,8 @@ return 0
 ";
 
 /// `KEYS`: 1 job hash, 2 jobs set, 3 version key. `ARGV`: 1 job, 2 the request's time, 3
-/// channel. Answers the request id.
+/// channel. Answers the request id. The request's slot is the core's
+/// [`simba_core::claim::trigger_slot`], written in Lua.
 const TRIGGER: &str = r"
 redis.call('SADD', KEYS[2], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then

@@ -20,7 +20,10 @@
 //! and the ledger, the lease and the `running` record are written, all in one transaction.
 //! Run-now requests are counters: `trigger` bumps `trigger_id`, a claim copies the id it took
 //! into `taken_id` (or, for partition `g/i` taking a request of group `g`, into
-//! `group_taken_id`), so a request made during a claim is never lost.
+//! `group_taken_id`), so a request made during a claim is never lost. What a claim answers and
+//! writes is the core's claim rule, [`simba_core::claim::decide`]: SQLite's transaction calls
+//! it on the rows it read; the PostgreSQL function and the MySQL procedure write its steps in
+//! SQL and name it as their reference.
 //!
 //! Round trips: on PostgreSQL and MySQL/MariaDB the claim and the control changes (pause,
 //! resume, run now) are one call of a routine created with the tables (`simba_claim_run_v2`,
@@ -41,6 +44,7 @@
 
 use std::marker::PhantomData;
 
+use simba_core::claim::{self, Decision};
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
 use tokio::sync::{OnceCell, broadcast};
 
@@ -277,7 +281,10 @@ impl JobDialect for super::mysql::MySqlDialect {
 /// UPDATE` of both), the decision, the writes, and last the fence that locks the lease row.
 /// An answer that writes nothing (not the holder, already claimed, paused manual slot) undoes
 /// what the call wrote by raising `SB001` inside the inner block (a subtransaction), whose
-/// handler keeps the answer. A `VOLATILE` function takes a new snapshot per statement, so
+/// handler keeps the answer. The decision between the reads and the writes is the core's claim rule,
+/// [`simba_core::claim::decide`], written in PL/pgSQL: that function is the reference this one
+/// follows (its unit tests give the exact answers and writes), and the conformance suite
+/// (`simba::tck::jobs`) checks both agree. A `VOLATILE` function takes a new snapshot per statement, so
 /// each statement sees what the rows it waited for committed. `_v2`: a changed body gets a
 /// new name, so nodes of two builds never run each other's (`_v1` also dropped the records
 /// past retention; the trim now follows a finish or an append instead, so the claim's locks
@@ -423,7 +430,10 @@ $simba$";
 /// ends inside the server, so the claim's row locks live only while the server runs it (issue
 /// 12; ADR 0012, "Amendment: the SQL claim in one round trip"). The same steps in the same
 /// order as the PostgreSQL function and the transaction SQLite runs ([`SqlJobStore::claim`]);
-/// an answer that writes nothing rolls back. The fence is a locking read of the lease row
+/// an answer that writes nothing rolls back. The decision between the reads and the writes is
+/// the core's claim rule, [`simba_core::claim::decide`], written in SQL: that function is the
+/// reference this procedure follows, and the conformance suite (`simba::tck::jobs`) checks both
+/// agree. The fence is a locking read of the lease row
 /// (`FOR UPDATE`, not an `UPDATE ... SET token = token`, whose affected-row count depends on
 /// the connection's `CLIENT_FOUND_ROWS`). Any error rolls back and is raised again. The
 /// answer is the procedure's one result set `(result, slot)`. Created with `IF NOT EXISTS`
@@ -614,6 +624,18 @@ type RecordRow = (String, i64, i64, String, i64, i64, String, String, i64, Optio
 /// group_taken_id`, then the lease's `last_slot` (claims only; NULL elsewhere).
 type ControlRow = (String, i64, Option<i64>, i64, Option<i64>, i64, i64);
 
+/// A control row as the core's claim rule reads it.
+fn core_row(r: &ControlRow) -> claim::ControlRow {
+    claim::ControlRow {
+        paused: r.1 != 0,
+        last_slot: r.2,
+        trigger_id: r.3,
+        trigger_ms: r.4,
+        taken_id: r.5,
+        group_taken_id: r.6,
+    }
+}
+
 /// The jobs store's statements rendered for one dialect.
 pub(crate) struct JobStatements {
     /// `:1` lease, `:2` session, `:3` token: matches (and locks) the lease row only for its
@@ -734,8 +756,8 @@ impl JobStatements {
             )),
             set_paused: r("UPDATE simba_job SET paused = :2 WHERE job = :1"),
             // `trigger_ms` first: MySQL evaluates assignments left to right, on the new values.
-            // job_store::trigger_slot: pending requests collapse at the newest time; after a
-            // taken one, the next slot is later than it.
+            // simba_core::claim::trigger_slot: pending requests collapse at the newest time;
+            // after a taken one, the next slot is later than it.
             trigger: r("UPDATE simba_job SET trigger_ms = CASE \
                  WHEN trigger_ms IS NULL THEN :2 \
                  WHEN trigger_id > taken_id THEN CASE WHEN trigger_ms > :2 THEN trigger_ms ELSE :2 END \
@@ -1077,63 +1099,54 @@ where
         // caller that does not hold the term before anything is written; the fence decides.
         let Some(lease_slot) = self.lease_look(&mut tx, &req, token, what).await? else { return Ok(Claim::NotHolder) };
         let fence = [Param::Text(req.lease), Param::Text(req.session.as_str()), Param::Int(token)];
-        let fence_slot =
-            [Param::Text(req.lease), Param::Text(req.session.as_str()), Param::Int(token), Param::Int(req.slot_ms)];
         exec!(s.ensure_job, [Param::Text(req.job)]);
         let rows: Vec<ControlRow> = {
             let args = self.args(&s.read_control, &[Param::Text(req.job), Param::Text(group)])?;
             sqlx::query_as_with(s.read_control.sql(), args).fetch_all(&mut *tx).await.map_err(self.sql.err(what))?
         };
-        let own = rows.iter().find(|r| r.0 == req.job);
-        let grp = rows.iter().find(|r| r.0 == group && group != req.job);
-        let paused = own.is_some_and(|r| r.1 != 0) || grp.is_some_and(|r| r.1 != 0);
-        let slot_ms = match req.kind {
-            SlotKind::Scheduled | SlotKind::CaughtUp => {
-                let last = own.and_then(|r| r.2).max(lease_slot);
-                if last.is_some_and(|l| l >= req.slot_ms) {
-                    return Ok(Claim::AlreadyClaimed);
-                }
-                exec!(s.set_job_slot, [Param::Text(req.job), Param::Int(req.slot_ms)]);
-                if paused {
-                    if exec!(s.set_lease_slot, fence_slot) == 0 {
-                        return Ok(Claim::NotHolder);
-                    }
-                    tx.commit().await.map_err(self.sql.err(what))?;
-                    return Ok(Claim::Paused);
-                }
-                req.slot_ms
+        // The core's claim rule decides; the statements below apply its writes, the fence last.
+        let own = rows.iter().find(|r| r.0 == req.job).map(core_row).unwrap_or_default();
+        let grp = rows.iter().find(|r| r.0 == group && group != req.job).map(core_row);
+        let Decision { answer, writes } = claim::decide(req.ask(), &own, grp.as_ref(), lease_slot);
+        if writes.is_empty() {
+            return Ok(req.claim_of(answer));
+        }
+        if let Some(next) = &writes.own {
+            // The statements write the columns the rule changed: the ledger, or the requests taken.
+            if let Some(slot) = next.last_slot.filter(|_| next.last_slot != own.last_slot) {
+                exec!(s.set_job_slot, [Param::Text(req.job), Param::Int(slot)]);
             }
-            SlotKind::Manual => {
-                let (own_id, own_ms, taken, group_taken) = own.map_or((0, None, 0, 0), |r| (r.3, r.4, r.5, r.6));
-                let own_pending = (own_id > taken).then_some(own_ms).flatten();
-                let group_pending = grp.and_then(|g| (g.3 > group_taken).then_some(g.4).flatten());
-                let Some(at) = own_pending.max(group_pending) else { return Ok(Claim::AlreadyClaimed) };
-                if paused {
-                    return Ok(Claim::Paused);
-                }
-                let group_id = grp.map_or(group_taken, |g| g.3);
-                exec!(s.take_trigger, [Param::Text(req.job), Param::Int(own_id), Param::Int(group_id)]);
-                exec!(s.bump_version, []);
-                at
+            if (next.taken_id, next.group_taken_id) != (own.taken_id, own.group_taken_id) {
+                exec!(
+                    s.take_trigger,
+                    [Param::Text(req.job), Param::Int(next.taken_id), Param::Int(next.group_taken_id)]
+                );
             }
-        };
-        let record = req.running_record(slot_ms);
-        let p = RecordParams::new(&record);
-        let params = p.params();
-        exec!(s.delete_record, [params[0], params[1], params[2]]);
-        // No retention trim here: it would run under the claim's locks (on SQLite, the file's
-        // one write lock, which every node's renewal needs), and a claim's record is always
-        // followed by its end record, whose write trims.
-        exec!(s.insert_record, params);
-        let fenced = match req.kind {
-            SlotKind::Scheduled | SlotKind::CaughtUp => exec!(s.set_lease_slot, fence_slot),
-            SlotKind::Manual => exec!(s.fence, fence),
+        }
+        if writes.bump_version {
+            exec!(s.bump_version, []);
+        }
+        let claim = req.claim_of(answer);
+        if let Claim::Claimed(record) = &claim {
+            let p = RecordParams::new(record);
+            let params = p.params();
+            exec!(s.delete_record, [params[0], params[1], params[2]]);
+            // No retention trim here: it would run under the claim's locks (on SQLite, the file's
+            // one write lock, which every node's renewal needs), and a claim's record is always
+            // followed by its end record, whose write trims.
+            exec!(s.insert_record, params);
+        }
+        // The fence, last; for a scheduled slot (claimed or consumed while paused) it moves the
+        // lease's slot too.
+        let fenced = match writes.lease_slot {
+            Some(slot) => exec!(s.set_lease_slot, [fence[0], fence[1], fence[2], Param::Int(slot)]),
+            None => exec!(s.fence, fence),
         };
         if fenced == 0 {
             return Ok(Claim::NotHolder);
         }
         tx.commit().await.map_err(self.sql.err(what))?;
-        Ok(Claim::Claimed(record))
+        Ok(claim)
     }
 
     /// The `OFFSET` of the oldest record kept.

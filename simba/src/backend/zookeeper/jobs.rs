@@ -17,16 +17,16 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use simba_core::claim::{self, ControlRow, Decision};
 use tokio::sync::{OnceCell, broadcast, watch};
 use zookeeper_client as zk;
 
 use super::{ZooKeeperBackend, lease_path, session_gone, slot_path};
 use crate::backend::job_codec::{
-    Control, Decision, decide, decode_record, encode_record, escape_job, group, record_name, unescape_job,
+    control_state, decode_control, decode_record, encode_control, encode_record, escape_job, group, record_name,
+    unescape_job,
 };
-use crate::backend::job_store::{
-    BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SlotKind,
-};
+use crate::backend::job_store::{BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord};
 use crate::backend::{BackendError, BackendResult, SessionId};
 
 const JOBCTL: &str = "/simba/jobctl";
@@ -47,7 +47,7 @@ fn runs_path(job: &str) -> String {
 }
 
 /// A control node as read: its row and version (`None`: missing).
-type Read = (Control, Option<i32>);
+type Read = (ControlRow, Option<i32>);
 
 /// The jobs store of a [`ZooKeeperBackend`].
 pub(crate) struct ZkJobStore {
@@ -131,13 +131,13 @@ impl ZkJobStore {
         self.backend.count(1);
         match client.get_data(&ctl_path(job)).await {
             Ok((data, stat)) => Ok((self.control_of(&data, job)?, Some(stat.version))),
-            Err(zk::Error::NoNode) => Ok((Control::default(), None)),
+            Err(zk::Error::NoNode) => Ok((ControlRow::default(), None)),
             Err(e) => Err(e.into()),
         }
     }
 
-    fn control_of(&self, data: &[u8], job: &str) -> Result<Control, Failure> {
-        Control::decode(data).ok_or_else(|| {
+    fn control_of(&self, data: &[u8], job: &str) -> Result<ControlRow, Failure> {
+        decode_control(data).ok_or_else(|| {
             Failure::Backend(
                 self.protocol(&format!("{} is not a control row; delete it to reset the job", ctl_path(job))),
             )
@@ -149,10 +149,10 @@ impl ZkJobStore {
         &self,
         w: &mut zk::MultiWriter<'_>,
         job: &str,
-        c: &Control,
+        c: &ControlRow,
         version: Option<i32>,
     ) -> Result<(), zk::Error> {
-        let data = c.encode();
+        let data = encode_control(c);
         match version {
             Some(v) => w.add_set_data(&ctl_path(job), data.as_bytes(), Some(v)),
             None => w.add_create(&ctl_path(job), data.as_bytes(), &self.backend.inner.spec.persistent()),
@@ -257,37 +257,33 @@ impl ZkJobStore {
                 Err(e) => return Err(e.into()),
             };
             let names = names?;
-            let decision = decide(req.kind, req.slot_ms, &own, grp.as_ref().map(|g| &g.0), lease_slot);
+            // The core's claim rule decides; this store applies its writes under the fence.
+            let Decision { answer, writes } = claim::decide(req.ask(), &own, grp.as_ref().map(|g| &g.0), lease_slot);
+            if writes.is_empty() {
+                return Ok(req.claim_of(answer));
+            }
             let mut w = client.new_multi_writer();
             w.add_check_version(&lease, lease_stat.version)?;
-            let (next, slot_ms) = match decision {
-                Decision::AlreadyClaimed => return Ok(Claim::AlreadyClaimed),
-                Decision::Paused(None) => return Ok(Claim::Paused),
-                Decision::Paused(Some(next)) => (next, None),
-                Decision::Claim { own, slot_ms } => (own, Some(slot_ms)),
-            };
-            self.write_control(&mut w, req.job, &next, own_version)?;
-            if req.kind == SlotKind::Manual {
+            if let Some(next) = &writes.own {
+                self.write_control(&mut w, req.job, next, own_version)?;
+            }
+            if writes.bump_version {
                 w.add_set_data(VERSION, b"", None)?;
-            } else {
-                let data = req.slot_ms.to_string();
+            }
+            if let Some(slot) = writes.lease_slot {
+                let data = slot.to_string();
                 match slot_version {
                     Some(v) => w.add_set_data(&slot_node, data.as_bytes(), Some(v))?,
                     None => w.add_create(&slot_node, data.as_bytes(), &self.backend.inner.spec.persistent())?,
                 }
             }
-            let record = slot_ms.map(|slot_ms| req.running_record(slot_ms));
-            if let Some(r) = &record {
+            let claim = req.claim_of(answer);
+            if let Claim::Claimed(r) = &claim {
                 self.write_record(&mut w, r, names.as_deref())?;
             }
             self.backend.count(1);
             match w.commit().await {
-                Ok(_) => {
-                    return Ok(match record {
-                        Some(r) => Claim::Claimed(r),
-                        None => Claim::Paused,
-                    });
-                }
+                Ok(_) => return Ok(claim),
                 Err(zk::MultiWriteError::OperationFailed { index: 0, .. }) => return Ok(Claim::NotHolder),
                 // Another writer changed a node read: read again.
                 Err(zk::MultiWriteError::OperationFailed {
@@ -384,7 +380,7 @@ impl ZkJobStore {
         if version.is_none() && last.is_none() {
             return Ok(None);
         }
-        Ok(Some(control.state(job.to_owned(), last)))
+        Ok(Some(control_state(&control, job.to_owned(), last)))
     }
 
     async fn job_state(&self, job: &str) -> BackendResult<Option<JobState>> {
@@ -418,7 +414,7 @@ impl ZkJobStore {
         &self,
         job: &str,
         what: &'static str,
-        change: impl Fn(&mut Control) -> (bool, T),
+        change: impl Fn(&mut ControlRow) -> (bool, T),
     ) -> BackendResult<T> {
         let client = self.client().await?;
         self.settle().await;

@@ -3,10 +3,9 @@
 
 use std::collections::HashSet;
 
-use simba::core::ledger::{self, HeldTerm, ReleasedTokens, Verdict, judge_win};
-
-use simba::core::attempt::{AttemptSlot, answers_current_attempt};
-use simba::core::session::{Call as CoreCall, Command, Live, Phase};
+use simba_core::attempt::{AttemptSlot, answers_current_attempt};
+use simba_core::ledger::{self, HeldTerm, ReleasedTokens, Verdict, judge_win};
+use simba_core::session::{Call as CoreCall, Command, Live, Phase};
 
 use super::{LeaseModel, Log, slot_of};
 use crate::model::bag::Bag;
@@ -299,7 +298,7 @@ impl LeaseModel {
         if ss.released[n] == 0 || ss.released[n] > token {
             return;
         }
-        // The engine's own K4 record decides (`simba::core::ledger::ReleasedTokens`).
+        // The engine's own K4 record decides (`simba_core::ledger::ReleasedTokens`).
         let key = name_key(name);
         let mut record = released_record(ss, n, key);
         self.in_core(|| record.release_acknowledged(key, u64::from(token), in_flight));
@@ -332,7 +331,7 @@ impl LeaseModel {
         owned: [u8; MAX_NAMES],
         log: &mut Log,
     ) {
-        // The engine's own rule decides (`simba::core::ledger::reconcile`), on the model's
+        // The engine's own rule decides (`simba_core::ledger::reconcile`), on the model's
         // compact state: the terms the keep-alive's digest covered, the terms now, the
         // backend's listing, and what the node holds or acquires before anything is revoked.
         let names = 0..self.cfg.names;
@@ -367,9 +366,9 @@ impl LeaseModel {
 
     /// Node `i` reads the reply of an acquisition of `name` for session `sid`, whose call
     /// had `fate` on the node's side. The engine's own rules decide (K4): whether the reply
-    /// answers the current attempt (`simba::core::attempt::answers_current_attempt`: awaited,
+    /// answers the current attempt (`simba_core::attempt::answers_current_attempt`: awaited,
     /// and sent for the session live now), and then whether its win becomes a term of that
-    /// session (`simba::core::ledger::judge_win`). A win that does not is released, unless the
+    /// session (`simba_core::ledger::judge_win`). A win that does not is released, unless the
     /// node gave the call up (the engine never sees that reply).
     #[allow(clippy::too_many_arguments)]
     fn acq_reply(

@@ -1,15 +1,17 @@
-//! The protocol core, sans I/O (ADR 0001): state plus monotonic time and events in, commands
-//! out. Nothing here awaits, spawns, reads a clock or talks to a backend, so every rule is
-//! tested by asserting the exact commands a sequence of events produces, and a simulation or
-//! a model checker can drive the same code the engine runs.
+//! The protocol core of simba, sans I/O (ADR 0001): state plus monotonic time and events in,
+//! commands out. Nothing here awaits, spawns, reads a clock or talks to a backend, so every
+//! rule is tested by asserting the exact commands a sequence of events produces, and a
+//! simulation or a model checker can drive the same code the engine runs.
 //!
 //! - [`attempt`]: the K3 attempt slot (one acquisition in flight per name, an abandoned one
 //!   keeps it until its reply or its timeout).
+//! - [`claim`]: the jobs store's claim rule (which slot or run-now request a claim takes, what
+//!   pause does to it, and what the store writes), the one reference every store follows.
 //! - [`mutants`]: rule breaks the model checker switches on (feature `mutants`, tests only).
 //! - [`slots`]: the slot arithmetic of schedules (cron slots in a time zone, the fixed-rate
 //!   grid, misfire gaps), the wall clock passed in.
 //! - [`timing`]: the formulas of section D and K1 (deadline, renewal plan, call timeout,
-//!   backoff, candidate delay).
+//!   backoff, candidate delay), over a [`TimingConfig`].
 //! - [`election`]: the election machine (K1, K3, H1-H5, L3, L6): attempts, retries, the
 //!   handover order, cooldowns.
 //! - [`ledger`]: the lease ledger's rules (K3, K4, T6): the released-token record, whether a
@@ -18,19 +20,22 @@
 //! - [`session`]: the session machine (S1-S5, D1-D5): opening, renewing, suspending and
 //!   ending the client's one session.
 //!
-//! The async shell around it is `simba`'s session actor: it executes the commands (backend
-//! calls with their timeouts, events, logs) and feeds the results back. Dependencies run one
-//! way: handles -> engine -> core.
+//! The async shell around it is the `simba` crate's session actor: it executes the commands
+//! (backend calls with their timeouts, events, logs) and feeds the results back. Dependencies
+//! run one way: handles -> engine -> core; this crate depends on no runtime, no backend and no
+//! type of the crates above it.
 //!
-//! Time is generic ([`Moment`]): the engine passes `tokio::time::Instant`, a simulation its own
-//! clock. This module is public so that such drivers can use it; its items follow the engine,
-//! not semver promises to applications.
+//! Time is generic ([`Moment`]): the engine passes `tokio::time::Instant` (feature `tokio`,
+//! tokio's time types only), a simulation its own clock. The crate is public so that such
+//! drivers can use it; its items follow the engine, not semver promises to applications, and
+//! `simba` does not re-export it as a module.
 
 use std::fmt;
 use std::ops::Add;
 use std::time::Duration;
 
 pub mod attempt;
+pub mod claim;
 pub mod election;
 pub mod ledger;
 pub mod mutants;
@@ -40,7 +45,7 @@ pub mod slots;
 pub mod timing;
 
 pub use session::{Close, Command, SessionMachine};
-pub use timing::{RenewPlan, Timing, call_timeout};
+pub use timing::{RenewPlan, Timing, TimingConfig, call_timeout};
 
 /// An instant on a monotonic clock, as the core needs it: ordered, moved forward by a
 /// [`Duration`], and measured against an earlier instant.
@@ -49,6 +54,7 @@ pub trait Moment: Copy + Ord + fmt::Debug + Add<Duration, Output = Self> {
     fn saturating_duration_since(self, earlier: Self) -> Duration;
 }
 
+#[cfg(feature = "tokio")]
 impl Moment for tokio::time::Instant {
     fn saturating_duration_since(self, earlier: Self) -> Duration {
         tokio::time::Instant::saturating_duration_since(&self, earlier)
@@ -75,6 +81,19 @@ pub enum RevokeReason {
     SessionExpired,
     /// A keep-alive reply no longer listed the lease as this session's.
     TakenOver,
+}
+
+impl RevokeReason {
+    /// The snake_case name metrics label a revoke with (`stepped_down`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RevokeReason::Stopped => "stopped",
+            RevokeReason::SteppedDown => "stepped_down",
+            RevokeReason::DeadlinePassed => "deadline_passed",
+            RevokeReason::SessionExpired => "session_expired",
+            RevokeReason::TakenOver => "taken_over",
+        }
+    }
 }
 
 impl fmt::Display for RevokeReason {

@@ -190,7 +190,7 @@ pub struct SessionMachine<T> {
 impl<T: Moment> SessionMachine<T> {
     /// A machine that has not started.
     pub fn new(timing: Timing) -> Self {
-        SessionMachine { open_backoff: timing.config.min_backoff(), timing, phase: Phase::Idle, epoch: 0 }
+        SessionMachine { open_backoff: timing.config.min_backoff, timing, phase: Phase::Idle, epoch: 0 }
     }
 
     /// A machine rebuilt from `parts` (see [`SessionParts`]): it behaves exactly as the machine
@@ -266,7 +266,7 @@ impl<T: Moment> SessionMachine<T> {
             self.wait_to_open(now);
             return vec![Command::DiscardGrant { granted, retry_in }];
         }
-        self.open_backoff = self.timing.config.min_backoff();
+        self.open_backoff = self.timing.config.min_backoff;
         self.epoch += 1;
         let plan = self.timing.renew_plan(granted);
         self.phase = Phase::Live(Live {
@@ -388,8 +388,8 @@ impl<T: Moment> SessionMachine<T> {
         vec![
             Command::Status(SessionStatus::Opening),
             Command::OpenSession {
-                lease: self.timing.config.lease_duration(),
-                timeout: self.timing.config.renew_interval(),
+                lease: self.timing.config.lease_duration,
+                timeout: self.timing.config.renew_interval,
             },
         ]
     }
@@ -414,7 +414,7 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::SimbaConfig;
+    use crate::TimingConfig;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -429,7 +429,7 @@ mod tests {
     }
 
     fn machine() -> (SessionMachine<Instant>, At) {
-        (SessionMachine::new(Timing::new(SimbaConfig::default())), At(Instant::now()))
+        (SessionMachine::new(Timing::new(TimingConfig::default())), At(Instant::now()))
     }
 
     fn open_cmds() -> Vec<Command<Instant>> {
@@ -485,7 +485,7 @@ mod tests {
     /// D1: drift shortens the validity by `drift` of the grant.
     #[test]
     fn d1_drift_shortens_the_deadline() {
-        let cfg = SimbaConfig::builder().drift(0.1).build().expect("config");
+        let cfg = TimingConfig { drift: 0.1, ..TimingConfig::default() };
         let mut m = SessionMachine::new(Timing::new(cfg));
         let at = At(Instant::now());
         m.start(at.t(0));
@@ -692,7 +692,7 @@ mod tests {
     fn d1_machine_rebuilt_from_its_parts_decides_the_same() {
         let (mut m, at) = live();
         m.tick(at.t(5_000));
-        let mut rebuilt = SessionMachine::from_parts(Timing::new(SimbaConfig::default()), m.parts());
+        let mut rebuilt = SessionMachine::from_parts(Timing::new(TimingConfig::default()), m.parts());
         assert_eq!(rebuilt.parts(), m.parts());
         let expected = vec![Command::Extend { deadline: at.t(19_800), period: Duration::from_secs(5) }];
         assert_eq!(m.renewed(at.t(7_000), Duration::from_secs(15), true), expected);
@@ -705,7 +705,7 @@ mod tests {
             open_backoff: ms(100),
             epoch: 3,
         };
-        let mut m = SessionMachine::from_parts(Timing::new(SimbaConfig::default()), opening);
+        let mut m = SessionMachine::from_parts(Timing::new(TimingConfig::default()), opening);
         assert_eq!(
             m.opened(at.t(2_000), Duration::from_secs(15)),
             vec![Command::BeginSession {
@@ -724,7 +724,7 @@ mod tests {
     #[cfg(feature = "mutants")]
     #[test]
     fn d1_mutant_deadline_from_arrival_counts_from_the_reply() {
-        use crate::core::mutants::{Mutant, with};
+        use crate::mutants::{Mutant, with};
         let arrival = Some(Mutant::DeadlineFromArrival);
         let (mut m, at) = machine();
         m.start(at.t(0));

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::{Moment, RevokeReason, Timing};
 
-/// What the election's status shows ([`crate::ElectionState`]); the leader status is set by the
+/// What the election's status shows (`simba::ElectionState`); the leader status is set by the
 /// shell with the term when it carries out [`Command::Elect`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status<T> {
@@ -260,7 +260,7 @@ impl<T: Moment> ElectionMachine<T> {
         if self.phase != Phase::Leading {
             return Vec::new();
         }
-        self.phase = Phase::HandingOver(Then::CoolDown(self.timing.config.lease_duration()));
+        self.phase = Phase::HandingOver(Then::CoolDown(self.timing.config.lease_duration));
         vec![Command::Revoke(RevokeReason::SteppedDown), Command::Release]
     }
 
@@ -410,14 +410,14 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::SimbaConfig;
+    use crate::TimingConfig;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
 
     fn machine() -> (ElectionMachine<Instant>, Instant) {
-        (ElectionMachine::new(Timing::new(SimbaConfig::default())), Instant::now())
+        (ElectionMachine::new(Timing::new(TimingConfig::default())), Instant::now())
     }
 
     fn leading() -> (ElectionMachine<Instant>, Instant) {
@@ -565,7 +565,7 @@ mod tests {
 
     fn lock_until(until: Option<Duration>) -> (ElectionMachine<Instant>, Instant) {
         let t0 = Instant::now();
-        (ElectionMachine::lock(Timing::new(SimbaConfig::default()), until.map(|d| t0 + d)), t0)
+        (ElectionMachine::lock(Timing::new(TimingConfig::default()), until.map(|d| t0 + d)), t0)
     }
 
     /// K1, K3 for a lock: the same attempts and candidate delay as an election, the retry cut
@@ -614,7 +614,7 @@ mod tests {
     /// once, never waits; a win leads.
     #[test]
     fn k3_lock_once_attempts_once() {
-        let timing = Timing::new(SimbaConfig::default());
+        let timing = Timing::new(TimingConfig::default());
         let t0 = Instant::now();
         let mut m = ElectionMachine::lock_once(timing);
         assert_eq!(m.no_session(t0), vec![Command::GiveUp]);
@@ -643,7 +643,7 @@ mod tests {
         let (mut e, _) = leading();
         assert_eq!(m.hand_over(t0, RevokeReason::Stopped), e.stop(t0), "the same H1 list as an election's stop");
         assert_eq!(m.handed_over(t0 + ms(1), || 0.0), vec![Command::Stopped]);
-        let mut p = ElectionMachine::lock_once(Timing::new(SimbaConfig::default()));
+        let mut p = ElectionMachine::lock_once(Timing::new(TimingConfig::default()));
         p.session_live(t0);
         p.attempt_ended(t0, true, || 0.0);
         assert_eq!(
@@ -669,10 +669,10 @@ mod tests {
         let t0 = Instant::now();
         for until in [None, Some(t0 + ms(3_000))] {
             for reason in [RevokeReason::Stopped, RevokeReason::SteppedDown] {
-                let mut won = ElectionMachine::lock(Timing::new(SimbaConfig::default()), until);
+                let mut won = ElectionMachine::lock(Timing::new(TimingConfig::default()), until);
                 won.session_live(t0);
                 assert_eq!(won.attempt_ended(t0, true, || 0.0), vec![Command::Elect]);
-                let mut rebuilt = ElectionMachine::lock_leading(Timing::new(SimbaConfig::default()));
+                let mut rebuilt = ElectionMachine::lock_leading(Timing::new(TimingConfig::default()));
                 assert!(rebuilt.leading());
                 assert_eq!(rebuilt.hand_over(t0, reason), won.hand_over(t0, reason), "{until:?} {reason:?}");
                 assert_eq!(rebuilt.handed_over(t0, || 0.0), won.handed_over(t0, || 0.0));

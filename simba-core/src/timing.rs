@@ -6,13 +6,54 @@ use std::time::Duration;
 
 use super::Moment;
 use super::mutants::{Mutant, active};
-use crate::SimbaConfig;
+
+/// The settings the timing rules read, as plain values (section C of the contract). The
+/// `simba` crate's `SimbaConfig` checks them (rule C1) and converts into this; the core takes
+/// them as they come.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimingConfig {
+    /// How long the backend keeps a session after its last renewal.
+    pub lease_duration: Duration,
+    /// The keep-alive period.
+    pub renew_interval: Duration,
+    /// The bound on the clock-rate difference between node and backend, in `[0, 0.5)`.
+    pub drift: f64,
+    /// Extra safety subtracted from every deadline.
+    pub margin: Duration,
+    /// The random part of a candidate's retry delay.
+    pub retry_jitter: Duration,
+    /// The lower bound of the backoff after a failed renewal.
+    pub min_backoff: Duration,
+}
+
+impl Default for TimingConfig {
+    /// The defaults of section C: a 15 s lease renewed every 5 s, drift 0.01, margin 50 ms,
+    /// retry jitter 2.5 s, minimum backoff 100 ms.
+    fn default() -> Self {
+        TimingConfig {
+            lease_duration: Duration::from_secs(15),
+            renew_interval: Duration::from_secs(5),
+            drift: 0.01,
+            margin: Duration::from_millis(50),
+            retry_jitter: Duration::from_millis(2500),
+            min_backoff: Duration::from_millis(100),
+        }
+    }
+}
+
+impl TimingConfig {
+    /// The wait after `current` when an open of the session failed again: twice as long, at
+    /// most `renew_interval` (D5). The session's reopen and the runtime's start share it.
+    pub fn next_open_backoff(&self, current: Duration) -> Duration {
+        (current * 2).min(self.renew_interval)
+    }
+}
 
 /// The timing rules of one client.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
     /// The configuration the rules read.
-    pub config: SimbaConfig,
+    pub config: TimingConfig,
 }
 
 /// When to renew next, derived from what the backend granted.
@@ -26,7 +67,7 @@ pub struct RenewPlan {
 
 impl Timing {
     /// The rules of `config`.
-    pub fn new(config: SimbaConfig) -> Self {
+    pub fn new(config: TimingConfig) -> Self {
         Timing { config }
     }
 
@@ -34,8 +75,8 @@ impl Timing {
     /// `remaining * (1 - drift) - margin` (rule D1), never negative. The drift term is what
     /// keeps the deadline before the store's expiry while the clocks' rates differ (D6).
     pub fn local_validity(&self, remaining: Duration) -> Duration {
-        let drift = if active(Mutant::IgnoreDrift) { 0.0 } else { self.config.drift() };
-        remaining.mul_f64(1.0 - drift).saturating_sub(self.config.margin())
+        let drift = if active(Mutant::IgnoreDrift) { 0.0 } else { self.config.drift };
+        remaining.mul_f64(1.0 - drift).saturating_sub(self.config.margin)
     }
 
     /// D1: `deadline = sent_at + remaining * (1 - drift) - margin`, where `sent_at` is when the
@@ -49,8 +90,8 @@ impl Timing {
     /// then renew every third of the local validity.
     pub fn renew_plan(&self, remaining: Duration) -> RenewPlan {
         let validity = self.local_validity(remaining);
-        let interval = self.config.renew_interval();
-        if remaining < self.config.lease_duration() && validity < interval * 2 {
+        let interval = self.config.renew_interval;
+        if remaining < self.config.lease_duration && validity < interval * 2 {
             RenewPlan { period: (validity / 3).max(Duration::from_millis(1)), shortened: true }
         } else {
             RenewPlan { period: interval, shortened: false }
@@ -61,13 +102,13 @@ impl Timing {
     /// where `remaining` is the time left before the local deadline.
     pub fn backoff<T: Moment>(&self, now: T, deadline: T) -> Duration {
         let remaining = deadline.saturating_duration_since(now);
-        (remaining / 2).clamp(self.config.min_backoff(), self.config.renew_interval())
+        (remaining / 2).clamp(self.config.min_backoff, self.config.renew_interval)
     }
 
     /// K1: a candidate retries after `renew_interval / 2 + uniform[0, retry_jitter)`;
     /// `unit` is a uniform sample from `[0, 1)`.
     pub fn candidate_delay(&self, unit: f64) -> Duration {
-        self.config.renew_interval() / 2 + self.config.retry_jitter().mul_f64(unit.clamp(0.0, 1.0))
+        self.config.renew_interval / 2 + self.config.retry_jitter.mul_f64(unit.clamp(0.0, 1.0))
     }
 }
 
@@ -142,12 +183,12 @@ pub fn call_timeout<T: Moment>(period: Duration, now: T, deadline: T) -> Duratio
 
 #[cfg(test)]
 mod tests {
-    use tokio::time::Instant;
+    use std::time::Instant;
 
     use super::*;
 
     fn timing() -> Timing {
-        Timing::new(SimbaConfig::default())
+        Timing::new(TimingConfig::default())
     }
 
     /// D1: the formula, exactly.
@@ -166,7 +207,7 @@ mod tests {
     /// allows breaks it (so this test can fail).
     #[test]
     fn d6_local_deadline_precedes_the_stores_expiry_within_drift() {
-        let t = Timing::new(SimbaConfig::builder().drift(0.05).build().expect("config"));
+        let t = Timing::new(TimingConfig { drift: 0.05, ..TimingConfig::default() });
         // The node's elapsed time is the store's times `rate`: the worst case is the slowest
         // clock, whose deadline comes latest on the store's clock.
         let store_time_of_deadline = |remaining: Duration, rate: f64| t.local_validity(remaining).div_f64(rate);
@@ -178,7 +219,7 @@ mod tests {
                 assert!(store_time_of_deadline(remaining, rate) < remaining, "{ms} ms at rate {rate}");
             }
         }
-        let careless = Timing::new(SimbaConfig::builder().drift(0.0).margin(Duration::ZERO).build().expect("config"));
+        let careless = Timing::new(TimingConfig { drift: 0.0, margin: Duration::ZERO, ..TimingConfig::default() });
         let late = careless.local_validity(Duration::from_secs(15)).div_f64(0.97);
         assert!(late > Duration::from_secs(15), "a 3% slow clock outlives the store's expiry without drift");
     }
@@ -188,8 +229,8 @@ mod tests {
     #[cfg(feature = "mutants")]
     #[test]
     fn d1_d6_mutant_ignore_drift_drops_the_drift_term() {
-        use crate::core::mutants::{Mutant, with};
-        let t = Timing::new(SimbaConfig::builder().drift(0.1).build().expect("config"));
+        use crate::mutants::{Mutant, with};
+        let t = Timing::new(TimingConfig { drift: 0.1, ..TimingConfig::default() });
         let grant = Duration::from_secs(15);
         // 15 s * 0.9 - 50 ms = 13.45 s; without the drift term 15 s - 50 ms = 14.95 s.
         assert_eq!(t.local_validity(grant), Duration::from_millis(13_450));

@@ -88,10 +88,10 @@ mod tests {
     fn k4_mutant_adopt_late_reply_answers_every_reply() {
         let late = Some(Mutant::AdoptLateReply);
         for (awaited, current) in [(true, true), (false, true), (true, false), (false, false)] {
-            assert!(crate::core::mutants::with(late, || answers_current_attempt(awaited, current)));
+            assert!(crate::mutants::with(late, || answers_current_attempt(awaited, current)));
         }
         assert!(!answers_current_attempt(false, true), "off outside `with`");
-        assert!(!crate::core::mutants::with(Some(Mutant::AbandonFreesSlot), || answers_current_attempt(false, true)));
+        assert!(!crate::mutants::with(Some(Mutant::AbandonFreesSlot), || answers_current_attempt(false, true)));
     }
 
     /// K3: one acquisition in flight at a time; the next may start once its result came.
@@ -138,7 +138,7 @@ mod tests {
     #[test]
     fn k3_mutant_abandon_frees_slot_frees_it_at_once() {
         let mut slot = AttemptSlot::InFlight;
-        crate::core::mutants::with(Some(Mutant::AbandonFreesSlot), || slot.abandon());
+        crate::mutants::with(Some(Mutant::AbandonFreesSlot), || slot.abandon());
         assert_eq!(slot, AttemptSlot::Free);
         let mut slot = AttemptSlot::InFlight;
         slot.abandon();
