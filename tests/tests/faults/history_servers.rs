@@ -1,5 +1,5 @@
 //! Issue 38, the last "Done when" item: the job history with the store's OWN server killed
-//! and paused during the run, on PostgreSQL, Redis with persistence, ZooKeeper and etcd.
+//! and paused during the run, on PostgreSQL, MySQL/MariaDB, Redis with persistence, ZooKeeper and etcd.
 //!
 //! A long run with its own command (not in the test command: about 60-65 s per backend). It
 //! kills (SIGKILL) and pauses (SIGSTOP) the servers, so it runs on a set of servers of its
@@ -8,7 +8,7 @@
 //! ```sh
 //! export SIMBA_BACKENDS_PORT_OFFSET=400 SIMBA_BACKENDS_DIR=/tmp/simba-fault-servers
 //! eval "$(bash scripts/backends.sh start)"
-//! SIMBA_HISTORY_SERVER_FAULTS=postgres,redis-persistent,zk,etcd \
+//! SIMBA_HISTORY_SERVER_FAULTS=postgres,mysql,redis-persistent,zk,etcd \
 //!   cargo test -p simba-tests --all-features --test faults history_servers -- --ignored --nocapture
 //! bash scripts/backends.sh stop
 //! ```
@@ -75,8 +75,9 @@ struct Target {
     pid_var: &'static str,
 }
 
-const TARGETS: [Target; 4] = [
+const TARGETS: [Target; 5] = [
     Target { name: "postgres", url_var: "SIMBA_TEST_POSTGRES_URL", pid_var: "SIMBA_TEST_POSTGRES_PIDFILE" },
+    Target { name: "mysql", url_var: "SIMBA_TEST_MYSQL_URL", pid_var: "SIMBA_TEST_MYSQL_PIDFILE" },
     Target {
         name: "redis-persistent",
         url_var: "SIMBA_TEST_REDIS_PERSISTENT_URL",
@@ -357,21 +358,20 @@ async fn next_run(dir: &Path, after: u128, within: Duration, what: &str) -> u128
 /// Issue 38: every slot keeps exactly one record, and every retried slot's last record names
 /// the attempt that ran last, with the store's own server killed and paused during the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "long run on servers of its own: SIMBA_HISTORY_SERVER_FAULTS=postgres,redis-persistent,zk,etcd cargo test -p simba-tests --all-features --test faults history_servers -- --ignored --nocapture (RELIABILITY.md)"]
+#[ignore = "long run on servers of its own: SIMBA_HISTORY_SERVER_FAULTS=postgres,mysql,redis-persistent,zk,etcd cargo test -p simba-tests --all-features --test faults history_servers -- --ignored --nocapture (RELIABILITY.md)"]
 async fn every_slot_keeps_one_record_with_the_stores_server_killed_and_paused() {
     let Ok(wanted) = std::env::var(VAR) else {
         panic!(
-            "{VAR} is not set: this long run names its backends (postgres,redis-persistent,zk,etcd) and kills their \
+            "{VAR} is not set: this long run names its backends (postgres,mysql,redis-persistent,zk,etcd) and kills their \
              servers; start a set of servers of its own first (the module's docs)"
         )
     };
     let _serial = crate::SERIAL.lock().await;
     let mut reports = Vec::new();
     for name in wanted.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let t = TARGETS
-            .iter()
-            .find(|t| t.name == name)
-            .unwrap_or_else(|| panic!("{VAR}: unknown backend {name} (one of postgres, redis-persistent, zk, etcd)"));
+        let t = TARGETS.iter().find(|t| t.name == name).unwrap_or_else(|| {
+            panic!("{VAR}: unknown backend {name} (one of postgres, mysql, redis-persistent, zk, etcd)")
+        });
         reports.push(run(t).await);
     }
     eprintln!("\nJob history under store faults (3 nodes, lease 1.5 s, renew 500 ms, retention {RETENTION}):");
