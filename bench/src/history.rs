@@ -115,15 +115,40 @@ async fn prefill(store: &SharedJobStore, job: &str, n: usize) -> Result<()> {
             let store = Arc::clone(store);
             let mut rec = RunRecord::not_run(job, base - 100 * i as i64, Outcome::Ran);
             (rec.attempt, rec.attempts, rec.node) = (1, 1, "prefill".to_owned());
-            async move { store.append(&rec).await }
+            async move { append_retrying(&store, &rec).await }
         })
         .buffer_unordered(8)
         .collect()
         .await;
     for r in results {
-        r.map_err(|e| anyhow!("prefill: {e}"))?;
+        r?;
     }
     Ok(())
+}
+
+/// One append, tried again while the store is unavailable (concurrent appends of one job can
+/// deadlock in MariaDB's trim; the runtime's record writer retries the same way), at most 5
+/// times; the error names its causes.
+async fn append_retrying(store: &SharedJobStore, rec: &RunRecord) -> Result<()> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match store.append(rec).await {
+            Ok(_) => return Ok(()),
+            Err(simba::backend::BackendError::Unavailable { .. }) if tries < 5 => {
+                sleep(Duration::from_millis(20 * tries)).await;
+            }
+            Err(e) => {
+                let mut text = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    text = format!("{text}: {c}");
+                    cause = c.source();
+                }
+                bail!("prefill (try {tries}): {text}");
+            }
+        }
+    }
 }
 
 /// Sessions renewing during P12 (one of them holds the job): more renewals, a steadier p99.
