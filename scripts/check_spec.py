@@ -18,7 +18,10 @@ What it checks (stdlib only, no build, well under a second on this tree):
     function such as `k4_judge_win`, a glob such as `c1_*`, a path such as
     `core::attempt::tests::k3_*`, or a CamelCase name such as a mutant) exist in the Rust
     sources, so the spec cannot point at a test that was renamed or removed.
-(c) With --issue-numbers: no tracker issue number (`issue 12`, `issues 12 and 13`,
+(c) Always: no tracker issue number in the rustdoc of the published library crates
+    (`///`, `//!`, `/** */`, `#[doc = "..."]` under simba/src, simba-core/src,
+    simba-macros/src, simba-rules/src): users read it on docs.rs.
+(d) With --issue-numbers: no tracker issue number (`issue 12`, `issues 12 and 13`,
     `issue #12`, `(issue 38 item 4)`) in a Rust comment (`//`, `///`, `//!`, `/* */`,
     `#[doc = "..."]`) or in a Markdown document, except the history records: the ADRs
     (docs/adr/), RELIABILITY.md and BENCHMARKS.md, which are dated logs where naming the
@@ -242,6 +245,24 @@ def issue_numbers(path: str, text: str, found: list[tuple[str, int, str]]) -> No
                 found.append((path, no, m.group()))
 
 
+#: The published library crates: their rustdoc (`///`, `//!`, `/** */`, `#[doc]`) names no tracker
+#: issue number, always (the users read it on docs.rs; the tracker is not theirs).
+LIBRARY_SOURCES = ("simba/src/", "simba-core/src/", "simba-macros/src/", "simba-rules/src/")
+
+
+def rustdoc_issue_numbers(path: str, text: str, problems: list[str]) -> None:
+    lines = Lines(text)
+    for offset, comment in rust_comments(text):
+        is_doc = comment.startswith(("///", "//!", "/**", "/*!")) or not comment.startswith("/")
+        if not is_doc:
+            continue
+        for m in ISSUE.finditer(comment):
+            problems.append(
+                f"{path}:{lines.of(offset + m.start())}: tracker issue number `{m.group()}` in rustdoc: "
+                "say what it stood for, or cite a rule of docs/SPEC.md or an ADR"
+            )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--issue-numbers", action="store_true",
@@ -271,6 +292,8 @@ def main() -> int:
         id_uses(path, text, families, spec_refs if path == SPEC else uses)
         if path.endswith(".rs"):
             rust_texts.append(text)
+            if path.startswith(LIBRARY_SOURCES):
+                rustdoc_issue_numbers(path, text, problems)
         if args.issue_numbers and path.endswith((".rs", ".md")):
             if path.startswith(HISTORY):
                 exempt[path] += len(ISSUE.findall(text))

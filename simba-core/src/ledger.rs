@@ -43,7 +43,7 @@ impl ReleasedTokens {
     /// held). After it the backend no longer holds `name` for this session with `token`, so an
     /// acquisition sent from now on wins, if at all, a greater token (T3), and the record of
     /// `name` is forgotten; this keeps the record from growing with every name a session ever
-    /// released (issue 16 item 7). Unless an acquisition of `name` is in flight (`in_flight`,
+    /// released. Unless an acquisition of `name` is in flight (`in_flight`,
     /// K3): the backend may have answered it with the released token before it applied the
     /// release, so the record stays until that attempt ends
     /// ([`attempt_ended`](ReleasedTokens::attempt_ended)). Checked by the model
@@ -161,7 +161,7 @@ pub fn reconcile<'a>(
 mod tests {
     use super::*;
 
-    /// K4 pruning (issue 16 item 7): an acknowledged release forgets its record at once when
+    /// K4 pruning: an acknowledged release forgets its record at once when
     /// no acquisition of the name is in flight.
     #[test]
     fn k4_acknowledged_release_forgets_the_record() {

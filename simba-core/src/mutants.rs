@@ -1,6 +1,6 @@
 //! Deliberate rule breaks inside the core, switched on one at a time by the model checker so
-//! that breaking a rule in the engine's own code is caught by the model check (V1, issue 13
-//! item 3). Compiled in only with the test-only feature `mutants`; without it
+//! that breaking a rule in the engine's own code is caught by the model check (V1). Compiled
+//! in only with the test-only feature `mutants`; without it
 //! [`active`] is always `false` and the switch does not exist.
 
 /// A rule broken on purpose.

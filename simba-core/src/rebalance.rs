@@ -129,7 +129,7 @@ mod tests {
         assert_eq!(plan(0, &["a"], &"a", &set(&[]), &set(&[]), &set(&[])), Plan::Keep);
     }
 
-    /// J6, issue 15 item 5: partitions whose release was heard are tried first (in the
+    /// J6: partitions whose release was heard are tried first (in the
     /// member's natural order), then the rest; one it holds, hands over, or that does not
     /// exist is never a candidate; a member at its share ignores them.
     #[test]

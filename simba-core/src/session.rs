@@ -650,7 +650,7 @@ mod tests {
         assert_eq!(m.opened(at.t(2), Duration::from_secs(15)), vec![], "a late open is not used");
     }
 
-    /// Issue 13 item 4: a grant too short to use is discarded and the next open waits for a
+    /// A grant too short to use is discarded and the next open waits for a
     /// backoff that doubles up to `renew_interval`, never a loop without a wait; a failed open
     /// backs off the same way; a usable grant resets the backoff.
     #[test]

@@ -112,7 +112,7 @@ impl Timing {
     }
 }
 
-/// Issue 15 item 7: tasks of one process queue locally for a lock name, so a local waiter,
+/// Tasks of one process queue locally for a lock name, so a local waiter,
 /// already waiting when its neighbour releases, would win every race against another node's
 /// candidate (woken by the release's broadcast a few milliseconds later). Once the name has
 /// passed between this process's tasks for half a renewal interval (the candidate delay's
@@ -136,7 +136,7 @@ pub fn gives_way<T: Moment>(since: Option<T>, released_at: Option<T>, now: T, re
     }
 }
 
-/// What the local waiter that takes a lock's turn does first (issue 15 item 7), and what
+/// What the local waiter that takes a lock's turn does first, and what
 /// becomes of the name's local streak: the one place this rule is decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Courtesy {
@@ -162,7 +162,7 @@ pub fn courtesy<T: Moment>(since: Option<T>, released_at: Option<T>, now: T, ren
     }
 }
 
-/// Issue 15 item 7, between processes: a local waiter whose process gave a lock name way at
+/// Fair locks between processes: a local waiter whose process gave a lock name way at
 /// `gave_way_at` ([`Courtesy::GiveWay`]) and did not get it back, woken at `now` by another
 /// node's release of the name, waits this long before its attempt when the give-way was less
 /// than a renewal interval ago. Another process's candidate, which has waited longer (through
@@ -299,7 +299,7 @@ mod tests {
         assert_eq!(t.candidate_delay(0.5), Duration::from_millis(3750));
     }
 
-    /// Issue 15 item 7: a local waiter gives way once a local streak reached half a renewal
+    /// A local waiter gives way once a local streak reached half a renewal
     /// interval, right after a local release; not before, and not after a release nobody local
     /// followed at once. The courtesy is a twentieth of the interval, within 20 to 250 ms.
     #[test]

@@ -1,4 +1,4 @@
-//! Operating jobs from a service's own code (issue 12 item 4): the operations of `simba jobs`,
+//! Operating jobs from a service's own code: the operations of `simba jobs`,
 //! `simba history`, `simba pause`, `simba resume` and `simba trigger`, for an admin endpoint.
 //!
 //! ```
@@ -292,7 +292,7 @@ impl Jobs {
         }
     }
 
-    /// What the live nodes published about the jobs they run, compared (issue 12 item 5): the
+    /// What the live nodes published about the jobs they run, compared: the
     /// same report as `simba check` and `simba jobs` give.
     pub async fn registry(&self) -> Result<RegistryReport, AdminError> {
         Ok(RegistryReport::from_published(&self.store.registries().await?))

@@ -71,8 +71,8 @@ impl SimbaBuilder {
         self
     }
 
-    /// Puts every lease, group and job name of this client in `namespace` (issue 12 item 6,
-    /// ADR 0013): applications in different namespaces share one store without their names
+    /// Puts every lease, group and job name of this client in `namespace` (ADR 0013):
+    /// applications in different namespaces share one store without their names
     /// colliding. Without it (the default), the client reads and writes the store's default
     /// namespace, as before namespaces existed. `[backend] namespace` in `simba.toml`.
     ///
@@ -181,7 +181,7 @@ impl Simba {
         }
     }
 
-    /// The backend's jobs store (run history and job control, issue 12), where the backend
+    /// The backend's jobs store (run history and job control), where the backend
     /// has one.
     pub fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
         self.shared.backend.job_store()

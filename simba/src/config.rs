@@ -16,7 +16,7 @@ use crate::{ConfigError, Error};
 /// | `margin` | 50 ms | extra safety subtracted from every deadline |
 /// | `retry_jitter` | `renew_interval / 2` | candidates retry after `renew_interval / 2 + [0, retry_jitter)` |
 /// | `min_backoff` | 100 ms | lower bound of the backoff after a failed renewal |
-/// | `fair_locks` | `true` | after tasks of this process passed a lock name among themselves for `renew_interval / 2`, the next one gives other nodes' candidates a short turn first (issue 15 item 7) |
+/// | `fair_locks` | `true` | after tasks of this process passed a lock name among themselves for `renew_interval / 2`, the next one gives other nodes' candidates a short turn first |
 ///
 /// ```
 /// use std::time::Duration;
@@ -312,7 +312,7 @@ mod tests {
         }
     }
 
-    /// Issue 13 item 6: a builder error names the setting to change as its key, with no file
+    /// A builder error names the setting to change as its key, with no file
     /// or line (it was set in code), and its reason is the whole message.
     #[test]
     fn builder_errors_name_the_setting() {

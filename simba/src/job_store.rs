@@ -1,4 +1,4 @@
-//! The jobs store (issue 12, ADR 0012): run history and cluster-wide job control, kept in the
+//! The jobs store (ADR 0012): run history and cluster-wide job control, kept in the
 //! backend, through a trait apart from the lease [`Backend`](crate::backend::Backend).
 //!
 //! Every slot of a job (a cron instant, a fixed-rate tick, a manual trigger) gets one

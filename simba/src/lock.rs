@@ -211,7 +211,7 @@ impl Lock {
         Some(local)
     }
 
-    /// Issue 15 item 7: after a long enough local streak, this local waiter lets other nodes'
+    /// After a long enough local streak, this local waiter lets other nodes'
     /// candidates (woken by the release just made) try first ([`simba_core::timing::courtesy`]).
     /// `false` when `until` came first.
     async fn give_way(&self, local: &mut LocalTurn, until: Option<Instant>) -> Result<bool, Error> {
@@ -473,7 +473,7 @@ mod tests {
         assert!(std::mem::size_of::<simba_core::election::ElectionMachine<tokio::time::Instant>>() > 80);
     }
 
-    /// Issue 13 item 4 / issue 16 item 7: `lock_queues` shrinks when a name's queue empties,
+    /// `lock_queues` shrinks when a name's queue empties,
     /// so a service locking names made on the fly does not grow: after 10,000 distinct names
     /// (released, dropped, timed out while queued) the map is empty.
     #[tokio::test(start_paused = true)]
@@ -509,7 +509,7 @@ mod tests {
         simba.close().await;
     }
 
-    /// Issue 16 item 7 (K4): the session's record of released tokens does not grow with every
+    /// The session's record of released tokens does not grow with every
     /// name it ever released: an acknowledged release forgets its name (the soak's leak).
     #[tokio::test(start_paused = true)]
     async fn issue16_7_released_token_records_are_pruned() {

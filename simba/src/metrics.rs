@@ -16,7 +16,7 @@
 //! | `simba_job_duration_seconds` | histogram | `job` | how long each run took |
 //! | `simba_job_lateness_seconds` | histogram | `job` | how late each run started after its slot |
 //! | `simba_partitions_held` | gauge | `group` | partitions of the group this process holds |
-//! | `simba_job_slots_total` | counter | `job`, `outcome` | slots by how they ended (`ran`, `failed`, `declined`, `missed`, ...; issue 12) |
+//! | `simba_job_slots_total` | counter | `job`, `outcome` | slots by how they ended (`ran`, `failed`, `declined`, `missed`, ...) |
 //! | `simba_job_paused` | gauge | `job` | 1 while this node's claims find the job paused |
 //! | `simba_job_records_lost_total` | counter | `job` | history records given up: the store did not take them before the end of their term plus a grace (each one is also a warning naming the slot) |
 //!
@@ -60,7 +60,7 @@ pub mod names {
     /// time (each one is also logged with its slot).
     pub const JOB_RECORDS_LOST: &str = "simba_job_records_lost_total";
     /// Gauge: how many differences this node saw between the live nodes' job registries at
-    /// its last check (0: they agree; issue 12 item 5).
+    /// its last check (0: they agree).
     pub const REGISTRY_DIFFERENCES: &str = "simba_job_registry_differences";
 }
 

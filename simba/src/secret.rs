@@ -243,7 +243,7 @@ mod tests {
         assert_eq!(redact_url("postgres://h/db?password="), "postgres://h/db?password=***");
     }
 
-    /// Found by the fuzz target `url_redaction` (issue 16): an unencoded `@` in the query
+    /// Found by the fuzz target `url_redaction`: an unencoded `@` in the query
     /// after a host with a port was taken for the end of a userinfo, and the secret parameters
     /// after it lost their `?` and were shown.
     #[test]

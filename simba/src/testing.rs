@@ -1,4 +1,4 @@
-//! A test kit for a service's own jobs (feature `testing`; issue 12 item 8): the service's
+//! A test kit for a service's own jobs (feature `testing`): the service's
 //! `#[simba_scheduled]` / `#[simba_partitioned]` jobs run on the in-memory backend, on one or
 //! several nodes in the test's process, under paused Tokio time, with a wall clock that
 //! follows Tokio's (cron runs on paused time too). The test advances to a job's next slot,

@@ -1,5 +1,5 @@
 //! How the key-value backends (ZooKeeper, etcd) store the jobs store's control rows and run
-//! records as bytes (issue 12, ADR 0012). What a claim decides from what it read is the
+//! records as bytes (ADR 0012). What a claim decides from what it read is the
 //! core's claim rule, [`simba_core::claim::decide`].
 //!
 //! A control value is lines `key=value` (unknown keys are ignored, missing ones take their

@@ -42,7 +42,7 @@ struct State {
     jobs: JobsMem,
 }
 
-/// The jobs store's part of the state (issue 12).
+/// The jobs store's part of the state.
 struct JobsMem {
     retention: usize,
     version: u64,

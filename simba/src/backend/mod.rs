@@ -290,7 +290,7 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
-    /// The store's jobs store (run history and job control, issue 12), where the backend
+    /// The store's jobs store (run history and job control), where the backend
     /// has one; `None` (the default) turns history and control off for jobs on this backend.
     fn job_store(&self) -> Option<self::job_store::SharedJobStore> {
         None

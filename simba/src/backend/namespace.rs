@@ -1,4 +1,4 @@
-//! Namespaces (issue 12 item 6): several applications share one store without their lease,
+//! Namespaces: several applications share one store without their lease,
 //! group and job names colliding (ADR 0013).
 //!
 //! A [`Namespaced`] backend wraps any other backend and maps every name at the boundary:
@@ -606,7 +606,7 @@ mod tests {
     use super::*;
     use crate::backend::memory::MemoryBackend;
 
-    /// Issue 12 item 6: a namespace that breaks the lease-name rules is refused, with the
+    /// A namespace that breaks the lease-name rules is refused, with the
     /// rule in the message.
     #[test]
     fn issue12_6_bad_namespace_names_are_refused() {
@@ -619,7 +619,7 @@ mod tests {
         }
     }
 
-    /// Issue 12 item 6: mapping is a bijection between a namespace's names and its stored
+    /// Mapping is a bijection between a namespace's names and its stored
     /// names, and no stored name of one namespace is a name of another or of the default.
     #[test]
     fn issue12_6_mapping_round_trips_and_never_collides() {
@@ -637,7 +637,7 @@ mod tests {
         assert_eq!(namespace_of(&a.map("g/3")), Some("a"));
     }
 
-    /// Issue 12 item 6: the default view hears the default namespace's releases only, a
+    /// The default view hears the default namespace's releases only, a
     /// namespace its own, under the name its nodes use.
     #[tokio::test]
     async fn issue12_6_default_view_hears_no_namespaced_release() {
@@ -664,7 +664,7 @@ mod tests {
         assert!(extra.is_err(), "the namespace heard the default namespace's release: {extra:?}");
     }
 
-    /// Issue 12 item 6: a stored name longer than a store keeps is refused before the call.
+    /// A stored name longer than a store keeps is refused before the call.
     #[tokio::test]
     async fn issue12_6_too_long_stored_names_are_refused() {
         let ns = Namespace::new(&"n".repeat(100)).unwrap_or_else(|e| panic!("{e}"));

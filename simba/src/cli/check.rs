@@ -165,7 +165,7 @@ async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) 
     registry_check(&*backend, cli.timeout, report).await;
 }
 
-/// Issue 12 item 5: the live nodes run the same jobs with the same settings.
+/// The live nodes run the same jobs with the same settings.
 async fn registry_check(backend: &dyn crate::backend::DynBackend, timeout: Duration, report: &mut Report) {
     const NAME: &str = "job registry";
     let Some(store) = backend.job_store() else {
@@ -205,7 +205,7 @@ async fn registry_check(backend: &dyn crate::backend::DynBackend, timeout: Durat
     );
 }
 
-/// Issue 12 item 6: which namespace the configuration works in, and what it holds now (a new
+/// Which namespace the configuration works in, and what it holds now (a new
 /// namespace holds nothing, which is no failure). The name itself was checked with the
 /// configuration.
 async fn namespace_check(

@@ -1,5 +1,5 @@
 //! `simba jobs`, `simba history JOB`, `simba pause JOB`, `simba resume JOB` and
-//! `simba trigger JOB` (issue 12 item 4), on the backend's jobs store through
+//! `simba trigger JOB`, on the backend's jobs store through
 //! [`crate::admin::Jobs`].
 //!
 //! Exit codes: 0 done (also for pausing a paused job, which says so); 2 an unknown job (the
@@ -434,7 +434,7 @@ mod tests {
         Arc::new(b)
     }
 
-    /// Issue 12 items 4 and 5: with the nodes' registries published, `simba jobs` shows each
+    /// With the nodes' registries published, `simba jobs` shows each
     /// job's kind, schedule and time zone, holder node and token and next fire, marks the jobs
     /// the live nodes disagree about and names the difference; `--json` carries the same.
     #[tokio::test]
@@ -488,7 +488,7 @@ mod tests {
         (r, String::from_utf8_lossy(&out).into_owned())
     }
 
-    /// Issue 12 item 4: `simba jobs`, `history`, `pause` (twice), `resume`, `trigger`, as
+    /// `simba jobs`, `history`, `pause` (twice), `resume`, `trigger`, as
     /// tables and JSON, on a store with records.
     #[tokio::test]
     async fn item4_jobs_history_pause_trigger_output() {

@@ -1,5 +1,5 @@
 //! The `simba` command-line tool (feature `cli`): `status`, `watch`, `check`, `dashboard`, and
-//! the jobs commands `jobs`, `history`, `pause`, `resume`, `trigger` (issue 12) against the backend named by `simba.toml` or `--backend URL` (ADR 0007, ADR 0010).
+//! the jobs commands `jobs`, `history`, `pause`, `resume`, `trigger` against the backend named by `simba.toml` or `--backend URL` (ADR 0007, ADR 0010).
 //!
 //! Exit codes: 0 success; 1 `check` found a problem; 2 bad input (clap's usage errors, an
 //! invalid configuration) or an unreachable backend (the message names the URL, never its

@@ -1,4 +1,4 @@
-//! `simba namespaces` (issue 12 item 6): the namespaces present in a store, with what each
+//! `simba namespaces`: the namespaces present in a store, with what each
 //! holds, as a table or JSON.
 
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! The jobs part of the dashboard (issue 14 phase 2): one row per job (schedule, time zone,
+//! The jobs part of the dashboard: one row per job (schedule, time zone,
 //! next fire, paused, holder, last outcome, the last slots), `GET /api/jobs`, and the
 //! [`Control`] that carries out pause, resume and run now through [`crate::admin::Jobs`].
 

@@ -94,7 +94,7 @@ fn model_of(readings: &[Reading], error: Option<String>, backend: &str) -> Model
     }
 }
 
-/// Security (issue 14, item 4): markup in any rendered string is escaped on every page and in
+/// Security: markup in any rendered string is escaped on every page and in
 /// every event-stream fragment.
 #[test]
 fn markup_in_every_rendered_string_is_escaped() {
@@ -227,7 +227,7 @@ impl Source for Fixed {
     }
 }
 
-/// Actions (issue 14, item 3): POST only with `actions = true`, the token only in the header
+/// Actions: POST only with `actions = true`, the token only in the header
 /// and compared in constant time, cross-site requests refused; the route table reaches the
 /// job control with the right action.
 #[tokio::test]
@@ -359,7 +359,7 @@ fn jobs_reading() -> Reading {
     r
 }
 
-/// Issue 14 item 2 and 4: the jobs page shows schedule, zone, next fire, holder, last outcome
+/// The jobs page shows schedule, zone, next fire, holder, last outcome
 /// and a bar of the slots (oldest left, a title each); the job page the history table; every
 /// job name and error text escaped (an error holding `<script>` is text).
 #[test]

@@ -49,7 +49,7 @@ pub(crate) struct Shared {
 }
 
 /// How long a lock name has passed between tasks of this process without going to another
-/// node (issue 15 item 7): when this process took it from the store, when its last local
+/// node: when this process took it from the store, when its last local
 /// holder released it, and when its waiter last gave the name way to other nodes (cleared when
 /// it takes the name from the store again).
 #[derive(Debug, Default)]
@@ -71,7 +71,7 @@ pub(crate) struct ClientState {
     pub(crate) claims: HashSet<Arc<str>>,
     pub(crate) elections: HashMap<Arc<str>, Arc<ElectionCtl>>,
     /// Local queues so that tasks of one process take a lock one at a time, each with the
-    /// name's local streak (issue 15 item 7).
+    /// name's local streak.
     pub(crate) lock_queues: HashMap<Arc<str>, Arc<tokio::sync::Mutex<LocalStreak>>>,
     pub(crate) closed: bool,
 }

@@ -1,4 +1,4 @@
-//! The run context (issue 12 item 9): which slot a run is for, its attempt and its node, so a
+//! The run context: which slot a run is for, its attempt and its node, so a
 //! job can key idempotent side effects by slot rather than rebuild it from the wall clock.
 
 use std::future::Future;

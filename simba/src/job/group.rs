@@ -5,7 +5,7 @@
 //! holding one partition.
 //!
 //! The decision of each round is the core's (`simba_core::rebalance`); this module runs it
-//! with the client's public API only (issue 12 item 11): [`Simba::group`] for the membership,
+//! with the client's public API only: [`Simba::group`] for the membership,
 //! [`Simba::lock`] for the partitions, [`LockGuard::hand_over`] for the handover (the H1 order of the election machine, `simba_core::election`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -215,7 +215,7 @@ fn start_worker(
 /// Leaves the group first, then hands every partition over (H1). In this order the other
 /// members' rounds, woken by the releases, already count one member less and take the
 /// partitions at once; the other way round, those rounds still saw this node listed, found
-/// themselves at their share and waited for their next candidate delay (issue 15, P6). The
+/// themselves at their share and waited for their next candidate delay (BENCHMARKS.md P6). The
 /// leases keep a partition from being held twice meanwhile: a member that tries one before
 /// its release is told it is held.
 async fn shut_down(group: &Group, held: BTreeMap<u32, Worker>, leaving: BTreeMap<u32, Worker>) {

@@ -1,4 +1,4 @@
-//! One job's history in the jobs store (issue 12): the records of the slots it claimed,
+//! One job's history in the jobs store: the records of the slots it claimed,
 //! skipped or missed, written through the job's ordered writer (`writer.rs`), and the runs an
 //! earlier holder left `running`, closed. The run of a claimed slot is the runner's
 //! (`runner.rs`); the slot loops (`schedule.rs`) say which slots are due.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-/// How a job retries and times out (`retry`, `backoff`, `timeout`; issue 12 item 3).
+/// How a job retries and times out (`retry`, `backoff`, `timeout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunPolicy {
     /// How many attempts a slot gets (1: no retry).
@@ -39,7 +39,7 @@ impl RunPolicy {
 mod tests {
     use super::*;
 
-    /// Issue 12 item 3: backoff doubles, is capped and jittered within ±20%.
+    /// Backoff doubles, is capped and jittered within ±20%.
     #[test]
     fn backoff_is_exponential_capped_and_jittered() {
         let p = RunPolicy { attempts: 5, backoff: Duration::from_secs(1), timeout: None };

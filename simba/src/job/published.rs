@@ -1,4 +1,4 @@
-//! The registry check (issue 12 item 5): every node publishes, with its session, what jobs it
+//! The registry check: every node publishes, with its session, what jobs it
 //! runs and with which effective settings (its [`NodeRegistry`]); `simba check`, `simba jobs`
 //! and the runtime compare what the live nodes published and name every difference (a rolling
 //! deploy that changed a schedule, a node still running old code, a job added at run time on

@@ -130,8 +130,8 @@ pub struct PartitionedJob {
     pub run: PartitionFn,
 }
 
-/// The retry and timeout options of a job (`retry`, `backoff`, `timeout` on the macros;
-/// issue 12 item 3), registered apart from the job so that jobs written by hand keep their
+/// The retry and timeout options of a job (`retry`, `backoff`, `timeout` on the macros),
+/// registered apart from the job so that jobs written by hand keep their
 /// shape. `[jobs.NAME]` keys in `simba.toml` override them.
 #[derive(Debug, Clone, Copy)]
 pub struct JobPolicy {

@@ -1,4 +1,4 @@
-//! The run of one slot (issue 12): the slot loops (`schedule.rs`) hand each slot to the job's
+//! The run of one slot: the slot loops (`schedule.rs`) hand each slot to the job's
 //! [`SlotRunner`], which claims it, calls the job's function in attempts (retries with
 //! backoff, a timeout, manual runs alike), and records how each attempt ended through the
 //! job's [`Recording`] (`history.rs`).

@@ -80,7 +80,7 @@ impl Timer {
 ///
 /// Every slot is handed to the term's [`SlotRunner`], which claims it (one store round trip:
 /// fenced, monotonic, pause-aware, and writing the `running` record), runs it and ends it with
-/// a record of its outcome (issue 12). A pending run-now request runs as a `manual` slot at
+/// a record of its outcome. A pending run-now request runs as a `manual` slot at
 /// the start of the term and whenever the control version moves.
 pub(crate) async fn run_scheduled(
     simba: Simba,

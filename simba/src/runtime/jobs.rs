@@ -1,4 +1,4 @@
-//! Jobs added and removed while the runtime runs (issue 12 item 7): the runtime's set of
+//! Jobs added and removed while the runtime runs: the runtime's set of
 //! running jobs, behind a handle that the runtime itself uses to start and stop them.
 
 use std::collections::BTreeMap;

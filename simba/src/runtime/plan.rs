@@ -261,7 +261,7 @@ mod tests {
         crate::job::job_future(async {})
     }
 
-    /// Issue 12 item 6: in a namespace, a job whose stored lease or history name would be too
+    /// In a namespace, a job whose stored lease or history name would be too
     /// long for the store is refused at start (nothing starts), naming the stored name.
     #[test]
     fn item6_a_name_too_long_in_its_namespace_is_refused_at_start() {
@@ -294,7 +294,7 @@ mod tests {
         );
     }
 
-    /// Issue 13 item 6: the errors found once the jobs are known carry the key's line in the
+    /// The errors found once the jobs are known carry the key's line in the
     /// file (or the variable that set it) as a field, like the errors of the file itself.
     #[test]
     fn item13_6_plan_errors_carry_the_line_of_their_key() {

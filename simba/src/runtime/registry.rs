@@ -1,4 +1,4 @@
-//! The node's job registry (issue 12 item 5): published with the node's session, again after
+//! The node's job registry: published with the node's session, again after
 //! every job added or removed and with every new session; compared with the other live nodes'
 //! at once after each publish and every [`REGISTRY_CHECK_PERIOD`] (or renewal interval, if
 //! longer). A

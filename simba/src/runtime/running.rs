@@ -41,13 +41,13 @@ impl RunningRuntime {
         self.servers.dashboard.as_ref().map(crate::dashboard::DashboardServer::local_addr)
     }
 
-    /// The handle that adds and removes jobs on this node while it runs (issue 12 item 7).
+    /// The handle that adds and removes jobs on this node while it runs.
     pub fn jobs(&self) -> JobsHandle {
         self.jobs.clone()
     }
 
     /// The last comparison this node made of the live nodes' published job registries
-    /// (issue 12 item 5; made after each publish and every [`REGISTRY_CHECK_PERIOD`](super::REGISTRY_CHECK_PERIOD)); `None`
+    /// (made after each publish and every [`REGISTRY_CHECK_PERIOD`](super::REGISTRY_CHECK_PERIOD)); `None`
     /// before the first one, or without a jobs store.
     pub fn registry_report(&self) -> Option<crate::job::RegistryReport> {
         self.registry.get()
@@ -141,7 +141,7 @@ pub(super) fn watch_control(
 
 /// Watches the jobs store's control (pause, resume, run now) for the whole node: one
 /// `control_version` call per renewal interval, and at once on a broadcast; every job's
-/// scheduler hears a move of `tx` (issue 12 item 2).
+/// scheduler hears a move of `tx`.
 async fn control_loop(
     store: crate::job_store::SharedJobStore,
     every: std::time::Duration,

@@ -1,4 +1,4 @@
-//! The jobs store conformance suite (issue 12): one function per rule of the
+//! The jobs store conformance suite: one function per rule of the
 //! [`JobStore`](crate::job_store::JobStore) contract. Every backend with a jobs store runs all
 //! of them against a real server through [`jobs_suite!`](crate::jobs_suite); [`RULES`] lists
 //! them.
@@ -549,7 +549,7 @@ async fn registries_of(store: &SharedJobStore, sessions: &[&SessionId]) -> Vec<(
     all.into_iter().filter(|(s, _)| sessions.contains(&s)).collect()
 }
 
-/// Issue 12 item 5: a session's registry is published, replaced by its next publish, read
+/// A session's registry is published, replaced by its next publish, read
 /// back byte for byte up to [`MAX_REGISTRY_BYTES`] (quotes, newlines, non-ASCII), listed by
 /// session id, and gone once the session is closed; a closed session cannot publish.
 pub async fn jobs_registry_lives_with_its_session<B: Backend>(b: B) {
@@ -580,7 +580,7 @@ pub async fn jobs_registry_lives_with_its_session<B: Backend>(b: B) {
     ok(b.close_session(&s2).await, "close_session");
 }
 
-/// Issue 12 item 5: the registry of a session that expires (nobody renews it: its process was
+/// The registry of a session that expires (nobody renews it: its process was
 /// killed) is no longer listed once the session has expired.
 pub async fn jobs_registry_expires_with_its_session<B: Backend>(b: B) {
     use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The namespace concern (issue 12 item 6, ADR 0013): two clients in two namespaces on one
+//! The namespace concern (ADR 0013): two clients in two namespaces on one
 //! store never see or touch each other's sessions, leases, groups, release notices or jobs,
 //! and the default namespace keeps what it had. Every backend runs it against a real server
 //! through [`namespace_suite!`](crate::namespace_suite), with two connections to one store
@@ -202,7 +202,7 @@ pub async fn namespaces_keep_separate_job_histories<B: Backend>(one: B, two: B) 
     }
 }
 
-/// The job registries nodes publish (issue 12 item 5) stay in their namespace: each
+/// The job registries nodes publish stay in their namespace: each
 /// namespace, and the default one, lists only its own sessions' registries, text intact.
 pub async fn namespaces_keep_separate_registries<B: Backend>(one: B, two: B) {
     let (na, nb) = (fresh("nsa"), fresh("nsb"));
@@ -301,7 +301,7 @@ pub async fn namespaced_clients_hold_the_same_lock_at_once<B: Backend>(one: B, t
     cb.close().await;
 }
 
-/// Runs the namespace concern against a backend (issue 12 item 6). `$make` is an async
+/// Runs the namespace concern against a backend. `$make` is an async
 /// function returning a fresh connection to one shared store (as for
 /// [`conformance_suite!`](crate::conformance_suite)); each test calls it twice.
 #[macro_export]

@@ -1,4 +1,4 @@
-//! The jobs store on etcd (issue 12, ADR 0012): control rows and records as keys with
+//! The jobs store on etcd (ADR 0012): control rows and records as keys with
 //! revisions beside the lease keys; a claim reads once and writes with one `Txn` whose
 //! compares are the lease's fence (the key's create revision is the token, its lease the
 //! session's) plus the revisions it read; control changes are broadcast by a watch.

@@ -1,4 +1,4 @@
-//! The jobs store on Redis (issue 12, ADR 0012): every call is one Lua script (one round
+//! The jobs store on Redis (ADR 0012): every call is one Lua script (one round
 //! trip, atomic on the server), and control changes are published on a channel so that every
 //! node hears a pause or a run-now request at once.
 //!

@@ -25,7 +25,7 @@
 //! session to its leases, and the digest hash its summary (count and token sum), which acquire
 //! and release update with the entry they add or remove, so that a keep-alive renews the
 //! session and answers the digest in one script, with a constant-size request and reply and
-//! constant work on the server (S1; issue 15, P8). A lease record changed behind the session's
+//! constant work on the server (S1; BENCHMARKS.md P8). A lease record changed behind the session's
 //! back (an operator's `HSET`) is found by the keep-alive's audit, which checks a few owned
 //! entries drawn at random against their lease hashes (`AUDIT`, 2, per renewal: every entry of
 //! a session holding two leases or fewer), drops a stale one from the digest, and so makes the

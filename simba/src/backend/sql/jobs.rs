@@ -1,4 +1,4 @@
-//! The jobs store of the SQL backends (issue 12, ADR 0012): run history, the slot ledger and
+//! The jobs store of the SQL backends (ADR 0012): run history, the slot ledger and
 //! job control in three more tables beside the lease tables, on SQLite, PostgreSQL and
 //! MySQL/MariaDB alike.
 //!
@@ -273,7 +273,7 @@ impl JobDialect for super::mysql::MySqlDialect {
 }
 
 /// The claim on PostgreSQL: one call of a PL/pgSQL function, so the claim's row locks live
-/// only while the server runs it (issue 12; ADR 0012, "Amendment: the SQL claim in one round
+/// only while the server runs it (ADR 0012, "Amendment: the SQL claim in one round
 /// trip"). The steps and their order are the transaction's that SQLite runs statement by
 /// statement ([`SqlJobStore::claim`]): an unlocked look at the lease (a non-holder is answered
 /// before anything is written or locked), the job's control row created if absent, the job's

@@ -34,7 +34,7 @@
 //! renewal of an expired holder wait, then re-check its expiry with a fresh clock and fail,
 //! so the expired session never comes back (S3).
 //!
-//! Releases (K2, issue 15 P4): MySQL has no `NOTIFY`, so each backend instance runs one
+//! Releases (K2; BENCHMARKS.md P4): MySQL has no `NOTIFY`, so each backend instance runs one
 //! release watch (`release_watch`) while one of its candidates waits: every 10 ms one
 //! primary-key read of the waited-for lease rows (which of them are released or held by a
 //! dead session). The cost is per node, not per lease held, and nothing runs while no
@@ -217,7 +217,7 @@ struct Own {
     procedure: Stmt,
     /// `:1` name, `:2` session id: [`ACQUIRE_PROCEDURE`]'s answer.
     acquire: Stmt,
-    /// `:1` name, `:2` session id. The fast path of acquisition (issue 15 P2): ONE statement
+    /// `:1` name, `:2` session id. The fast path of acquisition (BENCHMARKS.md P2): ONE statement
     /// that takes a lease whose row exists and is released, for a live caller; the new token
     /// comes back as the reply's last insert id (`LAST_INSERT_ID(expr)`). An `UPDATE` reads
     /// the newest committed lease row under its exclusive lock, and InnoDB reads the

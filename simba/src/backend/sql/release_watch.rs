@@ -1,6 +1,6 @@
 //! The release watch of the SQL stores that cannot broadcast (SQLite, MySQL/MariaDB): what
 //! [`Backend::subscribe_releases`](crate::backend::Backend::subscribe_releases) streams there
-//! (K2, issue 15 P4).
+//! (K2; BENCHMARKS.md P4).
 //!
 //! One task per backend instance (a node), whatever the number of leases. It runs only while
 //! a candidate of this node waits: every acquisition answered `Held` adds the name to the
@@ -257,7 +257,7 @@ mod tests {
         }
     }
 
-    /// Issue 15 P4: no query while nothing is wanted; a wanted name freed in the store is
+    /// BENCHMARKS.md P4: no query while nothing is wanted; a wanted name freed in the store is
     /// broadcast once and leaves the set; a local release is sent at once.
     #[tokio::test(start_paused = true)]
     async fn watches_only_wanted_names_and_only_while_wanted() {

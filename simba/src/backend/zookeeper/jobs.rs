@@ -1,4 +1,4 @@
-//! The jobs store on ZooKeeper (issue 12, ADR 0012): control nodes and record nodes beside the
+//! The jobs store on ZooKeeper (ADR 0012): control nodes and record nodes beside the
 //! lease nodes; a claim is the lease's claim (one batch of reads, then one `multi` whose
 //! first operation checks the lease node's version), and control changes are broadcast by a
 //! persistent watch.

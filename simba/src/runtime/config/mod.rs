@@ -92,7 +92,7 @@ pub struct RuntimeConfig {
     /// [`DEFAULT_RETENTION`](crate::job_store::DEFAULT_RETENTION).
     pub history_retention: Option<usize>,
     /// `[backend] namespace` (or `SIMBA_BACKEND__NAMESPACE`): the namespace every lease,
-    /// group and job name of this application lives in (issue 12 item 6, ADR 0013); `None`
+    /// group and job name of this application lives in (ADR 0013); `None`
     /// (the default): the store's default namespace, as before namespaces existed.
     pub namespace: Option<crate::backend::namespace::Namespace>,
     /// `[backend] start_timeout` (default [`DEFAULT_START_TIMEOUT`]): how long the runtime's

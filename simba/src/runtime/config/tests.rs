@@ -111,7 +111,7 @@ fn metrics_listen() {
     assert!(e.contains("unknown field `lisen`") && e.contains("`listen`"), "{e}");
 }
 
-/// Issue 12 item 3: `[jobs.NAME]` retry, backoff and timeout; bad values name file, line
+/// `[jobs.NAME]` retry, backoff and timeout; bad values name file, line
 /// and key.
 #[test]
 fn jobs_retry_backoff_timeout_keys() {
@@ -159,7 +159,7 @@ fn bad_values_name_file_line_key() {
     assert!(e.contains("\"skip\" or \"run_once\""), "{e}");
 }
 
-/// Issue 12 item 6: `[backend] namespace` is read, overridden by
+/// `[backend] namespace` is read, overridden by
 /// `SIMBA_BACKEND__NAMESPACE`, and a name that breaks the lease-name rules is refused
 /// with the file, line and key, before any backend call (parsing makes none).
 #[test]
@@ -209,7 +209,7 @@ fn history_retention_is_read_and_checked() {
     assert_eq!(c.history_retention, Some(7));
 }
 
-/// Issue 13 item 6: an error carries the file, line, key and reason as fields; a value
+/// An error carries the file, line, key and reason as fields; a value
 /// set by an environment variable names the variable instead of a line of the file.
 #[test]
 fn item13_6_errors_carry_file_line_key_and_reason() {
@@ -268,7 +268,7 @@ fn item13_6_errors_carry_file_line_key_and_reason() {
 
 /// A password on a broken line (the TOML error quotes the line) is masked whole, also when
 /// it holds an `@` (it was redacted as if a URL, showing `***@hunter2`; found by the fuzz
-/// target `url_redaction`, issue 16).
+/// target `url_redaction`).
 #[test]
 fn a_password_on_a_broken_line_is_masked_whole() {
     for text in ["[backend]\npassword = \"p@hunter2\n", "[backend]\npassword = \"@s3cret\"dE/b?x\n"] {

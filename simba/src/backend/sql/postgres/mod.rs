@@ -249,7 +249,7 @@ END
 $simba$";
 
 /// `:1` name, `:2` session id: acquisition in one round trip (S1), with a fast path for a
-/// released lease (issue 15 item 2). The data-modifying CTE takes the lease when its row says
+/// released lease. The data-modifying CTE takes the lease when its row says
 /// released (`session_id IS NULL`) and the caller's session is live: one statement, the cost of
 /// the raw primitive's conditional `UPDATE`. Only when it took nothing does
 /// [`ACQUIRE_FUNCTION`] run (the `NOT EXISTS` is a one-time filter, evaluated before the

@@ -10,7 +10,7 @@
 //! Time is the database's clock (B2): every "now" is `unixepoch('subsec')`, in
 //! milliseconds since the Unix epoch. The client's clock is never sent to the database.
 //!
-//! Releases (K2, issue 15 P4): SQLite has no broadcast, so each backend instance runs one
+//! Releases (K2; BENCHMARKS.md P4): SQLite has no broadcast, so each backend instance runs one
 //! release watch (`release_watch`) while one of its candidates waits: every 5 ms it reads
 //! `PRAGMA data_version` on a connection of its own (it changes when another connection
 //! commits; reading it is a look at the WAL index in shared memory, no file I/O), and only

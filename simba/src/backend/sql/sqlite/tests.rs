@@ -260,7 +260,7 @@ async fn in_memory_and_bad_paths() {
     assert!(err.to_string().contains(&missing.display().to_string()), "{err}");
 }
 
-/// Safe defaults (issue 8): the file simba creates, and its WAL and shared-memory files,
+/// Safe defaults: the file simba creates, and its WAL and shared-memory files,
 /// are readable and writable by their owner only, whatever the umask allows.
 #[cfg(unix)]
 #[tokio::test]
@@ -363,7 +363,7 @@ async fn two_pools_never_both_win() {
     assert_eq!(tokens, expected);
 }
 
-/// K2 / issue 15 P4: two pools on one file (two processes). The waiting pool's watch sends
+/// K2, BENCHMARKS.md P4: two pools on one file (two processes). The waiting pool's watch sends
 /// no query until one of its acquisitions answers `Held`; then a release by the other pool,
 /// and a close of the other pool's session, are heard within a few watch ticks; after that
 /// the watch is idle again.
