@@ -102,6 +102,24 @@ pub struct Requested {
     pub confirmed_after: Option<String>,
 }
 
+impl Requested {
+    /// What the operator is told about the request (the `simba trigger` line, the dashboard's
+    /// answer).
+    pub fn message(&self, job: &str) -> String {
+        match (self.id, &self.confirmed_after) {
+            (Some(id), _) => format!(
+                "run of `{job}` requested (request {id}): the node holding its term runs it at once where the store \
+                 broadcasts, within one renewal interval elsewhere, or the next holder does"
+            ),
+            (None, e) => format!(
+                "run of `{job}` requested: the store's answer was lost ({}), and reading the job back shows the \
+                 request pending or taken; do not repeat it",
+                e.as_deref().unwrap_or("")
+            ),
+        }
+    }
+}
+
 /// How long [`Jobs`] keeps trying a pause, resume or run-now request by default: one try.
 pub const DEFAULT_CONTROL_WAIT: Duration = Duration::ZERO;
 

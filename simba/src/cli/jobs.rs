@@ -10,7 +10,7 @@ use std::io::Write;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 
-use crate::admin::{AdminError, Jobs};
+use crate::admin::{AdminError, Jobs, Toggle};
 use crate::backend::{LeaseInfo, SessionId};
 use crate::dashboard::jobs::describe;
 use crate::job::{JobKind, JobSettings, RegistryReport, registry_versions};
@@ -70,37 +70,11 @@ pub(crate) async fn run(
                 history_table(&h)
             }
         }
-        JobsCommand::Pause { job } | JobsCommand::Resume { job } => {
-            let pause = matches!(cmd, JobsCommand::Pause { .. });
-            let t = if pause { jobs.pause(job).await } else { jobs.resume(job).await }.map_err(message)?;
-            let mut said = match (pause, t.changed) {
-                (true, true) => format!("paused `{job}`: it runs nowhere until `simba resume {job}`"),
-                (true, false) => format!("`{job}` was already paused; nothing changed"),
-                (false, true) => format!("resumed `{job}`"),
-                (false, false) => format!("`{job}` was not paused; nothing changed"),
-            };
-            if let Some(e) = &t.confirmed_after {
-                said.push_str(&format!(" (the store's answer was lost ({e}); reading the job back confirmed it)"));
-            }
-            if json {
-                json!({ "job": job, "paused": t.paused, "changed": t.changed, "message": said }).to_string() + "\n"
-            } else {
-                said + "\n"
-            }
-        }
+        JobsCommand::Pause { job } => toggled(job, &jobs.pause(job).await.map_err(message)?, json),
+        JobsCommand::Resume { job } => toggled(job, &jobs.resume(job).await.map_err(message)?, json),
         JobsCommand::Trigger { job } => {
             let r = jobs.trigger(job).await.map_err(message)?;
-            let said = match (&r.id, &r.confirmed_after) {
-                (Some(id), _) => format!(
-                    "run of `{job}` requested (request {id}): the node holding its term runs it at once where the store \
-                     broadcasts, within one renewal interval elsewhere, or the next holder does"
-                ),
-                (None, e) => format!(
-                    "run of `{job}` requested: the store's answer was lost ({}), and reading the job back shows the \
-                     request pending or taken; do not repeat it",
-                    e.as_deref().unwrap_or("")
-                ),
-            };
+            let said = r.message(job);
             if json {
                 json!({ "job": job, "request": r.id, "at": time_json(Some(r.at_ms)), "confirmed_after": r.confirmed_after, "message": said })
                     .to_string()
@@ -114,6 +88,24 @@ pub(crate) async fn run(
         Ok(()) => Ok(super::EXIT_OK),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(super::EXIT_OK),
         Err(e) => Err(format!("cannot write the output: {e}")),
+    }
+}
+
+/// What `simba pause JOB` / `simba resume JOB` prints.
+fn toggled(job: &str, t: &Toggle, json: bool) -> String {
+    let mut said = match (t.paused, t.changed) {
+        (true, true) => format!("paused `{job}`: it runs nowhere until `simba resume {job}`"),
+        (true, false) => format!("`{job}` was already paused; nothing changed"),
+        (false, true) => format!("resumed `{job}`"),
+        (false, false) => format!("`{job}` was not paused; nothing changed"),
+    };
+    if let Some(e) = &t.confirmed_after {
+        said.push_str(&format!(" (the store's answer was lost ({e}); reading the job back confirmed it)"));
+    }
+    if json {
+        json!({ "job": job, "paused": t.paused, "changed": t.changed, "message": said }).to_string() + "\n"
+    } else {
+        said + "\n"
     }
 }
 

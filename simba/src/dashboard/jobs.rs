@@ -268,11 +268,7 @@ impl Control for JobsControl {
                     Err(e) => return Err(action_error(e, &self.scrub)),
                 },
                 Action::Trigger => match self.jobs.trigger(&job).await {
-                    Ok(r) => format!(
-                        "run of `{job}` requested{}: the node holding its term runs it at once where the store \
-                         broadcasts, within one renewal interval elsewhere, or the next holder does",
-                        r.id.map(|id| format!(" (request {id})")).unwrap_or_default()
-                    ),
+                    Ok(r) => r.message(&job),
                     Err(e) => return Err(action_error(e, &self.scrub)),
                 },
             };

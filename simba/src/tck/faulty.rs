@@ -143,14 +143,21 @@ fn index(op: Op) -> usize {
 pub struct FaultyBackend<B> {
     inner: B,
     handle: FaultHandle,
-    jobs: bool,
+    jobs: Jobs,
+}
+
+/// Which jobs store a [`FaultyBackend`] offers.
+enum Jobs {
+    None,
+    Inner,
+    Given(crate::job_store::SharedJobStore),
 }
 
 impl<B: Backend> FaultyBackend<B> {
     /// Wraps `inner`; returns the backend and the handle that controls it.
     pub fn new(inner: B) -> (Self, FaultHandle) {
         let handle = FaultHandle::default();
-        (FaultyBackend { inner, handle: handle.clone(), jobs: false }, handle)
+        (FaultyBackend { inner, handle: handle.clone(), jobs: Jobs::None }, handle)
     }
 
     /// Also offers the wrapped backend's jobs store ([`Backend::job_store`]; its calls are not
@@ -158,7 +165,15 @@ impl<B: Backend> FaultyBackend<B> {
     /// [`Backend::claim_slot`], which the faults reach.
     #[must_use]
     pub fn with_job_store(mut self) -> Self {
-        self.jobs = true;
+        self.jobs = Jobs::Inner;
+        self
+    }
+
+    /// Offers `store` as the jobs store instead of the wrapped backend's: a test's own store
+    /// (one that fails on demand, say) behind a backend whose lease calls are real.
+    #[must_use]
+    pub fn with_job_store_of(mut self, store: crate::job_store::SharedJobStore) -> Self {
+        self.jobs = Jobs::Given(store);
         self
     }
 
@@ -229,7 +244,11 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         self.inner.subscribe_releases()
     }
     fn job_store(&self) -> Option<crate::job_store::SharedJobStore> {
-        if self.jobs { self.inner.job_store() } else { None }
+        match &self.jobs {
+            Jobs::None => None,
+            Jobs::Inner => self.inner.job_store(),
+            Jobs::Given(store) => Some(std::sync::Arc::clone(store)),
+        }
     }
     fn describe(&self) -> String {
         format!("faulty({})", self.inner.describe())

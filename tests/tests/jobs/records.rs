@@ -6,21 +6,19 @@
 //! in-memory store behind a jobs store that fails on demand, under paused Tokio time (the
 //! scheduler's wall clock follows Tokio's). Tests are named by item.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use simba::backend::memory::MemoryBackend;
-use simba::backend::{
-    Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
-};
+use simba::backend::{BackendError, BackendResult, SessionId};
 use simba::job::{JobPolicy, Misfire, Schedule, ScheduledJob, WallClock};
 use simba::job_store::{
     BoxFuture, Claim, ClaimRequest, JobState, JobStore, Outcome, RunRecord, SharedJobStore, SlotKind,
 };
 use simba::runtime::RunningRuntime;
+use simba::tck::FaultyBackend;
 use simba::{Runtime, RuntimeConfig, Term};
 use tokio::sync::broadcast;
 use tokio::time::sleep;
@@ -142,69 +140,6 @@ impl JobStore for FlakyJobs {
     }
 }
 
-/// The in-memory backend whose jobs store is a [`FlakyJobs`].
-#[derive(Clone)]
-struct FlakyBackend {
-    inner: MemoryBackend,
-    faults: Arc<Faults>,
-}
-
-impl Backend for FlakyBackend {
-    fn open_session(&self, ttl: Duration) -> impl Future<Output = BackendResult<SessionGrant>> + Send {
-        self.inner.open_session(ttl)
-    }
-    fn keep_alive(
-        &self,
-        session: &SessionId,
-        held: HeldDigest,
-    ) -> impl Future<Output = BackendResult<KeepAlive>> + Send {
-        self.inner.keep_alive(session, held)
-    }
-    fn acquire(&self, session: &SessionId, name: &str) -> impl Future<Output = BackendResult<Acquire>> + Send {
-        self.inner.acquire(session, name)
-    }
-    fn release(&self, session: &SessionId, name: &str, token: u64) -> impl Future<Output = BackendResult<bool>> + Send {
-        self.inner.release(session, name, token)
-    }
-    fn close_session(&self, session: &SessionId) -> impl Future<Output = BackendResult<()>> + Send {
-        self.inner.close_session(session)
-    }
-    fn owned(&self, session: &SessionId) -> impl Future<Output = BackendResult<Vec<(String, u64)>>> + Send {
-        self.inner.owned(session)
-    }
-    fn claim_slot(
-        &self,
-        session: &SessionId,
-        name: &str,
-        token: u64,
-        slot: i64,
-    ) -> impl Future<Output = BackendResult<bool>> + Send {
-        self.inner.claim_slot(session, name, token, slot)
-    }
-    fn join_group(&self, session: &SessionId, group: &str) -> impl Future<Output = BackendResult<Join>> + Send {
-        self.inner.join_group(session, group)
-    }
-    fn leave_group(&self, session: &SessionId, group: &str) -> impl Future<Output = BackendResult<()>> + Send {
-        self.inner.leave_group(session, group)
-    }
-    fn members(&self, group: &str) -> impl Future<Output = BackendResult<Vec<SessionId>>> + Send {
-        self.inner.members(group)
-    }
-    fn inspect(&self) -> impl Future<Output = BackendResult<StoreSnapshot>> + Send {
-        self.inner.inspect()
-    }
-    fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
-        self.inner.subscribe_releases()
-    }
-    fn job_store(&self) -> Option<SharedJobStore> {
-        let inner: SharedJobStore = Arc::new(self.inner.jobs());
-        Some(Arc::new(FlakyJobs { inner, faults: Arc::clone(&self.faults) }))
-    }
-    fn describe(&self) -> String {
-        format!("flaky({})", self.inner.describe())
-    }
-}
-
 async fn node(
     store: &MemoryBackend,
     faults: &Arc<Faults>,
@@ -223,7 +158,9 @@ async fn node_at(
     wall: DateTime<Utc>,
 ) -> RunningRuntime {
     let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
-    let backend = FlakyBackend { inner: store.clone(), faults: Arc::clone(faults) };
+    let jobs: SharedJobStore = Arc::new(FlakyJobs { inner: Arc::new(store.jobs()), faults: Arc::clone(faults) });
+    let (backend, _) = FaultyBackend::new(store.clone());
+    let backend = backend.with_job_store_of(jobs);
     let mut b = Runtime::builder()
         .config(config)
         .without_registry()
