@@ -449,8 +449,11 @@ async fn check(s: &Setup) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     operator(s, "trigger", "slow").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    operator(s, "resume", "slow").await;
+    // The resume takes effect when the store commits it, before the tool returns (it waits
+    // for the holder to confirm, and the holder may start the pending request first): the
+    // pause window ends when the command starts.
     let (resumed_at, resumed_mono) = (now_ms(), mono_ns());
+    operator(s, "resume", "slow").await;
     wait_for(s, t0, "a run after the resume", Duration::from_secs(4), |h| {
         h.iter().any(|r| r.slot_ms > resumed_at && r.outcome == "ran")
     })
