@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow, bail};
 use futures_util::StreamExt;
 use simba::backend::Backend;
-use simba::job::{JobContext, JobFuture, Misfire, Schedule, ScheduledJob};
+use simba::job::{JobContext, JobFuture, Schedule, ScheduledJob};
 use simba::job_store::{Outcome, RunRecord, SharedJobStore, SlotKind};
 use simba::{Runtime, RuntimeConfig, Term};
 use tokio::time::{Instant, sleep, timeout};
@@ -168,9 +168,8 @@ pub(crate) async fn p12(t: &Target, secs: u64, run: &str) -> Result<P12Row> {
     let mut written = 0usize;
     for _ in 0..P12_ROUNDS {
         for history in [true, false] {
-            let name: &'static str =
-                Box::leak(format!("p12_{}_{label}_{run}", if history { "on" } else { "off" }).into_boxed_str());
-            let (samples, w) = p12_phase(t, name, history, phase, &mut store, &mut row.prefill_s).await?;
+            let name = format!("p12_{}_{label}_{run}", if history { "on" } else { "off" });
+            let (samples, w) = p12_phase(t, &name, history, phase, &mut store, &mut row.prefill_s).await?;
             written += w;
             if history { row.on.extend(samples) } else { row.off.extend(samples) }
         }
@@ -183,20 +182,14 @@ pub(crate) async fn p12(t: &Target, secs: u64, run: &str) -> Result<P12Row> {
 /// records the job wrote. The first phase with history prefills the job's history into `store`.
 async fn p12_phase(
     t: &Target,
-    name: &'static str,
+    name: &str,
     history: bool,
     secs: u64,
     store: &mut Option<SharedJobStore>,
     prefill_s: &mut f64,
 ) -> Result<(Vec<f64>, usize)> {
     let label = t.kind.label();
-    let job = || ScheduledJob {
-        name,
-        lease: name,
-        schedule: Schedule::fixed_rate(Duration::from_millis(100)),
-        misfire: Misfire::Skip,
-        run: p12_job,
-    };
+    let job = || ScheduledJob::from_closure(name.to_owned(), Schedule::fixed_rate(Duration::from_millis(100)), p12_job);
     let renewals = Arc::new(Mutex::new(Vec::new()));
     let mut runtimes = Vec::new();
     for _ in 0..P12_RUNTIMES {
@@ -277,15 +270,9 @@ fn starts(lease: &str) -> Vec<Instant> {
 /// P13 on one backend: `n` run-now requests, one at a time.
 pub(crate) async fn p13(t: &Target, n: usize, run: &str) -> Result<P13Row> {
     let label = t.kind.label();
-    let name: &'static str = Box::leak(format!("p13_{label}_{run}").into_boxed_str());
+    let name = format!("p13_{label}_{run}");
     // Midnight on 1 January: never during the measure.
-    let job = ScheduledJob {
-        name,
-        lease: name,
-        schedule: Schedule::cron("0 0 0 1 1 *"),
-        misfire: Misfire::Skip,
-        run: p13_job,
-    };
+    let job = ScheduledJob::from_closure(name.clone(), Schedule::cron("0 0 0 1 1 *"), p13_job);
     let rt = Runtime::builder().config(runtime_config(&t.url)?).without_registry().job(job).start().await?;
     let operator = crate::measures::client(&t.url, simba::SimbaConfig::default()).await?;
     let store = operator.job_store().ok_or_else(|| anyhow!("{label}: no jobs store"))?;
@@ -293,16 +280,16 @@ pub(crate) async fn p13(t: &Target, n: usize, run: &str) -> Result<P13Row> {
     let mut latency = Vec::with_capacity(n);
     // The first request also waits for the runtime's first term: not counted.
     for i in 0..=n {
-        let before = starts(name).len();
+        let before = starts(&name).len();
         let t0 = Instant::now();
         store
-            .trigger(name, chrono::Utc::now().timestamp_millis())
+            .trigger(&name, chrono::Utc::now().timestamp_millis())
             .await
             .map_err(|e| anyhow!("{label}: trigger: {e}"))?;
         let within = if i == 0 { Duration::from_secs(15) } else { Duration::from_secs(5) };
         let started = timeout(within, async {
             loop {
-                if let Some(at) = starts(name).get(before) {
+                if let Some(at) = starts(&name).get(before) {
                     return *at;
                 }
                 sleep(Duration::from_millis(1)).await;

@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use rand::Rng;
 use simba::backend::etcd::etcd_client;
 use simba::backend::{Acquire, Backend, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId};
-use simba::job::{JobFuture, Misfire, PartitionedJob, Schedule, ScheduledJob};
+use simba::job::{JobFuture, PartitionedJob, Schedule, ScheduledJob};
 use simba::{FnListener, LockGuard, Runtime, RuntimeConfig, Simba, SimbaConfig, Term};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, timeout};
@@ -925,14 +925,8 @@ pub(crate) struct P5Phase {
 /// alone, to tell the claim's share of the lateness from the timer's.
 pub(crate) async fn p5(t: &Target, slots: u64, run: &str) -> Result<P5Phase> {
     let label = t.kind.label();
-    let lease: &'static str = Box::leak(format!("p5.{label}.{run}").into_boxed_str());
-    let job = ScheduledJob {
-        name: "p5_cron",
-        lease,
-        schedule: Schedule::cron("* * * * * *"),
-        misfire: Misfire::Skip,
-        run: p5_job,
-    };
+    let lease = format!("p5.{label}.{run}");
+    let job = ScheduledJob::new("p5_cron", Schedule::cron("* * * * * *"), &p5_job).with_lease(lease.clone());
     let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
     let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
     let rt = Runtime::builder().config(cfg).without_registry().job(job).start().await?;
@@ -948,7 +942,7 @@ pub(crate) async fn p5(t: &Target, slots: u64, run: &str) -> Result<P5Phase> {
     sleep(Duration::from_secs(slots + 2)).await;
     tcs.shutdown().await?;
     rt.shutdown().await;
-    let ours = lateness(&take_fires(lease), slots);
+    let ours = lateness(&take_fires(&lease), slots);
     let tcs = lateness(&take_fires(&anchor), slots);
     if ours.is_empty() {
         bail!("P5 {label}: our job never ran");
@@ -1083,25 +1077,23 @@ async fn p9_on<B: Backend>(
         Some(p) => p9_trips(&count, p, calls, &format!("p9c.{label}.{run}")).await?,
         None => (Vec::new(), Vec::new()),
     };
-    let lease_on: &'static str = Box::leak(format!("p9.on.{label}.{run}").into_boxed_str());
-    let lease_off: &'static str = Box::leak(format!("p9.off.{label}.{run}").into_boxed_str());
-    let job = |name: &'static str, lease: &'static str| ScheduledJob {
-        name,
-        lease,
-        schedule: Schedule::cron("* * * * * *"),
-        misfire: Misfire::Skip,
-        run: p5_job,
+    let lease_on = format!("p9.on.{label}.{run}");
+    let lease_off = format!("p9.off.{label}.{run}");
+    let job = |name: &'static str, lease: String| {
+        ScheduledJob::new(name, Schedule::cron("* * * * * *"), &p5_job).with_lease(lease)
     };
     let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
     let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
     let (without, _faults) = simba::tck::FaultyBackend::new(off);
-    let rt_on = Runtime::builder().config(cfg.clone()).without_registry().backend(on).job(job("p9_on", lease_on));
-    let rt_off = Runtime::builder().config(cfg).without_registry().backend(without).job(job("p9_off", lease_off));
+    let rt_on =
+        Runtime::builder().config(cfg.clone()).without_registry().backend(on).job(job("p9_on", lease_on.clone()));
+    let rt_off =
+        Runtime::builder().config(cfg).without_registry().backend(without).job(job("p9_off", lease_off.clone()));
     let (rt_on, rt_off) = (rt_on.start().await?, rt_off.start().await?);
     sleep(Duration::from_secs(slots + 2)).await;
     rt_on.shutdown().await;
     rt_off.shutdown().await;
-    let (late_on, late_off) = (lateness(&take_fires(lease_on), slots), lateness(&take_fires(lease_off), slots));
+    let (late_on, late_off) = (lateness(&take_fires(&lease_on), slots), lateness(&take_fires(&lease_off), slots));
     if late_on.is_empty() || late_off.is_empty() {
         bail!("P9 {label}: a job never ran (history on: {} fires, off: {})", late_on.len(), late_off.len());
     }
@@ -1479,12 +1471,9 @@ pub(crate) struct P6Case {
 /// the partition map over time.
 pub(crate) async fn p6(t: &Target, case: P6Case, session: SimbaConfig, run: &str) -> Result<(Vec<P6Row>, P6Map)> {
     let P6Case { partitions, members, goal_intervals } = case;
-    let group: &'static str = Box::leak(
-        format!("p6-{run}-{}-{partitions}-{}", t.kind.label(), session.renew_interval().as_millis()).into_boxed_str(),
-    );
+    let group = format!("p6-{run}-{}-{partitions}-{}", t.kind.label(), session.renew_interval().as_millis());
     let prefix = format!("{group}.");
-    let job =
-        PartitionedJob { name: "p6_part", group, partitions, schedule: None, misfire: Misfire::Skip, run: p6_worker };
+    let job = PartitionedJob::new("p6_part", partitions, &p6_worker).with_group(group);
     let toml = format!("[backend]\nurl = \"{}\"\n", t.url);
     let acquires = Arc::new(AtomicU64::new(0));
     let start_node = || {

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use simba::Term;
-use simba::job::{JobFuture, Misfire, PartitionedJob, Schedule, ScheduledJob, job_future};
+use simba::job::{JobFuture, PartitionedJob, Schedule, ScheduledJob, job_future};
 use simba::runtime::{Runtime, RuntimeConfig};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::{Instant, timeout};
@@ -166,17 +166,8 @@ pub(crate) async fn child(args: &[String]) -> Result<()> {
     };
     let partitions: u32 = partitions.parse().context("PARTITIONS")?;
     *HELD.lock().unwrap_or_else(PoisonError::into_inner) = Some((BTreeSet::new(), partitions, false));
-    let lease: &'static str = Box::leak(lease.clone().into_boxed_str());
-    let group: &'static str = Box::leak(group.clone().into_boxed_str());
-    let job = ScheduledJob {
-        name: "p11_first",
-        lease,
-        schedule: Schedule::FixedRate(FIRST_SLOT),
-        misfire: Misfire::Skip,
-        run: first_run,
-    };
-    let part =
-        PartitionedJob { name: "p11_part", group, partitions, schedule: None, misfire: Misfire::Skip, run: partition };
+    let job = ScheduledJob::new("p11_first", Schedule::FixedRate(FIRST_SLOT), &first_run).with_lease(lease.clone());
+    let part = PartitionedJob::new("p11_part", partitions, &partition).with_group(group.clone());
     let cfg = RuntimeConfig::from_toml_str(&format!("[backend]\nurl = \"{url}\"\n"), "benchmark", Vec::new())?;
     let rt = Runtime::builder().config(cfg).without_registry().job(job).partitioned(part).start().await?;
     let done = async {

@@ -88,8 +88,9 @@ pub(crate) struct JobConfig {
     pub(crate) backoff: Option<Duration>,
     /// `timeout = "30s"`.
     pub(crate) timeout: Option<Duration>,
-    /// Whether the function takes the run context (`&JobContext`) as its last parameter.
-    pub(crate) context: bool,
+    /// What the function takes after the term (and the partition): the run context and
+    /// `State<T>` parameters, in order.
+    pub(crate) extras: Vec<signature::Extra>,
     /// The path the generated code names the `simba` crate by: `::simba`, or what
     /// `crate = "..."` says (a renamed dependency, or a facade crate re-exporting simba).
     pub(crate) krate: syn::Path,
@@ -324,13 +325,13 @@ impl Configuration {
             self.backoff.take().map(|s| s.value),
             self.timeout.take().map(|s| s.value),
         );
-        let context = signature::takes_context(self.kind, func);
+        let extras = signature::extras(self.kind, func);
         let krate = self.krate.take().map_or_else(|| syn::parse_quote!(::simba), |k| k.value);
         let job = match self.kind {
             Kind::Scheduled => self.scheduled(func, &name, schedule)?,
             Kind::Partitioned => self.partitioned(schedule)?,
         };
-        Ok(JobConfig { name, misfire, job, retry, backoff, timeout, context, krate })
+        Ok(JobConfig { name, misfire, job, retry, backoff, timeout, extras, krate })
     }
 
     /// `cron` (with its `time_zone`) or `fixed_rate`, not both; `time_zone` only with `cron`.

@@ -6,9 +6,10 @@
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, ItemFn, ReturnType};
+use syn::{FnArg, ItemFn, PathArguments, ReturnType, Type};
 
 use crate::args::{JobConfig, JobKind, Misfire, Schedule};
+use crate::signature::Extra;
 
 /// The function followed by its registry entry.
 pub(crate) fn expand(func: &ItemFn, config: &JobConfig) -> TokenStream {
@@ -31,10 +32,15 @@ pub(crate) fn expand(func: &ItemFn, config: &JobConfig) -> TokenStream {
 struct Call {
     /// `&term`, at the span of the first parameter's type.
     term: TokenStream,
-    /// `, &ctx` when the function takes the run context, at its type's span.
-    ctx_arg: TokenStream,
-    /// The `let ctx = ...;` before the call, when it takes one.
-    ctx_let: TokenStream,
+    /// `, &ctx` and the state arguments, in the order the function takes them.
+    extra_args: TokenStream,
+    /// The `let`s before the call: the run context, and each `State<T>` read from it.
+    lets: TokenStream,
+    /// Whether the function takes `State<T>`: the run then ends early with the error of a
+    /// missing state, so the call's outcome goes through `into_job_result`.
+    takes_state: bool,
+    /// The registry entry's `needs`: one `StateNeed` per `State<T>` parameter.
+    needs: TokenStream,
     /// The crate path, at the span of the return type.
     krate_out: TokenStream,
     /// The span of the return type (or the function's name).
@@ -52,13 +58,7 @@ fn call_parts(func: &ItemFn, config: &JobConfig) -> Call {
         _ => ident.span(),
     };
     let term = quote_spanned!(term_span=> &term);
-    // The run context, when the function takes it, at the span of its type.
-    let ctx_span = match func.sig.inputs.last() {
-        Some(FnArg::Typed(param)) if config.context => param.ty.span(),
-        _ => ident.span(),
-    };
-    let ctx_arg = if config.context { quote_spanned!(ctx_span=> , &ctx) } else { quote!() };
-    let ctx_let = if config.context { quote!(let ctx = #krate::__private::job_context();) } else { quote!() };
+    let (extra_args, lets, needs) = extra_parts(config);
     let output_span = match &func.sig.output {
         ReturnType::Type(_, ty) => ty.span(),
         ReturnType::Default => ident.span(),
@@ -66,7 +66,66 @@ fn call_parts(func: &ItemFn, config: &JobConfig) -> Call {
     // The crate path inside the call carries the output's span too, so that a future that is
     // not `Send` or a wrong return type is reported at the function, not at the attribute.
     let krate_out = respan(quote!(#krate), output_span);
-    Call { term, ctx_arg, ctx_let, krate_out, output_span }
+    let takes_state = config.extras.iter().any(|e| matches!(e, Extra::State(_)));
+    Call { term, extra_args, lets, takes_state, needs, krate_out, output_span }
+}
+
+/// The arguments after the term (and the partition), the `let`s that make them, and the
+/// `StateNeed`s of the `State<T>` ones (each at the span of its parameter's type, so that a
+/// `T` that is not `Clone + Send + Sync + 'static` is reported there).
+fn extra_parts(config: &JobConfig) -> (TokenStream, TokenStream, TokenStream) {
+    let (krate, name) = (&config.krate, &config.name);
+    if config.extras.is_empty() {
+        return (quote!(), quote!(), quote!(&[]));
+    }
+    let (mut args, mut lets, mut needs) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, extra) in config.extras.iter().enumerate() {
+        match extra {
+            Extra::Context(span) => args.push(quote_spanned!(*span=> &ctx)),
+            Extra::State(ty) => {
+                let var = format_ident!("__simba_state_{}", i);
+                let inner = state_inner(ty);
+                lets.push(quote_spanned! {ty.span()=>
+                    let #var: #krate::State<#inner> = #krate::__private::state::<#inner>(&ctx, #name)?;
+                });
+                needs.push(quote_spanned!(ty.span()=> #krate::job::StateNeed::of::<#inner>()));
+                args.push(quote!(#var));
+            }
+        }
+    }
+    (quote!(#(, #args)*), quote!(let ctx = #krate::__private::job_context(); #(#lets)*), quote!(&[#(#needs),*]))
+}
+
+/// `T` of a `State<T>` parameter (checked by the signature: one type argument).
+fn state_inner(ty: &Type) -> TokenStream {
+    let inner = match ty {
+        Type::Path(p) => p.path.segments.last().and_then(|s| match &s.arguments {
+            PathArguments::AngleBracketed(a) => a.args.first().map(|g| quote!(#g)),
+            _ => None,
+        }),
+        Type::Paren(p) => Some(state_inner(&p.elem)),
+        Type::Group(g) => Some(state_inner(&g.elem)),
+        _ => None,
+    };
+    inner.unwrap_or_else(|| quote!(#ty))
+}
+
+/// The body of the generated run: the call of the user's function on the term, the
+/// partition (`partition`: `, partition` or nothing) and the extras, boxed as a `JobFuture`.
+fn run_call(ident: &syn::Ident, partition: TokenStream, c: &Call) -> TokenStream {
+    let Call { term, extra_args, lets, krate_out, output_span, .. } = c;
+    if c.takes_state {
+        quote_spanned! {*output_span=>
+            #krate_out::__private::job_future(async move {
+                #lets
+                #krate_out::__private::into_job_result(#ident(#term #partition #extra_args).await)
+            })
+        }
+    } else {
+        quote_spanned! {*output_span=>
+            #krate_out::__private::job_future(async move { #lets #ident(#term #partition #extra_args).await })
+        }
+    }
 }
 
 /// The job's static in `SCHEDULED_JOBS` or `PARTITIONED_JOBS`.
@@ -75,27 +134,26 @@ fn registry_entry(func: &ItemFn, config: &JobConfig) -> TokenStream {
     let name = &config.name;
     let krate = &config.krate;
     let misfire = misfire_tokens(krate, config.misfire);
-    let Call { term, ctx_arg, ctx_let, krate_out, output_span } = call_parts(func, config);
+    let call = call_parts(func, config);
+    let needs = &call.needs;
     match &config.job {
         JobKind::Scheduled { lease, schedule } => {
             let schedule = schedule_tokens(krate, schedule);
-            let call = quote_spanned! {output_span=>
-                #krate_out::__private::job_future(async move { #ctx_let #ident(#term #ctx_arg).await })
-            };
-            let run = quote!(|term| #call);
+            let run = run_call(ident, quote!(), &call);
             let static_ident = format_ident!("__SIMBA_SCHEDULED_{}", name.to_uppercase());
             quote! {
                 #[#krate::__private::linkme::distributed_slice(#krate::job::SCHEDULED_JOBS)]
                 #[linkme(crate = #krate::__private::linkme)]
                 #[doc(hidden)]
                 #[allow(non_upper_case_globals)]
-                static #static_ident: #krate::job::ScheduledJob = #krate::job::ScheduledJob {
-                    name: #name,
-                    lease: #lease,
-                    schedule: #schedule,
-                    misfire: #misfire,
-                    run: #run,
-                };
+                static #static_ident: #krate::job::ScheduledJob = #krate::__private::scheduled_job(
+                    #name,
+                    #lease,
+                    #schedule,
+                    #misfire,
+                    &|term| #run,
+                    #needs,
+                );
             }
         }
         JobKind::Partitioned { group, partitions, schedule } => {
@@ -106,24 +164,22 @@ fn registry_entry(func: &ItemFn, config: &JobConfig) -> TokenStream {
                 }
                 None => quote!(::core::option::Option::None),
             };
-            let call = quote_spanned! {output_span=>
-                #krate_out::__private::job_future(async move { #ctx_let #ident(#term, partition #ctx_arg).await })
-            };
-            let run = quote!(|term, partition| #call);
+            let run = run_call(ident, quote!(, partition), &call);
             let static_ident = format_ident!("__SIMBA_PARTITIONED_{}", name.to_uppercase());
             quote! {
                 #[#krate::__private::linkme::distributed_slice(#krate::job::PARTITIONED_JOBS)]
                 #[linkme(crate = #krate::__private::linkme)]
                 #[doc(hidden)]
                 #[allow(non_upper_case_globals)]
-                static #static_ident: #krate::job::PartitionedJob = #krate::job::PartitionedJob {
-                    name: #name,
-                    group: #group,
-                    partitions: #partitions,
-                    schedule: #schedule,
-                    misfire: #misfire,
-                    run: #run,
-                };
+                static #static_ident: #krate::job::PartitionedJob = #krate::__private::partitioned_job(
+                    #name,
+                    #group,
+                    #partitions,
+                    #schedule,
+                    #misfire,
+                    &|term, partition| #run,
+                    #needs,
+                );
             }
         }
     }

@@ -1,5 +1,7 @@
 //! The checks of the annotated function's signature: `async fn NAME(term: &Term) -> R` for a
-//! scheduled job, `async fn NAME(term: &Term, partition: u32) -> R` for a partitioned one.
+//! scheduled job, `async fn NAME(term: &Term, partition: u32) -> R` for a partitioned one,
+//! each optionally followed by the run context (`ctx: &JobContext`) and the application's
+//! state (`State<T>` parameters), in any order.
 //! What the macro cannot see (that `&Term` really is `simba::Term`, that `R` is `()` or a
 //! `Result`, that the future is `Send`) the compiler checks on the generated call, whose
 //! tokens carry the spans of the parameter and return types.
@@ -46,8 +48,19 @@ fn check_header(sig: &syn::Signature, expected: &str) -> syn::Result<()> {
     Ok(())
 }
 
+/// What a job takes after the term (and a partitioned job's index), in the order written.
+#[derive(Debug, Clone)]
+pub(crate) enum Extra {
+    /// The run context, `ctx: &JobContext`, passed at the span of its type.
+    Context(proc_macro2::Span),
+    /// The application's state, `State<T>` (its full type as written), from the runtime's
+    /// `state(..)`.
+    State(Box<Type>),
+}
+
 /// The parameters: no `self`; the term by shared reference; a partitioned job's `u32` index;
-/// the optional run context last, by shared reference.
+/// then the run context by shared reference (at most once) and `State<T>` parameters, in any
+/// order.
 fn check_params(kind: Kind, sig: &syn::Signature, expected: &str) -> syn::Result<()> {
     let params: Vec<&FnArg> = sig.inputs.iter().collect();
     if let Some(FnArg::Receiver(receiver)) = params.first() {
@@ -56,17 +69,14 @@ fn check_params(kind: Kind, sig: &syn::Signature, expected: &str) -> syn::Result
             format!("a job cannot take `self`: write a free function, {expected}"),
         ));
     }
-    let wanted = match kind {
-        Kind::Scheduled => 1,
-        Kind::Partitioned => 2,
-    };
-    if params.len() != wanted && params.len() != wanted + 1 {
+    let wanted = required(kind);
+    if params.len() < wanted {
         return Err(syn::Error::new(
             sig.paren_token.span.join(),
             format!(
-                "a job takes {wanted} parameter{}, or {} with the run context last (`ctx: &JobContext`), found {}: write {expected}",
+                "a job takes {wanted} parameter{} first, then optionally the run context (`ctx: &JobContext`) and \
+                 application state (`State<T>`), found {}: write {expected}",
                 plural(wanted),
-                wanted + 1,
                 params.len()
             ),
         ));
@@ -79,21 +89,7 @@ fn check_params(kind: Kind, sig: &syn::Signature, expected: &str) -> syn::Result
         })
         .collect();
     if let Some(term) = typed.first() {
-        match &*term.ty {
-            Type::Reference(r) if r.mutability.is_none() => {}
-            Type::Reference(r) => {
-                return Err(syn::Error::new(
-                    r.mutability.span(),
-                    "the first parameter must be a shared reference, `term: &Term`, not `&mut`",
-                ));
-            }
-            other => {
-                return Err(syn::Error::new(
-                    other.span(),
-                    "the first parameter must be the term the job runs under, by reference: `term: &Term`",
-                ));
-            }
-        }
+        check_term(&term.ty)?;
     }
     if kind == Kind::Partitioned
         && let Some(partition) = typed.get(1)
@@ -104,25 +100,100 @@ fn check_params(kind: Kind, sig: &syn::Signature, expected: &str) -> syn::Result
             "the second parameter is the partition's index and must be `u32`: `partition: u32`",
         ));
     }
-    if params.len() == wanted + 1
-        && let Some(ctx) = typed.last()
-        && !matches!(&*ctx.ty, Type::Reference(r) if r.mutability.is_none())
-    {
-        return Err(syn::Error::new(
-            ctx.ty.span(),
-            "the last parameter is the run context, by shared reference: `ctx: &JobContext`",
-        ));
-    }
-    Ok(())
+    extras_of(&typed[wanted.min(typed.len())..]).map(|_| ())
 }
 
-/// Whether the function takes the run context as an extra last parameter.
-pub(crate) fn takes_context(kind: Kind, func: &ItemFn) -> bool {
-    let wanted = match kind {
+fn check_term(ty: &Type) -> syn::Result<()> {
+    match ty {
+        Type::Reference(r) if r.mutability.is_none() => Ok(()),
+        Type::Reference(r) => Err(syn::Error::new(
+            r.mutability.span(),
+            "the first parameter must be a shared reference, `term: &Term`, not `&mut`",
+        )),
+        other => Err(syn::Error::new(
+            other.span(),
+            "the first parameter must be the term the job runs under, by reference: `term: &Term`",
+        )),
+    }
+}
+
+/// How many parameters come first: the term, and a partitioned job's index.
+fn required(kind: Kind) -> usize {
+    match kind {
         Kind::Scheduled => 1,
         Kind::Partitioned => 2,
-    };
-    func.sig.inputs.len() == wanted + 1
+    }
+}
+
+/// The parameters after the required ones: each the run context (a shared reference, once)
+/// or `State<T>`; anything else is an error at its type naming the accepted forms.
+fn extras_of(params: &[&syn::PatType]) -> syn::Result<Vec<Extra>> {
+    let mut extras = Vec::new();
+    for p in params {
+        let ty = &*p.ty;
+        match ty {
+            Type::Reference(r) if r.mutability.is_none() => {
+                if extras.iter().any(|e| matches!(e, Extra::Context(_))) {
+                    return Err(syn::Error::new(ty.span(), "a job takes the run context once: `ctx: &JobContext`"));
+                }
+                extras.push(Extra::Context(ty.span()));
+            }
+            _ if is_state(ty) => extras.push(Extra::State(Box::new(ty.clone()))),
+            _ if last_ident(ty).is_some_and(|i| i == "JobContext") => {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    "the run context is taken by shared reference: `ctx: &JobContext`",
+                ));
+            }
+            _ => {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    "after the term (and a partition's index) a job takes only the run context, `ctx: &JobContext`, \
+                     and the application's state, `State<T>` (with `Runtime::builder().state(value)`)",
+                ));
+            }
+        }
+    }
+    Ok(extras)
+}
+
+/// What the function takes after the term (and the partition), checked by [`check`] first.
+pub(crate) fn extras(kind: Kind, func: &ItemFn) -> Vec<Extra> {
+    let typed: Vec<&syn::PatType> = func
+        .sig
+        .inputs
+        .iter()
+        .filter_map(|p| match p {
+            FnArg::Typed(t) => Some(t),
+            FnArg::Receiver(_) => None,
+        })
+        .collect();
+    let wanted = required(kind).min(typed.len());
+    extras_of(&typed[wanted..]).unwrap_or_default()
+}
+
+/// Whether `ty` is `State<T>` (any path ending in `State` with one type argument).
+fn is_state(ty: &Type) -> bool {
+    match ty {
+        Type::Path(p) => {
+            p.qself.is_none()
+                && p.path.segments.last().is_some_and(|s| {
+                    s.ident == "State"
+                        && matches!(&s.arguments, syn::PathArguments::AngleBracketed(a)
+                        if a.args.len() == 1 && matches!(a.args.first(), Some(syn::GenericArgument::Type(_))))
+                })
+        }
+        Type::Paren(p) => is_state(&p.elem),
+        Type::Group(g) => is_state(&g.elem),
+        _ => false,
+    }
+}
+
+fn last_ident(ty: &Type) -> Option<&syn::Ident> {
+    match ty {
+        Type::Path(p) => p.path.segments.last().map(|s| &s.ident),
+        _ => None,
+    }
 }
 
 fn is_u32(ty: &Type) -> bool {

@@ -184,8 +184,8 @@ impl Jobs {
     pub fn with_linked_registry(self) -> Self {
         let names = crate::job::SCHEDULED_JOBS
             .iter()
-            .map(|j| j.name)
-            .chain(crate::job::PARTITIONED_JOBS.iter().map(|j| j.name))
+            .map(|j| &*j.name)
+            .chain(crate::job::PARTITIONED_JOBS.iter().map(|j| &*j.name))
             .map(str::to_owned)
             .collect::<Vec<_>>();
         self.with_registered(names)

@@ -36,6 +36,7 @@ pub use error::{ConfigError, Error};
 pub use events::{ElectionSnapshot, ElectionState, Event, SessionStatus, Snapshot, TermSnapshot};
 pub use fencing::{FencedCell, StaleToken};
 pub use group::{Group, GroupWatch, Membership};
+pub use job::{JobContext, State};
 pub use lock::{Lock, LockGuard};
 pub use name::{MAX_NAME_LEN, name_problem, validate_name};
 pub use runtime::{Runtime, RuntimeBuilder, RuntimeConfig, run};
@@ -49,12 +50,74 @@ pub use simba_macros::{simba_partitioned, simba_scheduled};
 pub mod __private {
     pub use linkme;
 
-    use crate::job::JobContext;
+    use std::borrow::Cow;
+
     pub use crate::job::job_future;
+    use crate::job::{JobContext, JobFuture, Misfire, PartitionedJob, Schedule, ScheduledJob, StateNeed};
+    use crate::{BoxError, Term};
 
     /// The context of the run being executed (a manual context outside the runtime, when a
     /// generated wrapper is called by hand).
     pub fn job_context() -> JobContext {
         JobContext::current().unwrap_or_else(|| JobContext::manual(chrono::Utc::now(), "local"))
+    }
+
+    /// The `State<T>` argument of job `job`'s run in `ctx`. The runtime checked at start that
+    /// it was given; a wrapper called by hand without it gets the same message as an error.
+    pub fn state<T: Clone + Send + Sync + 'static>(ctx: &JobContext, job: &str) -> Result<crate::State<T>, BoxError> {
+        match ctx.state::<T>() {
+            Some(value) => Ok(crate::State(value)),
+            None => Err(crate::job::StateMap::default()
+                .check(job, &[StateNeed::of::<T>()])
+                .err()
+                .unwrap_or_default()
+                .into()),
+        }
+    }
+
+    /// The outcome of a job function that takes `State<T>` (its wrapper returns early when a
+    /// state is missing, so the outcome is converted here).
+    pub fn into_job_result<O: crate::job::JobOutcome>(outcome: O) -> Result<(), BoxError> {
+        outcome.into_job_result()
+    }
+
+    /// The registry entry of a scheduled job, every field given (`const`).
+    pub const fn scheduled_job(
+        name: &'static str,
+        lease: &'static str,
+        schedule: Schedule,
+        misfire: Misfire,
+        run: &'static (dyn Fn(Term) -> JobFuture + Send + Sync),
+        needs: &'static [StateNeed],
+    ) -> ScheduledJob {
+        ScheduledJob {
+            name: Cow::Borrowed(name),
+            lease: Cow::Borrowed(lease),
+            schedule,
+            misfire,
+            run: crate::job::ScheduledRun::from_static(run),
+            needs,
+        }
+    }
+
+    /// The registry entry of a partitioned job, every field given (`const`).
+    pub const fn partitioned_job(
+        name: &'static str,
+        group: &'static str,
+        partitions: u32,
+        schedule: Option<Schedule>,
+        misfire: Misfire,
+        run: &'static (dyn Fn(Term, u32) -> JobFuture + Send + Sync),
+        needs: &'static [StateNeed],
+    ) -> PartitionedJob {
+        PartitionedJob {
+            name: Cow::Borrowed(name),
+            group: Cow::Borrowed(group),
+            partitions,
+            schedule,
+            misfire,
+            run: crate::job::PartitionRun::from_static(run),
+            needs,
+        }
     }
 }

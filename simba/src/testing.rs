@@ -81,6 +81,7 @@ pub struct TestKitBuilder {
     scheduled: Vec<ScheduledJob>,
     partitioned: Vec<PartitionedJob>,
     policies: Vec<JobPolicy>,
+    state: crate::job::StateMap,
 }
 
 impl TestKitBuilder {
@@ -134,6 +135,13 @@ impl TestKitBuilder {
         self
     }
 
+    /// Gives the jobs `value` as the application's state of type `T`, as
+    /// [`RuntimeBuilder::state`](crate::RuntimeBuilder::state) does (every node gets it).
+    pub fn state<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state.insert(value);
+        self
+    }
+
     /// Starts the nodes and waits until each has a live session. Errors: Tokio's clock is not
     /// paused (`#[tokio::test(start_paused = true)]`), a name in [`only`](Self::only) that no
     /// job has, no node, or the configuration's own errors.
@@ -155,7 +163,7 @@ impl TestKitBuilder {
         }
         if let Some(only) = &self.only {
             let known: BTreeSet<&str> =
-                scheduled.iter().map(|j| j.name).chain(partitioned.iter().map(|j| j.name)).collect();
+                scheduled.iter().map(|j| &*j.name).chain(partitioned.iter().map(|j| &*j.name)).collect();
             if let Some(missing) = only.iter().find(|n| !known.contains(n.as_str())) {
                 let hint = crate::suggest::nearest(missing, known.iter().copied())
                     .map(|s| format!(" (did you mean `{s}`?)"))
@@ -167,8 +175,8 @@ impl TestKitBuilder {
                 .with_key("only")
                 .into());
             }
-            scheduled.retain(|j| only.contains(j.name));
-            partitioned.retain(|j| only.contains(j.name));
+            scheduled.retain(|j| only.contains(&*j.name));
+            partitioned.retain(|j| only.contains(&*j.name));
             policies.retain(|p| only.contains(p.name));
         }
         let store = MemoryBackend::new();
@@ -181,7 +189,8 @@ impl TestKitBuilder {
                 .without_registry()
                 .backend(backend.with_job_store())
                 .seed(i as u64 + 1)
-                .wall_clock(clock);
+                .wall_clock(clock)
+                .with_state_map(self.state.clone());
             for j in &scheduled {
                 b = b.job(j.clone());
             }
@@ -197,7 +206,7 @@ impl TestKitBuilder {
         }
         let jobs_store: SharedJobStore = Arc::new(store.jobs());
         let jobs = Jobs::new(Arc::clone(&jobs_store))
-            .with_registered(scheduled.iter().map(|j| j.name).chain(partitioned.iter().map(|j| j.name)));
+            .with_registered(scheduled.iter().map(|j| &*j.name).chain(partitioned.iter().map(|j| &*j.name)));
         Ok(TestKit { store, jobs_store, jobs, clock, config, scheduled, partitioned, nodes })
     }
 }
@@ -247,6 +256,7 @@ impl TestKit {
             scheduled: Vec::new(),
             partitioned: Vec::new(),
             policies: Vec::new(),
+            state: Default::default(),
         }
     }
 
@@ -313,13 +323,13 @@ impl TestKit {
 
     /// The effective schedule of scheduled job `job` (the code's, or `[jobs.NAME]`'s).
     fn schedule(&self, job: &str) -> Result<Schedule, Error> {
-        let j = self.scheduled.iter().find(|j| j.name == job).ok_or_else(|| self.unknown(job, "scheduled job"))?;
+        let j = self.scheduled.iter().find(|j| &*j.name == job).ok_or_else(|| self.unknown(job, "scheduled job"))?;
         Ok(self.config.jobs.get(job).and_then(|o| o.schedule.clone()).unwrap_or_else(|| j.schedule.clone()))
     }
 
     fn unknown(&self, job: &str, what: &str) -> Error {
         let names: Vec<&str> =
-            self.scheduled.iter().map(|j| j.name).chain(self.partitioned.iter().map(|j| j.name)).collect();
+            self.scheduled.iter().map(|j| &*j.name).chain(self.partitioned.iter().map(|j| &*j.name)).collect();
         let hint = crate::suggest::nearest(job, names.iter().copied())
             .map(|s| format!(" (did you mean `{s}`?)"))
             .unwrap_or_default();
@@ -328,8 +338,8 @@ impl TestKit {
 
     /// The lease that guards `job` (a scheduled job's, or partition `g/i`'s `g.i`).
     fn lease_of(&self, job: &str) -> Result<String, Error> {
-        if let Some(j) = self.scheduled.iter().find(|j| j.name == job) {
-            return Ok(j.lease.to_owned());
+        if let Some(j) = self.scheduled.iter().find(|j| &*j.name == job) {
+            return Ok(j.lease.to_string());
         }
         if let Some((name, i)) = job.split_once('/')
             && let Some(p) = self.partitioned.iter().find(|p| p.name == name)

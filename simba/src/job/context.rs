@@ -7,6 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
+use super::state::StateMap;
 use crate::job_store::SlotKind;
 
 tokio::task_local! {
@@ -24,6 +25,8 @@ pub struct JobContext {
     pub(crate) attempts: u32,
     pub(crate) node: Arc<str>,
     pub(crate) cancel: CancellationToken,
+    /// The application's state the runtime was given.
+    pub(crate) state: Arc<StateMap>,
 }
 
 impl JobContext {
@@ -78,11 +81,28 @@ impl JobContext {
             attempts: 1,
             node: node.into(),
             cancel: CancellationToken::new(),
+            state: Arc::default(),
         }
     }
 
-    /// Runs `fut` with this context as [`JobContext::current`].
-    pub(crate) fn scope<F: Future>(self, fut: F) -> impl Future<Output = F::Output> {
+    /// This context with `value` as the state of type `T`, for calling a job that takes
+    /// [`State<T>`](crate::State) by hand (its generated wrapper reads the state from the
+    /// context it runs in, [`scope`](JobContext::scope)).
+    pub fn with_state<T: Clone + Send + Sync + 'static>(mut self, value: T) -> JobContext {
+        Arc::make_mut(&mut self.state).insert(value);
+        self
+    }
+
+    /// A clone of the application's state of type `T`, when the runtime was given one
+    /// ([`RuntimeBuilder::state`](crate::RuntimeBuilder::state)). A job usually takes it as a
+    /// parameter instead, [`State<T>`](crate::State), which the runtime checks at start.
+    pub fn state<T: Clone + Send + Sync + 'static>(&self) -> Option<T> {
+        self.state.get::<T>()
+    }
+
+    /// Runs `fut` with this context as [`JobContext::current`] (how a job function called by
+    /// hand gets its context and its state).
+    pub fn scope<F: Future>(self, fut: F) -> impl Future<Output = F::Output> {
         CONTEXT.scope(self, fut)
     }
 }

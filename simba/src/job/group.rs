@@ -9,6 +9,7 @@
 //! [`Simba::lock`] for the partitions, [`LockGuard::hand_over`] for the handover (the H1 order of the election machine, `simba_core::election`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::sync::Arc;
 
 use simba_core::rebalance::{self, Plan};
@@ -16,7 +17,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{Misfire, PartitionFn, Recording, Timer, run_scheduled};
+use super::{JobContext, Misfire, PartitionRun, Recording, Timer, run_scheduled};
+use crate::job_store::SlotKind;
 use crate::{Group, LockGuard, RevokeReason, Simba, Term};
 
 /// One partitioned job as the runtime runs it.
@@ -27,7 +29,7 @@ pub(crate) struct GroupSpec {
     pub(crate) partitions: u32,
     pub(crate) timer: Option<Timer>,
     pub(crate) misfire: Misfire,
-    pub(crate) run: PartitionFn,
+    pub(crate) run: PartitionRun,
     /// History and control; each partition records as `{job}/{i}`.
     pub(crate) recording: Recording,
 }
@@ -149,6 +151,38 @@ async fn round(
     }
 }
 
+/// A worker that runs once per term, in a run context (its state, its node) whose
+/// cancellation fires when the term ends.
+fn once_per_term(
+    rec: &Recording,
+    term: &Term,
+    i: u32,
+    run: PartitionRun,
+) -> impl Future<Output = Result<(), crate::BoxError>> + use<> {
+    let ctx = JobContext {
+        slot: rec.now(),
+        kind: SlotKind::Scheduled,
+        attempt: 1,
+        attempts: 1,
+        node: Arc::clone(&rec.node),
+        cancel: CancellationToken::new(),
+        state: Arc::clone(&rec.state),
+    };
+    let (cancel, term) = (ctx.cancel.clone(), term.clone());
+    let body = ctx.scope(run(term.clone(), i));
+    async move {
+        let on_end = async move {
+            term.cancelled().await;
+            cancel.cancel();
+            std::future::pending().await
+        };
+        tokio::select! {
+            r = body => r,
+            never = on_end => never,
+        }
+    }
+}
+
 fn start_worker(
     simba: &Simba,
     spec: &GroupSpec,
@@ -164,7 +198,7 @@ fn start_worker(
             let term = guard.term().clone();
             tracing::info!(group = %spec.group, partition = i, token = term.token(), "partition acquired");
             let held_gauge = crate::metrics::PartitionHeld::new(&spec.group);
-            let run = spec.run;
+            let run = spec.run.clone();
             let mut task: JoinHandle<Result<(), crate::BoxError>> = match spec.timer.clone() {
                 // The worker logs inside this partition's span.
                 Some(timer) => tokio::spawn(tracing::Instrument::in_current_span(run_scheduled(
@@ -175,7 +209,9 @@ fn start_worker(
                     term.clone(),
                     move |t: Term| run(t, i),
                 ))),
-                None => tokio::spawn(tracing::Instrument::in_current_span(run(term.clone(), i))),
+                None => {
+                    tokio::spawn(tracing::Instrument::in_current_span(once_per_term(&spec.recording, &term, i, run)))
+                }
             };
             tokio::select! {
                 reason = term.revoked() => {

@@ -14,6 +14,7 @@ mod published;
 mod registry;
 mod runner;
 mod schedule;
+mod state;
 mod writer;
 
 pub use clock::WallClock;
@@ -23,9 +24,11 @@ pub use published::{
     JobKind, JobSettings, NodeRegistry, RegistryReport, compare as compare_registries, versions as registry_versions,
 };
 pub use registry::{
-    JOB_POLICIES, JobFuture, JobOutcome, JobPolicy, Misfire, PARTITIONED_JOBS, PartitionFn, PartitionedJob,
-    SCHEDULED_JOBS, Schedule, ScheduledFn, ScheduledJob, job_future,
+    JOB_POLICIES, JobFn, JobFuture, JobOutcome, JobPolicy, Misfire, PARTITIONED_JOBS, PartitionRun, PartitionedJob,
+    SCHEDULED_JOBS, Schedule, ScheduledJob, ScheduledRun, job_future,
 };
+pub(crate) use state::StateMap;
+pub use state::{State, StateNeed};
 
 pub(crate) use history::{Recording, node_name};
 pub(crate) use writer::{Pending, Writer};

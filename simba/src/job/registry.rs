@@ -7,20 +7,17 @@
 //! linked: write `use my_jobs as _;` in the binary to make sure it is.
 
 use std::borrow::Cow;
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::state::StateNeed;
 use crate::{BoxError, Term};
 
 /// The future a job run returns.
 pub type JobFuture = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send + 'static>>;
-
-/// Runs one scheduled job once, with the term it runs under.
-pub type ScheduledFn = fn(Term) -> JobFuture;
-
-/// Runs one partition's worker, with the partition's term and index.
-pub type PartitionFn = fn(Term, u32) -> JobFuture;
 
 /// When a job runs: the one schedule type of the crate (ADR 0003). The macros build it in
 /// their `static` registry entries (borrowed text, with [`Schedule::cron`] and friends, which
@@ -94,31 +91,195 @@ pub enum Misfire {
     RunOnce,
 }
 
-/// A job that runs on a schedule on whichever node holds its lease (rule J5). `Clone`, not
-/// `Copy` (its [`Schedule`] may own its text): the registry's entries are cheap to clone.
+/// A job's body as the runtime calls it: a function (what the macros register, `const`) or a
+/// shared closure (a job added at runtime that captures what it needs).
+pub struct JobFn<F: ?Sized + 'static>(Body<F>);
+
+impl<F: ?Sized> Clone for JobFn<F> {
+    fn clone(&self) -> Self {
+        JobFn(self.0.clone())
+    }
+}
+
+enum Body<F: ?Sized + 'static> {
+    Static(&'static F),
+    Shared(Arc<F>),
+}
+
+impl<F: ?Sized> Clone for Body<F> {
+    fn clone(&self) -> Self {
+        match self {
+            Body::Static(f) => Body::Static(f),
+            Body::Shared(f) => Body::Shared(Arc::clone(f)),
+        }
+    }
+}
+
+/// A scheduled job's body: called once per run with the term it runs under.
+pub type ScheduledRun = JobFn<dyn Fn(Term) -> JobFuture + Send + Sync>;
+
+/// A partitioned job's body: called with the partition's term and index.
+pub type PartitionRun = JobFn<dyn Fn(Term, u32) -> JobFuture + Send + Sync>;
+
+impl<F: ?Sized> std::ops::Deref for JobFn<F> {
+    type Target = F;
+
+    fn deref(&self) -> &F {
+        match &self.0 {
+            Body::Static(f) => f,
+            Body::Shared(f) => f,
+        }
+    }
+}
+
+impl<F: ?Sized> fmt::Debug for JobFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.0 {
+            Body::Static(_) => "JobFn(fn)",
+            Body::Shared(_) => "JobFn(closure)",
+        })
+    }
+}
+
+impl ScheduledRun {
+    /// The body `f`, a function or a non-capturing closure in a `const` or `static`.
+    pub const fn from_static(f: &'static (dyn Fn(Term) -> JobFuture + Send + Sync)) -> Self {
+        JobFn(Body::Static(f))
+    }
+
+    /// The body `f`, a closure that may capture (an `Arc` of the application's state).
+    pub fn from_closure(f: impl Fn(Term) -> JobFuture + Send + Sync + 'static) -> Self {
+        JobFn(Body::Shared(Arc::new(f)))
+    }
+}
+
+impl PartitionRun {
+    /// The worker `f`, a function or a non-capturing closure in a `const` or `static`.
+    pub const fn from_static(f: &'static (dyn Fn(Term, u32) -> JobFuture + Send + Sync)) -> Self {
+        JobFn(Body::Static(f))
+    }
+
+    /// The worker `f`, a closure that may capture.
+    pub fn from_closure(f: impl Fn(Term, u32) -> JobFuture + Send + Sync + 'static) -> Self {
+        JobFn(Body::Shared(Arc::new(f)))
+    }
+}
+
+/// A job that runs on a schedule on whichever node holds its lease (rule J5). Built with
+/// [`ScheduledJob::new`] (a function, in a `static` too: what the macros generate) or
+/// [`ScheduledJob::from_closure`] (owned names and a capturing closure, for jobs added at
+/// runtime), then `with_*`; its fields are read-only outside the crate in all but name
+/// (the struct will grow, so it is `#[non_exhaustive]`).
+///
+/// ```
+/// use std::time::Duration;
+/// use simba::Term;
+/// use simba::job::{JobFuture, Misfire, Schedule, ScheduledJob, job_future};
+///
+/// fn report(term: Term) -> JobFuture {
+///     job_future(async move { term.ensure_valid(Duration::from_millis(100)) })
+/// }
+///
+/// static REPORT: ScheduledJob =
+///     ScheduledJob::new("report", Schedule::cron("0 */5 * * * *"), &report).with_misfire(Misfire::RunOnce);
+///
+/// // At runtime: an owned name and a closure that captures the tenant.
+/// let tenant = String::from("4711");
+/// let job = ScheduledJob::from_closure(format!("report-{tenant}"), Schedule::fixed_rate(Duration::from_secs(60)), move |term| {
+///     let tenant = tenant.clone();
+///     job_future(async move {
+///         term.ensure_valid(Duration::from_millis(100))?;
+///         let _ = tenant;
+///         Ok::<(), simba::Error>(())
+///     })
+/// })
+/// .with_lease("reports");
+/// assert_eq!((&*REPORT.lease, &*job.lease), ("report", "reports"));
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ScheduledJob {
     /// The job's name, unique in the binary (the function's name for the macro); config
     /// overrides refer to it (J7).
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     /// The lease guarding it (default: the name).
-    pub lease: &'static str,
+    pub lease: Cow<'static, str>,
     /// When it runs.
     pub schedule: Schedule,
     /// Missed slots.
     pub misfire: Misfire,
     /// One run.
-    pub run: ScheduledFn,
+    pub run: ScheduledRun,
+    /// The application's state it takes ([`State<T>`](crate::State) parameters): the runtime
+    /// refuses to start when one was not given.
+    pub needs: &'static [StateNeed],
+}
+
+impl ScheduledJob {
+    /// A job named `name` (its lease too) running `run` on `schedule`, skipping missed
+    /// slots; `const`, so it can be a `static` registry entry.
+    pub const fn new(
+        name: &'static str,
+        schedule: Schedule,
+        run: &'static (dyn Fn(Term) -> JobFuture + Send + Sync),
+    ) -> Self {
+        ScheduledJob {
+            name: Cow::Borrowed(name),
+            lease: Cow::Borrowed(name),
+            schedule,
+            misfire: Misfire::Skip,
+            run: ScheduledRun::from_static(run),
+            needs: &[],
+        }
+    }
+
+    /// A job with an owned name (its lease too) running the closure `run`, for jobs made at
+    /// runtime ([`JobsHandle::add`](crate::JobsHandle::add)).
+    pub fn from_closure(
+        name: impl Into<Cow<'static, str>>,
+        schedule: Schedule,
+        run: impl Fn(Term) -> JobFuture + Send + Sync + 'static,
+    ) -> Self {
+        let name = name.into();
+        ScheduledJob {
+            lease: name.clone(),
+            name,
+            schedule,
+            misfire: Misfire::Skip,
+            run: ScheduledRun::from_closure(run),
+            needs: &[],
+        }
+    }
+
+    /// Guarded by the lease `lease` instead of its name.
+    pub fn with_lease(mut self, lease: impl Into<Cow<'static, str>>) -> Self {
+        self.lease = lease.into();
+        self
+    }
+
+    /// Handles missed slots with `misfire`.
+    pub const fn with_misfire(mut self, misfire: Misfire) -> Self {
+        self.misfire = misfire;
+        self
+    }
+
+    /// Takes the application's state types `needs` (the runtime checks them at start).
+    pub const fn with_needs(mut self, needs: &'static [StateNeed]) -> Self {
+        self.needs = needs;
+        self
+    }
 }
 
 /// A group of `partitions` partitions spread over the live nodes (rules J2, J6). Partition
-/// `i` is guarded by lease `{group}.{i}`.
+/// `i` is guarded by lease `{group}.{i}`. Built like [`ScheduledJob`]: [`PartitionedJob::new`]
+/// or [`PartitionedJob::from_closure`], then `with_*`.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PartitionedJob {
     /// The job's name, unique in the binary (the function's name for the macro).
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     /// The group name; partition leases are `{group}.{i}`.
-    pub group: &'static str,
+    pub group: Cow<'static, str>,
     /// How many partitions (at least 1).
     pub partitions: u32,
     /// `None`: the worker runs once per term and should loop until its term is cancelled.
@@ -127,7 +288,73 @@ pub struct PartitionedJob {
     /// Missed slots, when scheduled.
     pub misfire: Misfire,
     /// The worker.
-    pub run: PartitionFn,
+    pub run: PartitionRun,
+    /// The application's state it takes ([`State<T>`](crate::State) parameters).
+    pub needs: &'static [StateNeed],
+}
+
+impl PartitionedJob {
+    /// A group named `name` (its group name too) of `partitions` partitions whose worker
+    /// `run` runs once per term (see [`with_schedule`](PartitionedJob::with_schedule));
+    /// `const`, so it can be a `static` registry entry.
+    pub const fn new(
+        name: &'static str,
+        partitions: u32,
+        run: &'static (dyn Fn(Term, u32) -> JobFuture + Send + Sync),
+    ) -> Self {
+        PartitionedJob {
+            name: Cow::Borrowed(name),
+            group: Cow::Borrowed(name),
+            partitions,
+            schedule: None,
+            misfire: Misfire::Skip,
+            run: PartitionRun::from_static(run),
+            needs: &[],
+        }
+    }
+
+    /// A group with an owned name running the closure `run`, for groups made at runtime.
+    pub fn from_closure(
+        name: impl Into<Cow<'static, str>>,
+        partitions: u32,
+        run: impl Fn(Term, u32) -> JobFuture + Send + Sync + 'static,
+    ) -> Self {
+        let name = name.into();
+        PartitionedJob {
+            group: name.clone(),
+            name,
+            partitions,
+            schedule: None,
+            misfire: Misfire::Skip,
+            run: PartitionRun::from_closure(run),
+            needs: &[],
+        }
+    }
+
+    /// Its partitions' leases are `{group}.{i}` instead of `{name}.{i}`.
+    pub fn with_group(mut self, group: impl Into<Cow<'static, str>>) -> Self {
+        self.group = group.into();
+        self
+    }
+
+    /// The worker runs on `schedule` while the node holds the partition (instead of once
+    /// per term).
+    pub fn with_schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = Some(schedule);
+        self
+    }
+
+    /// Handles missed slots with `misfire`, when scheduled.
+    pub const fn with_misfire(mut self, misfire: Misfire) -> Self {
+        self.misfire = misfire;
+        self
+    }
+
+    /// Takes the application's state types `needs` (the runtime checks them at start).
+    pub const fn with_needs(mut self, needs: &'static [StateNeed]) -> Self {
+        self.needs = needs;
+        self
+    }
 }
 
 /// The retry and timeout options of a job (`retry`, `backoff`, `timeout` on the macros),
@@ -176,13 +403,7 @@ pub static PARTITIONED_JOBS: [PartitionedJob];
 ///     })
 /// }
 ///
-/// let job = ScheduledJob {
-///     name: "report",
-///     lease: "report",
-///     schedule: Schedule::cron("0 */5 * * * *"),
-///     misfire: Misfire::Skip,
-///     run: report,
-/// };
+/// let job = ScheduledJob::new("report", Schedule::cron("0 */5 * * * *"), &report);
 /// # let _ = job;
 /// ```
 pub fn job_future<F, O>(f: F) -> JobFuture

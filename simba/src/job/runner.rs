@@ -197,6 +197,7 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
                 attempts,
                 node: Arc::clone(&self.rec.node),
                 cancel: cancel.clone(),
+                state: Arc::clone(&self.rec.state),
             };
             if let Some(r) = rec.as_mut() {
                 r.attempt = attempt;
@@ -444,6 +445,7 @@ mod tests {
             control: None,
             clock: WallClock::System,
             writer: Writer::default(),
+            state: Default::default(),
         }
     }
 

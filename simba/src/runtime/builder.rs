@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::config::RuntimeConfig;
 use super::connect::{MakeClient, connect};
@@ -12,7 +13,9 @@ use super::redact;
 use super::registry;
 use super::running::{RunningRuntime, Servers, watch_control};
 use super::signals::{ShutdownFuture, wait_for_shutdown};
-use crate::job::{JOB_POLICIES, JobPolicy, PARTITIONED_JOBS, PartitionedJob, SCHEDULED_JOBS, ScheduledJob, node_name};
+use crate::job::{
+    JOB_POLICIES, JobPolicy, PARTITIONED_JOBS, PartitionedJob, SCHEDULED_JOBS, ScheduledJob, StateMap, node_name,
+};
 use crate::{Error, Simba};
 
 enum ConfigSource {
@@ -34,6 +37,7 @@ pub struct RuntimeBuilder {
     backend: Option<MakeClient>,
     seed: Option<u64>,
     node: Option<String>,
+    state: StateMap,
 }
 
 impl RuntimeBuilder {
@@ -51,6 +55,7 @@ impl RuntimeBuilder {
             backend: None,
             seed: None,
             node: None,
+            state: StateMap::default(),
         }
     }
 
@@ -92,6 +97,40 @@ impl RuntimeBuilder {
     /// Uses this configuration as it is.
     pub fn config(mut self, config: RuntimeConfig) -> Self {
         self.config = ConfigSource::Given(Box::new(config));
+        self
+    }
+
+    /// Gives the jobs `value` as the application's state of type `T`: a job takes it as a
+    /// parameter, [`State<T>`](crate::State) (a database pool, an HTTP client, an `Arc` of the
+    /// application's own struct; cloned into each run). One value per type; a job that takes
+    /// a type not given here is refused at start, before any job runs.
+    ///
+    /// ```no_run
+    /// use simba::{Runtime, State, Term};
+    ///
+    /// #[derive(Clone)]
+    /// struct Db(std::sync::Arc<String>);
+    ///
+    /// #[simba::simba_scheduled(fixed_rate = "10s")]
+    /// async fn sweep(term: &Term, State(db): State<Db>) -> Result<(), simba::Error> {
+    ///     term.ensure_valid(std::time::Duration::from_secs(1))?;
+    ///     let _ = db.0.len();
+    ///     Ok(())
+    /// }
+    ///
+    /// # async fn start() -> Result<(), simba::Error> {
+    /// Runtime::builder().state(Db(std::sync::Arc::new("postgres://...".into()))).run().await
+    /// # }
+    /// ```
+    pub fn state<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state.insert(value);
+        self
+    }
+
+    /// Gives the jobs every value of `state` (the test kit's nodes share one set of values).
+    #[cfg(feature = "testing")]
+    pub(crate) fn with_state_map(mut self, state: StateMap) -> Self {
+        self.state = state;
         self
     }
 
@@ -144,6 +183,7 @@ impl RuntimeBuilder {
             (self.scheduled, self.partitioned, self.policies)
         };
         let plan = plan(&config, &scheduled, &partitioned, &policies)?;
+        check_state(&self.state, &plan, &scheduled, &partitioned)?;
         #[cfg(feature = "prometheus")]
         if config.metrics_listen.is_some() {
             crate::metrics::recorder()?;
@@ -170,7 +210,8 @@ impl RuntimeBuilder {
         });
         let (control_stop, control) = watch_control(&simba, store.as_ref());
         let node = self.node.map_or_else(node_name, Into::into);
-        let jobs = JobsHandle::new(simba.clone(), config, policies, store.clone(), control, node, self.clock);
+        let state = Arc::new(self.state);
+        let jobs = JobsHandle::new(simba.clone(), config, policies, store.clone(), control, node, self.clock, state);
         if let Err(e) = start_jobs(&jobs, plan).await {
             control_stop.cancel();
             simba.close().await;
@@ -190,6 +231,23 @@ impl RuntimeBuilder {
         running.shutdown().await;
         Ok(())
     }
+}
+
+/// Refuses to start when a job the plan runs takes a [`State<T>`](crate::State) whose type
+/// was not given (or a type was given twice): before anything connects or starts.
+fn check_state(
+    state: &StateMap,
+    plan: &Plan,
+    scheduled: &[ScheduledJob],
+    partitioned: &[PartitionedJob],
+) -> Result<(), Error> {
+    let planned =
+        |name: &str| plan.jobs.iter().any(|j| j.name == name) || plan.groups.iter().any(|g| &*g.spec.job == name);
+    let needs = scheduled.iter().map(|j| (&j.name, j.needs)).chain(partitioned.iter().map(|j| (&j.name, j.needs)));
+    for (name, needs) in needs.filter(|(name, _)| planned(name)) {
+        state.check(name, needs).map_err(Error::invalid_config)?;
+    }
+    state.check("", &[]).map_err(Error::invalid_config)
 }
 
 /// Starts every planned job and group; when one cannot start, hands over what did (nothing

@@ -13,8 +13,8 @@ use super::plan::{PlannedGroup, PlannedJob, plan_group, plan_scheduled};
 use std::time::Duration;
 
 use crate::job::{
-    JobPolicy, JobSettings, PartitionedJob, Pending, Recording, RunPolicy, ScheduledJob, WallClock, Writer, run_group,
-    run_scheduled,
+    JobPolicy, JobSettings, PartitionedJob, Pending, Recording, RunPolicy, ScheduledJob, StateMap, WallClock, Writer,
+    run_group, run_scheduled,
 };
 use crate::job_store::SharedJobStore;
 use crate::{ConfigError, Election, Error, Simba, Term};
@@ -30,8 +30,8 @@ use crate::{ConfigError, Election, Error, Simba, Term};
 /// job hands it over as a shutdown does (H1: the run in flight is cancelled and awaited, then
 /// the lease is released), so another node that has the job takes it at once.
 ///
-/// Names are `&'static str`, as for registered jobs: a name made at run time can be leaked
-/// (`String::leak`) once per job.
+/// A job made at run time can own its name and capture what it needs
+/// ([`ScheduledJob::from_closure`](crate::job::ScheduledJob::from_closure)).
 #[derive(Clone)]
 pub struct JobsHandle {
     inner: Arc<Inner>,
@@ -45,6 +45,8 @@ struct Inner {
     control: Option<watch::Receiver<u64>>,
     node: Arc<str>,
     clock: WallClock,
+    /// The application's state the jobs take ([`State<T>`](crate::State)).
+    state: Arc<StateMap>,
     running: Mutex<BTreeMap<String, Running>>,
     /// Moves whenever a job starts or stops, so that the node publishes its registry again.
     changed: watch::Sender<u64>,
@@ -85,6 +87,7 @@ impl JobsHandle {
         control: Option<watch::Receiver<u64>>,
         node: Arc<str>,
         clock: WallClock,
+        state: Arc<StateMap>,
     ) -> Self {
         let (changed, _) = watch::channel(0);
         let inner = Inner {
@@ -95,6 +98,7 @@ impl JobsHandle {
             control,
             node,
             clock,
+            state,
             running: Mutex::default(),
             changed,
             pending: Arc::default(),
@@ -117,6 +121,7 @@ impl JobsHandle {
             control: i.control.clone(),
             clock: i.clock,
             writer: Writer::counted(Arc::clone(&i.pending)),
+            state: Arc::clone(&i.state),
         }
     }
 
@@ -135,6 +140,7 @@ impl JobsHandle {
         let rec = self.recording(&job.name, job.policy);
         let (timer, misfire) = (job.timer, job.misfire);
         election.run_while_leader(move |term: Term| {
+            let run = run.clone();
             run_scheduled(simba.clone(), rec.clone(), timer.clone(), misfire, term, move |t| run(t))
         })?;
         running.insert(job.name, Running::Scheduled { lease: job.lease, election, settings: job.settings });
@@ -210,12 +216,13 @@ impl JobsHandle {
     /// enabled = false`, or when its settings are invalid (the same checks as at start).
     pub fn add(&self, job: ScheduledJob) -> Result<(), Error> {
         let Some(planned) = plan_scheduled(&self.inner.config, &job, &self.inner.policies)? else {
-            return Err(self.disabled(job.name));
+            return Err(self.disabled(&job.name));
         };
+        self.inner.state.check(&job.name, job.needs).map_err(Error::invalid_config)?;
         let mut running = self.running();
-        Self::check_free(&running, job.name, job.lease, None)?;
+        Self::check_free(&running, &job.name, &job.lease, None)?;
         self.start_scheduled_in(&mut running, planned)?;
-        tracing::info!(job = job.name, lease = job.lease, "job added at run time");
+        tracing::info!(job = %job.name, lease = %job.lease, "job added at run time");
         Ok(())
     }
 
@@ -229,14 +236,15 @@ impl JobsHandle {
     /// Joins partitioned job `job`'s group on this node now. Refused like [`add`](Self::add).
     pub fn add_partitioned(&self, job: PartitionedJob) -> Result<(), Error> {
         let Some(planned) = plan_group(&self.inner.config, &job, &self.inner.policies)? else {
-            return Err(self.disabled(job.name));
+            return Err(self.disabled(&job.name));
         };
+        self.inner.state.check(&job.name, job.needs).map_err(Error::invalid_config)?;
         let mut running = self.running();
         // The group itself, or any of its partition leases.
-        Self::check_free(&running, job.name, &format!("{}.0", job.group), Some(job.group))?;
+        Self::check_free(&running, &job.name, &format!("{}.0", job.group), Some(&job.group))?;
         tracing::info!(
-            job = job.name,
-            group = job.group,
+            job = %job.name,
+            group = %job.group,
             partitions = planned.spec.partitions,
             "partitioned job added at run time"
         );

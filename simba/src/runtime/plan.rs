@@ -18,7 +18,7 @@ pub(super) struct PlannedJob {
     pub(super) timer: Timer,
     pub(super) misfire: Misfire,
     pub(super) policy: RunPolicy,
-    pub(super) run: crate::job::ScheduledFn,
+    pub(super) run: crate::job::ScheduledRun,
     /// What the node publishes about it (item 5).
     pub(super) settings: JobSettings,
 }
@@ -55,7 +55,7 @@ pub(super) fn plan(
     policies: &[JobPolicy],
 ) -> Result<Plan, Error> {
     let mut names = BTreeSet::new();
-    for n in scheduled.iter().map(|j| j.name).chain(partitioned.iter().map(|j| j.name)) {
+    for n in scheduled.iter().map(|j| &*j.name).chain(partitioned.iter().map(|j| &*j.name)) {
         if !names.insert(n) {
             return Err(ConfigError::new(format!(
                 "two jobs are named `{n}`: job names must be unique in a binary (rename one function, or give it another name)"
@@ -80,7 +80,7 @@ pub(super) fn plan(
     let mut jobs = Vec::new();
     for j in scheduled {
         let Some(job) = plan_scheduled(config, j, policies)? else { continue };
-        if !leases.insert(j.lease.to_owned()) {
+        if !leases.insert(j.lease.to_string()) {
             let key = format!("jobs.{}.lease", j.name);
             return Err(config_error(
                 config,
@@ -114,30 +114,30 @@ pub(super) fn plan_scheduled(
     j: &ScheduledJob,
     policies: &[JobPolicy],
 ) -> Result<Option<PlannedJob>, Error> {
-    let key = |leaf: &str| format!("jobs.{}.{leaf}", j.name);
-    let o = config.jobs.get(j.name).cloned().unwrap_or_default();
+    let key = |leaf: &str| format!("jobs.{}.{leaf}", &*j.name);
+    let o = config.jobs.get(&*j.name).cloned().unwrap_or_default();
     if o.partitions.is_some() {
-        let reason = format!("`{}` is a scheduled job, not a partitioned one", j.name);
+        let reason = format!("`{}` is a scheduled job, not a partitioned one", &*j.name);
         let e = ConfigError::at_key(key("partitions"), reason).with_file(config.source.as_str());
         return Err(config.locate(e, &key("partitions")).into());
     }
     if o.enabled == Some(false) {
-        tracing::info!(job = j.name, "disabled by the configuration");
+        tracing::info!(job = &*j.name, "disabled by the configuration");
         return Ok(None);
     }
-    crate::validate_name(j.lease)?;
-    fits_namespace(config, j.name, j.lease, j.name)?;
+    crate::validate_name(&j.lease)?;
+    fits_namespace(config, &j.name, &j.lease, &j.name)?;
     let spec = o.schedule.clone().unwrap_or_else(|| j.schedule.clone());
-    let timer = Timer::new(&spec).map_err(|m| schedule_error(config, j.name, &spec, m))?;
-    let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(j.name, policies, &o));
+    let timer = Timer::new(&spec).map_err(|m| schedule_error(config, &j.name, &spec, m))?;
+    let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(&j.name, policies, &o));
     Ok(Some(PlannedJob {
-        name: j.name.to_owned(),
-        lease: j.lease.to_owned(),
+        name: j.name.to_string(),
+        lease: j.lease.to_string(),
         timer,
         misfire,
         policy,
-        run: j.run,
-        settings: JobSettings::scheduled(j.name, j.lease, &spec, misfire, &policy),
+        run: j.run.clone(),
+        settings: JobSettings::scheduled(&j.name, &j.lease, &spec, misfire, &policy),
     }))
 }
 
@@ -148,46 +148,47 @@ pub(super) fn plan_group(
     j: &PartitionedJob,
     policies: &[JobPolicy],
 ) -> Result<Option<PlannedGroup>, Error> {
-    let o = config.jobs.get(j.name).cloned().unwrap_or_default();
+    let o = config.jobs.get(&*j.name).cloned().unwrap_or_default();
     if o.enabled == Some(false) {
-        tracing::info!(job = j.name, "disabled by the configuration");
+        tracing::info!(job = &*j.name, "disabled by the configuration");
         return Ok(None);
     }
     let partitions = o.partitions.unwrap_or(j.partitions);
     if partitions == 0 {
-        let key = format!("jobs.{}.partitions", j.name);
-        return Err(config_error(config, Some(&key), format!("[jobs.{}] partitions must be at least 1", j.name)));
+        let key = format!("jobs.{}.partitions", &*j.name);
+        return Err(config_error(config, Some(&key), format!("[jobs.{}] partitions must be at least 1", &*j.name)));
     }
-    crate::validate_name(&format!("{}.{}", j.group, partitions - 1))?;
+    crate::validate_name(&format!("{}.{}", &*j.group, partitions - 1))?;
     fits_namespace(
         config,
-        j.name,
-        &format!("{}.{}", j.group, partitions - 1),
-        &format!("{}/{}", j.name, partitions - 1),
+        &j.name,
+        &format!("{}.{}", &*j.group, partitions - 1),
+        &format!("{}/{}", &*j.name, partitions - 1),
     )?;
     let spec = o.schedule.clone().or_else(|| j.schedule.clone());
     let timer = match &spec {
-        Some(s) => Some(Timer::new(s).map_err(|m| schedule_error(config, j.name, s, m))?),
+        Some(s) => Some(Timer::new(s).map_err(|m| schedule_error(config, &j.name, s, m))?),
         None => None,
     };
-    let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(j.name, policies, &o));
-    let settings = JobSettings::partitioned(j.name, j.group, partitions, spec.as_ref(), misfire, &policy);
+    let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(&j.name, policies, &o));
+    let settings = JobSettings::partitioned(&j.name, &j.group, partitions, spec.as_ref(), misfire, &policy);
     let spec = GroupSpec {
-        job: j.name.into(),
-        group: j.group.into(),
+        job: j.name.as_ref().into(),
+        group: j.group.as_ref().into(),
         partitions,
         timer,
         misfire,
-        run: j.run,
+        run: j.run.clone(),
         recording: Recording {
-            metric: j.name.into(),
-            job: j.name.into(),
+            metric: j.name.as_ref().into(),
+            job: j.name.as_ref().into(),
             store: None,
             node: "".into(),
             policy,
             control: None,
             clock: crate::job::WallClock::System,
             writer: Default::default(),
+            state: Default::default(),
         },
     };
     Ok(Some(PlannedGroup { spec, settings }))
@@ -268,26 +269,15 @@ mod tests {
         let ns = "n".repeat(100);
         let toml = format!("[backend]\nnamespace = \"{ns}\"\n");
         let config = RuntimeConfig::from_toml_str(&toml, "simba.toml", Vec::new()).expect("config");
-        let job = |name: &'static str| ScheduledJob {
-            name,
-            lease: name,
-            schedule: Schedule::FixedRate(std::time::Duration::from_secs(1)),
-            misfire: Misfire::Skip,
-            run: noop,
-        };
+        let job =
+            |name: &'static str| ScheduledJob::new(name, Schedule::FixedRate(std::time::Duration::from_secs(1)), &noop);
         assert!(plan(&config, &[job("short")], &[], &[]).is_ok());
-        let long = "l".repeat(30);
-        let long: &'static str = long.leak();
-        let e = plan(&config, &[job(long)], &[], &[]).err().expect("refused").to_string();
+        let long =
+            ScheduledJob::from_closure("l".repeat(30), Schedule::FixedRate(std::time::Duration::from_secs(1)), noop);
+        let e = plan(&config, &[long], &[], &[]).err().expect("refused").to_string();
         assert!(e.contains("is stored as") && e.contains("131 characters, more than the 128"), "{e}");
-        let group = PartitionedJob {
-            name: "g",
-            group: "gggggggggggggggggggggggggggggg",
-            partitions: 100,
-            schedule: None,
-            misfire: Misfire::Skip,
-            run: |_t, _i| crate::job::job_future(async {}),
-        };
+        let group = PartitionedJob::new("g", 100, &|_t, _i| crate::job::job_future(async {}))
+            .with_group("gggggggggggggggggggggggggggggg");
         assert!(
             plan(&config, &[], &[group], &[])
                 .is_err_and(|e| e.to_string().contains("`gggggggggggggggggggggggggggggg.99`"))
@@ -302,13 +292,7 @@ mod tests {
             Error::InvalidConfig(c) => c,
             other => panic!("not a configuration error: {other:?}"),
         };
-        let job = ScheduledJob {
-            name: "report",
-            lease: "report",
-            schedule: Schedule::FixedRate(std::time::Duration::from_secs(1)),
-            misfire: Misfire::Skip,
-            run: noop,
-        };
+        let job = ScheduledJob::new("report", Schedule::FixedRate(std::time::Duration::from_secs(1)), &noop);
         let text = "[session]\nlease_duration = \"15s\"\n\n[jobs.repotr]\nenabled = true\n";
         let config = RuntimeConfig::from_toml_str(text, "simba.toml", Vec::new()).expect("config");
         let c = fields(plan(&config, std::slice::from_ref(&job), &[], &[]).err().expect("unknown job"));
@@ -323,10 +307,8 @@ mod tests {
         let over = vec![("SIMBA_BACKEND__NAMESPACE".to_owned(), "n".repeat(100))];
         let config =
             RuntimeConfig::from_toml_str("[backend]\nnamespace = \"x\"\n", "simba.toml", over).expect("config");
-        let long: &'static str = "l".repeat(30).leak();
-        let c = fields(
-            plan(&config, &[ScheduledJob { name: long, lease: long, ..job.clone() }], &[], &[]).err().expect("long"),
-        );
+        let long = ScheduledJob { name: "l".repeat(30).into(), lease: "l".repeat(30).into(), ..job.clone() };
+        let c = fields(plan(&config, &[long], &[], &[]).err().expect("long"));
         assert_eq!(
             (c.line(), c.key(), c.env_var()),
             (None, Some("backend.namespace"), Some("SIMBA_BACKEND__NAMESPACE")),
@@ -347,29 +329,10 @@ mod tests {
         }
         let every = Schedule::cron;
         let scheduled = [
-            ScheduledJob {
-                name: "report",
-                lease: "report-lease",
-                schedule: every("0 0 * * * *"),
-                misfire: Misfire::Skip,
-                run: noop,
-            },
-            ScheduledJob {
-                name: "off",
-                lease: "off",
-                schedule: every("0 0 * * * *"),
-                misfire: Misfire::Skip,
-                run: noop,
-            },
+            ScheduledJob::new("report", every("0 0 * * * *"), &noop).with_lease("report-lease"),
+            ScheduledJob::new("off", every("0 0 * * * *"), &noop),
         ];
-        let partitioned = [PartitionedJob {
-            name: "billing",
-            group: "bill",
-            partitions: 4,
-            schedule: None,
-            misfire: Misfire::Skip,
-            run: part,
-        }];
+        let partitioned = [PartitionedJob::new("billing", 4, &part).with_group("bill")];
         let toml =
             "[jobs.report]\ncron = \"0 */10 * * * *\"\ntime_zone = \"Asia/Tokyo\"\n\n[jobs.off]\nenabled = false\n";
         let config = RuntimeConfig::from_toml_str(toml, "simba.toml", Vec::new()).expect("config");

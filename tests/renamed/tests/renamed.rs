@@ -11,5 +11,5 @@ fn issue13_6_macros_work_through_a_renamed_dependency() {
     assert_eq!(report.lease, "renamed.report");
     let billing =
         PARTITIONED_JOBS.iter().find(|j| j.name == "renamed_billing").expect("the partitioned job is registered");
-    assert_eq!((billing.group, billing.partitions), ("renamed.billing", 4));
+    assert_eq!((&*billing.group, billing.partitions), ("renamed.billing", 4));
 }

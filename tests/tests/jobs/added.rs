@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use simba::backend::memory::MemoryBackend;
-use simba::job::{Misfire, PartitionedJob, Schedule, ScheduledJob};
+use simba::job::{PartitionedJob, Schedule, ScheduledJob};
 use simba::runtime::RunningRuntime;
 use simba::{Runtime, RuntimeConfig, Term};
 use tokio::time::sleep;
@@ -29,13 +29,7 @@ fn tick(_term: Term) -> simba::job::JobFuture {
     })
 }
 
-const TICK: ScheduledJob = ScheduledJob {
-    name: "added_tick",
-    lease: "added_tick",
-    schedule: Schedule::FixedRate(Duration::from_millis(100)),
-    misfire: Misfire::Skip,
-    run: tick,
-};
+const TICK: ScheduledJob = ScheduledJob::new("added_tick", Schedule::FixedRate(Duration::from_millis(100)), &tick);
 
 static PARTS: AtomicU32 = AtomicU32::new(0);
 
@@ -47,14 +41,7 @@ fn part(term: Term, _partition: u32) -> simba::job::JobFuture {
     })
 }
 
-const PARTED: PartitionedJob = PartitionedJob {
-    name: "added_parts",
-    group: "added_parts",
-    partitions: 4,
-    schedule: None,
-    misfire: Misfire::Skip,
-    run: part,
-};
+const PARTED: PartitionedJob = PartitionedJob::new("added_parts", 4, &part);
 
 /// Item 7: a scheduled job added to a running node runs there; removed, it stops at once and
 /// its lease is released (handed over, H1); the node's other jobs are untouched.
@@ -96,14 +83,19 @@ fn idle_part(term: Term, _partition: u32) -> simba::job::JobFuture {
 
 /// The jobs of the refusal test: their own run functions, so that the counters of the other
 /// tests (which run at the same time on other threads) see only their own jobs.
-const IDLE: ScheduledJob = ScheduledJob { run: idle, ..TICK };
+const IDLE: ScheduledJob = ScheduledJob::new("added_tick", Schedule::FixedRate(Duration::from_millis(100)), &idle);
+
+/// [`IDLE`] under another name and lease.
+fn idle_as(name: &'static str, lease: &'static str) -> ScheduledJob {
+    ScheduledJob::new(name, IDLE.schedule, &idle).with_lease(lease)
+}
 
 /// Item 7: bad additions are refused with nothing started: a name already running, a lease
 /// in use, a disabled job, an invalid lease name; removing an unknown job names the nearest.
 #[tokio::test(start_paused = true)]
 async fn item7_bad_additions_and_removals_are_refused() {
     let store = MemoryBackend::new();
-    let disabled = ScheduledJob { name: "disabled_one", lease: "disabled_one", ..IDLE };
+    let disabled = idle_as("disabled_one", "disabled_one");
     // `[jobs.NAME]` must name a job the node knows at start (a typo is an error), so the
     // disabled job is registered, and stays disabled when added at run time.
     let config = RuntimeConfig::from_toml_str("[jobs.disabled_one]\nenabled = false\n", "test.toml", Vec::new());
@@ -111,8 +103,8 @@ async fn item7_bad_additions_and_removals_are_refused() {
     let a = builder.job(disabled.clone()).start().await.expect("start");
     let jobs = a.jobs();
     assert!(jobs.names().is_empty(), "the disabled job does not run");
-    let same_lease = ScheduledJob { name: "other_name", ..IDLE };
-    let bad_name = ScheduledJob { name: "bad_lease", lease: "no spaces allowed", ..IDLE };
+    let same_lease = idle_as("other_name", "added_tick");
+    let bad_name = idle_as("bad_lease", "no spaces allowed");
     jobs.add(IDLE).expect("add");
     let e = jobs.add(IDLE).expect_err("the same name twice");
     assert!(e.to_string().contains("already runs on this node"), "{e}");
@@ -122,9 +114,9 @@ async fn item7_bad_additions_and_removals_are_refused() {
     assert!(matches!(e, simba::Error::InvalidName { .. }), "{e}");
     let e = jobs.add(disabled).expect_err("a disabled job");
     assert!(e.to_string().contains("enabled = false"), "{e}");
-    let grouped = PartitionedJob { name: "clash", group: "added_tick_group", run: idle_part, ..PARTED };
+    let grouped = PartitionedJob::new("clash", 4, &idle_part).with_group("added_tick_group");
     jobs.add_partitioned(grouped).expect("a group");
-    let clash = ScheduledJob { name: "clash_lease", lease: "added_tick_group.2", ..IDLE };
+    let clash = idle_as("clash_lease", "added_tick_group.2");
     let e = jobs.add(clash).expect_err("a partition's lease");
     assert!(e.to_string().contains("already uses lease `added_tick_group.2`"), "{e}");
     assert_eq!(jobs.names(), vec!["added_tick".to_owned(), "clash".to_owned()], "only the good ones run");

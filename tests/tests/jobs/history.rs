@@ -64,8 +64,8 @@ fn count(h: &[RunRecord], o: Outcome) -> usize {
     h.iter().filter(|r| r.outcome == o).count()
 }
 
-fn every_second(name: &'static str, run: simba::job::ScheduledFn, misfire: Misfire) -> ScheduledJob {
-    ScheduledJob { name, lease: name, schedule: Schedule::cron("* * * * * *"), misfire, run }
+fn every_second(name: &'static str, run: fn(Term) -> simba::job::JobFuture, misfire: Misfire) -> ScheduledJob {
+    ScheduledJob::from_closure(name, Schedule::cron("* * * * * *"), run).with_misfire(misfire)
 }
 
 static FLAKY_RUNS: AtomicU32 = AtomicU32::new(0);
@@ -228,13 +228,7 @@ fn yearly(_term: Term) -> simba::job::JobFuture {
 async fn item2_trigger_runs_once_on_the_holder() {
     let store = MemoryBackend::new();
     let clock = WallClock::follow_tokio_from(base());
-    let job = ScheduledJob {
-        name: "h_yearly",
-        lease: "h_yearly",
-        schedule: Schedule::cron("0 0 0 1 1 *"),
-        misfire: Misfire::Skip,
-        run: yearly,
-    };
+    let job = ScheduledJob::new("h_yearly", Schedule::cron("0 0 0 1 1 *"), &yearly);
     let admin = Jobs::for_backend(&store).expect("store").with_registered(["h_yearly"]);
     let a = node(&store, 1, clock, std::slice::from_ref(&job), &[], &[]).await;
     sleep(MS(500)).await;
@@ -291,13 +285,7 @@ fn fails_twice(_term: Term) -> simba::job::JobFuture {
 async fn item3_retry_with_backoff() {
     let store = MemoryBackend::new();
     let clock = WallClock::follow_tokio_from(base());
-    let job = ScheduledJob {
-        name: "h_retry",
-        lease: "h_retry",
-        schedule: Schedule::cron("0 0 0 1 1 *"),
-        misfire: Misfire::Skip,
-        run: fails_twice,
-    };
+    let job = ScheduledJob::new("h_retry", Schedule::cron("0 0 0 1 1 *"), &fails_twice);
     let policy = JobPolicy { name: "h_retry", retry: 3, backoff: Some(MS(100)), timeout: None };
     let a = node(&store, 1, clock, &[job], &[], &[policy]).await;
     Jobs::for_backend(&store).expect("store").with_registered(["h_retry"]).trigger("h_retry").await.expect("trigger");
@@ -328,13 +316,7 @@ fn sleeps(_term: Term) -> simba::job::JobFuture {
 async fn item3_timeout_cancels_and_records() {
     let store = MemoryBackend::new();
     let clock = WallClock::follow_tokio_from(base());
-    let job = ScheduledJob {
-        name: "h_timeout",
-        lease: "h_timeout",
-        schedule: Schedule::FixedRate(S(5)),
-        misfire: Misfire::Skip,
-        run: sleeps,
-    };
+    let job = ScheduledJob::new("h_timeout", Schedule::FixedRate(S(5)), &sleeps);
     let policy = JobPolicy { name: "h_timeout", retry: 0, backoff: None, timeout: Some(S(1)) };
     let a = node(&store, 1, clock, &[job], &[], &[policy]).await;
     sleep(MS(7_800)).await;
@@ -359,13 +341,7 @@ fn long_run(_term: Term) -> simba::job::JobFuture {
 async fn item1_term_lost_mid_run_is_cancelled() {
     let store = MemoryBackend::new();
     let clock = WallClock::follow_tokio_from(base());
-    let job = ScheduledJob {
-        name: "h_lost",
-        lease: "h_lost",
-        schedule: Schedule::FixedRate(S(1)),
-        misfire: Misfire::Skip,
-        run: long_run,
-    };
+    let job = ScheduledJob::new("h_lost", Schedule::FixedRate(S(1)), &long_run);
     let a = node(&store, 1, clock, &[job], &[], &[]).await;
     sleep(MS(2_000)).await;
     store.force_holder("h_lost", None);
@@ -391,14 +367,7 @@ fn part(_term: Term, i: u32) -> simba::job::JobFuture {
 async fn item2_partitions_pause_and_trigger() {
     let store = MemoryBackend::new();
     let clock = WallClock::follow_tokio_from(base());
-    let job = PartitionedJob {
-        name: "h_parts",
-        group: "h_parts",
-        partitions: 3,
-        schedule: Some(Schedule::cron("0 0 0 1 1 *")),
-        misfire: Misfire::Skip,
-        run: part,
-    };
+    let job = PartitionedJob::new("h_parts", 3, &part).with_schedule(Schedule::cron("0 0 0 1 1 *"));
     let a = node(&store, 1, clock, &[], &[job], &[]).await;
     sleep(S(3)).await;
     let admin = Jobs::for_backend(&store).expect("store").with_registered(["h_parts"]);
@@ -446,13 +415,7 @@ async fn item1_a_run_left_running_by_a_killed_holder_is_closed() {
     assert!(matches!(claim, Claim::Claimed(_)), "{claim:?}");
     store.expire_session(&dead);
     let clock = WallClock::follow_tokio_from(base());
-    let job = ScheduledJob {
-        name: "h_killed",
-        lease: "h_killed",
-        schedule: Schedule::FixedRate(S(1)),
-        misfire: Misfire::Skip,
-        run: quick,
-    };
+    let job = ScheduledJob::new("h_killed", Schedule::FixedRate(S(1)), &quick);
     let b = node(&store, 2, clock, &[job], &[], &[]).await;
     sleep(MS(3_500)).await;
     b.shutdown().await;
@@ -475,13 +438,7 @@ async fn item1_history_retention_is_configurable() {
     let toml = format!("{TOML}[history]\nretention = 4\n");
     let config = RuntimeConfig::from_toml_str(&toml, "test.toml", Vec::new()).expect("config");
     assert_eq!(config.history_retention, Some(4));
-    let job = ScheduledJob {
-        name: "h_retained",
-        lease: "h_retained",
-        schedule: Schedule::FixedRate(MS(200)),
-        misfire: Misfire::Skip,
-        run: quick,
-    };
+    let job = ScheduledJob::new("h_retained", Schedule::FixedRate(MS(200)), &quick);
     let r = Runtime::builder()
         .config(config)
         .without_registry()

@@ -57,13 +57,7 @@ fn rate_job(term: Term) -> simba::job::JobFuture {
     })
 }
 
-const RATE: ScheduledJob = ScheduledJob {
-    name: "rate",
-    lease: "rate",
-    schedule: Schedule::FixedRate(Duration::from_millis(250)),
-    misfire: Misfire::Skip,
-    run: rate_job,
-};
+const RATE: ScheduledJob = ScheduledJob::new("rate", Schedule::FixedRate(Duration::from_millis(250)), &rate_job);
 
 /// J5: a fixed-rate job runs only on the node holding its term, with that term, one run at a
 /// time (a long run skips the ticks it overlaps, the rate stays on its grid), and moves to
@@ -128,14 +122,7 @@ fn worker(term: Term, partition: u32) -> simba::job::JobFuture {
     })
 }
 
-const BILLING: PartitionedJob = PartitionedJob {
-    name: "billing",
-    group: "billing",
-    partitions: 16,
-    schedule: None,
-    misfire: Misfire::Skip,
-    run: worker,
-};
+const BILLING: PartitionedJob = PartitionedJob::new("billing", 16, &worker);
 
 fn shares(store: &MemoryBackend, nodes: &[&RunningRuntime]) -> Vec<usize> {
     shares_in(store, "billing", nodes)
@@ -241,14 +228,7 @@ async fn j6_a_graceful_leave_is_taken_over_at_once() {
     fn idle(term: Term, _partition: u32) -> simba::job::JobFuture {
         simba::job::job_future(async move { term.cancelled().await })
     }
-    const PAYROLL: PartitionedJob = PartitionedJob {
-        name: "payroll",
-        group: "payroll",
-        partitions: 16,
-        schedule: None,
-        misfire: Misfire::Skip,
-        run: idle,
-    };
+    const PAYROLL: PartitionedJob = PartitionedJob::new("payroll", 16, &idle);
     const LEAVE_TRIP: Duration = Duration::from_millis(100);
     let store = MemoryBackend::new();
     let a = node(&store, 1, &[], &[PAYROLL], "").await;
@@ -295,13 +275,7 @@ async fn j7_overrides() {
     fn job(_t: Term) -> simba::job::JobFuture {
         simba::job::job_future(async { N.lock().unwrap_or_else(PoisonError::into_inner).push(Instant::now()) })
     }
-    let j = ScheduledJob {
-        name: "ov",
-        lease: "ov",
-        schedule: Schedule::FixedRate(S(60)),
-        misfire: Misfire::Skip,
-        run: job,
-    };
+    let j = ScheduledJob::new("ov", Schedule::FixedRate(S(60)), &job);
     let store = MemoryBackend::new();
     let off = node(&store, 1, std::slice::from_ref(&j), &[], "[jobs.ov]\nenabled = false\n").await;
     sleep(S(130)).await;
@@ -358,15 +332,8 @@ async fn j1_misfire_run_once_and_skip() {
         })
     }
     let cron = Schedule::cron("0 0 0 1 1 *");
-    let once = ScheduledJob {
-        name: "yearly_once",
-        lease: "yearly_once",
-        schedule: cron.clone(),
-        misfire: Misfire::RunOnce,
-        run: yearly,
-    };
-    let skip =
-        ScheduledJob { name: "yearly_skip", lease: "yearly_skip", schedule: cron, misfire: Misfire::Skip, run: yearly };
+    let once = ScheduledJob::new("yearly_once", cron.clone(), &yearly).with_misfire(Misfire::RunOnce);
+    let skip = ScheduledJob::new("yearly_skip", cron, &yearly);
     let store = MemoryBackend::new();
     let a = node(&store, 1, &[once.clone(), skip.clone()], &[], "").await;
     sleep(S(2)).await;

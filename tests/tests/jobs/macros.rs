@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use simba::backend::memory::MemoryBackend;
 use simba::job::{
-    Misfire, PARTITIONED_JOBS, PartitionFn, PartitionedJob, SCHEDULED_JOBS, Schedule, ScheduledFn, ScheduledJob,
+    Misfire, PARTITIONED_JOBS, PartitionRun, PartitionedJob, SCHEDULED_JOBS, Schedule, ScheduledJob, ScheduledRun,
 };
 use simba::{Simba, Term, simba_partitioned, simba_scheduled};
 
@@ -86,7 +86,7 @@ fn j1_cron_job_with_defaults() {
     assert_eq!(job.lease, "macros_cron_defaults");
     assert_eq!(job.schedule, Schedule::cron("0 */5 * * * *"));
     assert_eq!(job.misfire, Misfire::Skip);
-    let _run: ScheduledFn = job.run;
+    let _run: &ScheduledRun = &job.run;
 }
 
 /// J1: every option lands in the entry.
@@ -125,7 +125,7 @@ fn j2_partitioned_job_without_schedule() {
     assert_eq!(job.partitions, 16);
     assert_eq!(job.schedule, None);
     assert_eq!(job.misfire, Misfire::Skip);
-    let _run: PartitionFn = job.run;
+    let _run: &PartitionRun = &job.run;
 }
 
 /// J2: a partitioned job with a per-partition schedule.
@@ -142,7 +142,8 @@ fn j2_partitioned_job_with_schedule() {
 /// under these names' prefix.
 #[test]
 fn every_macro_job_is_registered_once() {
-    let mut scheduled: Vec<&str> = SCHEDULED_JOBS.iter().map(|j| j.name).filter(|n| n.starts_with("macros_")).collect();
+    let mut scheduled: Vec<&str> =
+        SCHEDULED_JOBS.iter().map(|j| &*j.name).filter(|n| n.starts_with("macros_")).collect();
     scheduled.sort_unstable();
     assert_eq!(
         scheduled,
@@ -156,7 +157,7 @@ fn every_macro_job_is_registered_once() {
         ]
     );
     let mut partitioned: Vec<&str> =
-        PARTITIONED_JOBS.iter().map(|j| j.name).filter(|n| n.starts_with("macros_")).collect();
+        PARTITIONED_JOBS.iter().map(|j| &*j.name).filter(|n| n.starts_with("macros_")).collect();
     partitioned.sort_unstable();
     assert_eq!(partitioned, ["macros_partitioned", "macros_partitioned_scheduled"]);
 }

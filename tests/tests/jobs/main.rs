@@ -7,4 +7,5 @@ mod macros;
 mod namespaced;
 mod records;
 mod registry;
+mod state;
 mod testkit;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use simba::backend::Backend;
 use simba::backend::memory::MemoryBackend;
 use simba::backend::namespace::{Namespace, Namespaced};
-use simba::job::{Misfire, Schedule, ScheduledJob};
+use simba::job::{Schedule, ScheduledJob};
 use simba::runtime::RunningRuntime;
 use simba::{Runtime, RuntimeConfig, Term};
 
@@ -16,13 +16,7 @@ fn tick(_term: Term) -> simba::job::JobFuture {
     simba::job::job_future(async {})
 }
 
-const TICK: ScheduledJob = ScheduledJob {
-    name: "ns_tick",
-    lease: "ns_tick",
-    schedule: Schedule::FixedRate(Duration::from_millis(100)),
-    misfire: Misfire::Skip,
-    run: tick,
-};
+const TICK: ScheduledJob = ScheduledJob::new("ns_tick", Schedule::FixedRate(Duration::from_millis(100)), &tick);
 
 async fn node(store: &MemoryBackend, namespace: &str) -> RunningRuntime {
     let toml = format!("[backend]\nnamespace = \"{namespace}\"\n");

@@ -13,7 +13,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use simba::backend::memory::MemoryBackend;
 use simba::backend::{BackendError, BackendResult, SessionId};
-use simba::job::{JobPolicy, Misfire, Schedule, ScheduledJob, WallClock};
+use simba::job::{JobPolicy, Schedule, ScheduledJob, WallClock};
 use simba::job_store::{
     BoxFuture, Claim, ClaimRequest, JobState, JobStore, Outcome, RunRecord, SharedJobStore, SlotKind,
 };
@@ -182,8 +182,8 @@ async fn history(store: &MemoryBackend, job: &str) -> Vec<RunRecord> {
     h
 }
 
-fn every_second(name: &'static str, run: simba::job::ScheduledFn) -> ScheduledJob {
-    ScheduledJob { name, lease: name, schedule: Schedule::cron("* * * * * *"), misfire: Misfire::Skip, run }
+fn every_second(name: &'static str, run: fn(Term) -> simba::job::JobFuture) -> ScheduledJob {
+    ScheduledJob::from_closure(name, Schedule::cron("* * * * * *"), run)
 }
 
 /// Log lines written while a test runs (the test's runtime is single-threaded, so a
@@ -235,13 +235,7 @@ fn always_fails(_term: Term) -> simba::job::JobFuture {
 async fn item2_end_records_are_retried_in_order_until_accepted() {
     let store = MemoryBackend::new();
     let faults = Arc::new(Faults::default());
-    let job = ScheduledJob {
-        name: "r_order",
-        lease: "r_order",
-        schedule: Schedule::cron("0 0 0 1 1 *"),
-        misfire: Misfire::Skip,
-        run: always_fails,
-    };
+    let job = ScheduledJob::new("r_order", Schedule::cron("0 0 0 1 1 *"), &always_fails);
     let policy = JobPolicy { name: "r_order", retry: 2, backoff: Some(MS(100)), timeout: None };
     let a = node(&store, &faults, job, Some(policy)).await;
     faults.fail_writes.store(3, Ordering::SeqCst);
@@ -278,13 +272,7 @@ async fn item2_a_record_given_up_is_logged_with_its_slot() {
     let (logs, _guard) = capture_warnings();
     let store = MemoryBackend::new();
     let faults = Arc::new(Faults::default());
-    let job = ScheduledJob {
-        name: "r_lost",
-        lease: "r_lost",
-        schedule: Schedule::cron("0 0 0 1 1 *"),
-        misfire: Misfire::Skip,
-        run: given_up,
-    };
+    let job = ScheduledJob::new("r_lost", Schedule::cron("0 0 0 1 1 *"), &given_up);
     let a = node(&store, &faults, job, None).await;
     faults.fail_writes.store(u32::MAX, Ordering::SeqCst);
     simba::admin::Jobs::for_backend(&store)
@@ -388,13 +376,7 @@ fn late_ok(_term: Term) -> simba::job::JobFuture {
 async fn item2_a_body_that_completes_ok_in_the_grace_is_ran_and_not_retried() {
     let store = MemoryBackend::new();
     let faults = Arc::new(Faults::default());
-    let job = ScheduledJob {
-        name: "r_late",
-        lease: "r_late",
-        schedule: Schedule::cron("0 0 0 1 1 *"),
-        misfire: Misfire::Skip,
-        run: late_ok,
-    };
+    let job = ScheduledJob::new("r_late", Schedule::cron("0 0 0 1 1 *"), &late_ok);
     let policy = JobPolicy { name: "r_late", retry: 2, backoff: Some(MS(100)), timeout: Some(MS(400)) };
     let a = node(&store, &faults, job, Some(policy)).await;
     simba::admin::Jobs::for_backend(&store)
@@ -458,13 +440,7 @@ fn slow(_term: Term) -> simba::job::JobFuture {
 async fn item4_skipped_slots_are_one_record_per_run() {
     let store = MemoryBackend::new();
     let faults = Arc::new(Faults::default());
-    let job = ScheduledJob {
-        name: "r_skip",
-        lease: "r_skip",
-        schedule: Schedule::FixedRate(MS(100)),
-        misfire: Misfire::Skip,
-        run: slow,
-    };
+    let job = ScheduledJob::new("r_skip", Schedule::FixedRate(MS(100)), &slow);
     let a = node(&store, &faults, job, None).await;
     sleep(MS(5_050)).await;
     let h = history(&store, "r_skip").await;
@@ -498,13 +474,7 @@ fn runs_until_stopped(term: Term) -> simba::job::JobFuture {
 async fn item2_a_graceful_stop_waits_for_the_last_records() {
     let store = MemoryBackend::new();
     let faults = Arc::new(Faults::default());
-    let job = ScheduledJob {
-        name: "r_stop",
-        lease: "r_stop",
-        schedule: Schedule::cron("0 0 0 1 1 *"),
-        misfire: Misfire::Skip,
-        run: runs_until_stopped,
-    };
+    let job = ScheduledJob::new("r_stop", Schedule::cron("0 0 0 1 1 *"), &runs_until_stopped);
     let a = node(&store, &faults, job, None).await;
     simba::admin::Jobs::for_backend(&store)
         .expect("store")

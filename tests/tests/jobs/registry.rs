@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use simba::admin::Jobs;
 use simba::backend::memory::MemoryBackend;
-use simba::job::{Misfire, PartitionedJob, Schedule, ScheduledJob};
+use simba::job::{PartitionedJob, Schedule, ScheduledJob};
 use simba::runtime::{REGISTRY_CHECK_PERIOD, RunningRuntime};
 use simba::{Runtime, RuntimeConfig, Term};
 use tokio::time::sleep;
@@ -26,30 +26,11 @@ fn worker(term: Term, _partition: u32) -> simba::job::JobFuture {
     simba::job::job_future(async move { term.cancelled().await })
 }
 
-const REPORT: ScheduledJob = ScheduledJob {
-    name: "reg_report",
-    lease: "reg_report",
-    schedule: Schedule::cron("0 * * * * *"),
-    misfire: Misfire::Skip,
-    run: noop,
-};
+const REPORT: ScheduledJob = ScheduledJob::new("reg_report", Schedule::cron("0 * * * * *"), &noop);
 
-const SWEEP: PartitionedJob = PartitionedJob {
-    name: "reg_sweep",
-    group: "reg_sweep",
-    partitions: 2,
-    schedule: None,
-    misfire: Misfire::Skip,
-    run: worker,
-};
+const SWEEP: PartitionedJob = PartitionedJob::new("reg_sweep", 2, &worker);
 
-const EXTRA: ScheduledJob = ScheduledJob {
-    name: "reg_extra",
-    lease: "reg_extra",
-    schedule: Schedule::FixedRate(Duration::from_secs(5)),
-    misfire: Misfire::Skip,
-    run: noop,
-};
+const EXTRA: ScheduledJob = ScheduledJob::new("reg_extra", Schedule::FixedRate(Duration::from_secs(5)), &noop);
 
 async fn node(store: &MemoryBackend, name: &str, seed: u64, toml: &str) -> RunningRuntime {
     node_with(store, name, seed, toml, &[]).await

@@ -21,13 +21,9 @@ fn noop(_term: simba::Term) -> simba::job::JobFuture {
     simba::job::job_future(async {})
 }
 
-const NIGHTLY: simba::job::ScheduledJob = simba::job::ScheduledJob {
-    name: "nightly",
-    lease: "nightly",
-    schedule: simba::job::Schedule::cron_in("0 0 2 * * *", "Europe/Berlin"),
-    misfire: simba::job::Misfire::Skip,
-    run: noop,
-};
+const NIGHTLY: simba::job::ScheduledJob =
+    simba::job::ScheduledJob::new("nightly", simba::job::Schedule::cron_in("0 0 2 * * *", "Europe/Berlin"), &noop)
+        .with_misfire(simba::job::Misfire::Skip);
 
 /// A runtime named `node` running [`NIGHTLY`] on the SQLite file `url`, with `toml` added.
 async fn runtime(url: &str, node: &str, toml: &str) -> simba::runtime::RunningRuntime {

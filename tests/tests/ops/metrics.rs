@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use simba::backend::memory::MemoryBackend;
-use simba::job::{Misfire, PartitionedJob, Schedule, ScheduledJob};
+use simba::job::{PartitionedJob, Schedule, ScheduledJob};
 use simba::tck::{Fault, FaultyBackend, Op};
 use simba::{Runtime, RuntimeConfig, Term};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,22 +40,11 @@ fn worker(term: Term, _partition: u32) -> simba::job::JobFuture {
     })
 }
 
-const TICK: ScheduledJob = ScheduledJob {
-    name: "tick",
-    lease: "tick",
-    schedule: Schedule::FixedRate(Duration::from_millis(100)),
-    misfire: Misfire::Skip,
-    run: tick,
-};
-const FLAKY: ScheduledJob = ScheduledJob {
-    name: "flaky",
-    lease: "flaky",
-    schedule: Schedule::FixedRate(Duration::from_millis(100)),
-    misfire: Misfire::Skip,
-    run: flaky,
-};
-const PARTS: PartitionedJob =
-    PartitionedJob { name: "parts", group: "grp", partitions: 3, schedule: None, misfire: Misfire::Skip, run: worker };
+const TICK: ScheduledJob = ScheduledJob::new("tick", Schedule::FixedRate(Duration::from_millis(100)), &tick);
+const FLAKY: ScheduledJob = ScheduledJob::new("flaky", Schedule::FixedRate(Duration::from_millis(100)), &flaky);
+fn parts() -> PartitionedJob {
+    PartitionedJob::new("parts", 3, &worker).with_group("grp")
+}
 
 /// `(status code, body)` of `GET path`.
 async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
@@ -97,7 +86,7 @@ async fn metrics_and_healthz_after_elect_step_down_and_expire() {
         .backend(faulty)
         .job(TICK)
         .job(FLAKY)
-        .partitioned(PARTS)
+        .partitioned(parts())
         .start()
         .await
         .expect("start");
