@@ -32,6 +32,8 @@ pub(crate) enum Releases<'a> {
 
 impl Releases<'_> {
     /// Notes the answer to an acquisition of `name`.
+    // Only a release watch reads them; a PostgreSQL-only build has none.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(unused_variables))]
     fn acquired(&self, name: &str, answer: &BackendResult<Acquire>) {
         match self {
             #[cfg(any(feature = "sqlite", feature = "mysql"))]
@@ -41,6 +43,8 @@ impl Releases<'_> {
     }
 
     /// A release of `name` through this backend succeeded.
+    // Only a release watch reads them; a PostgreSQL-only build has none.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(unused_variables))]
     fn released(&self, name: &str) {
         match self {
             #[cfg(any(feature = "sqlite", feature = "mysql"))]
