@@ -8,6 +8,12 @@
 //! the database's clock `{now}`, in integer milliseconds since the Unix epoch (rule B2).
 //! Rendering turns `:n` into `?n` (SQLite), `$n` (PostgreSQL) or `?` (MySQL, which binds by
 //! position: the rendered statement remembers which argument each `?` takes).
+//!
+//! Each dialect's own SQL is in its folder as `.sql` files, included at compile time
+//! (`include_str!`): single statements and stored routines one per file, schemas as scripts of
+//! several statements that [`script`] splits. A file's text is sent as it is but for the
+//! substitutions its Rust side names: `{now}` and `:n` by [`Stmt::render`], and the few
+//! values a statement writes into its text (documented where the file is included).
 
 use sqlx::{Arguments, Database, Encode, Type};
 
@@ -91,6 +97,25 @@ pub(crate) trait Dialect: Send + Sync + 'static {
     fn render(template: &str) -> Stmt {
         Stmt::render(template, Self::NOW_MS, Self::PLACEHOLDERS)
     }
+}
+
+/// The statements of a schema script (a dialect's `schema.sql`, `jobs_schema.sql`), in order.
+///
+/// A statement ends with `;` at the end of a line; the comment lines (`--`) before a statement
+/// are for the people who read the file or run it by hand, and are not sent. No statement of
+/// a script may hold `;` at the end of one of its lines: routines, whose bodies do, are files of
+/// their own.
+pub(crate) fn script(text: &'static str) -> Vec<&'static str> {
+    text.split(";\n")
+        .map(|s| {
+            let mut s = s.trim();
+            while s.starts_with("--") {
+                s = s.split_once('\n').map_or("", |(_, rest)| rest).trim_start();
+            }
+            s.trim_end_matches(';').trim_end()
+        })
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// One statement rendered for one dialect.
@@ -291,6 +316,15 @@ mod tests {
             Stmt::render("SET a = :4 WHERE n = :1 AND s = :2 AND b < :4 AND id = :2", "n", Placeholders::Positional);
         assert_eq!(s.text(), "SET a = ? WHERE n = ? AND s = ? AND b < ? AND id = ?");
         assert_eq!(s.order, vec![3, 0, 1, 3, 1]);
+    }
+
+    #[test]
+    fn scripts_split_at_line_ends_and_drop_comments() {
+        let text = "-- a comment\n-- on two lines\nCREATE TABLE a (\n    x INT\n);\n\nCREATE INDEX i ON a (x);\n-- last\nINSERT INTO a VALUES (';');\n";
+        assert_eq!(
+            script(text),
+            ["CREATE TABLE a (\n    x INT\n)", "CREATE INDEX i ON a (x)", "INSERT INTO a VALUES (';')"]
+        );
     }
 
     #[test]

@@ -41,6 +41,13 @@
 //! removes the records before it by a range of that index. PostgreSQL's control changes also
 //! `NOTIFY` the job's name, which the backend's listener forwards to
 //! [`subscribe_control`](JobStore::subscribe_control).
+//!
+//! This file holds what the three dialects share: [`JobDialect`], the generic store
+//! [`SqlJobStore`] and the templates of its statements ([`JobStatements`]). Each dialect's own
+//! SQL is in its folder: the tables (`jobs_schema.sql`), the routines (`postgres/claim_run_v2.sql`,
+//! `postgres/job_control_v2.sql`, `mysql/claim_run_v2.sql`, `mysql/job_control_v1.sql`,
+//! `mysql/trim_runs_v1.sql`) and their calls, included by its `JobDialect` implementation in its
+//! `dialect.rs`.
 
 use std::marker::PhantomData;
 
@@ -58,8 +65,9 @@ use crate::backend::{BackendError, BackendResult, SessionId};
 
 /// What a dialect writes its own way for the jobs store.
 pub(crate) trait JobDialect: Dialect {
-    /// The tables, idempotent.
-    const JOB_SCHEMA: &'static [&'static str];
+    /// The tables, idempotent: the dialect's `jobs_schema.sql`, a script that
+    /// [`script`](super::dialect::script) splits into its statements.
+    const JOB_SCHEMA: &'static str;
     /// The end of an `INSERT` that leaves an existing row alone.
     const KEEP_ROW: &'static str;
     /// What a `SELECT` of control rows ends with to lock them for the transaction.
@@ -111,7 +119,8 @@ pub(crate) trait JobDialect: Dialect {
     fn job_statements() -> &'static JobStatements;
 }
 
-/// Implements [`JobDialect::job_statements`] with a static of its own.
+/// Implements [`JobDialect::job_statements`] with a static of its own (a static in a
+/// generic function would be one for every dialect).
 macro_rules! job_statements {
     ($dialect:ty) => {
         fn job_statements() -> &'static JobStatements {
@@ -121,493 +130,7 @@ macro_rules! job_statements {
         }
     };
 }
-
-#[cfg(feature = "sqlite")]
-impl JobDialect for super::sqlite::SqliteDialect {
-    const JOB_SCHEMA: &'static [&'static str] = &[
-        "CREATE TABLE IF NOT EXISTS simba_job (
-            job            TEXT    PRIMARY KEY,
-            paused         INTEGER NOT NULL,
-            last_slot      INTEGER NULL,
-            trigger_id     INTEGER NOT NULL,
-            trigger_ms     INTEGER NULL,
-            taken_id       INTEGER NOT NULL,
-            group_taken_id INTEGER NOT NULL
-        )",
-        "CREATE TABLE IF NOT EXISTS simba_job_run (
-            job        TEXT    NOT NULL,
-            kind       INTEGER NOT NULL,
-            slot_ms    INTEGER NOT NULL,
-            outcome    TEXT    NOT NULL,
-            attempt    INTEGER NOT NULL,
-            attempts   INTEGER NOT NULL,
-            session_id TEXT    NOT NULL,
-            node       TEXT    NOT NULL,
-            token      INTEGER NOT NULL,
-            started_ms INTEGER NULL,
-            ended_ms   INTEGER NULL,
-            error      TEXT    NULL,
-            PRIMARY KEY (job, kind, slot_ms)
-        )",
-        "CREATE INDEX IF NOT EXISTS simba_job_run_order ON simba_job_run (job, slot_ms, kind)",
-        "CREATE TABLE IF NOT EXISTS simba_job_version (id INTEGER PRIMARY KEY, version INTEGER NOT NULL)",
-        "INSERT INTO simba_job_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
-        "CREATE TABLE IF NOT EXISTS simba_registry (
-            session_id   TEXT    PRIMARY KEY,
-            body         TEXT    NOT NULL,
-            published_ms INTEGER NOT NULL
-        )",
-    ];
-    const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
-    /// `BEGIN IMMEDIATE` already holds the database's write lock.
-    const LOCK_ROWS: &'static str = "";
-    const WRITE_AND_TRIM_IN_TRANSACTION: bool = true;
-    const JOB_INDEXES: usize = 1;
-    /// Read without the write lock, so that a process whose tables exist (every `simba`
-    /// command, every node after the first) never waits for the file's write lock to start.
-    const SCHEMA_PRESENT: &'static str = "SELECT COUNT(*) FROM sqlite_master WHERE (type = 'table' AND name IN \
-         ('simba_job', 'simba_job_run', 'simba_job_version', 'simba_registry')) \
-         OR (type = 'index' AND name = 'simba_job_run_order')";
-    job_statements!(super::sqlite::SqliteDialect);
-}
-
-#[cfg(feature = "postgres")]
-impl JobDialect for super::postgres::PgDialect {
-    const JOB_SCHEMA: &'static [&'static str] = &[
-        "CREATE TABLE IF NOT EXISTS simba_job (
-            job            TEXT COLLATE \"C\" PRIMARY KEY,
-            paused         BIGINT NOT NULL,
-            last_slot      BIGINT NULL,
-            trigger_id     BIGINT NOT NULL,
-            trigger_ms     BIGINT NULL,
-            taken_id       BIGINT NOT NULL,
-            group_taken_id BIGINT NOT NULL
-        )",
-        "CREATE TABLE IF NOT EXISTS simba_job_run (
-            job        TEXT COLLATE \"C\" NOT NULL,
-            kind       BIGINT NOT NULL,
-            slot_ms    BIGINT NOT NULL,
-            outcome    TEXT NOT NULL,
-            attempt    BIGINT NOT NULL,
-            attempts   BIGINT NOT NULL,
-            session_id TEXT NOT NULL,
-            node       TEXT NOT NULL,
-            token      BIGINT NOT NULL,
-            started_ms BIGINT NULL,
-            ended_ms   BIGINT NULL,
-            error      TEXT NULL,
-            PRIMARY KEY (job, kind, slot_ms)
-        )",
-        "CREATE INDEX IF NOT EXISTS simba_job_run_order ON simba_job_run (job, slot_ms, kind)",
-        "CREATE TABLE IF NOT EXISTS simba_job_version (id BIGINT PRIMARY KEY, version BIGINT NOT NULL)",
-        "INSERT INTO simba_job_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
-        "CREATE TABLE IF NOT EXISTS simba_registry (
-            session_id   TEXT COLLATE \"C\" PRIMARY KEY,
-            body         TEXT NOT NULL,
-            published_ms BIGINT NOT NULL
-        )",
-    ];
-    const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
-    const ADVISORY_LOCK: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(7305521853129551362)");
-    const ROUTINES: &'static [&'static str] = &[PG_CLAIM_FUNCTION, PG_CONTROL_FUNCTION];
-    const CLAIM_CALL: Option<&'static str> =
-        Some("SELECT o_result, o_slot FROM simba_claim_run_v2(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10)");
-    const CONTROL_CALL: Option<&'static str> = Some("SELECT o_answer FROM simba_job_control_v2(:1, :2, :3)");
-    const JOB_INDEXES: usize = 1;
-    const SCHEMA_PRESENT: &'static str = "SELECT (SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema() \
-         AND tablename IN ('simba_job', 'simba_job_run', 'simba_job_version', 'simba_registry')) + (SELECT COUNT(*) FROM pg_proc \
-         WHERE pronamespace = current_schema()::regnamespace \
-         AND proname IN ('simba_claim_run_v2', 'simba_job_control_v2')) + (SELECT COUNT(*) FROM pg_indexes \
-         WHERE schemaname = current_schema() AND indexname = 'simba_job_run_order')";
-    job_statements!(super::postgres::PgDialect);
-}
-
-#[cfg(feature = "mysql")]
-impl JobDialect for super::mysql::MySqlDialect {
-    const JOB_SCHEMA: &'static [&'static str] = &[
-        "CREATE TABLE IF NOT EXISTS simba_job (
-            job            VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
-            paused         BIGINT NOT NULL,
-            last_slot      BIGINT NULL,
-            trigger_id     BIGINT NOT NULL,
-            trigger_ms     BIGINT NULL,
-            taken_id       BIGINT NOT NULL,
-            group_taken_id BIGINT NOT NULL
-        ) ENGINE = InnoDB",
-        "CREATE TABLE IF NOT EXISTS simba_job_run (
-            job        VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-            kind       BIGINT NOT NULL,
-            slot_ms    BIGINT NOT NULL,
-            outcome    VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-            attempt    BIGINT NOT NULL,
-            attempts   BIGINT NOT NULL,
-            session_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-            node       VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-            token      BIGINT NOT NULL,
-            started_ms BIGINT NULL,
-            ended_ms   BIGINT NULL,
-            error      TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-            PRIMARY KEY (job, kind, slot_ms),
-            KEY simba_job_run_time (job, slot_ms)
-        ) ENGINE = InnoDB",
-        "CREATE TABLE IF NOT EXISTS simba_job_version (id BIGINT NOT NULL PRIMARY KEY, version BIGINT NOT NULL) \
-         ENGINE = InnoDB",
-        "INSERT INTO simba_job_version (id, version) VALUES (1, 0) ON DUPLICATE KEY UPDATE id = id",
-        "CREATE TABLE IF NOT EXISTS simba_registry (
-            session_id   VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
-            body         MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-            published_ms BIGINT NOT NULL
-        ) ENGINE = InnoDB",
-    ];
-    const KEEP_ROW: &'static str = "ON DUPLICATE KEY UPDATE job = job";
-    const ROUTINES: &'static [&'static str] = &[MYSQL_CLAIM_PROCEDURE, MYSQL_CONTROL_PROCEDURE, MYSQL_TRIM_PROCEDURE];
-    const CLAIM_CALL: Option<&'static str> = Some("CALL simba_claim_run_v2(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10)");
-    const CONTROL_CALL: Option<&'static str> = Some("CALL simba_job_control_v1(:1, :2, :3)");
-    const RETAIN: &'static str = "CALL simba_trim_runs_v1(:1, :2)";
-    const SCHEMA_PRESENT: &'static str = "SELECT CAST((SELECT COUNT(*) FROM information_schema.tables \
-         WHERE table_schema = DATABASE() AND table_name IN ('simba_job', 'simba_job_run', 'simba_job_version', 'simba_registry')) \
-         + (SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() \
-         AND routine_name IN ('simba_claim_run_v2', 'simba_job_control_v1', 'simba_trim_runs_v1')) AS SIGNED)";
-    const SCRIPT_DELIMITER: bool = true;
-    job_statements!(super::mysql::MySqlDialect);
-}
-
-/// The claim on PostgreSQL: one call of a PL/pgSQL function, so the claim's row locks live
-/// only while the server runs it (ADR 0012, "Amendment: the SQL claim in one round
-/// trip"). The steps and their order are the transaction's that SQLite runs statement by
-/// statement ([`SqlJobStore::claim`]): an unlocked look at the lease (a non-holder is answered
-/// before anything is written or locked), the job's control row created if absent, the job's
-/// and its group's control rows locked (in key order, as the older build's `SELECT ... FOR
-/// UPDATE` of both), the decision, the writes, and last the fence that locks the lease row.
-/// An answer that writes nothing (not the holder, already claimed, paused manual slot) undoes
-/// what the call wrote by raising `SB001` inside the inner block (a subtransaction), whose
-/// handler keeps the answer. The decision between the reads and the writes is the core's claim rule,
-/// [`simba_core::claim::decide`], written in PL/pgSQL: that function is the reference this one
-/// follows (its unit tests give the exact answers and writes), and the conformance suite
-/// (`simba::tck::jobs`) checks both agree. A `VOLATILE` function takes a new snapshot per statement, so
-/// each statement sees what the rows it waited for committed. `_v2`: a changed body gets a
-/// new name, so nodes of two builds never run each other's (`_v1` also dropped the records
-/// past retention; the trim now follows a finish or an append instead, so the claim's locks
-/// are held for its own rows only; a database keeps `_v1` for the nodes of an older build).
-#[cfg(feature = "postgres")]
-const PG_CLAIM_FUNCTION: &str = "CREATE OR REPLACE FUNCTION simba_claim_run_v2(p_lease TEXT, p_session TEXT,
-    p_token BIGINT, p_job TEXT, p_group TEXT, p_kind BIGINT, p_slot BIGINT, p_node TEXT, p_started BIGINT,
-    p_attempts BIGINT, OUT o_result BIGINT, OUT o_slot BIGINT)
-LANGUAGE plpgsql VOLATILE AS $simba$
-DECLARE
-    v_looked BOOLEAN;
-    v_lease_slot BIGINT;
-    v_paused BOOLEAN;
-    v_last BIGINT;
-    v_own_id BIGINT;
-    v_own_ms BIGINT;
-    v_taken BIGINT;
-    v_group_taken BIGINT;
-    v_group_paused BIGINT;
-    v_group_id BIGINT;
-    v_group_ms BIGINT;
-    v_own_pending BIGINT;
-    v_group_pending BIGINT;
-BEGIN
-    o_result := 0;
-    SELECT TRUE, last_slot INTO v_looked, v_lease_slot FROM simba_lease
-        WHERE name = p_lease AND session_id = p_session AND token = p_token;
-    IF v_looked IS NULL THEN
-        RETURN;
-    END IF;
-    BEGIN
-        INSERT INTO simba_job (job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id)
-            VALUES (p_job, 0, NULL, 0, NULL, 0, 0) ON CONFLICT DO NOTHING;
-        PERFORM 1 FROM simba_job WHERE job = p_job OR job = p_group ORDER BY job FOR UPDATE;
-        SELECT paused <> 0, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id
-            INTO v_paused, v_last, v_own_id, v_own_ms, v_taken, v_group_taken FROM simba_job WHERE job = p_job;
-        IF p_group <> p_job THEN
-            SELECT paused, trigger_id, trigger_ms INTO v_group_paused, v_group_id, v_group_ms
-                FROM simba_job WHERE job = p_group;
-        END IF;
-        v_paused := v_paused OR COALESCE(v_group_paused, 0) <> 0;
-        IF p_kind <> 1 THEN
-            IF v_last >= p_slot OR v_lease_slot >= p_slot THEN
-                o_result := 1;
-                RAISE SQLSTATE 'SB001';
-            END IF;
-            UPDATE simba_job SET last_slot = p_slot WHERE job = p_job;
-            IF v_paused THEN
-                UPDATE simba_lease SET last_slot = p_slot WHERE name = p_lease AND session_id = p_session
-                    AND token = p_token AND EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now});
-                IF NOT FOUND THEN
-                    o_result := 0;
-                    RAISE SQLSTATE 'SB001';
-                END IF;
-                o_result := 2;
-                RETURN;
-            END IF;
-            o_slot := p_slot;
-        ELSE
-            IF v_own_id > v_taken THEN
-                v_own_pending := v_own_ms;
-            END IF;
-            IF v_group_id > v_group_taken THEN
-                v_group_pending := v_group_ms;
-            END IF;
-            o_slot := GREATEST(v_own_pending, v_group_pending);
-            IF o_slot IS NULL THEN
-                o_result := 1;
-                RAISE SQLSTATE 'SB001';
-            END IF;
-            IF v_paused THEN
-                o_result := 2;
-                o_slot := NULL;
-                RAISE SQLSTATE 'SB001';
-            END IF;
-            UPDATE simba_job SET taken_id = v_own_id, group_taken_id = COALESCE(v_group_id, v_group_taken)
-                WHERE job = p_job;
-            UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
-        END IF;
-        DELETE FROM simba_job_run WHERE job = p_job AND kind = p_kind AND slot_ms = o_slot;
-        INSERT INTO simba_job_run (job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token,
-            started_ms, ended_ms, error)
-            VALUES (p_job, p_kind, o_slot, 'running', 1, p_attempts, p_session, p_node, p_token, p_started, NULL, NULL);
-        IF p_kind <> 1 THEN
-            UPDATE simba_lease SET last_slot = p_slot WHERE name = p_lease AND session_id = p_session
-                AND token = p_token AND EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now});
-        ELSE
-            UPDATE simba_lease SET token = token WHERE name = p_lease AND session_id = p_session
-                AND token = p_token AND EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now});
-        END IF;
-        IF NOT FOUND THEN
-            o_result := 0;
-            o_slot := NULL;
-            RAISE SQLSTATE 'SB001';
-        END IF;
-        o_result := 3;
-    EXCEPTION WHEN SQLSTATE 'SB001' THEN
-        NULL;
-    END;
-END
-$simba$";
-
-/// Pause, resume and run-now requests on PostgreSQL: one call (the control row is locked
-/// only while the server runs it). `p_op` 0: set `paused` to `p_value`, answering the old
-/// flag; 1: a run-now request at `p_value`, answering its id. Every change bumps the control
-/// version and notifies the job's name on `simba_job_control`
-/// ([`CONTROL_CHANNEL`](super::postgres::CONTROL_CHANNEL)), delivered to every listening
-/// backend when the call commits: the holder hears a run-now request at once instead of at its
-/// next poll of the version. `_v2`: `_v1` did not notify.
-#[cfg(feature = "postgres")]
-const PG_CONTROL_FUNCTION: &str = "CREATE OR REPLACE FUNCTION simba_job_control_v2(p_job TEXT, p_op BIGINT,
-    p_value BIGINT, OUT o_answer BIGINT)
-LANGUAGE plpgsql VOLATILE AS $simba$
-DECLARE
-    v_paused BIGINT;
-    v_trigger BIGINT;
-BEGIN
-    INSERT INTO simba_job (job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id)
-        VALUES (p_job, 0, NULL, 0, NULL, 0, 0) ON CONFLICT DO NOTHING;
-    SELECT paused, trigger_id INTO v_paused, v_trigger FROM simba_job WHERE job = p_job FOR UPDATE;
-    IF p_op = 0 THEN
-        o_answer := CASE WHEN v_paused <> 0 THEN 1 ELSE 0 END;
-        IF o_answer <> p_value THEN
-            UPDATE simba_job SET paused = p_value WHERE job = p_job;
-            UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
-            PERFORM pg_notify('simba_job_control', p_job);
-        END IF;
-    ELSE
-        UPDATE simba_job SET trigger_ms = CASE
-                WHEN trigger_ms IS NULL THEN p_value
-                WHEN trigger_id > taken_id THEN GREATEST(trigger_ms, p_value)
-                WHEN trigger_ms >= p_value THEN trigger_ms + 1
-                ELSE p_value END,
-            trigger_id = trigger_id + 1 WHERE job = p_job;
-        UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
-        PERFORM pg_notify('simba_job_control', p_job);
-        o_answer := v_trigger + 1;
-    END IF;
-END
-$simba$";
-
-/// The claim on MySQL/MariaDB: one `CALL` of a stored procedure, whose transaction starts and
-/// ends inside the server, so the claim's row locks live only while the server runs it (issue
-/// 12; ADR 0012, "Amendment: the SQL claim in one round trip"). The same steps in the same
-/// order as the PostgreSQL function and the transaction SQLite runs ([`SqlJobStore::claim`]);
-/// an answer that writes nothing rolls back. The decision between the reads and the writes is
-/// the core's claim rule, [`simba_core::claim::decide`], written in SQL: that function is the
-/// reference this procedure follows, and the conformance suite (`simba::tck::jobs`) checks both
-/// agree. The fence is a locking read of the lease row
-/// (`FOR UPDATE`, not an `UPDATE ... SET token = token`, whose affected-row count depends on
-/// the connection's `CLIENT_FOUND_ROWS`). Any error rolls back and is raised again. The
-/// answer is the procedure's one result set `(result, slot)`. Created with `IF NOT EXISTS`
-/// (MariaDB 10.1.3, MySQL 8.0.29); `_v2`: a changed body gets a new name (`_v1` also dropped
-/// the records past retention, as PostgreSQL's; a database keeps it for older nodes).
-#[cfg(feature = "mysql")]
-const MYSQL_CLAIM_PROCEDURE: &str = "CREATE PROCEDURE IF NOT EXISTS simba_claim_run_v2(
-    IN p_lease VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_session VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_token BIGINT,
-    IN p_job VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_group VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_kind BIGINT, IN p_slot BIGINT,
-    IN p_node VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_started BIGINT, IN p_attempts BIGINT)
-MODIFIES SQL DATA
-claim: BEGIN
-    DECLARE v_result BIGINT DEFAULT 0;
-    DECLARE v_slot BIGINT DEFAULT NULL;
-    DECLARE v_looked BIGINT DEFAULT 0;
-    DECLARE v_lease_slot BIGINT DEFAULT NULL;
-    DECLARE v_paused BIGINT DEFAULT 0;
-    DECLARE v_last BIGINT DEFAULT NULL;
-    DECLARE v_own_id BIGINT DEFAULT 0;
-    DECLARE v_own_ms BIGINT DEFAULT NULL;
-    DECLARE v_taken BIGINT DEFAULT 0;
-    DECLARE v_group_taken BIGINT DEFAULT 0;
-    DECLARE v_group_paused BIGINT DEFAULT NULL;
-    DECLARE v_group_id BIGINT DEFAULT NULL;
-    DECLARE v_group_ms BIGINT DEFAULT NULL;
-    DECLARE v_own_pending BIGINT DEFAULT NULL;
-    DECLARE v_group_pending BIGINT DEFAULT NULL;
-    DECLARE v_fenced BIGINT DEFAULT 0;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
-    START TRANSACTION;
-    body: BEGIN
-        SELECT COUNT(*), MAX(last_slot) INTO v_looked, v_lease_slot FROM simba_lease
-            WHERE name = p_lease AND session_id = p_session AND token = p_token;
-        IF v_looked = 0 THEN
-            ROLLBACK;
-            LEAVE body;
-        END IF;
-        INSERT INTO simba_job (job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id)
-            VALUES (p_job, 0, NULL, 0, NULL, 0, 0) ON DUPLICATE KEY UPDATE job = job;
-        SELECT COUNT(*) INTO v_fenced FROM simba_job WHERE job = p_job OR job = p_group FOR UPDATE;
-        SELECT paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id
-            INTO v_paused, v_last, v_own_id, v_own_ms, v_taken, v_group_taken FROM simba_job WHERE job = p_job;
-        IF p_group <> p_job THEN
-            SELECT MAX(paused), MAX(trigger_id), MAX(trigger_ms) INTO v_group_paused, v_group_id, v_group_ms
-                FROM simba_job WHERE job = p_group;
-        END IF;
-        IF v_paused <> 0 OR COALESCE(v_group_paused, 0) <> 0 THEN
-            SET v_paused = 1;
-        ELSE
-            SET v_paused = 0;
-        END IF;
-        IF p_kind <> 1 THEN
-            IF (v_last IS NOT NULL AND v_last >= p_slot) OR (v_lease_slot IS NOT NULL AND v_lease_slot >= p_slot) THEN
-                SET v_result = 1;
-                ROLLBACK;
-                LEAVE body;
-            END IF;
-            UPDATE simba_job SET last_slot = p_slot WHERE job = p_job;
-            SET v_slot = p_slot;
-        ELSE
-            IF v_own_id > v_taken THEN
-                SET v_own_pending = v_own_ms;
-            END IF;
-            IF v_group_id IS NOT NULL AND v_group_id > v_group_taken THEN
-                SET v_group_pending = v_group_ms;
-            END IF;
-            IF v_own_pending IS NULL OR (v_group_pending IS NOT NULL AND v_group_pending > v_own_pending) THEN
-                SET v_slot = v_group_pending;
-            ELSE
-                SET v_slot = v_own_pending;
-            END IF;
-            IF v_slot IS NULL THEN
-                SET v_result = 1;
-                ROLLBACK;
-                LEAVE body;
-            END IF;
-            IF v_paused <> 0 THEN
-                SET v_result = 2;
-                SET v_slot = NULL;
-                ROLLBACK;
-                LEAVE body;
-            END IF;
-            UPDATE simba_job SET taken_id = v_own_id, group_taken_id = COALESCE(v_group_id, v_group_taken)
-                WHERE job = p_job;
-            UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
-        END IF;
-        IF p_kind = 1 OR v_paused = 0 THEN
-            DELETE FROM simba_job_run WHERE job = p_job AND kind = p_kind AND slot_ms = v_slot;
-            INSERT INTO simba_job_run (job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token,
-                started_ms, ended_ms, error)
-                VALUES (p_job, p_kind, v_slot, 'running', 1, p_attempts, p_session, p_node, p_token, p_started,
-                        NULL, NULL);
-        END IF;
-        SELECT COUNT(*) INTO v_fenced FROM simba_lease WHERE name = p_lease AND session_id = p_session
-            AND token = p_token AND EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now})
-            FOR UPDATE;
-        IF v_fenced = 0 THEN
-            SET v_result = 0;
-            SET v_slot = NULL;
-            ROLLBACK;
-            LEAVE body;
-        END IF;
-        IF p_kind <> 1 THEN
-            UPDATE simba_lease SET last_slot = p_slot WHERE name = p_lease;
-        END IF;
-        COMMIT;
-        IF p_kind <> 1 AND v_paused <> 0 THEN
-            SET v_result = 2;
-            SET v_slot = NULL;
-        ELSE
-            SET v_result = 3;
-        END IF;
-    END body;
-    SELECT v_result, v_slot;
-END claim";
-
-/// Pause, resume and run-now requests on MySQL/MariaDB: one `CALL`, its transaction inside
-/// the server. Operations and answer as PostgreSQL's `simba_job_control_v2` (which also notifies). `trigger_ms` is
-/// assigned first: MySQL evaluates assignments left to right, on the new values.
-#[cfg(feature = "mysql")]
-const MYSQL_CONTROL_PROCEDURE: &str = "CREATE PROCEDURE IF NOT EXISTS simba_job_control_v1(
-    IN p_job VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_op BIGINT, IN p_value BIGINT)
-MODIFIES SQL DATA
-BEGIN
-    DECLARE v_paused BIGINT DEFAULT 0;
-    DECLARE v_trigger BIGINT DEFAULT 0;
-    DECLARE v_answer BIGINT DEFAULT 0;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
-    START TRANSACTION;
-    INSERT INTO simba_job (job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id)
-        VALUES (p_job, 0, NULL, 0, NULL, 0, 0) ON DUPLICATE KEY UPDATE job = job;
-    SELECT paused, trigger_id INTO v_paused, v_trigger FROM simba_job WHERE job = p_job FOR UPDATE;
-    IF p_op = 0 THEN
-        SET v_answer = CASE WHEN v_paused <> 0 THEN 1 ELSE 0 END;
-        IF v_answer <> p_value THEN
-            UPDATE simba_job SET paused = p_value WHERE job = p_job;
-            UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
-        END IF;
-    ELSE
-        UPDATE simba_job SET trigger_ms = CASE
-                WHEN trigger_ms IS NULL THEN p_value
-                WHEN trigger_id > taken_id THEN CASE WHEN trigger_ms > p_value THEN trigger_ms ELSE p_value END
-                WHEN trigger_ms >= p_value THEN trigger_ms + 1
-                ELSE p_value END,
-            trigger_id = trigger_id + 1 WHERE job = p_job;
-        UPDATE simba_job_version SET version = version + 1 WHERE id = 1;
-        SET v_answer = v_trigger + 1;
-    END IF;
-    COMMIT;
-    SELECT v_answer;
-END";
-
-/// The retention trim on MySQL/MariaDB ([`JobDialect::RETAIN`]): one `CALL`. The boundary is
-/// read into variables first, which the `DELETE` then sees as constants, so it removes the
-/// records before it by a range of the `(job, slot_ms)` index (InnoDB appends the key's `kind`
-/// to it, which orders the boundary's read without a sort; `FORCE INDEX`: MariaDB otherwise
-/// sorts the primary key's rows). One statement could not do it: MySQL reads the table a
-/// `DELETE` writes only through a materialised derived table, and then scans every record of
-/// the job to compare it with the boundary. No boundary (fewer records than kept): nothing to do.
-#[cfg(feature = "mysql")]
-const MYSQL_TRIM_PROCEDURE: &str = "CREATE PROCEDURE IF NOT EXISTS simba_trim_runs_v1(
-    IN p_job VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_keep BIGINT)
-MODIFIES SQL DATA
-BEGIN
-    DECLARE v_slot BIGINT DEFAULT NULL;
-    DECLARE v_kind BIGINT DEFAULT NULL;
-    SELECT slot_ms, kind INTO v_slot, v_kind FROM simba_job_run FORCE INDEX (simba_job_run_time)
-        WHERE job = p_job ORDER BY slot_ms DESC, kind DESC LIMIT 1 OFFSET p_keep;
-    IF v_slot IS NOT NULL THEN
-        DELETE FROM simba_job_run WHERE job = p_job AND slot_ms <= v_slot AND (slot_ms < v_slot OR kind < v_kind);
-    END IF;
-END";
+pub(crate) use job_statements;
 
 /// How many tables the jobs store has (`simba_job`, `simba_job_run`, `simba_job_version`,
 /// `simba_registry`): [`JobDialect::SCHEMA_PRESENT`] counts them with the routines.
@@ -666,7 +189,7 @@ pub(crate) struct JobStatements {
     /// claimed with that token.
     finish_record: Stmt,
     /// `:1` job, `:2` records kept: drops the older ones.
-    retain: Stmt,
+    pub(crate) retain: Stmt,
     /// `:1` job, `:2` limit.
     history: Stmt,
     /// `:1` job: its control row.
@@ -676,7 +199,7 @@ pub(crate) struct JobStatements {
     /// `:1` job: its newest record.
     last_record: Stmt,
     /// The newest record of every job.
-    last_records: Stmt,
+    pub(crate) last_records: Stmt,
     /// `:1` job, `:2` paused (0 or 1).
     set_paused: Stmt,
     /// `:1` job, `:2` the request's time.
@@ -687,6 +210,8 @@ pub(crate) struct JobStatements {
     control_call: Option<Stmt>,
     /// [`JobDialect::ROUTINES`] with the database's clock.
     routines: Vec<String>,
+    /// [`JobDialect::JOB_SCHEMA`], statement by statement.
+    schema: Vec<&'static str>,
     /// `:1` session: drops its registry and those of sessions no longer live.
     registry_drop: Stmt,
     /// `:1` session, `:2` registry: written only while the session is live.
@@ -696,7 +221,7 @@ pub(crate) struct JobStatements {
 }
 
 impl JobStatements {
-    fn new<D: JobDialect>() -> Self {
+    pub(crate) fn new<D: JobDialect>() -> Self {
         let r = |t: &str| D::render(t);
         let optional = "CASE WHEN :13 = 1 THEN :10 END, CASE WHEN :14 = 1 THEN :11 END, CASE WHEN :15 = 1 THEN :12 END";
         let order = "ORDER BY slot_ms DESC, kind DESC";
@@ -767,6 +292,7 @@ impl JobStatements {
             claim_call: D::CLAIM_CALL.map(r),
             control_call: D::CONTROL_CALL.map(r),
             routines: D::ROUTINES.iter().map(|t| t.replace("{now}", D::NOW_MS)).collect(),
+            schema: super::dialect::script(D::JOB_SCHEMA),
             registry_drop: r("DELETE FROM simba_registry WHERE session_id = :1 OR NOT EXISTS \
                  (SELECT 1 FROM simba_session s WHERE s.id = simba_registry.session_id AND s.expires_at > {now})"),
             registry_write: r("INSERT INTO simba_registry (session_id, body, published_ms) \
@@ -840,7 +366,6 @@ impl<D: JobDialect> SqlJobStore<D> {
     }
 
     /// This store, answering [`JobStore::subscribe_control`] with receivers of `control`.
-    #[cfg(feature = "postgres")]
     pub(crate) fn with_control(mut self, control: broadcast::Sender<String>) -> Self {
         self.control = Some(control);
         self
@@ -943,7 +468,7 @@ where
                 let present: i64 =
                     sqlx::query_scalar(D::SCHEMA_PRESENT).fetch_one(&mut *tx).await.map_err(self.sql.err(what))?;
                 let missing = usize::try_from(present).map_or(true, |n| n < expected);
-                for statement in D::JOB_SCHEMA.iter().filter(|_| missing) {
+                for statement in self.statements.schema.iter().filter(|_| missing) {
                     sqlx::raw_sql(*statement).execute(&mut *tx).await.map_err(|e| self.schema_error(e))?;
                 }
                 for routine in self.statements.routines.iter().filter(|_| missing) {
@@ -971,7 +496,7 @@ where
             matches!(d.code().as_deref(), Some("42501" | "1142" | "1044")) || d.message().contains("denied")
         });
         if denied {
-            let mut script: Vec<String> = D::JOB_SCHEMA.iter().map(|s| format!("{s};")).collect();
+            let mut script: Vec<String> = self.statements.schema.iter().map(|s| format!("{s};")).collect();
             if !self.statements.routines.is_empty() {
                 let delimited = D::SCRIPT_DELIMITER;
                 if delimited {
@@ -1415,179 +940,5 @@ where
     }
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.sql.description())
-    }
-}
-
-#[cfg(all(test, feature = "sqlite"))]
-#[allow(clippy::unwrap_used, clippy::print_stderr)] // The figures are printed for the report; no time is asserted.
-mod tests {
-    use std::time::{Duration, Instant};
-
-    use super::*;
-    use crate::backend::Backend;
-    use crate::backend::sql::sqlite::{SqliteBackend, SqliteDialect};
-
-    /// The largest `[history] retention` (`runtime::MAX_HISTORY_RETENTION`, not in every build).
-    const MAX_HISTORY_RETENTION: usize = 10_000;
-
-    /// A database file under the temp directory, removed (with its WAL files) on drop.
-    struct TempFile(std::path::PathBuf);
-
-    impl TempFile {
-        fn new() -> Self {
-            TempFile(std::env::temp_dir().join(format!("simba-jobs-test-{:032x}.db", rand::random::<u128>())))
-        }
-        fn url(&self) -> String {
-            format!("sqlite://{}", self.0.display())
-        }
-    }
-
-    impl Drop for TempFile {
-        fn drop(&mut self) {
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut p = self.0.clone().into_os_string();
-                p.push(suffix);
-                let _ = std::fs::remove_file(p);
-            }
-        }
-    }
-
-    /// `EXPLAIN QUERY PLAN` of `stmt`, one line per step, with `params` bound.
-    async fn plan(backend: &SqliteBackend, stmt: &'static Stmt, params: &[Param<'static>]) -> Vec<String> {
-        let args = stmt.args::<sqlx::Sqlite>(params).unwrap();
-        let rows: Vec<(i64, i64, i64, String)> =
-            sqlx::query_as_with(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", stmt.sql())), args)
-                .fetch_all(backend.pool())
-                .await
-                .unwrap();
-        rows.into_iter().map(|r| r.3).collect()
-    }
-
-    /// `records` records of `job` written straight into the table, slots 0, 100, 200, ...
-    async fn fill(backend: &SqliteBackend, job: &str, records: usize) {
-        sqlx::query(
-            "WITH RECURSIVE n (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?2) \
-             INSERT INTO simba_job_run (job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token, \
-             started_ms, ended_ms, error) SELECT ?1, 0, i * 100, 'ran', 1, 1, 's', 'n', 1, i * 100, i * 100 + 5, NULL \
-             FROM n",
-        )
-        .bind(job)
-        .bind(i64::try_from(records).unwrap())
-        .execute(backend.pool())
-        .await
-        .unwrap();
-    }
-
-    /// The retention trim reads its boundary once (no correlated subquery, which re-read and
-    /// sorted the job's records for every record: 33 s per trim at 10,000 records) and finds
-    /// what it removes by a range of the `(job, slot_ms, kind)` index.
-    #[tokio::test]
-    async fn retention_trim_reads_its_boundary_once_and_removes_by_an_index_range() {
-        let db = TempFile::new();
-        let backend = SqliteBackend::connect(&db.url()).await.unwrap();
-        let store = backend.job_store().unwrap();
-        store.history("warm-up", 1).await.unwrap();
-        let s = SqliteDialect::job_statements();
-        let lines = plan(&backend, &s.retain, &[Param::Text("j"), Param::Int(9_999)]).await;
-        let text = lines.join("\n");
-        eprintln!("retain:\n{text}");
-        assert!(!text.contains("CORRELATED"), "the boundary is evaluated per record:\n{text}");
-        assert!(
-            lines.iter().any(|l| l.starts_with("SEARCH simba_job_run USING")
-                && l.contains("simba_job_run_order (job=? AND slot_ms<")),
-            "the records removed are not found by an index range:\n{text}"
-        );
-        assert!(!text.contains("TEMP B-TREE"), "the boundary is sorted rather than read from the index:\n{text}");
-    }
-
-    /// `jobs()` reads each job's newest record by index seeks: no scan of the records (the
-    /// `NOT EXISTS` it replaces compared every record with its job's others) and every
-    /// correlated subquery is a seek.
-    #[tokio::test]
-    async fn newest_records_of_all_jobs_are_read_by_index_seeks() {
-        let db = TempFile::new();
-        let backend = SqliteBackend::connect(&db.url()).await.unwrap();
-        backend.job_store().unwrap().history("warm-up", 1).await.unwrap();
-        let lines = plan(&backend, &SqliteDialect::job_statements().last_records, &[]).await;
-        let text = lines.join("\n");
-        eprintln!("last_records:\n{text}");
-        assert!(
-            !lines.iter().any(|l| l.starts_with("SCAN r") || l.starts_with("SCAN n")),
-            "a scan of records:\n{text}"
-        );
-        for (i, line) in lines.iter().enumerate() {
-            if line.contains("CORRELATED") {
-                let next = lines.get(i + 1).map_or("", String::as_str);
-                assert!(next.starts_with("SEARCH"), "a correlated subquery that is not a seek:\n{text}");
-            }
-        }
-    }
-
-    /// History at the largest `[history] retention`: one job with 10,000 records (and another
-    /// as large). An append drops exactly the oldest record, a finish trims too (the claim
-    /// does not), `jobs()` answers each job's newest record. The time of each call is printed
-    /// for the report (`cargo test -p simba-sched --all-features --lib history_at_maximum_retention
-    /// -- --nocapture`); none is asserted.
-    #[tokio::test]
-    async fn history_at_maximum_retention_keeps_the_newest_records() {
-        let db = TempFile::new();
-        let backend = SqliteBackend::connect(&db.url()).await.unwrap();
-        let store = backend.job_store().unwrap().keeping(MAX_HISTORY_RETENTION);
-        store.history("warm-up", 1).await.unwrap();
-        fill(&backend, "tick", MAX_HISTORY_RETENTION).await;
-        fill(&backend, "other", MAX_HISTORY_RETENTION).await;
-        let count = |job: &'static str| {
-            let pool = backend.pool().clone();
-            async move {
-                let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM simba_job_run WHERE job = ?1")
-                    .bind(job)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
-                n
-            }
-        };
-        let timed = |what: &str, took: Duration| eprintln!("{what}: {:.3} ms", took.as_secs_f64() * 1000.0);
-
-        let at = Instant::now();
-        assert!(store.append(&RunRecord::not_run("tick", 1_000_000_000, Outcome::Missed)).await.unwrap());
-        timed("append + trim at 10,000 records", at.elapsed());
-        assert_eq!(count("tick").await, 10_000);
-        let oldest = store.history("tick", 20_000).await.unwrap().last().map(|r| r.slot_ms);
-        assert_eq!(oldest, Some(100), "the oldest record, slot 0, is the one dropped");
-
-        let session = backend.open_session(Duration::from_secs(30)).await.unwrap().id;
-        let Ok(crate::backend::Acquire::Won(token)) = backend.acquire(&session, "tick").await else {
-            panic!("the free lease is won")
-        };
-        let req = ClaimRequest {
-            session: &session,
-            lease: "tick",
-            token,
-            job: "tick",
-            slot_ms: 2_000_000_000,
-            kind: SlotKind::Scheduled,
-            node: "n",
-            started_ms: 2_000_000_000,
-            attempts: 1,
-        };
-        let at = Instant::now();
-        let Claim::Claimed(mut record) = store.claim_run(req).await.unwrap() else { panic!("claimed") };
-        timed("claim at 10,000 records", at.elapsed());
-        assert_eq!(count("tick").await, 10_001, "the claim does not trim");
-        record.outcome = Outcome::Ran;
-        record.ended_ms = Some(2_000_000_010);
-        let at = Instant::now();
-        assert!(store.finish_run(&record).await.unwrap());
-        timed("finish + trim at 10,000 records", at.elapsed());
-        assert_eq!(count("tick").await, 10_000, "the finish trims");
-        assert_eq!(store.history("tick", 20_000).await.unwrap().last().map(|r| r.slot_ms), Some(200));
-
-        let at = Instant::now();
-        let jobs = store.jobs().await.unwrap();
-        timed("jobs() over 2 x 10,000 records", at.elapsed());
-        let newest: Vec<(&str, Option<i64>)> =
-            jobs.iter().map(|j| (j.job.as_str(), j.last.as_ref().map(|r| r.slot_ms))).collect();
-        assert_eq!(newest, vec![("other", Some(999_900)), ("tick", Some(2_000_000_000))]);
     }
 }

@@ -7,7 +7,17 @@
 //! upserts, and the few statements a dialect writes its own way), that is opening a session,
 //! release, close, `owned`, `claim_slot`, the group calls and `inspect`. Each dialect's
 //! module keeps only what truly differs: connecting, the schema, renewal and acquisition.
+//!
+//! The files: this one holds [`SqlStore`] and its shared calls ([`SqlCalls`]); `backend.rs`
+//! the one implementation of [`Backend`](super::Backend) for the three, over the hooks of
+//! `SqlBackend`; `dialect.rs` the statement templates and their rendering; `jobs.rs` the
+//! generic jobs store; `release_watch.rs` the release watch of SQLite and MySQL; `server.rs`
+//! what PostgreSQL and MySQL share beyond statements (URL checks, connection errors). Each
+//! dialect is a folder, `sqlite/`, `postgres/`, `mysql/`, holding all of its SQL as `.sql`
+//! files (lease schema, jobs schema, stored routines, its own statements) that its
+//! `dialect.rs` includes at compile time, and its backend in `mod.rs`.
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +27,7 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, FromRow, IntoArgumen
 use super::inspect::{GroupInfo, LeaseInfo, SessionInfo, from_epoch_ms, ms};
 use super::{BackendError, BackendResult, Join, SessionGrant, SessionId, StoreSnapshot};
 
+mod backend;
 pub(crate) mod dialect;
 pub(crate) mod jobs;
 #[cfg(feature = "mysql")]
@@ -234,10 +245,60 @@ where
         }
         tx.commit().await.map_err(self.err(what))
     }
+}
 
+/// The calls every SQL backend runs alike, on its [`SqlStore`]: the generic
+/// [`Backend`](super::Backend) implementation ([`backend`]) sends them here. A trait rather
+/// than inherent methods so that the generic code names them without repeating what they need
+/// of the driver.
+pub(crate) trait SqlCalls: Send + Sync + 'static {
+    /// [`Backend::open_session`](super::Backend::open_session).
+    fn open_session(&self, ttl: Duration) -> impl Future<Output = BackendResult<SessionGrant>> + Send;
+    /// [`Backend::release`](super::Backend::release).
+    fn release(&self, session: &SessionId, name: &str, token: u64) -> impl Future<Output = BackendResult<bool>> + Send;
+    /// [`Backend::close_session`](super::Backend::close_session).
+    fn close_session(&self, session: &SessionId) -> impl Future<Output = BackendResult<()>> + Send;
+    /// [`Backend::owned`](super::Backend::owned).
+    fn owned(&self, session: &SessionId) -> impl Future<Output = BackendResult<Vec<(String, u64)>>> + Send;
+    /// [`Backend::claim_slot`](super::Backend::claim_slot).
+    fn claim_slot(
+        &self,
+        session: &SessionId,
+        name: &str,
+        token: u64,
+        slot: i64,
+    ) -> impl Future<Output = BackendResult<bool>> + Send;
+    /// [`Backend::join_group`](super::Backend::join_group).
+    fn join_group(&self, session: &SessionId, group: &str) -> impl Future<Output = BackendResult<Join>> + Send;
+    /// [`Backend::leave_group`](super::Backend::leave_group).
+    fn leave_group(&self, session: &SessionId, group: &str) -> impl Future<Output = BackendResult<()>> + Send;
+    /// [`Backend::members`](super::Backend::members).
+    fn members(&self, group: &str) -> impl Future<Output = BackendResult<Vec<SessionId>>> + Send;
+    /// [`Backend::inspect`](super::Backend::inspect).
+    fn inspect(&self) -> impl Future<Output = BackendResult<StoreSnapshot>> + Send;
+    /// The description: URL without password.
+    fn described(&self) -> &str;
+    /// The jobs store on this database, answering
+    /// [`JobStore::subscribe_control`](super::job_store::JobStore::subscribe_control) with
+    /// receivers of `control` where the database broadcasts control changes.
+    fn job_store(&self, control: Option<tokio::sync::broadcast::Sender<String>>) -> super::job_store::SharedJobStore;
+}
+
+// What the shared calls and the jobs store need of a driver; every sqlx driver of simba has it.
+impl<D: jobs::JobDialect> SqlCalls for SqlStore<D>
+where
+    for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
+    <D::Db as Database>::Arguments: IntoArguments<D::Db>,
+    for<'a> &'a str: Encode<'a, D::Db> + Type<D::Db>,
+    for<'a> i64: Encode<'a, D::Db> + Type<D::Db> + Decode<'a, D::Db>,
+    for<'a> String: Type<D::Db> + Decode<'a, D::Db>,
+    for<'a> Option<i64>: Type<D::Db> + Decode<'a, D::Db>,
+    for<'a> Option<String>: Type<D::Db> + Decode<'a, D::Db>,
+    usize: ColumnIndex<<D::Db as Database>::Row>,
+{
     /// [`Backend::open_session`](super::Backend::open_session): collects long-dead sessions,
     /// then inserts a new one whose lifetime runs on the database's clock.
-    pub(crate) async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
+    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
         let s = D::statements();
         let id = SessionId::random();
         let ttl = ttl_ms(ttl);
@@ -250,7 +311,7 @@ where
     }
 
     /// [`Backend::release`](super::Backend::release), with [`Dialect::RELEASE`].
-    pub(crate) async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
+    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
         // A token beyond i64 was never issued, so it holds nothing.
         let Ok(token) = i64::try_from(token) else { return Ok(false) };
         let params = [Param::Text(name), Param::Text(session.as_str()), Param::Int(token)];
@@ -259,27 +320,21 @@ where
 
     /// [`Backend::close_session`](super::Backend::close_session), with [`Dialect::CLOSE`]:
     /// leases, memberships and the session go together (S4).
-    pub(crate) async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
+    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
         let params = [Param::Text(session.as_str())];
         let steps: Vec<_> = D::statements().close.iter().map(|c| (c, &params[..])).collect();
         self.run(&steps, steps.len() > 1, "close a session").await
     }
 
     /// [`Backend::owned`](super::Backend::owned).
-    pub(crate) async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
+    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
         let rows: Vec<(String, i64)> =
             self.fetch_all(&D::statements().owned, &[session.as_str().into()], "list a session's leases").await?;
         rows.into_iter().map(|(name, token)| Ok((name, self.non_negative("token", token)?))).collect()
     }
 
     /// [`Backend::claim_slot`](super::Backend::claim_slot).
-    pub(crate) async fn claim_slot(
-        &self,
-        session: &SessionId,
-        name: &str,
-        token: u64,
-        slot: i64,
-    ) -> BackendResult<bool> {
+    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
         let Ok(token) = i64::try_from(token) else { return Ok(false) };
         let params = [Param::Text(name), Param::Text(session.as_str()), Param::Int(token), Param::Int(slot)];
         Ok(self.execute(&D::statements().claim_slot, &params, "claim a slot").await? == 1)
@@ -287,20 +342,20 @@ where
 
     /// [`Backend::join_group`](super::Backend::join_group): one statement that writes the
     /// membership only for a live session.
-    pub(crate) async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
+    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
         let params = [Param::Text(group), Param::Text(session.as_str())];
         let joined = self.execute(&D::statements().join, &params, "join a group").await?;
         Ok(if joined == 0 { Join::Expired } else { Join::Joined })
     }
 
     /// [`Backend::leave_group`](super::Backend::leave_group).
-    pub(crate) async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
+    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
         let params = [Param::Text(group), Param::Text(session.as_str())];
         self.execute(&D::statements().leave, &params, "leave a group").await.map(|_| ())
     }
 
     /// [`Backend::members`](super::Backend::members).
-    pub(crate) async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
+    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
         let ids: Vec<(String,)> =
             self.fetch_all(&D::statements().members, &[group.into()], "list group members").await?;
         Ok(ids.into_iter().map(|(id,)| SessionId::new(id)).collect())
@@ -308,7 +363,7 @@ where
 
     /// [`Backend::inspect`](super::Backend::inspect): the database's clock, then three reads
     /// relative to it.
-    pub(crate) async fn inspect(&self) -> BackendResult<StoreSnapshot> {
+    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
         let s = D::statements();
         let (now_ms,): (i64,) = self.fetch_one(&s.now, &[], "read the clock").await?;
         let now = [Param::Int(now_ms)];
@@ -316,6 +371,18 @@ where
         let leases = self.fetch_all(&s.inspect[1], &now, "list leases").await?;
         let members = self.fetch_all(&s.inspect[2], &now, "list group members").await?;
         Ok(SqlRows { now_ms, sessions, leases, members }.into_snapshot())
+    }
+
+    fn described(&self) -> &str {
+        &self.description
+    }
+
+    fn job_store(&self, control: Option<tokio::sync::broadcast::Sender<String>>) -> super::job_store::SharedJobStore {
+        let store = jobs::SqlJobStore::new(self.clone());
+        Arc::new(match control {
+            Some(control) => store.with_control(control),
+            None => store,
+        })
     }
 }
 

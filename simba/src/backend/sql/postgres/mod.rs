@@ -9,7 +9,9 @@
 //! backends run alike are in the shared SQL module (ADR 0002); this module keeps connecting,
 //! the schema, opening a session (with the collection of dead sessions), renewal, acquisition
 //! and the release listener, and its own spelling of release and close (one statement each,
-//! with `NOTIFY`).
+//! with `NOTIFY`), as the hooks of the SQL backends' one `Backend` implementation. All of
+//! PostgreSQL's SQL is in this folder's `.sql` files, included by `dialect.rs`; the listener
+//! is in `listen.rs`.
 //!
 //! Time is the database's clock (B2): every "now" is `clock_timestamp()`, read when the
 //! expression runs. `now()` would not do: it is frozen at the start of the transaction, so a
@@ -37,7 +39,7 @@
 //! Releases: `release` and `close_session` call `pg_notify('simba_released', name)` for every
 //! lease they free, delivered when they commit. Each backend instance runs one background
 //! task that `LISTEN`s on its own connection, reconnects when the connection drops, and feeds
-//! [`subscribe_releases`](Backend::subscribe_releases); the task ends with the backend's last
+//! [`subscribe_releases`](crate::backend::Backend::subscribe_releases); the task ends with the backend's last
 //! clone. A notification lost while reconnecting only delays a candidate to its next attempt.
 //!
 //! Job control: the jobs store's pause, resume and run-now routine notifies
@@ -49,7 +51,7 @@
 //! while it was away were not notified to it, so a subscriber reads the control version again.
 
 use std::str::FromStr;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
@@ -57,13 +59,15 @@ use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::dialect::{Dialect, Placeholders, Shared, Stmt};
+use super::backend::{Releases, SqlBackend};
 use super::server::{self, CONNECT_TIMEOUT, LOCK_WAIT_MS, describe, redact, schema_missing, schema_script};
-use super::{SqlStore, digest};
-use crate::backend::{
-    Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
-};
+use super::{SqlCalls, SqlStore, digest};
+use crate::backend::job_store::SharedJobStore;
+use crate::backend::{Acquire, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
+pub(crate) use dialect::PgDialect;
+use dialect::{OWN, SCHEMA_LOCK, SCHEMA_PRESENT, SYNCHRONOUS_COMMIT, open_statement, schema};
 
+mod dialect;
 mod listen;
 
 /// The channel that `release` and `close_session` notify with the freed lease's name.
@@ -81,231 +85,6 @@ const RELEASE_BUFFER: usize = 1024;
 /// election in flight; more calls wait for a connection.
 const MAX_CONNECTIONS: u32 = 10;
 
-/// PostgreSQL's spelling of the shared statements: release and close notify the names they
-/// free, and the multi-table calls are one statement each.
-#[derive(Debug)]
-pub(crate) struct PgDialect;
-
-impl Dialect for PgDialect {
-    type Db = sqlx::Postgres;
-    const NAME: &'static str = "PostgreSQL";
-    const NOW_MS: &'static str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
-    const PLACEHOLDERS: Placeholders = Placeholders::Numbered('$');
-    const KEEP_MEMBER: &'static str =
-        "ON CONFLICT (group_name, session_id) DO UPDATE SET joined_at = simba_member.joined_at";
-    /// Notifies [`RELEASE_CHANNEL`]; the `SELECT` returns (and counts) one row when it freed
-    /// the lease.
-    const RELEASE: &'static str = "WITH freed AS (UPDATE simba_lease SET session_id = NULL \
-         WHERE name = :1 AND session_id = :2 AND token = :3 RETURNING name) \
-         SELECT pg_notify('simba_released', name) FROM freed";
-    /// One statement, notifying each freed lease. Leases are locked before the session row
-    /// (the `One-Time Filter` runs the CTEs before the delete scans), the order acquisition
-    /// uses.
-    const CLOSE: &'static [&'static str] = &["WITH freed AS (UPDATE simba_lease SET session_id = NULL \
-         WHERE session_id = :1 RETURNING name), \
-         notified AS (SELECT pg_notify('simba_released', name) FROM freed), \
-         left_groups AS (DELETE FROM simba_member WHERE session_id = :1 RETURNING 1) \
-         DELETE FROM simba_session WHERE id = :1 \
-         AND (SELECT count(*) FROM notified) >= 0 AND (SELECT count(*) FROM left_groups) >= 0"];
-
-    fn rows_affected(done: &sqlx::postgres::PgQueryResult) -> u64 {
-        done.rows_affected()
-    }
-
-    fn statements() -> &'static Shared {
-        static SHARED: LazyLock<Shared> = LazyLock::new(Shared::new::<PgDialect>);
-        &SHARED
-    }
-}
-
-/// The tables of the schema, rule B3 (the acquisition function follows them, see
-/// [`schema`]). Every statement is idempotent; [`SCHEMA_LOCK`] serialises concurrent
-/// creators, because two concurrent `CREATE TABLE IF NOT EXISTS` of the same table can fail
-/// in PostgreSQL. `COLLATE "C"` compares names and ids byte by byte, as [`SessionId`]'s `Ord`
-/// does, whatever the database's default collation.
-const TABLES: [&str; 4] = [
-    "CREATE TABLE IF NOT EXISTS simba_session (
-    id         TEXT COLLATE \"C\" PRIMARY KEY,
-    expires_at BIGINT NOT NULL,
-    ttl_ms     BIGINT NOT NULL,
-    created_at BIGINT NOT NULL
-)",
-    // `token` is the fencing token of the current or last term. The row is never deleted so
-    // that the token never resets (T3); `session_id IS NULL` means released.
-    "CREATE TABLE IF NOT EXISTS simba_lease (
-    name        TEXT COLLATE \"C\" PRIMARY KEY,
-    session_id  TEXT COLLATE \"C\" NULL,
-    token       BIGINT NOT NULL,
-    acquired_at BIGINT NULL,
-    last_slot   BIGINT NULL
-)",
-    "CREATE INDEX IF NOT EXISTS simba_lease_session ON simba_lease (session_id)",
-    "CREATE TABLE IF NOT EXISTS simba_member (
-    group_name TEXT COLLATE \"C\" NOT NULL,
-    session_id TEXT COLLATE \"C\" NOT NULL,
-    joined_at  BIGINT NOT NULL,
-    PRIMARY KEY (group_name, session_id)
-)",
-];
-
-/// The whole schema: [`TABLES`], then the acquisition function.
-fn schema() -> [&'static str; 5] {
-    [TABLES[0], TABLES[1], TABLES[2], TABLES[3], OWN.acquire_function.sql()]
-}
-
-/// Whether every table and index exists (on the search path). When they do, no DDL runs, so
-/// a user with only `SELECT, INSERT, UPDATE, DELETE` on the tables can connect.
-const SCHEMA_PRESENT: &str = "SELECT to_regclass('simba_session') IS NOT NULL AND to_regclass('simba_lease') IS NOT NULL \
-     AND to_regclass('simba_member') IS NOT NULL AND to_regclass('simba_lease_session') IS NOT NULL \
-     AND to_regprocedure('simba_acquire_v1(text,text)') IS NOT NULL";
-
-/// The durability of commits for this connection. With `off`, a server crash loses the last
-/// commits, so a token already handed out could be handed out again (T3); the backend's own
-/// connections turn it on (or keep a stronger setting).
-const SYNCHRONOUS_COMMIT: &str = "SELECT current_setting('synchronous_commit')";
-
-/// A transaction-scoped advisory lock (an arbitrary constant key) held while creating the
-/// schema.
-const SCHEMA_LOCK: &str = "SELECT pg_advisory_xact_lock(7305521853129551361)";
-
-/// `:1` session id. Renews a live session (an expired one is left alone and never comes back,
-/// S3) and, in the same statement, computes the digest of the leases listed for it: count and
-/// the sums of the low and high 32-bit halves of their tokens (`sum(bigint)` is `numeric`; each
-/// half sum fits in `bigint`). No row when the session has expired or was closed.
-///
-/// The digest reads the statement's snapshot: a takeover committed while the renewal runs
-/// shows at the next renewal. A takeover needs the session expired on the database's clock,
-/// so such a reply arrives after the client's local deadline, and the engine discards it (D3).
-const KEEP_ALIVE: &str = "WITH renewed AS (UPDATE simba_session SET expires_at = {now} + ttl_ms \
-     WHERE id = :1 AND expires_at > {now} RETURNING expires_at), \
-     listed AS (SELECT count(*) AS n, COALESCE(sum(token & 4294967295), 0) AS low, \
-     COALESCE(sum(token >> 32), 0) AS high FROM simba_lease WHERE session_id = :1) \
-     SELECT renewed.expires_at - {now}, listed.n, listed.low::bigint, listed.high::bigint FROM renewed, listed";
-
-/// `simba_acquire_v1(name, session)`: acquisition in one round trip (S1). Three statements,
-/// each with its own snapshot (a `VOLATILE` function's statements do not share the calling
-/// query's snapshot):
-///
-/// 1. Without locks, whether the session is live, the lease's holder, and whether the holder
-///    is live: enough to answer `Expired` (`o_live` false) or `Held` (`o_token` NULL).
-/// 2. Locks the lease row (`SELECT ... FOR UPDATE`: no new row version) and reads its holder
-///    and token as of the lock (the newest committed version). A missing row is created
-///    already taken, with token 1, if the caller is live (`ON CONFLICT DO NOTHING`: when
-///    another caller created it meanwhile, lock that one instead).
-/// 3. A statement that starts after the lock, so its snapshot includes every commit of the
-///    holder before it: takes the lease, incrementing the token, when the session is live and
-///    the holder is none, missing, or expired. An expired holder's row is sealed (rewritten)
-///    so that a renewal waiting for it fails (S3).
-///
-/// A retry after a lost reply finds the lease already ours: same term, same token. The lock
-/// is held until the calling statement's transaction ends, that is when the call returns.
-/// The `_v1` suffix versions the body: a changed body gets a new name, so that nodes of two
-/// versions never run each other's.
-const ACQUIRE_FUNCTION: &str = "CREATE OR REPLACE FUNCTION simba_acquire_v1(p_name TEXT, p_session TEXT, OUT o_live BOOLEAN, OUT o_token BIGINT)
-LANGUAGE plpgsql VOLATILE AS $simba$
-DECLARE
-    v_holder TEXT;
-    v_holder_live BOOLEAN;
-    v_token BIGINT;
-BEGIN
-    SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now}),
-           lease.session_id,
-           EXISTS (SELECT 1 FROM simba_session s WHERE s.id = lease.session_id AND s.expires_at > {now})
-      INTO o_live, v_holder, v_holder_live
-      FROM (SELECT 1) one LEFT JOIN simba_lease lease ON lease.name = p_name;
-    IF NOT o_live OR (v_holder_live AND v_holder IS DISTINCT FROM p_session) THEN
-        RETURN;
-    END IF;
-    SELECT session_id, token INTO v_holder, v_token FROM simba_lease WHERE name = p_name FOR UPDATE;
-    IF NOT FOUND THEN
-        INSERT INTO simba_lease (name, session_id, token, acquired_at)
-            SELECT p_name, p_session, 1, {now}
-            WHERE EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now})
-            ON CONFLICT (name) DO NOTHING
-            RETURNING token INTO o_token;
-        IF o_token IS NOT NULL THEN
-            RETURN;
-        END IF;
-        SELECT session_id, token INTO v_holder, v_token FROM simba_lease WHERE name = p_name FOR UPDATE;
-        IF NOT FOUND THEN
-            o_live := FALSE;
-            RETURN;
-        END IF;
-    END IF;
-    WITH me AS (SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now}) AS live),
-         sealed AS (UPDATE simba_session SET expires_at = expires_at
-                    WHERE id = v_holder AND id <> p_session AND expires_at <= {now} AND (SELECT live FROM me) RETURNING id),
-         free AS (SELECT (v_holder IS NULL OR EXISTS (SELECT 1 FROM sealed)
-                          OR NOT EXISTS (SELECT 1 FROM simba_session WHERE id = v_holder)) AS yes),
-         taken AS (UPDATE simba_lease SET session_id = p_session, token = simba_lease.token + 1, acquired_at = {now}
-                   WHERE name = p_name AND session_id IS NOT DISTINCT FROM v_holder
-                     AND (SELECT live FROM me) AND (SELECT yes FROM free)
-                   RETURNING simba_lease.token)
-    SELECT (SELECT live FROM me), (SELECT token FROM taken) INTO o_live, o_token;
-    IF o_live AND o_token IS NULL AND v_holder = p_session THEN
-        o_token := v_token;
-    END IF;
-END
-$simba$";
-
-/// `:1` name, `:2` session id: acquisition in one round trip (S1), with a fast path for a
-/// released lease. The data-modifying CTE takes the lease when its row says
-/// released (`session_id IS NULL`) and the caller's session is live: one statement, the cost of
-/// the raw primitive's conditional `UPDATE`. Only when it took nothing does
-/// [`ACQUIRE_FUNCTION`] run (the `NOT EXISTS` is a one-time filter, evaluated before the
-/// function is called): a missing row, a held lease, an expired holder, or a retry of a call
-/// that already won.
-///
-/// The fast path needs none of the function's care. A released row has no holder whose
-/// liveness a stale snapshot could misjudge, and no session to seal. When another caller takes
-/// the row first, the `UPDATE` waits for its lock and re-checks `session_id IS NULL` on the
-/// newest version (READ COMMITTED), finds it held, takes nothing, and the function answers
-/// from fresh snapshots. The caller's own liveness is read as in the function's last step.
-const ACQUIRE: &str = "WITH fast AS (UPDATE simba_lease SET session_id = :2, token = simba_lease.token + 1, acquired_at = {now} \
-     WHERE name = :1 AND session_id IS NULL \
-     AND EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now}) RETURNING token) \
-     SELECT TRUE AS o_live, token AS o_token FROM fast \
-     UNION ALL SELECT o_live, o_token FROM simba_acquire_v1(:1, :2) WHERE NOT EXISTS (SELECT 1 FROM fast)";
-
-/// Opens a session in one statement (S1): collects the sessions dead for longer than the
-/// grace period (`{grace}` ms) with their memberships, clears their leases' holder (lease rows
-/// are kept: T3), and inserts session `{id}` with lifetime `{ttl}` ms. The session rows are
-/// deleted only after the leases are updated (the `One-Time Filter` runs the CTEs first), the
-/// lock order of acquisition (lease row, then session row), so the two cannot deadlock.
-///
-/// Sent with the simple query protocol, so `{id}` and `{ttl}` are written into the text:
-/// [`open_statement`] does it, and only with a generated id (hexadecimal digits).
-const OPEN: &str = "WITH dead AS (SELECT id FROM simba_session WHERE expires_at < {now} - {grace}), \
-     cleared AS (UPDATE simba_lease SET session_id = NULL WHERE session_id IN (SELECT id FROM dead) RETURNING 1), \
-     left_groups AS (DELETE FROM simba_member WHERE session_id IN (SELECT id FROM dead) RETURNING 1), \
-     collected AS (DELETE FROM simba_session WHERE id IN (SELECT id FROM dead) \
-     AND (SELECT count(*) FROM cleared) >= 0 AND (SELECT count(*) FROM left_groups) >= 0 RETURNING 1) \
-     INSERT INTO simba_session (id, expires_at, ttl_ms, created_at) \
-     SELECT '{id}', now_ms + {ttl}, {ttl}, now_ms FROM (SELECT {now} AS now_ms) clock \
-     WHERE (SELECT count(*) FROM collected) >= 0";
-
-/// [`OPEN`] for session `id` with lifetime `ttl_ms`, or `None` for an id this backend did not
-/// generate (32 lowercase hexadecimal digits), which must not be written into SQL text.
-fn open_statement(id: &SessionId, ttl_ms: i64) -> Option<String> {
-    static TEMPLATE: LazyLock<String> =
-        LazyLock::new(|| OPEN.replace("{now}", PgDialect::NOW_MS).replace("{grace}", &super::GC_GRACE_MS.to_string()));
-    super::is_generated_id(id).then(|| TEMPLATE.replace("{id}", id.as_str()).replace("{ttl}", &ttl_ms.to_string()))
-}
-
-/// The statements only PostgreSQL runs, rendered once.
-struct Own {
-    keep_alive: Stmt,
-    acquire_function: Stmt,
-    /// `:1` name, `:2` session id: the function's answer.
-    acquire: Stmt,
-}
-
-static OWN: LazyLock<Own> = LazyLock::new(|| Own {
-    keep_alive: PgDialect::render(KEEP_ALIVE),
-    acquire_function: PgDialect::render(ACQUIRE_FUNCTION),
-    acquire: PgDialect::render(ACQUIRE),
-});
-
 /// The PostgreSQL backend. Cheap to clone: clones share one connection pool and one release
 /// listener, which stops when the last clone is dropped.
 ///
@@ -315,7 +94,7 @@ static OWN: LazyLock<Own> = LazyLock::new(|| Own {
 #[derive(Clone, Debug)]
 pub struct PostgresBackend {
     inner: Arc<Inner>,
-    /// Whether [`Backend::job_store`] answers the jobs store (by default; [`PostgresBackend::without_job_store`]).
+    /// Whether [`Backend::job_store`](crate::backend::Backend::job_store) answers the jobs store (by default; [`PostgresBackend::without_job_store`]).
     jobs: bool,
 }
 
@@ -348,7 +127,7 @@ impl PostgresBackend {
     }
 
     /// This backend without its jobs store: the runtime then claims cron slots with the
-    /// one-statement [`Backend::claim_slot`] and records no history, and pause, run-now and
+    /// one-statement [`Backend::claim_slot`](crate::backend::Backend::claim_slot) and records no history, and pause, run-now and
     /// `simba history` answer that the backend has no jobs store. For a database where the
     /// jobs tables and routines may not be created and an administrator will not create them
     /// ([`BackendError::Misconfigured`] says what to run).
@@ -623,8 +402,52 @@ async fn create_schema(pool: &PgPool, description: &str) -> BackendResult<()> {
     tx.commit().await.map_err(failed("commit the schema"))
 }
 
-impl Backend for PostgresBackend {
-    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
+impl SqlBackend for PostgresBackend {
+    type Store = SqlStore<PgDialect>;
+
+    fn store(&self) -> &SqlStore<PgDialect> {
+        &self.inner.sql
+    }
+
+    async fn renew(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+        // One statement whatever the number of leases (S1): constant round trips and bytes,
+        // on the renewal connection (no pool ping after it).
+        let sql = &self.inner.sql;
+        let mut slot = self.inner.renewer.lock().await;
+        let mut conn = self.renewal_connection(&mut slot).await?;
+        let row: Option<(i64, i64, i64, i64)> = sqlx::query_as(OWN.keep_alive.sql())
+            .bind(session.as_str())
+            .fetch_optional(&mut conn)
+            .await
+            .map_err(sql.err("renew a session"))?;
+        *slot = Renewer::Ready(conn);
+        drop(slot);
+        let Some((remaining, count, low, high)) = row else { return Ok(KeepAlive::Expired) };
+        Ok(KeepAlive::Alive {
+            remaining: Duration::from_millis(sql.non_negative("remaining time", remaining)?),
+            digest_matches: digest(sql.description(), count, low, high)? == held,
+        })
+    }
+
+    async fn acquire_once(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        let (live, won): (bool, Option<i64>) = sqlx::query_as(OWN.acquire.sql())
+            .bind(name)
+            .bind(session.as_str())
+            .fetch_one(self.pool())
+            .await
+            .map_err(self.inner.sql.err("acquire a lease"))?;
+        Ok(match won {
+            _ if !live => Acquire::Expired,
+            Some(token) => Acquire::Won(self.inner.sql.non_negative("token", token)?),
+            None => Acquire::Held,
+        })
+    }
+
+    fn releases(&self) -> Releases<'_> {
+        Releases::Broadcast(&self.inner.releases)
+    }
+
+    async fn open(&self, ttl: Duration) -> BackendResult<SessionGrant> {
         // One round trip, prepared or not (see [`OPEN`]).
         let sql = &self.inner.sql;
         let id = SessionId::random();
@@ -651,85 +474,8 @@ impl Backend for PostgresBackend {
         Ok(SessionGrant { id, remaining: Duration::from_millis(sql.non_negative("ttl", ttl)?) })
     }
 
-    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
-        // One statement whatever the number of leases (S1): constant round trips and bytes,
-        // on the renewal connection (no pool ping after it).
-        let sql = &self.inner.sql;
-        let mut slot = self.inner.renewer.lock().await;
-        let mut conn = self.renewal_connection(&mut slot).await?;
-        let row: Option<(i64, i64, i64, i64)> = sqlx::query_as(OWN.keep_alive.sql())
-            .bind(session.as_str())
-            .fetch_optional(&mut conn)
-            .await
-            .map_err(sql.err("renew a session"))?;
-        *slot = Renewer::Ready(conn);
-        drop(slot);
-        let Some((remaining, count, low, high)) = row else { return Ok(KeepAlive::Expired) };
-        Ok(KeepAlive::Alive {
-            remaining: Duration::from_millis(sql.non_negative("remaining time", remaining)?),
-            digest_matches: digest(sql.description(), count, low, high)? == held,
-        })
-    }
-
-    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
-        let (live, won): (bool, Option<i64>) = sqlx::query_as(OWN.acquire.sql())
-            .bind(name)
-            .bind(session.as_str())
-            .fetch_one(self.pool())
-            .await
-            .map_err(self.inner.sql.err("acquire a lease"))?;
-        Ok(match won {
-            _ if !live => Acquire::Expired,
-            Some(token) => Acquire::Won(self.inner.sql.non_negative("token", token)?),
-            None => Acquire::Held,
-        })
-    }
-
-    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
-        self.inner.sql.release(session, name, token).await
-    }
-
-    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
-        self.inner.sql.close_session(session).await
-    }
-
-    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
-        self.inner.sql.owned(session).await
-    }
-
-    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
-        self.inner.sql.claim_slot(session, name, token, slot).await
-    }
-
-    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
-        self.inner.sql.join_group(session, group).await
-    }
-
-    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
-        self.inner.sql.leave_group(session, group).await
-    }
-
-    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
-        self.inner.sql.members(group).await
-    }
-
-    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
-        self.inner.sql.inspect().await
-    }
-
-    fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
-        Some(self.inner.releases.subscribe())
-    }
-
-    fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
-        self.jobs.then(|| {
-            Arc::new(super::jobs::SqlJobStore::new(self.inner.sql.clone()).with_control(self.inner.controls.clone()))
-                as crate::backend::job_store::SharedJobStore
-        })
-    }
-
-    fn describe(&self) -> String {
-        self.inner.sql.description().to_string()
+    fn jobs(&self) -> Option<SharedJobStore> {
+        self.jobs.then(|| self.inner.sql.job_store(Some(self.inner.controls.clone())))
     }
 }
 

@@ -5,7 +5,9 @@
 //! `simba_lease` and `simba_member`. Lease rows are never deleted, so a lease's token never
 //! resets (T3); releasing a lease only clears its `session_id`. The calls all SQL backends run
 //! alike are in the shared SQL module (ADR 0002); this module keeps connecting, the schema,
-//! renewal and acquisition.
+//! renewal and acquisition, as the hooks of the SQL backends' one `Backend` implementation.
+//! All of SQLite's SQL is in this folder's `.sql` files, included by `dialect.rs`;
+//! `tests.rs` and `jobs_tests.rs` test the backend and the jobs store on real files.
 //!
 //! Time is the database's clock (B2): every "now" is `unixepoch('subsec')`, in
 //! milliseconds since the Unix epoch. The client's clock is never sent to the database.
@@ -25,7 +27,7 @@
 //! statement starts, so its reads and its write are atomic.
 
 use std::str::FromStr;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{
@@ -33,12 +35,15 @@ use sqlx::sqlite::{
 };
 use sqlx::{AssertSqlSafe, ConnectOptions};
 
-use super::dialect::{Dialect, Placeholders, Shared, Stmt};
+use super::backend::{Releases, SqlBackend};
+use super::dialect::Dialect;
 use super::release_watch::{self, Probe, ReleaseWatch};
 use super::{SqlStore, digest};
-use crate::backend::{
-    Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
-};
+use crate::backend::{Acquire, BackendError, BackendResult, HeldDigest, KeepAlive, SessionId};
+pub(crate) use dialect::SqliteDialect;
+use dialect::{BEGIN_IMMEDIATE, OWN, SCHEMA, SCHEMA_PRESENT};
+
+mod dialect;
 
 /// How long a connection waits for another connection's write lock (`BEGIN IMMEDIATE`)
 /// before the call fails. The engine times calls out on its own (D2); this only bounds how
@@ -50,118 +55,6 @@ const CACHE_KIB: u32 = 1024;
 
 /// The pool's connections to a file (sqlx's default is 10).
 const MAX_CONNECTIONS: u32 = 4;
-
-/// SQLite's spelling of the shared statements.
-#[derive(Debug)]
-pub(crate) struct SqliteDialect;
-
-impl Dialect for SqliteDialect {
-    type Db = sqlx::Sqlite;
-    const NAME: &'static str = "SQLite";
-    /// `unixepoch('subsec')` needs SQLite 3.42 or later; the bundled SQLite is newer. SQLite
-    /// keeps "now" constant within one statement, so several uses in one statement agree.
-    const NOW_MS: &'static str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
-    const PLACEHOLDERS: Placeholders = Placeholders::Numbered('?');
-    const KEEP_MEMBER: &'static str =
-        "ON CONFLICT (group_name, session_id) DO UPDATE SET joined_at = simba_member.joined_at";
-    const BEGIN: Option<&'static str> = Some(BEGIN_IMMEDIATE);
-    /// One write lock and one commit for the collection and the insert.
-    const OPEN_IN_TRANSACTION: bool = true;
-    /// An in-memory database lives in its one connection: never close it.
-    const DISCARD_IDLE: bool = false;
-
-    fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
-        done.rows_affected()
-    }
-
-    fn statements() -> &'static Shared {
-        static SHARED: LazyLock<Shared> = LazyLock::new(Shared::new::<SqliteDialect>);
-        &SHARED
-    }
-}
-
-/// Schema, rule B3. Every statement is idempotent, so any number of processes may run it, at
-/// any time. Times are integer milliseconds on the database's clock. TEXT compares with the
-/// BINARY collation, byte by byte, the order of [`SessionId`]'s `Ord`.
-const SCHEMA: [&str; 4] = [
-    "CREATE TABLE IF NOT EXISTS simba_session (
-        id         TEXT    PRIMARY KEY,
-        expires_at INTEGER NOT NULL,
-        ttl_ms     INTEGER NOT NULL,
-        created_at INTEGER NOT NULL
-    )",
-    // `token` is the fencing token of the current or last term. The row is never deleted so
-    // that the token never resets (T3); `session_id IS NULL` means released.
-    "CREATE TABLE IF NOT EXISTS simba_lease (
-        name        TEXT    PRIMARY KEY,
-        session_id  TEXT    NULL,
-        token       INTEGER NOT NULL,
-        acquired_at INTEGER,
-        last_slot   INTEGER NULL
-    )",
-    // Keep-alive digests and `owned` look leases up by holder.
-    "CREATE INDEX IF NOT EXISTS simba_lease_session ON simba_lease (session_id)",
-    "CREATE TABLE IF NOT EXISTS simba_member (
-        group_name TEXT    NOT NULL,
-        session_id TEXT    NOT NULL,
-        joined_at  INTEGER NOT NULL,
-        PRIMARY KEY (group_name, session_id)
-    )",
-];
-
-/// How many of the tables and the index of [`SCHEMA`] exist.
-const SCHEMA_PRESENT: &str = "SELECT COUNT(*) FROM sqlite_master WHERE (type = 'table' AND name IN \
-     ('simba_session', 'simba_lease', 'simba_member')) OR (type = 'index' AND name = 'simba_lease_session')";
-
-/// Takes SQLite's write lock before the first read of a read-then-write call.
-const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
-
-/// The statements only SQLite runs: renewal and acquisition.
-struct Own {
-    /// `:1` session id. Renews a live session; an expired one is left alone and never comes
-    /// back (S3). Returns the remaining lifetime measured by the database after the renewal.
-    renew: Stmt,
-    /// `:1` session id. The digest of the leases listed for a session: count and the sums of
-    /// the low and high 32-bit halves of their tokens, so that SQLite's `SUM` (which fails on
-    /// integer overflow) cannot overflow. The server work is O(leases held) through the
-    /// `session_id` index, but it is one statement and a constant-size reply (S1).
-    digest: Stmt,
-    /// `:1` name, `:2` session id. One statement, so one write lock and one commit: creates
-    /// the lease with token 1, or takes it over when it is released or its holder's session
-    /// is missing or expired, incrementing the token; only for a live caller (the `SELECT`'s
-    /// `WHERE`, which also lets SQLite parse the upsert after a `SELECT`). Returns the new
-    /// token only when this statement won the lease; `last_slot` is kept across terms so
-    /// that a cron slot never runs twice.
-    take: Stmt,
-    /// `:1` name, `:2` session id, read after `take` took nothing: whether the caller is
-    /// live, and the lease's holder and token. Not atomic with the take, and need not be:
-    /// when the caller holds the lease now it held it then (nobody else gives it a lease),
-    /// and any other answer is a refusal, which is never unsafe.
-    after_refusal: Stmt,
-}
-
-static OWN: LazyLock<Own> = LazyLock::new(|| Own {
-    renew: SqliteDialect::render(
-        "UPDATE simba_session SET expires_at = {now} + ttl_ms WHERE id = :1 AND expires_at > {now} \
-         RETURNING expires_at - {now}",
-    ),
-    digest: SqliteDialect::render(
-        "SELECT COUNT(*), COALESCE(SUM(token & 4294967295), 0), COALESCE(SUM(token >> 32), 0) \
-         FROM simba_lease WHERE session_id = :1",
-    ),
-    take: SqliteDialect::render(
-        "INSERT INTO simba_lease (name, session_id, token, acquired_at, last_slot) SELECT :1, :2, 1, {now}, NULL \
-         WHERE EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now}) \
-         ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, \
-         token = simba_lease.token + 1, acquired_at = excluded.acquired_at \
-         WHERE simba_lease.session_id IS NULL OR NOT EXISTS (SELECT 1 FROM simba_session s \
-         WHERE s.id = simba_lease.session_id AND s.expires_at > {now}) RETURNING token",
-    ),
-    after_refusal: SqliteDialect::render(
-        "SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now}), \
-         lease.session_id, lease.token FROM (SELECT 1) one LEFT JOIN simba_lease lease ON lease.name = :1",
-    ),
-});
 
 /// The SQLite backend. Cheap to clone: clones share one connection pool.
 ///
@@ -326,7 +219,7 @@ impl SqliteBackend {
             return Ok(());
         }
         let mut tx = self.begin_immediate("create the schema").await?;
-        for statement in SCHEMA {
+        for &statement in SCHEMA.iter() {
             sqlx::query(statement).execute(&mut *tx).await.map_err(self.sql.err("create the schema"))?;
         }
         tx.commit().await.map_err(self.sql.err("commit the schema"))
@@ -341,39 +234,6 @@ impl SqliteBackend {
     /// of waited-for leases), for benchmarks: zero while no candidate of this backend waits.
     pub fn release_watch_queries(&self) -> u64 {
         self.watch.queries()
-    }
-
-    /// One acquisition, without the release watch's bookkeeping.
-    async fn acquire_once(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
-        // The common answer, a win, is one statement (P2 in BENCHMARKS.md): SQLite takes the
-        // write lock when a writing statement starts, so its reads and its write are atomic.
-        // `fetch_all`, not `fetch_optional`: in autocommit the statement commits when it is
-        // stepped to its end, and `fetch_optional` stops at the returned row, dropping the
-        // commit's error (SQLITE_FULL on a full disk reported a win that was never stored:
-        // `faults::storage::sqlite_full_disk_clear_error_no_corruption_recovery`).
-        let won: Vec<i64> = sqlx::query_scalar(OWN.take.sql())
-            .bind(name)
-            .bind(session.as_str())
-            .fetch_all(self.pool())
-            .await
-            .map_err(self.sql.err("take a lease"))?;
-        if let Some(&token) = won.first() {
-            return Ok(Acquire::Won(self.sql.non_negative("token", token)?));
-        }
-        let (live, holder, token): (bool, Option<String>, Option<i64>) = sqlx::query_as(OWN.after_refusal.sql())
-            .bind(name)
-            .bind(session.as_str())
-            .fetch_one(self.pool())
-            .await
-            .map_err(self.sql.err("read a lease holder"))?;
-        Ok(match (holder, token) {
-            _ if !live => Acquire::Expired,
-            // A retry after a lost reply: same term, same token.
-            (Some(holder), Some(token)) if holder == session.as_str() => {
-                Acquire::Won(self.sql.non_negative("token", token)?)
-            }
-            _ => Acquire::Held,
-        })
     }
 
     async fn begin_immediate(&self, what: &'static str) -> BackendResult<SqliteTransaction<'static>> {
@@ -418,12 +278,14 @@ fn describe_options(options: &SqliteConnectOptions) -> String {
     }
 }
 
-impl Backend for SqliteBackend {
-    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
-        self.sql.open_session(ttl).await
+impl SqlBackend for SqliteBackend {
+    type Store = SqlStore<SqliteDialect>;
+
+    fn store(&self) -> &SqlStore<SqliteDialect> {
+        &self.sql
     }
 
-    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+    async fn renew(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
         // One transaction, two statements whatever the number of leases (S1): the renewal
         // and the digest see the same state.
         let mut tx = self.begin_immediate("renew a session").await?;
@@ -448,61 +310,47 @@ impl Backend for SqliteBackend {
         })
     }
 
-    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
-        let answer = self.acquire_once(session, name).await;
-        self.watch.acquired(name, &answer);
-        answer
-    }
-
-    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
-        let released = self.sql.release(session, name, token).await?;
-        if released {
-            self.watch.released(name);
+    async fn acquire_once(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+        // The common answer, a win, is one statement (P2 in BENCHMARKS.md): SQLite takes the
+        // write lock when a writing statement starts, so its reads and its write are atomic.
+        // `fetch_all`, not `fetch_optional`: in autocommit the statement commits when it is
+        // stepped to its end, and `fetch_optional` stops at the returned row, dropping the
+        // commit's error (SQLITE_FULL on a full disk reported a win that was never stored:
+        // `faults::storage::sqlite_full_disk_clear_error_no_corruption_recovery`).
+        let won: Vec<i64> = sqlx::query_scalar(OWN.take.sql())
+            .bind(name)
+            .bind(session.as_str())
+            .fetch_all(self.pool())
+            .await
+            .map_err(self.sql.err("take a lease"))?;
+        if let Some(&token) = won.first() {
+            return Ok(Acquire::Won(self.sql.non_negative("token", token)?));
         }
-        Ok(released)
+        let (live, holder, token): (bool, Option<String>, Option<i64>) = sqlx::query_as(OWN.after_refusal.sql())
+            .bind(name)
+            .bind(session.as_str())
+            .fetch_one(self.pool())
+            .await
+            .map_err(self.sql.err("read a lease holder"))?;
+        Ok(match (holder, token) {
+            _ if !live => Acquire::Expired,
+            // A retry after a lost reply: same term, same token.
+            (Some(holder), Some(token)) if holder == session.as_str() => {
+                Acquire::Won(self.sql.non_negative("token", token)?)
+            }
+            _ => Acquire::Held,
+        })
     }
 
-    fn subscribe_releases(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        Some(self.watch.subscribe())
-    }
-
-    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
-        self.sql.close_session(session).await
-    }
-
-    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
-        self.sql.owned(session).await
-    }
-
-    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
-        self.sql.claim_slot(session, name, token, slot).await
-    }
-
-    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
-        self.sql.join_group(session, group).await
-    }
-
-    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
-        self.sql.leave_group(session, group).await
-    }
-
-    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
-        self.sql.members(group).await
-    }
-
-    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
-        self.sql.inspect().await
-    }
-
-    fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
-        Some(Arc::new(super::jobs::SqlJobStore::new(self.sql.clone())))
-    }
-
-    fn describe(&self) -> String {
-        self.sql.description().to_string()
+    fn releases(&self) -> Releases<'_> {
+        Releases::Watch(&self.watch)
     }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::print_stderr)] // The figures are printed for the report; no time is asserted.
+mod jobs_tests;

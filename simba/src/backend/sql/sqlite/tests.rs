@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
+use crate::backend::{Backend, Join};
 
 /// A database file under the temp directory with a random name, removed (with its WAL
 /// and shared-memory files) on drop.

@@ -16,7 +16,9 @@
 //!
 //! The calls all SQL backends run alike are in the shared SQL module (ADR 0002); this module
 //! keeps connecting, the schema (and the time zone check), renewal and acquisition, and retries
-//! of transactions InnoDB gave up to a lock conflict.
+//! of transactions InnoDB gave up to a lock conflict, as the hooks of the SQL backends' one
+//! `Backend` implementation. All of MySQL's SQL is in this folder's `.sql` files, included by
+//! `dialect.rs`.
 //!
 //! Round trips per call (S1): keep-alive is ONE round trip, a text-protocol batch of two
 //! statements (sqlx enables multi-statements): the renewal `UPDATE` and a `SELECT` of the
@@ -41,83 +43,27 @@
 //! candidate waits; a release through this instance is sent without a query.
 
 use std::str::FromStr;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor, Row};
 
-use super::dialect::{Dialect, Param, Placeholders, Shared, Stmt};
+use super::backend::{Releases, SqlBackend};
+use super::dialect::{Dialect, Param};
 use super::release_watch::{self, Probe, ReleaseWatch};
 use super::server::{self, CONNECT_TIMEOUT, LOCK_WAIT_MS, describe, redact, schema_missing, schema_script};
-use super::{SqlStore, is_generated_id};
-use crate::backend::{
-    Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
-};
+use super::{SqlCalls, SqlStore, is_generated_id};
+use crate::backend::job_store::SharedJobStore;
+use crate::backend::{Acquire, BackendError, BackendResult, HeldDigest, KeepAlive, SessionId};
+pub(crate) use dialect::MySqlDialect;
+use dialect::{OWN, PROCEDURE_PRESENT, SCHEMA, SCHEMA_PRESENT, keep_alive_sql};
+
+mod dialect;
 
 /// Connections in the pool. The engine has at most one keep-alive and one acquisition per
 /// election in flight; more calls wait for a connection.
 const MAX_CONNECTIONS: u32 = 10;
-
-/// MySQL's spelling of the shared statements: positional `?` and `ON DUPLICATE KEY UPDATE`;
-/// release, close and the collection of dead sessions are the defaults (no `RETURNING`, no
-/// DML in CTEs), close in one transaction.
-#[derive(Debug)]
-pub(crate) struct MySqlDialect;
-
-impl Dialect for MySqlDialect {
-    type Db = sqlx::MySql;
-    const NAME: &'static str = "MySQL";
-    const NOW_MS: &'static str = "CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED)";
-    const PLACEHOLDERS: Placeholders = Placeholders::Positional;
-    /// sqlx sets `CLIENT_FOUND_ROWS`, so a row that already existed counts as affected.
-    const KEEP_MEMBER: &'static str = "ON DUPLICATE KEY UPDATE joined_at = joined_at";
-
-    fn rows_affected(done: &sqlx::mysql::MySqlQueryResult) -> u64 {
-        done.rows_affected()
-    }
-
-    fn statements() -> &'static Shared {
-        static SHARED: LazyLock<Shared> = LazyLock::new(Shared::new::<MySqlDialect>);
-        &SHARED
-    }
-}
-
-/// Schema, rule B3. Every statement is idempotent and MySQL serialises concurrent
-/// `CREATE TABLE IF NOT EXISTS` of one table, so any number of processes may run it at once.
-/// InnoDB is required: row locks and transactions.
-const SCHEMA: [&str; 3] = [
-    "CREATE TABLE IF NOT EXISTS simba_session (
-    id         VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
-    expires_at BIGINT NOT NULL,
-    ttl_ms     BIGINT NOT NULL,
-    created_at BIGINT NOT NULL
-) ENGINE = InnoDB",
-    // `token` is the fencing token of the current or last term. The row is never deleted so
-    // that the token never resets (T3); `session_id IS NULL` means released. Token 0 marks a
-    // row created by an acquisition that lost; it is never handed out.
-    "CREATE TABLE IF NOT EXISTS simba_lease (
-    name        VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
-    session_id  VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-    token       BIGINT NOT NULL,
-    acquired_at BIGINT NULL,
-    last_slot   BIGINT NULL,
-    KEY simba_lease_session (session_id)
-) ENGINE = InnoDB",
-    "CREATE TABLE IF NOT EXISTS simba_member (
-    group_name VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    session_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    joined_at  BIGINT NOT NULL,
-    PRIMARY KEY (group_name, session_id)
-) ENGINE = InnoDB",
-];
-
-/// How many of the tables exist, the connection's time zone, and InnoDB's commit
-/// durability. When all three tables exist no DDL runs, so a user with only `SELECT, INSERT,
-/// UPDATE, DELETE` on them can connect.
-const SCHEMA_PRESENT: &str = "SELECT (SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() \
-     AND table_name IN ('simba_session', 'simba_lease', 'simba_member')), @@session.time_zone, \
-     CAST(@@global.innodb_flush_log_at_trx_commit AS SIGNED)";
 
 /// MySQL error numbers for "you may not": ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR,
 /// ER_PROCACCESS_DENIED_ERROR.
@@ -128,116 +74,8 @@ fn error_number(e: &sqlx::Error) -> Option<u16> {
     e.as_database_error().and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>()).map(|d| d.number())
 }
 
-// ---- keep_alive and acquire -------------------------------------------------------------
-
-/// The keep-alive batch, with `{id}`, `{count}` and `{sum}` filled in by [`keep_alive_sql`].
-/// The `UPDATE` renews a live session (an expired one is left alone and never comes back, S3);
-/// the `SELECT`, a new snapshot in autocommit mode, returns a row only if the session is live
-/// (so it was just renewed), with the remaining time and whether the leases listed for the
-/// session have the client's digest. The wrapping sum of tokens is computed exactly in
-/// `DECIMAL` from the sums of their 32-bit halves.
-const KEEP_ALIVE: &str = "UPDATE simba_session SET expires_at = {now} + ttl_ms WHERE id = '{id}' AND expires_at > {now}; \
-     SELECT s.expires_at - {now}, (SELECT COUNT(*) = {count} AND MOD(COALESCE(SUM(token & 4294967295), 0) \
-     + MOD(COALESCE(SUM(token >> 32), 0), 4294967296) * 4294967296, 18446744073709551616) = {sum} \
-     FROM simba_lease WHERE session_id = '{id}') FROM simba_session s WHERE s.id = '{id}' AND s.expires_at > {now}";
-
-/// The acquisition procedure, created with the tables, in one round trip (S1):
-///
-/// 1. Without locks, whether the caller's session is live, the lease's holder, and whether
-///    the holder is live: enough to answer `Expired` or `Held`.
-/// 2. Otherwise, in a transaction: create the lease row if missing (free, token 0; not
-///    `INSERT IGNORE`, which would turn a too-long name into a silent truncation) or lock it;
-///    read its holder and token `FOR UPDATE` (InnoDB's locking reads see the newest committed
-///    rows, whatever the REPEATABLE READ snapshot holds); lock both session rows in key order
-///    (`WHERE id IN (...)`, so two acquisitions cannot deadlock on them) and read whether they
-///    are live; take the lease if the holder is none, missing or expired (the new token is the
-///    one read under the lock plus one). Holding the expired holder's session row makes a
-///    renewal of it that waited re-check its expiry with a fresh clock and fail (S3).
-///
-/// Its answer is one row: whether the caller's session is live, and the token won (NULL:
-/// held). A retry after a lost reply finds the lease already ours: same term, same token.
-///
-/// `SQL SECURITY INVOKER`: it runs with the caller's rights on the tables, never more. On
-/// any error it rolls back and re-raises, so the client sees a deadlock or a lock wait
-/// timeout as before and tries again. Parameters and variables are `utf8mb4_bin` like the
-/// columns, whatever the database's default collation. The `_v1` suffix versions the body.
-const ACQUIRE_PROCEDURE: &str = "CREATE PROCEDURE simba_acquire_v1(
-    IN p_name VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_session VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
-MODIFIES SQL DATA
-SQL SECURITY INVOKER
-BEGIN
-    DECLARE v_live BOOLEAN DEFAULT FALSE;
-    DECLARE v_holder VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT NULL;
-    DECLARE v_holder_live BOOLEAN DEFAULT FALSE;
-    DECLARE v_token BIGINT DEFAULT 0;
-    DECLARE v_won BIGINT DEFAULT NULL;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
-    acquire: BEGIN
-        SELECT EXISTS (SELECT 1 FROM simba_session WHERE id = p_session AND expires_at > {now}),
-               lease.session_id,
-               EXISTS (SELECT 1 FROM simba_session s WHERE s.id = lease.session_id AND s.expires_at > {now})
-          INTO v_live, v_holder, v_holder_live
-          FROM (SELECT 1 AS one) d LEFT JOIN simba_lease lease ON lease.name = p_name;
-        IF NOT v_live OR (v_holder_live AND NOT (v_holder <=> p_session)) THEN
-            LEAVE acquire;
-        END IF;
-        START TRANSACTION;
-        INSERT INTO simba_lease (name, session_id, token) VALUES (p_name, NULL, 0) ON DUPLICATE KEY UPDATE token = token;
-        SELECT session_id, token INTO v_holder, v_token FROM simba_lease WHERE name = p_name FOR UPDATE;
-        SELECT COALESCE(SUM(id = p_session AND expires_at > {now}), 0) > 0,
-               COALESCE(SUM(id = v_holder AND expires_at > {now}), 0) > 0
-          INTO v_live, v_holder_live
-          FROM simba_session WHERE id IN (p_session, v_holder) FOR UPDATE;
-        IF NOT v_live THEN
-            SET v_won = NULL;
-        ELSEIF v_holder <=> p_session THEN
-            SET v_won = v_token;
-        ELSEIF v_holder IS NOT NULL AND v_holder_live THEN
-            SET v_won = NULL;
-        ELSE
-            UPDATE simba_lease SET session_id = p_session, token = token + 1, acquired_at = {now} WHERE name = p_name;
-            SET v_won = v_token + 1;
-        END IF;
-        COMMIT;
-    END acquire;
-    SELECT v_live, v_won;
-END";
-
-/// Whether the acquisition procedure exists in the current database.
-const PROCEDURE_PRESENT: &str = "SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() \
-     AND routine_type = 'PROCEDURE' AND routine_name = 'simba_acquire_v1'";
-
 /// ER_SP_ALREADY_EXISTS: another process created the procedure first.
 const PROCEDURE_EXISTS: u16 = 1304;
-
-/// The statements only MySQL runs, rendered once.
-struct Own {
-    keep_alive: Stmt,
-    procedure: Stmt,
-    /// `:1` name, `:2` session id: [`ACQUIRE_PROCEDURE`]'s answer.
-    acquire: Stmt,
-    /// `:1` name, `:2` session id. The fast path of acquisition (BENCHMARKS.md P2): ONE statement
-    /// that takes a lease whose row exists and is released, for a live caller; the new token
-    /// comes back as the reply's last insert id (`LAST_INSERT_ID(expr)`). An `UPDATE` reads
-    /// the newest committed lease row under its exclusive lock, and InnoDB reads the
-    /// subquery's session row with a shared lock (a current read, not the REPEATABLE READ
-    /// snapshot, ADR 0002), so a caller that expired or closed meanwhile never wins. Any
-    /// other case (no row yet, a holder, a dead holder whose session row must be locked, S3;
-    /// a retry that already holds it) matches no row and goes to the procedure.
-    take_free: Stmt,
-}
-
-static OWN: LazyLock<Own> = LazyLock::new(|| Own {
-    keep_alive: MySqlDialect::render(KEEP_ALIVE),
-    procedure: MySqlDialect::render(ACQUIRE_PROCEDURE),
-    acquire: MySqlDialect::render("CALL simba_acquire_v1(:1, :2)"),
-    take_free: MySqlDialect::render(
-        "UPDATE simba_lease SET session_id = :2, token = LAST_INSERT_ID(token + 1), acquired_at = {now} \
-         WHERE name = :1 AND session_id IS NULL \
-         AND EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now})",
-    ),
-});
 
 /// The MySQL / MariaDB backend. Cheap to clone: clones share one connection pool.
 ///
@@ -250,7 +88,7 @@ static OWN: LazyLock<Own> = LazyLock::new(|| Own {
 pub struct MySqlBackend {
     sql: SqlStore<MySqlDialect>,
     watch: ReleaseWatch,
-    /// Whether [`Backend::job_store`] answers the jobs store (by default; [`MySqlBackend::without_job_store`]).
+    /// Whether [`Backend::job_store`](crate::backend::Backend::job_store) answers the jobs store (by default; [`MySqlBackend::without_job_store`]).
     jobs: bool,
 }
 
@@ -295,7 +133,7 @@ impl MySqlBackend {
     }
 
     /// This backend without its jobs store: the runtime then claims cron slots with the
-    /// one-statement [`Backend::claim_slot`] and records no history, and pause, run-now and
+    /// one-statement [`Backend::claim_slot`](crate::backend::Backend::claim_slot) and records no history, and pause, run-now and
     /// `simba history` answer that the backend has no jobs store. For a database where the
     /// jobs tables and routines may not be created and an administrator will not create them
     /// ([`BackendError::Misconfigured`] says what to run).
@@ -428,7 +266,7 @@ impl MySqlBackend {
             )));
         }
         if usize::try_from(present).is_ok_and(|n| n != SCHEMA.len()) {
-            for statement in SCHEMA {
+            for &statement in SCHEMA.iter() {
                 if let Err(e) = sqlx::query(statement).execute(self.pool()).await {
                     return Err(self.schema_error(e));
                 }
@@ -512,16 +350,6 @@ fn is_fixed_offset(zone: &str) -> bool {
             && b[5].is_ascii_digit())
 }
 
-/// The keep-alive batch for `session` and the client's digest. The numbers are zero-padded to
-/// 20 digits (a `u64` has at most 20) so that the request has the same size whatever they are.
-fn keep_alive_sql(session: &SessionId, held: HeldDigest) -> String {
-    OWN.keep_alive
-        .sql()
-        .replace("{id}", session.as_str())
-        .replace("{count}", &format!("{:020}", held.count))
-        .replace("{sum}", &format!("{:020}", held.token_sum))
-}
-
 /// How many times a transaction chosen as a deadlock victim is tried again.
 const LOCK_RETRIES: u32 = 3;
 
@@ -541,7 +369,8 @@ fn is_lock_conflict(e: &BackendError) -> bool {
 }
 
 impl MySqlBackend {
-    async fn acquire_once(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+    /// One try of an acquisition.
+    async fn try_acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
         let params = [Param::Text(name), Param::Text(session.as_str())];
         let args = super::args::<sqlx::MySql>(self.sql.description(), &OWN.take_free, &params)?;
         let done = sqlx::query_with(OWN.take_free.sql(), args)
@@ -573,12 +402,14 @@ impl MySqlBackend {
     }
 }
 
-impl Backend for MySqlBackend {
-    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
-        self.sql.open_session(ttl).await
+impl SqlBackend for MySqlBackend {
+    type Store = SqlStore<MySqlDialect>;
+
+    fn store(&self) -> &SqlStore<MySqlDialect> {
+        &self.sql
     }
 
-    async fn keep_alive(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+    async fn renew(&self, session: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
         if !is_generated_id(session) {
             // This backend never handed it out, so no such session exists.
             return Ok(KeepAlive::Expired);
@@ -598,33 +429,23 @@ impl Backend for MySqlBackend {
         })
     }
 
-    async fn acquire(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
+    async fn acquire_once(&self, session: &SessionId, name: &str) -> BackendResult<Acquire> {
         // InnoDB may pick this transaction as a deadlock victim (or time its lock wait out)
         // when sessions close and acquire at once; it wrote nothing then, so try again.
         let mut attempt = 0;
-        let answer = loop {
-            match self.acquire_once(session, name).await {
+        loop {
+            match self.try_acquire(session, name).await {
                 Err(e) if attempt < LOCK_RETRIES && is_lock_conflict(&e) => attempt += 1,
-                other => break other,
+                other => return other,
             }
-        };
-        self.watch.acquired(name, &answer);
-        answer
-    }
-
-    async fn release(&self, session: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
-        let released = self.sql.release(session, name, token).await?;
-        if released {
-            self.watch.released(name);
         }
-        Ok(released)
     }
 
-    fn subscribe_releases(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        Some(self.watch.subscribe())
+    fn releases(&self) -> Releases<'_> {
+        Releases::Watch(&self.watch)
     }
 
-    async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
+    async fn close(&self, session: &SessionId) -> BackendResult<()> {
         // One transaction, which InnoDB may give up to a lock conflict as it may acquisition's.
         let mut attempt = 0;
         loop {
@@ -635,38 +456,8 @@ impl Backend for MySqlBackend {
         }
     }
 
-    async fn owned(&self, session: &SessionId) -> BackendResult<Vec<(String, u64)>> {
-        self.sql.owned(session).await
-    }
-
-    async fn claim_slot(&self, session: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
-        self.sql.claim_slot(session, name, token, slot).await
-    }
-
-    async fn join_group(&self, session: &SessionId, group: &str) -> BackendResult<Join> {
-        self.sql.join_group(session, group).await
-    }
-
-    async fn leave_group(&self, session: &SessionId, group: &str) -> BackendResult<()> {
-        self.sql.leave_group(session, group).await
-    }
-
-    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
-        self.sql.members(group).await
-    }
-
-    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
-        self.sql.inspect().await
-    }
-
-    fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
-        self.jobs.then(|| {
-            Arc::new(super::jobs::SqlJobStore::new(self.sql.clone())) as crate::backend::job_store::SharedJobStore
-        })
-    }
-
-    fn describe(&self) -> String {
-        self.sql.description().to_string()
+    fn jobs(&self) -> Option<SharedJobStore> {
+        self.jobs.then(|| self.sql.job_store(None))
     }
 }
 

@@ -1,0 +1,1 @@
+CALL simba_acquire_v1(:1, :2)

@@ -1,0 +1,1 @@
+CALL simba_trim_runs_v1(:1, :2)

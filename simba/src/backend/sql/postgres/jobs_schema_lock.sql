@@ -1,0 +1,1 @@
+SELECT pg_advisory_xact_lock(7305521853129551362)

@@ -1,0 +1,3 @@
+SELECT to_regclass('simba_session') IS NOT NULL AND to_regclass('simba_lease') IS NOT NULL
+AND to_regclass('simba_member') IS NOT NULL AND to_regclass('simba_lease_session') IS NOT NULL
+AND to_regprocedure('simba_acquire_v1(text,text)') IS NOT NULL

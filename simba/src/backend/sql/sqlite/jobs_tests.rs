@@ -1,0 +1,173 @@
+//! The jobs store on SQLite files: the query plans of the retention trim and of the newest
+//! records of all jobs, and history at the largest retention.
+
+use std::time::{Duration, Instant};
+
+use super::super::dialect::{Param, Stmt};
+use super::super::jobs::JobDialect;
+use super::{SqliteBackend, SqliteDialect};
+use crate::backend::Backend;
+use crate::backend::job_store::{Claim, ClaimRequest, Outcome, RunRecord, SlotKind};
+
+/// The largest `[history] retention` (`runtime::MAX_HISTORY_RETENTION`, not in every build).
+const MAX_HISTORY_RETENTION: usize = 10_000;
+
+/// A database file under the temp directory, removed (with its WAL files) on drop.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new() -> Self {
+        TempFile(std::env::temp_dir().join(format!("simba-jobs-test-{:032x}.db", rand::random::<u128>())))
+    }
+    fn url(&self) -> String {
+        format!("sqlite://{}", self.0.display())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// `EXPLAIN QUERY PLAN` of `stmt`, one line per step, with `params` bound.
+async fn plan(backend: &SqliteBackend, stmt: &'static Stmt, params: &[Param<'static>]) -> Vec<String> {
+    let args = stmt.args::<sqlx::Sqlite>(params).unwrap();
+    let rows: Vec<(i64, i64, i64, String)> =
+        sqlx::query_as_with(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", stmt.sql())), args)
+            .fetch_all(backend.pool())
+            .await
+            .unwrap();
+    rows.into_iter().map(|r| r.3).collect()
+}
+
+/// `records` records of `job` written straight into the table, slots 0, 100, 200, ...
+async fn fill(backend: &SqliteBackend, job: &str, records: usize) {
+    sqlx::query(
+        "WITH RECURSIVE n (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?2) \
+         INSERT INTO simba_job_run (job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token, \
+         started_ms, ended_ms, error) SELECT ?1, 0, i * 100, 'ran', 1, 1, 's', 'n', 1, i * 100, i * 100 + 5, NULL \
+         FROM n",
+    )
+    .bind(job)
+    .bind(i64::try_from(records).unwrap())
+    .execute(backend.pool())
+    .await
+    .unwrap();
+}
+
+/// The retention trim reads its boundary once (no correlated subquery, which re-read and
+/// sorted the job's records for every record: 33 s per trim at 10,000 records) and finds
+/// what it removes by a range of the `(job, slot_ms, kind)` index.
+#[tokio::test]
+async fn retention_trim_reads_its_boundary_once_and_removes_by_an_index_range() {
+    let db = TempFile::new();
+    let backend = SqliteBackend::connect(&db.url()).await.unwrap();
+    let store = backend.job_store().unwrap();
+    store.history("warm-up", 1).await.unwrap();
+    let s = SqliteDialect::job_statements();
+    let lines = plan(&backend, &s.retain, &[Param::Text("j"), Param::Int(9_999)]).await;
+    let text = lines.join("\n");
+    eprintln!("retain:\n{text}");
+    assert!(!text.contains("CORRELATED"), "the boundary is evaluated per record:\n{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("SEARCH simba_job_run USING")
+                && l.contains("simba_job_run_order (job=? AND slot_ms<")),
+        "the records removed are not found by an index range:\n{text}"
+    );
+    assert!(!text.contains("TEMP B-TREE"), "the boundary is sorted rather than read from the index:\n{text}");
+}
+
+/// `jobs()` reads each job's newest record by index seeks: no scan of the records (the
+/// `NOT EXISTS` it replaces compared every record with its job's others) and every
+/// correlated subquery is a seek.
+#[tokio::test]
+async fn newest_records_of_all_jobs_are_read_by_index_seeks() {
+    let db = TempFile::new();
+    let backend = SqliteBackend::connect(&db.url()).await.unwrap();
+    backend.job_store().unwrap().history("warm-up", 1).await.unwrap();
+    let lines = plan(&backend, &SqliteDialect::job_statements().last_records, &[]).await;
+    let text = lines.join("\n");
+    eprintln!("last_records:\n{text}");
+    assert!(!lines.iter().any(|l| l.starts_with("SCAN r") || l.starts_with("SCAN n")), "a scan of records:\n{text}");
+    for (i, line) in lines.iter().enumerate() {
+        if line.contains("CORRELATED") {
+            let next = lines.get(i + 1).map_or("", String::as_str);
+            assert!(next.starts_with("SEARCH"), "a correlated subquery that is not a seek:\n{text}");
+        }
+    }
+}
+
+/// History at the largest `[history] retention`: one job with 10,000 records (and another
+/// as large). An append drops exactly the oldest record, a finish trims too (the claim
+/// does not), `jobs()` answers each job's newest record. The time of each call is printed
+/// for the report (`cargo test -p simba-sched --all-features --lib history_at_maximum_retention
+/// -- --nocapture`); none is asserted.
+#[tokio::test]
+async fn history_at_maximum_retention_keeps_the_newest_records() {
+    let db = TempFile::new();
+    let backend = SqliteBackend::connect(&db.url()).await.unwrap();
+    let store = backend.job_store().unwrap().keeping(MAX_HISTORY_RETENTION);
+    store.history("warm-up", 1).await.unwrap();
+    fill(&backend, "tick", MAX_HISTORY_RETENTION).await;
+    fill(&backend, "other", MAX_HISTORY_RETENTION).await;
+    let count = |job: &'static str| {
+        let pool = backend.pool().clone();
+        async move {
+            let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM simba_job_run WHERE job = ?1")
+                .bind(job)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            n
+        }
+    };
+    let timed = |what: &str, took: Duration| eprintln!("{what}: {:.3} ms", took.as_secs_f64() * 1000.0);
+
+    let at = Instant::now();
+    assert!(store.append(&RunRecord::not_run("tick", 1_000_000_000, Outcome::Missed)).await.unwrap());
+    timed("append + trim at 10,000 records", at.elapsed());
+    assert_eq!(count("tick").await, 10_000);
+    let oldest = store.history("tick", 20_000).await.unwrap().last().map(|r| r.slot_ms);
+    assert_eq!(oldest, Some(100), "the oldest record, slot 0, is the one dropped");
+
+    let session = backend.open_session(Duration::from_secs(30)).await.unwrap().id;
+    let Ok(crate::backend::Acquire::Won(token)) = backend.acquire(&session, "tick").await else {
+        panic!("the free lease is won")
+    };
+    let req = ClaimRequest {
+        session: &session,
+        lease: "tick",
+        token,
+        job: "tick",
+        slot_ms: 2_000_000_000,
+        kind: SlotKind::Scheduled,
+        node: "n",
+        started_ms: 2_000_000_000,
+        attempts: 1,
+    };
+    let at = Instant::now();
+    let Claim::Claimed(mut record) = store.claim_run(req).await.unwrap() else { panic!("claimed") };
+    timed("claim at 10,000 records", at.elapsed());
+    assert_eq!(count("tick").await, 10_001, "the claim does not trim");
+    record.outcome = Outcome::Ran;
+    record.ended_ms = Some(2_000_000_010);
+    let at = Instant::now();
+    assert!(store.finish_run(&record).await.unwrap());
+    timed("finish + trim at 10,000 records", at.elapsed());
+    assert_eq!(count("tick").await, 10_000, "the finish trims");
+    assert_eq!(store.history("tick", 20_000).await.unwrap().last().map(|r| r.slot_ms), Some(200));
+
+    let at = Instant::now();
+    let jobs = store.jobs().await.unwrap();
+    timed("jobs() over 2 x 10,000 records", at.elapsed());
+    let newest: Vec<(&str, Option<i64>)> =
+        jobs.iter().map(|j| (j.job.as_str(), j.last.as_ref().map(|r| r.slot_ms))).collect();
+    assert_eq!(newest, vec![("other", Some(999_900)), ("tick", Some(2_000_000_000))]);
+}
