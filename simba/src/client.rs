@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::namespace::{Namespace, Namespaced};
-use crate::backend::{Backend, SessionId, SharedBackend};
+use crate::backend::{Backend, BackendUrl, ConnectOptions, SessionId, SharedBackend};
 use crate::election::Election;
 use crate::engine::{ClientState, Shared};
 use crate::events::{ElectionSnapshot, Event, SessionStatus, Snapshot, TermSnapshot};
@@ -169,11 +169,20 @@ impl Simba {
     /// [`connect`](Simba::connect) in `namespace` (`None`: the default namespace); see
     /// [`SimbaBuilder::namespace`].
     pub async fn connect_in(url: &str, namespace: Option<Namespace>, config: SimbaConfig) -> Result<Simba, Error> {
-        match crate::backend::connect_url(url).await {
-            Ok(Some(backend)) => SimbaBuilder { config, backend: Some(backend), seed: None, namespace }.build(),
+        Simba::connect_url(&BackendUrl::new(url), namespace, config).await
+    }
+
+    /// [`connect_in`](Simba::connect_in) to a parsed URL.
+    pub async fn connect_url(
+        url: &BackendUrl,
+        namespace: Option<Namespace>,
+        config: SimbaConfig,
+    ) -> Result<Simba, Error> {
+        match crate::backend::connect::connect_known(url, ConnectOptions::default()).await {
+            Ok(Some(c)) => SimbaBuilder { config, backend: Some(c.backend()), seed: None, namespace }.build(),
             Ok(None) => Err(crate::ConfigError::new(format!(
                 "unsupported backend URL `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis://, zk:// or etcd:// (each needs its cargo feature: sqlite, postgres, mysql, redis, zookeeper, etcd)",
-                crate::backend::url_scheme(url)
+                url.scheme()
             ))
             .with_key("backend.url")
             .into()),

@@ -21,10 +21,15 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+pub use connect::{ConnectOptions, Connected, connect};
+pub use health::{CheckOutcome, Health, HealthCheck, HealthFuture, HealthNotes};
 pub use inspect::{GroupInfo, LeaseInfo, SessionInfo, StoreSnapshot};
+pub use url::{BackendUrl, TlsFile, TlsFiles, TlsPem};
 
+pub(crate) mod connect;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+pub(crate) mod health;
 mod inspect;
 #[cfg(any(feature = "zookeeper", feature = "etcd"))]
 mod job_codec;
@@ -41,6 +46,7 @@ pub use sql::mysql;
 pub use sql::postgres;
 #[cfg(feature = "sqlite")]
 pub use sql::sqlite;
+mod url;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
 
@@ -382,31 +388,3 @@ impl<B: Backend> DynBackend for B {
 
 /// A type-erased backend, as the engine holds it.
 pub(crate) type SharedBackend = Arc<dyn DynBackend>;
-
-/// The scheme of a backend URL: `postgres` in `postgres://...`, `sqlite` in `sqlite:x.db`.
-pub(crate) fn url_scheme(url: &str) -> &str {
-    url.split_once("://").map_or_else(|| url.split(':').next().unwrap_or(url), |(s, _)| s)
-}
-
-/// Connects to the backend that `url` names, with its default options; `Ok(None)` when no
-/// backend compiled into this build takes the URL's scheme. The one scheme dispatch shared by
-/// [`crate::Simba::connect`] and the `simba` tool.
-pub(crate) async fn connect_url(url: &str) -> BackendResult<Option<SharedBackend>> {
-    let backend: SharedBackend = match url_scheme(url) {
-        "memory" => Arc::new(memory::MemoryBackend::new()),
-        #[cfg(feature = "sqlite")]
-        "sqlite" => Arc::new(sqlite::SqliteBackend::connect(url).await?),
-        #[cfg(feature = "postgres")]
-        "postgres" | "postgresql" => Arc::new(postgres::PostgresBackend::connect(url).await?),
-        #[cfg(feature = "mysql")]
-        "mysql" | "mariadb" => Arc::new(mysql::MySqlBackend::connect(url).await?),
-        #[cfg(feature = "redis")]
-        "redis" | "rediss" => Arc::new(redis::RedisBackend::connect(url).await?),
-        #[cfg(feature = "zookeeper")]
-        "zk" | "zookeeper" => Arc::new(zookeeper::ZooKeeperBackend::connect(url).await?),
-        #[cfg(feature = "etcd")]
-        "etcd" => Arc::new(etcd::EtcdBackend::connect(url).await?),
-        _ => return Ok(None),
-    };
-    Ok(Some(backend))
-}

@@ -1,14 +1,12 @@
 //! `simba check`: the configuration, the connection, and the backend's safety settings.
 
 use std::io::Write;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
-use super::{Cli, Connected, EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, chain, connect_kind};
-use crate::backend::SharedBackend;
-use crate::runtime::redact;
+use super::{Cli, EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, chain};
+use crate::backend::{BackendUrl, CheckOutcome as Outcome, ConnectOptions, HealthCheck, HealthNotes, SharedBackend};
 use crate::{Error, RuntimeConfig};
 
 /// The largest difference between the backend's clock and this machine's that `check`
@@ -16,28 +14,15 @@ use crate::{Error, RuntimeConfig};
 /// but cron slots are computed on the nodes' clocks and `status` times would mislead.
 pub(super) const MAX_SKEW: Duration = Duration::from_secs(1);
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Pass,
-    Fail,
-    Skip,
-}
-
-struct Line {
-    name: &'static str,
-    outcome: Outcome,
-    detail: String,
-}
-
 #[derive(Default)]
 struct Report {
-    lines: Vec<Line>,
+    lines: Vec<HealthCheck>,
     unreachable: bool,
 }
 
 impl Report {
     fn add(&mut self, name: &'static str, outcome: Outcome, detail: impl Into<String>) {
-        self.lines.push(Line { name, outcome, detail: detail.into() });
+        self.lines.push(HealthCheck::new(name, outcome, detail));
     }
 }
 
@@ -86,39 +71,19 @@ fn label(o: Outcome) -> &'static str {
     }
 }
 
-/// The kinds of store whose checks differ.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Store {
-    Sql,
-    ZooKeeper,
-    Etcd,
-    Other,
-}
-
-impl Store {
-    fn of(url: &str) -> Store {
-        match url.split(':').next().unwrap_or_default() {
-            "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => Store::Sql,
-            "zk" | "zookeeper" => Store::ZooKeeper,
-            "etcd" => Store::Etcd,
-            _ => Store::Other,
-        }
-    }
-}
-
 async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) {
-    let url = &config.backend_url;
-    let shown = redact(url);
-    let connected = match tokio::time::timeout(cli.timeout, connect_kind(url, true)).await {
+    let url = BackendUrl::new(config.backend_url.as_str());
+    let options = ConnectOptions::for_reading();
+    let connected = match tokio::time::timeout(cli.timeout, crate::backend::connect(&url, options)).await {
         Ok(Ok(c)) => c,
         Ok(Err(e @ crate::backend::BackendError::Misconfigured(_))) => {
             // Reached, but refused: an evicting Redis, a missing schema without rights, a bad URL.
-            report.add("connect", Outcome::Fail, format!("{shown}: {}", chain(&e)));
+            report.add("connect", Outcome::Fail, format!("{url}: {}", chain(&e)));
             return;
         }
         Ok(Err(e)) => {
             report.unreachable = true;
-            report.add("connect", Outcome::Fail, format!("cannot reach the backend at {shown}: {}", chain(&e)));
+            report.add("connect", Outcome::Fail, format!("cannot reach the backend at {url}: {}", chain(&e)));
             return;
         }
         Err(_) => {
@@ -126,42 +91,35 @@ async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) 
             report.add(
                 "connect",
                 Outcome::Fail,
-                format!("cannot reach the backend at {shown}: no answer within {:?}", cli.timeout),
+                format!("cannot reach the backend at {url}: no answer within {:?}", cli.timeout),
             );
             return;
         }
     };
-    report.add("connect", Outcome::Pass, format!("{shown} answered"));
-    let backend: SharedBackend = match connected {
-        Connected::Plain(b) => b,
-        Connected::Redis(r) => {
-            redis_checks(&r, report).await;
-            Arc::new(r)
-        }
-        Connected::Etcd(e) => {
-            etcd_checks(&e, cli.timeout, report).await;
-            Arc::new(e)
-        }
-    };
-    let store = Store::of(url);
+    report.add("connect", Outcome::Pass, format!("{url} answered"));
+    // The backend's own settings (Redis's eviction policy, etcd's leader and alarms).
+    report.lines.extend(connected.health().health_checks(cli.timeout).await);
+    let notes = connected.health().health_notes();
+    let backend = connected.backend();
     // Every table (SQL) or key space the status reads, and the backend's clock.
     let local_before = SystemTime::now();
     match tokio::time::timeout(cli.timeout, backend.inspect()).await {
         Ok(Ok(snap)) => {
             let local_after = SystemTime::now();
-            if store == Store::Sql {
-                report.add("schema", Outcome::Pass, "simba_session, simba_lease and simba_member are readable");
-            } else {
-                let detail = format!("{} sessions, {} leases listed", snap.sessions.len(), snap.leases.len());
-                report.add("read access", Outcome::Pass, detail);
+            match notes.schema {
+                Some(readable) => report.add("schema", Outcome::Pass, readable),
+                None => {
+                    let detail = format!("{} sessions, {} leases listed", snap.sessions.len(), snap.leases.len());
+                    report.add("read access", Outcome::Pass, detail);
+                }
             }
-            clock_check(snap.taken_at, store, local_before, local_after, report);
+            clock_check(snap.taken_at, &notes, local_before, local_after, report);
         }
         Ok(Err(e)) => report.add("schema", Outcome::Fail, chain(&e)),
         Err(_) => report.add("schema", Outcome::Fail, format!("no answer within {:?}", cli.timeout)),
     }
     namespace_check(&backend, config.namespace.as_ref(), cli.timeout, report).await;
-    lifetime_check(&*backend, config.session.lease_duration(), store, cli.timeout, report).await;
+    lifetime_check(&*backend, config.session.lease_duration(), &notes, cli.timeout, report).await;
     registry_check(&*backend, cli.timeout, report).await;
 }
 
@@ -232,55 +190,16 @@ async fn namespace_check(
     report.add(NAME, Outcome::Pass, detail);
 }
 
-async fn redis_checks(r: &crate::backend::redis::RedisBackend, report: &mut Report) {
-    match r.eviction_policy().await {
-        Ok(Some(p)) if p == "noeviction" => report.add("redis maxmemory-policy", Outcome::Pass, "noeviction"),
-        Ok(Some(p)) => report.add(
-            "redis maxmemory-policy",
-            Outcome::Fail,
-            format!("{p}: evicted keys reset tokens and free leases early; set maxmemory-policy noeviction"),
-        ),
-        Ok(None) => report.add("redis maxmemory-policy", Outcome::Skip, "CONFIG is disabled on this server"),
-        Err(e) => report.add("redis maxmemory-policy", Outcome::Fail, chain(&e)),
-    }
-}
-
-/// etcd: a leader, no alarm (a `NOSPACE` alarm refuses every write, renewals included).
-async fn etcd_checks(e: &crate::backend::etcd::EtcdBackend, timeout: Duration, report: &mut Report) {
-    const NAME: &str = "etcd cluster health";
-    let health = match tokio::time::timeout(timeout, e.cluster_health()).await {
-        Ok(Ok(h)) => h,
-        Ok(Err(err)) => return report.add(NAME, Outcome::Fail, chain(&err)),
-        Err(_) => return report.add(NAME, Outcome::Fail, format!("no answer within {timeout:?}")),
-    };
-    let members = format!("{} member{}", health.members, if health.members == 1 { "" } else { "s" });
-    let detail = match (health.leader, health.healthy()) {
-        (Some(leader), true) => format!("{members}, leader {leader:016x}, etcd {}, no alarms", health.version),
-        (None, _) => format!("{members}, no leader: the cluster cannot renew sessions; check that a majority runs"),
-        (Some(_), false) => format!(
-            "{members}, alarms: {}{}; a NOSPACE alarm refuses every write (compact, defragment, then \
-             `etcdctl alarm disarm`)",
-            health.alarms.join(", "),
-            health.errors.iter().map(|e| format!("; {e}")).collect::<String>()
-        ),
-    };
-    report.add(NAME, if health.healthy() { Outcome::Pass } else { Outcome::Fail }, detail);
-}
-
 /// D4: the backend must grant sessions as long as lease_duration (ZooKeeper caps them at
 /// maxSessionTimeout; etcd grants whole seconds). A short-lived probe session, closed at once.
 async fn lifetime_check(
     backend: &dyn crate::backend::DynBackend,
     wanted: Duration,
-    store: Store,
+    notes: &HealthNotes,
     timeout: Duration,
     report: &mut Report,
 ) {
-    let name = match store {
-        Store::ZooKeeper => "zookeeper maxSessionTimeout",
-        Store::Etcd => "etcd lease TTL",
-        _ => "session lifetime",
-    };
+    let name = notes.session_lifetime;
     let grant = match tokio::time::timeout(timeout, backend.open_session(wanted)).await {
         Ok(Ok(grant)) => grant,
         Ok(Err(e)) => return report.add(name, Outcome::Fail, format!("cannot open a probe session: {}", chain(&e))),
@@ -292,10 +211,7 @@ async fn lifetime_check(
         report.add(name, Outcome::Pass, format!("granted {:?} for lease_duration {wanted:?}", grant.remaining));
         return;
     }
-    let fix = match store {
-        Store::Etcd => "etcd grants whole seconds: make [session] lease_duration a whole number of seconds",
-        _ => "raise the server's cap (ZooKeeper: maxSessionTimeout) or lower [session] lease_duration",
-    };
+    let fix = notes.session_lifetime_fix;
     report.add(
         name,
         Outcome::Fail,
@@ -303,15 +219,15 @@ async fn lifetime_check(
     );
 }
 
-fn clock_check(taken_at: Option<SystemTime>, kind: Store, before: SystemTime, after: SystemTime, report: &mut Report) {
+fn clock_check(
+    taken_at: Option<SystemTime>,
+    notes: &HealthNotes,
+    before: SystemTime,
+    after: SystemTime,
+    report: &mut Report,
+) {
     let Some(store) = taken_at else {
-        let why = if kind == Store::Etcd {
-            "not needed: etcd expires sessions by its own lease TTL and simba compares no clock with it (cron \
-             slots use the nodes' clocks)"
-        } else {
-            "this backend does not tell its clock (expiry is its own timer)"
-        };
-        report.add("clock", Outcome::Skip, why);
+        report.add("clock", Outcome::Skip, notes.no_clock);
         return;
     };
     let skew = if store < before {

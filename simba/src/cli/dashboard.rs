@@ -5,9 +5,8 @@ use std::io::Write;
 use std::net::SocketAddr;
 
 use crate::RuntimeConfig;
-use crate::backend::SharedBackend;
+use crate::backend::{BackendUrl, SharedBackend};
 use crate::dashboard::DashboardConfig;
-use crate::runtime::redact;
 
 /// The dashboard's settings: the configuration's `[dashboard]` table (actions and token),
 /// with `--listen` in place of its address.
@@ -30,18 +29,14 @@ pub(super) fn settings(config: &RuntimeConfig, listen: Option<SocketAddr>) -> Re
 /// Serves until Ctrl-C.
 pub(super) async fn serve(
     backend: SharedBackend,
-    url: &str,
+    url: &BackendUrl,
     settings: &DashboardConfig,
     out: &mut (dyn Write + Send),
 ) -> Result<u8, String> {
     let server = crate::dashboard::serve_backend(backend, url, settings).await.map_err(|e| e.to_string())?;
     let mode = if settings.actions.is_some() { "actions on" } else { "read-only" };
-    let _ = writeln!(
-        out,
-        "serving the dashboard of {} on http://{}/ ({mode}); Ctrl-C stops it",
-        redact(url),
-        server.local_addr()
-    );
+    let _ =
+        writeln!(out, "serving the dashboard of {} on http://{}/ ({mode}); Ctrl-C stops it", url, server.local_addr());
     let _ = out.flush();
     let _ = tokio::signal::ctrl_c().await;
     server.stop().await;

@@ -33,7 +33,7 @@ pub(crate) enum JobsCommand {
 pub(crate) async fn run(
     cmd: &JobsCommand,
     backend: &SharedBackend,
-    url: &str,
+    url: &crate::backend::BackendUrl,
     json: bool,
     wait: std::time::Duration,
     out: &mut (dyn Write + Send),
@@ -41,7 +41,7 @@ pub(crate) async fn run(
     let Some(store) = backend.job_store() else {
         return Err(format!(
             "the backend at {} keeps no job history or job control in this build: its jobs store is not available",
-            crate::runtime::redact(url)
+            url
         ));
     };
     // Pause, resume and run-now wait out a busy store (a SQLite file another process is
@@ -476,7 +476,7 @@ mod tests {
 
     async fn cmd(b: &SharedBackend, c: JobsCommand, json: bool) -> (Result<u8, String>, String) {
         let mut out = Vec::new();
-        let r = run(&c, b, "memory://", json, std::time::Duration::ZERO, &mut out).await;
+        let r = run(&c, b, &"memory://".into(), json, std::time::Duration::ZERO, &mut out).await;
         (r, String::from_utf8_lossy(&out).into_owned())
     }
 

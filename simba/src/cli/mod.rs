@@ -19,8 +19,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::backend::namespace::{Namespace, Namespaced};
-use crate::backend::{BackendError, SharedBackend};
-use crate::runtime::redact;
+use crate::backend::{BackendError, BackendUrl, ConnectOptions, Connected, SharedBackend};
 use crate::{Error, RuntimeConfig};
 
 /// Everything went as asked (and every check passed).
@@ -187,12 +186,12 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
         return Ok(check::run(cli, config, out, err).await);
     }
     let config = config.map_err(|e| e.to_string())?;
-    let url = config.backend_url.clone();
+    let url = BackendUrl::new(config.backend_url.as_str());
     let dashboard = match &cli.command {
         Command::Dashboard { listen } => Some(dashboard::settings(&config, *listen)?),
         _ => None,
     };
-    let raw = connect(&url, cli.timeout).await?;
+    let raw = connect(&url, cli.timeout).await?.backend();
     if let Command::Namespaces = cli.command {
         return namespaces::run(&raw, &url, cli.json, out).await;
     }
@@ -263,81 +262,26 @@ fn load_config(cli: &Cli) -> Result<RuntimeConfig, Error> {
 /// Connects to `url` within `timeout`, to read. A SQLite URL must name an existing file
 /// (reading a cluster's state never creates a database); an evicting Redis is read anyway
 /// (`check` reports its policy).
-async fn connect(url: &str, timeout: Duration) -> Result<SharedBackend, String> {
-    let shown = redact(url);
-    if let Some(path) = sqlite_path(url)
+async fn connect(url: &BackendUrl, timeout: Duration) -> Result<Connected, String> {
+    if let Some(path) = url.sqlite_file()
         && !path.exists()
     {
         return Err(format!(
-            "cannot reach the backend at {shown}: no database file {} (run a node with this URL first, or pass --backend)",
+            "cannot reach the backend at {url}: no database file {} (run a node with this URL first, or pass --backend)",
             path.display()
         ));
     }
-    match tokio::time::timeout(timeout, connect_any(url, true)).await {
-        Ok(Ok(b)) => Ok(b),
+    match tokio::time::timeout(timeout, crate::backend::connect(url, ConnectOptions::for_reading())).await {
+        Ok(Ok(c)) => Ok(c),
         Ok(Err(e @ BackendError::Unavailable { .. })) => {
-            Err(format!("cannot reach the backend at {shown}: {}", chain(&e)))
+            Err(format!("cannot reach the backend at {url}: {}", chain(&e)))
         }
-        Ok(Err(e)) => Err(format!("cannot use the backend at {shown}: {}", chain(&e))),
-        Err(_) => Err(format!("cannot reach the backend at {shown}: no answer within {timeout:?}")),
+        Ok(Err(e)) => Err(format!("cannot use the backend at {url}: {}", chain(&e))),
+        Err(_) => Err(format!("cannot reach the backend at {url}: no answer within {timeout:?}")),
     }
-}
-
-/// The file a `sqlite:` URL names, if it names one.
-fn sqlite_path(url: &str) -> Option<PathBuf> {
-    let rest = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
-    let path = rest.split('?').next().unwrap_or(rest);
-    (!path.is_empty() && !path.starts_with(":memory:")).then(|| PathBuf::from(path))
 }
 
 /// An error with its sources, on one line.
 fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s = format!("{s}: {c}");
-        }
-        source = cause.source();
-    }
-    s
-}
-
-/// The backend for `url`: type-erased, or the Redis backend itself (for its eviction
-/// policy), or the etcd backend itself (for its cluster health). Accepts the schemes
-/// [`crate::Simba::connect`] accepts.
-pub(crate) enum Connected {
-    Plain(SharedBackend),
-    Redis(crate::backend::redis::RedisBackend),
-    Etcd(crate::backend::etcd::EtcdBackend),
-}
-
-async fn connect_any(url: &str, accept_eviction: bool) -> Result<SharedBackend, BackendError> {
-    Ok(match connect_kind(url, accept_eviction).await? {
-        Connected::Plain(b) => b,
-        Connected::Redis(r) => std::sync::Arc::new(r),
-        Connected::Etcd(e) => std::sync::Arc::new(e),
-    })
-}
-
-/// With `accept_eviction`, an evicting Redis is accepted: reading is harmless, and `check`
-/// reports the policy as a failed check of its own.
-pub(crate) async fn connect_kind(url: &str, accept_eviction: bool) -> Result<Connected, BackendError> {
-    use crate::backend::{connect_url, redis, url_scheme};
-    if matches!(url_scheme(url), "redis" | "rediss") {
-        let options = redis::RedisOptions::default().allow_eviction(accept_eviction);
-        return Ok(Connected::Redis(redis::RedisBackend::connect_with(url, options).await?));
-    }
-    if url_scheme(url) == "etcd" {
-        return Ok(Connected::Etcd(crate::backend::etcd::EtcdBackend::connect(url).await?));
-    }
-    match connect_url(url).await? {
-        Some(backend) => Ok(Connected::Plain(backend)),
-        None => Err(BackendError::Misconfigured(format!(
-            "unsupported backend URL scheme `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis://, zk:// \
-             or etcd://",
-            url_scheme(url)
-        ))),
-    }
+    crate::backend::health::chain(e)
 }

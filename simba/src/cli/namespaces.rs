@@ -7,7 +7,6 @@ use serde_json::json;
 
 use crate::backend::SharedBackend;
 use crate::backend::namespace::{NamespaceInfo, list_shared};
-use crate::runtime::redact;
 
 /// How the default namespace is shown in the table.
 const DEFAULT_LABEL: &str = "(default)";
@@ -16,13 +15,12 @@ const DEFAULT_LABEL: &str = "(default)";
 /// for stderr (exit 2).
 pub(super) async fn run(
     backend: &SharedBackend,
-    url: &str,
+    url: &crate::backend::BackendUrl,
     json: bool,
     out: &mut (dyn Write + Send),
 ) -> Result<u8, String> {
-    let list = list_shared(backend)
-        .await
-        .map_err(|e| format!("cannot read the backend at {}: {}", redact(url), super::chain(&e)))?;
+    let list =
+        list_shared(backend).await.map_err(|e| format!("cannot read the backend at {}: {}", url, super::chain(&e)))?;
     let text = if json { to_json(&list) } else { to_table(&list) };
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(super::EXIT_OK),

@@ -7,7 +7,6 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 
 use crate::backend::{DynBackend, StoreSnapshot};
-use crate::runtime::redact;
 
 /// A snapshot with what operators ask of it: leases per session, partitions per member.
 pub(super) struct View {
@@ -30,11 +29,11 @@ struct GroupView<'a> {
 impl View {
     pub(super) async fn read(
         backend: &dyn DynBackend,
-        url: &str,
+        url: &crate::backend::BackendUrl,
         namespace: Option<&str>,
         timeout: Duration,
     ) -> Result<View, String> {
-        let shown = redact(url);
+        let shown = url.redacted().to_owned();
         let snapshot = match tokio::time::timeout(timeout, backend.inspect()).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => return Err(format!("cannot read the backend at {shown}: {}", super::chain(&e))),

@@ -62,8 +62,9 @@ mod server {
     use super::auth::Control;
     use super::hub::Hub;
     use super::jobs::JobsControl;
-    use super::source::{BackendSource, Source, registered, secrets_of};
+    use super::source::{BackendSource, Source, registered};
     use crate::admin::Jobs;
+    use crate::backend::BackendUrl;
     use crate::backend::{Backend, SharedBackend};
     use crate::job::JobSettings;
     use crate::{Error, Simba};
@@ -108,12 +109,12 @@ mod server {
     /// data's origin: it is shown redacted (`postgres://user:***@host/db`), and its secrets are
     /// masked in every error text.
     pub async fn serve<B: Backend>(backend: B, url: &str, config: &DashboardConfig) -> Result<DashboardServer, Error> {
-        serve_backend(Arc::new(backend), url, config).await
+        serve_backend(Arc::new(backend), &BackendUrl::new(url), config).await
     }
 
     pub(crate) async fn serve_backend(
         backend: SharedBackend,
-        url: &str,
+        url: &BackendUrl,
         config: &DashboardConfig,
     ) -> Result<DashboardServer, Error> {
         let control = control_for(config, backend.job_store().map(Jobs::new), url);
@@ -122,9 +123,9 @@ mod server {
     }
 
     /// The job control behind the actions, when they are on and the backend has a jobs store.
-    fn control_for(config: &DashboardConfig, jobs: Option<Jobs>, url: &str) -> Option<Arc<dyn Control>> {
+    fn control_for(config: &DashboardConfig, jobs: Option<Jobs>, url: &BackendUrl) -> Option<Arc<dyn Control>> {
         config.actions.as_ref()?;
-        let control = JobsControl::new(jobs?, secrets_of(url));
+        let control = JobsControl::new(jobs?, url.secrets());
         Some(Arc::new(control))
     }
 
@@ -134,7 +135,7 @@ mod server {
     pub(crate) async fn start_for_runtime(
         simba: &Simba,
         config: &DashboardConfig,
-        url: &str,
+        url: &BackendUrl,
         jobs: &[JobSettings],
     ) -> Result<DashboardServer, Error> {
         let registry = registered(jobs);

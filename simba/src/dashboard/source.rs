@@ -11,7 +11,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::Simba;
-use crate::backend::{SessionId, SharedBackend, StoreSnapshot};
+use crate::backend::health::chain;
+use crate::backend::{BackendUrl, SessionId, SharedBackend, StoreSnapshot};
 use crate::job::{JobSettings, Schedule};
 use crate::job_store::{JobState, RunRecord, SharedJobStore};
 
@@ -116,13 +117,13 @@ pub(crate) struct BackendSource {
 impl BackendSource {
     /// `url` is what the page shows, after redaction; the secrets it holds are also masked in
     /// error texts.
-    pub(crate) fn new(backend: SharedBackend, url: &str, timeout: Duration, own: Option<Simba>) -> Self {
+    pub(crate) fn new(backend: SharedBackend, url: &BackendUrl, timeout: Duration, own: Option<Simba>) -> Self {
         let store = backend.job_store();
         BackendSource {
             backend,
             store,
-            shown: crate::secret::redact_url(url),
-            scrub: secrets_of(url),
+            shown: url.redacted().to_owned(),
+            scrub: url.secrets(),
             timeout,
             own,
             registry: Vec::new(),
@@ -216,43 +217,6 @@ fn this_node_label() -> String {
     format!("{host} pid {}", std::process::id())
 }
 
-/// An error with its sources, on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s = format!("{s}: {c}");
-        }
-        source = cause.source();
-    }
-    s
-}
-
-/// The secret parts of `url`: the userinfo password and secret query values, raw and
-/// percent-decoded, longest first.
-pub(crate) fn secrets_of(url: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if let Some((userinfo, _)) = authority.rsplit_once('@')
-        && let Some((_, password)) = userinfo.split_once(':')
-    {
-        out.push(password.to_owned());
-        out.push(crate::secret::decode_percent(password));
-    }
-    for (k, v) in crate::secret::query_params(url) {
-        if crate::secret::is_secret_key(&k) {
-            out.push(v);
-        }
-    }
-    out.retain(|s| !s.is_empty());
-    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    out.dedup();
-    out
-}
-
 /// `text` with every secret replaced by `***`.
 pub(crate) fn scrub(text: &str, secrets: &[String]) -> String {
     secrets.iter().fold(text.to_owned(), |t, s| t.replace(s.as_str(), crate::secret::MASK))
@@ -264,6 +228,7 @@ mod tests {
 
     #[test]
     fn secrets_of_a_url_are_scrubbed_from_errors() {
+        let secrets_of = |url: &str| BackendUrl::new(url).secrets();
         let s = secrets_of("postgres://u:hunt%3Aer2@db/x?sslpassword=k3y&sslmode=require");
         assert_eq!(s, vec!["hunt%3Aer2".to_owned(), "hunt:er2".to_owned(), "k3y".to_owned()]);
         assert_eq!(scrub("auth failed for hunt:er2 with k3y", &s), "auth failed for *** with ***");

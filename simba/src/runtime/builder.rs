@@ -9,10 +9,10 @@ use super::config::RuntimeConfig;
 use super::connect::{MakeClient, connect};
 use super::jobs::JobsHandle;
 use super::plan::{Plan, plan};
-use super::redact;
 use super::registry;
 use super::running::{RunningRuntime, Servers, watch_control};
 use super::signals::{ShutdownFuture, wait_for_shutdown};
+use crate::backend::BackendUrl;
 use crate::job::{
     JOB_POLICIES, JobPolicy, PARTITIONED_JOBS, PartitionedJob, SCHEDULED_JOBS, ScheduledJob, StateMap, node_name,
 };
@@ -188,8 +188,10 @@ impl RuntimeBuilder {
         if config.metrics_listen.is_some() {
             crate::metrics::recorder()?;
         }
-        let simba = connect(self.backend, self.seed, &config).await?;
-        let servers = match Servers::start(&simba, &config, &plan).await {
+        // Parsed once: the connection, the dashboard and the log line share it.
+        let url = BackendUrl::new(config.backend_url.as_str());
+        let simba = connect(self.backend, self.seed, &config, &url).await?;
+        let servers = match Servers::start(&simba, &config, &url, &plan).await {
             Ok(s) => s,
             Err(e) => {
                 simba.close().await;
@@ -198,7 +200,7 @@ impl RuntimeBuilder {
         };
         tracing::info!(
             config = %config.source,
-            backend = %redact(&config.backend_url),
+            backend = %url,
             namespace = config.namespace.as_ref().map_or("(default)", |n| n.as_str()),
             jobs = plan.jobs.len(),
             groups = plan.groups.len(),

@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use super::config::RuntimeConfig;
-use super::redact;
+use crate::backend::BackendUrl;
 use crate::{Error, Simba};
 
 /// Makes the client from the builder's backend: the session's timing, the jitter seed, the
@@ -19,13 +19,11 @@ pub(super) async fn connect(
     backend: Option<MakeClient>,
     seed: Option<u64>,
     config: &RuntimeConfig,
+    url: &BackendUrl,
 ) -> Result<Simba, Error> {
     match backend {
         Some(make) => make(config.session, seed, config.namespace.clone()),
-        None => {
-            connect_within(config, || Simba::connect_in(&config.backend_url, config.namespace.clone(), config.session))
-                .await
-        }
+        None => connect_within(config, url, || Simba::connect_url(url, config.namespace.clone(), config.session)).await,
     }
 }
 
@@ -40,13 +38,13 @@ fn unavailable(e: &Error) -> bool {
 /// session's backoff: `min_backoff`, doubling up to `renew_interval` (as a session that
 /// cannot open does). A node started while its database restarts waits for it instead of
 /// exiting, which would leave its jobs without this node until someone restarts it.
-async fn connect_within<F, Fut>(config: &RuntimeConfig, mut attempt: F) -> Result<Simba, Error>
+async fn connect_within<F, Fut>(config: &RuntimeConfig, url: &BackendUrl, mut attempt: F) -> Result<Simba, Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Simba, Error>>,
 {
     use crate::engine::session::error_chain;
-    let url = redact(&config.backend_url);
+    let url = url.redacted();
     let started = tokio::time::Instant::now();
     let mut backoff = config.session.min_backoff();
     let mut tries = 1u32;
@@ -99,7 +97,8 @@ mod tests {
         let config = RuntimeConfig::from_toml_str(&text, "simba.toml", Vec::new()).expect("config");
         let tries = std::sync::atomic::AtomicU32::new(0);
         let started = tokio::time::Instant::now();
-        let r = connect_within(&config, || async {
+        let url = BackendUrl::new(config.backend_url.as_str());
+        let r = connect_within(&config, &url, || async {
             if tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < down {
                 return Err(Error::Backend {
                     op: "connect",
@@ -140,7 +139,8 @@ mod tests {
     async fn start_fails_at_once_on_a_misconfigured_backend() {
         let config = RuntimeConfig::default();
         let tries = std::sync::atomic::AtomicU32::new(0);
-        let r = connect_within(&config, || async {
+        let url = BackendUrl::new(config.backend_url.as_str());
+        let r = connect_within(&config, &url, || async {
             tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Err(Error::Backend {
                 op: "connect",

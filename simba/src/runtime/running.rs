@@ -84,7 +84,12 @@ impl Servers {
     /// Starts what `config` asks for; the dashboard shows the jobs of `plan` (as the
     /// configuration overrides them). On an error, what did start is dropped (it stops).
     #[cfg_attr(not(all(feature = "prometheus", feature = "dashboard")), allow(unused_variables))]
-    pub(super) async fn start(simba: &Simba, config: &RuntimeConfig, plan: &Plan) -> Result<Self, Error> {
+    pub(super) async fn start(
+        simba: &Simba,
+        config: &RuntimeConfig,
+        url: &crate::backend::BackendUrl,
+        plan: &Plan,
+    ) -> Result<Self, Error> {
         #[cfg(feature = "prometheus")]
         let metrics = match config.metrics_listen {
             Some(addr) => Some(crate::metrics::serve(addr, simba).await?),
@@ -94,7 +99,7 @@ impl Servers {
         let dashboard = match &config.dashboard {
             Some(d) => {
                 let jobs = plan.settings();
-                Some(crate::dashboard::start_for_runtime(simba, d, &config.backend_url, &jobs).await?)
+                Some(crate::dashboard::start_for_runtime(simba, d, url, &jobs).await?)
             }
             None => None,
         };

@@ -105,3 +105,48 @@ impl EtcdBackend {
         })
     }
 }
+
+impl crate::backend::Health for EtcdBackend {
+    /// A leader, and no alarm: a `NOSPACE` alarm refuses every write, renewals included.
+    fn health_checks(&self, timeout: Duration) -> crate::backend::HealthFuture<'_> {
+        use crate::backend::health::within;
+        Box::pin(async move { vec![within(HEALTH, timeout, self.health_check()).await] })
+    }
+
+    fn health_notes(&self) -> crate::backend::HealthNotes {
+        crate::backend::HealthNotes {
+            schema: None,
+            session_lifetime: "etcd lease TTL",
+            session_lifetime_fix: "etcd grants whole seconds: make [session] lease_duration a whole number of seconds",
+            no_clock: "not needed: etcd expires sessions by its own lease TTL and simba compares no clock with it \
+                       (cron slots use the nodes' clocks)",
+        }
+    }
+}
+
+/// The name of etcd's health check.
+const HEALTH: &str = "etcd cluster health";
+
+impl EtcdBackend {
+    /// [`cluster_health`](Self::cluster_health) as a check, saying what to do when it fails.
+    async fn health_check(&self) -> crate::backend::HealthCheck {
+        use crate::backend::{CheckOutcome, HealthCheck};
+        let health = match self.cluster_health().await {
+            Ok(h) => h,
+            Err(e) => return HealthCheck::new(HEALTH, CheckOutcome::Fail, crate::backend::health::chain(&e)),
+        };
+        let members = format!("{} member{}", health.members, if health.members == 1 { "" } else { "s" });
+        let detail = match (health.leader, health.healthy()) {
+            (Some(leader), true) => format!("{members}, leader {leader:016x}, etcd {}, no alarms", health.version),
+            (None, _) => format!("{members}, no leader: the cluster cannot renew sessions; check that a majority runs"),
+            (Some(_), false) => format!(
+                "{members}, alarms: {}{}; a NOSPACE alarm refuses every write (compact, defragment, then \
+                 `etcdctl alarm disarm`)",
+                health.alarms.join(", "),
+                health.errors.iter().map(|e| format!("; {e}")).collect::<String>()
+            ),
+        };
+        let outcome = if health.healthy() { CheckOutcome::Pass } else { CheckOutcome::Fail };
+        HealthCheck::new(HEALTH, outcome, detail)
+    }
+}

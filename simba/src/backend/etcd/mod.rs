@@ -163,6 +163,11 @@ impl EtcdBackend {
     /// servers as [`BackendError::Unavailable`], wrong credentials, missing permissions, an
     /// untrusted certificate or a malformed URL as [`BackendError::Misconfigured`].
     pub async fn connect(url: &str) -> BackendResult<Self> {
+        Self::connect_url(&crate::backend::BackendUrl::new(url)).await
+    }
+
+    /// [`connect`](Self::connect) to a parsed URL.
+    pub(crate) async fn connect_url(url: &crate::backend::BackendUrl) -> BackendResult<Self> {
         let spec = ConnectSpec::parse(url)?;
         let description: Arc<str> = spec.describe().into();
         match timeout(CONNECT_TIMEOUT, Self::start(spec)).await {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 
-use crate::backend::{BackendError, BackendResult};
+use crate::backend::{BackendError, BackendResult, BackendUrl};
 
 /// The longest connecting takes (TCP, TLS, authentication and a first read) before it fails
 /// with a clear error.
@@ -55,22 +55,24 @@ impl std::fmt::Debug for ConnectSpec {
 impl ConnectSpec {
     /// Parses an `etcd://` URL (see the module documentation). Errors show the URL without
     /// its password.
-    pub(super) fn parse(url: &str) -> BackendResult<Self> {
-        let shown = crate::secret::redact_url(url);
+    pub(super) fn parse(url: &BackendUrl) -> BackendResult<Self> {
+        let shown = url.redacted();
         let bad = |why: &str| {
             BackendError::Misconfigured(format!(
                 "invalid etcd URL {shown:?}: {why} (expected \
                  etcd://[user:password@]host:port[,host:port...][/prefix][?tls=true&ca_file=CA])"
             ))
         };
-        let params = crate::secret::query_params(url);
         if let Some((k, _)) =
-            params.iter().find(|(k, _)| !matches!(k.as_str(), "tls" | "ca_file" | "cert_file" | "key_file"))
+            url.params().iter().find(|(k, _)| !matches!(k.as_str(), "tls" | "ca_file" | "cert_file" | "key_file"))
         {
             return Err(bad(&format!("unknown parameter `{k}` (known: tls, ca_file, cert_file, key_file)")));
         }
-        let tls = tls_files(&params).map_err(|m| bad(&m))?;
-        let url = url.split(['?', '#']).next().unwrap_or_default();
+        let tls = url
+            .flagged_tls()
+            .map_err(|m| bad(&m))?
+            .map(|crate::backend::url::FlaggedTls { ca, identity }| TlsFiles { ca, identity });
+        let url = url.secret_text().split(['?', '#']).next().unwrap_or_default();
         let rest = url.strip_prefix(SCHEME).ok_or_else(|| bad("it must start with etcd://"))?;
         let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
         let (auth, hosts) = match authority.rsplit_once('@') {
@@ -271,36 +273,6 @@ fn join(mut s: String, e: &(dyn std::error::Error + 'static)) -> String {
     s
 }
 
-/// Reads the TLS files of a URL (`tls=true` and `ca_file` needed together).
-fn tls_files(params: &[(String, String)]) -> Result<Option<TlsFiles>, String> {
-    let get = |k: &str| params.iter().find(|(p, _)| p == k).map(|(_, v)| v.as_str());
-    let on = match get("tls") {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(other) => return Err(format!("tls={other}: write tls=true or tls=false")),
-    };
-    let read = |key: &str, what: &str| -> Result<Option<Vec<u8>>, String> {
-        get(key)
-            .map(|p| crate::secret::read_pem(what, std::path::Path::new(p)).map_err(|m| format!("{key}: {m}")))
-            .transpose()
-    };
-    let (ca, cert, key) =
-        (read("ca_file", "CA file")?, read("cert_file", "client certificate")?, read("key_file", "client key")?);
-    if !on {
-        if ca.is_some() || cert.is_some() || key.is_some() {
-            return Err("ca_file, cert_file and key_file need tls=true".into());
-        }
-        return Ok(None);
-    }
-    let ca = ca.ok_or("tls=true needs ca_file, the CA that signed the servers' certificates")?;
-    let identity = match (cert, key) {
-        (Some(c), Some(k)) => Some((c, k)),
-        (None, None) => None,
-        _ => return Err("give both cert_file and key_file (a client certificate needs its key)".into()),
-    };
-    Ok(Some(TlsFiles { ca, identity }))
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -308,38 +280,38 @@ mod tests {
 
     #[test]
     fn parses_endpoints_and_prefix() {
-        let s = ConnectSpec::parse("etcd://127.0.0.1:2379").unwrap();
+        let s = ConnectSpec::parse(&BackendUrl::new("etcd://127.0.0.1:2379")).unwrap();
         assert_eq!((s.hosts.clone(), s.prefix.as_str()), (vec!["127.0.0.1:2379".to_owned()], "simba"));
         assert_eq!(s.describe(), "etcd://127.0.0.1:2379");
-        let s = ConnectSpec::parse("etcd://a:1,b:2/apps/simba/").unwrap();
+        let s = ConnectSpec::parse(&BackendUrl::new("etcd://a:1,b:2/apps/simba/")).unwrap();
         assert_eq!(s.hosts, vec!["a:1".to_owned(), "b:2".to_owned()]);
         assert_eq!(s.prefix, "apps/simba");
         assert_eq!(s.describe(), "etcd://a:1,b:2/apps/simba");
-        assert_eq!(ConnectSpec::parse("etcd://a:1/").unwrap().prefix, "simba");
+        assert_eq!(ConnectSpec::parse(&BackendUrl::new("etcd://a:1/")).unwrap().prefix, "simba");
     }
 
     #[test]
     fn refuses_bad_urls() {
         for url in ["zk://a:1", "etcd://", "etcd://a", "etcd://:1", "etcd://a:x", "etcd://a:1,/p", "etcd://a:1/p/../q"]
         {
-            let e = ConnectSpec::parse(url).unwrap_err();
+            let e = ConnectSpec::parse(&BackendUrl::new(url)).unwrap_err();
             assert!(matches!(e, BackendError::Misconfigured(_)), "{url}: {e:?}");
             assert!(e.to_string().contains(url), "{e}");
         }
-        let e = ConnectSpec::parse("etcd://a:1?tls=true").unwrap_err().to_string();
+        let e = ConnectSpec::parse(&BackendUrl::new("etcd://a:1?tls=true")).unwrap_err().to_string();
         assert!(e.contains("ca_file"), "{e}");
-        let e = ConnectSpec::parse("etcd://a:1?sslmode=x").unwrap_err().to_string();
+        let e = ConnectSpec::parse(&BackendUrl::new("etcd://a:1?sslmode=x")).unwrap_err().to_string();
         assert!(e.contains("unknown parameter `sslmode`"), "{e}");
     }
 
     #[test]
     fn credentials_never_show() {
-        let s = ConnectSpec::parse("etcd://alice:s3%40cret@a:1/c").unwrap();
+        let s = ConnectSpec::parse(&BackendUrl::new("etcd://alice:s3%40cret@a:1/c")).unwrap();
         assert_eq!(s.auth, Some(("alice".into(), "s3@cret".into())));
         assert_eq!(s.describe(), "etcd://alice@a:1/c");
         assert!(!format!("{s:?}").contains("s3"), "{s:?}");
         for bad in ["etcd://alice@a:1", "etcd://:pw@a:1", "etcd://alice:s3cret@a:1?tls=true", "etcd://alice:s3cret@a"] {
-            let e = ConnectSpec::parse(bad).unwrap_err().to_string();
+            let e = ConnectSpec::parse(&BackendUrl::new(bad)).unwrap_err().to_string();
             assert!(!e.contains("s3cret") && !e.contains(":pw@"), "{e}");
         }
     }

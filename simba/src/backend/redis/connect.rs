@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::time::timeout;
 
-use crate::backend::{BackendError, BackendResult};
+use crate::backend::{BackendError, BackendResult, BackendUrl};
 
 /// Reads `maxmemory-policy` and refuses an evicting server unless `allow` (see the module
 /// documentation).
@@ -105,7 +105,8 @@ fn server_version(info: &str) -> Option<(u64, u64)> {
 }
 
 /// Checks the scheme and host before the driver parses the URL, for clearer messages.
-pub(super) fn check_url(url: &str, shown: &str) -> BackendResult<()> {
+pub(super) fn check_url(url: &BackendUrl) -> BackendResult<()> {
+    let (shown, url) = (url.redacted(), url.secret_text());
     let expected = "expected redis://[user[:password]@]host[:port][/db] or rediss://... (TLS)";
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(BackendError::Misconfigured(format!("invalid Redis URL {shown}: no scheme; {expected}")));
@@ -128,46 +129,27 @@ pub(super) fn check_url(url: &str, shown: &str) -> BackendResult<()> {
     Ok(())
 }
 
-/// `url` with any password replaced by `***`, for messages and logs.
-pub(super) fn redact(url: &str) -> String {
-    crate::secret::redact_url(url)
-}
-
 /// Simba's TLS parameters of a `rediss://` URL: `ca_file`, `cert_file`, `key_file`.
 const TLS_PARAMS: [&str; 3] = ["ca_file", "cert_file", "key_file"];
 
 /// Splits simba's TLS parameters off `url` and reads their files: the URL for the driver,
 /// and the certificates if any parameter was given. A file that cannot be read, or that is
 /// not PEM, is an error naming it.
-pub(super) fn tls_files(url: &str, shown: &str) -> BackendResult<(String, Option<redis::TlsCertificates>)> {
-    let params = crate::secret::query_params(url);
-    let file = |key: &str| params.iter().find(|(k, _)| k == key).map(|(_, v)| std::path::PathBuf::from(v));
-    let (ca, cert, key) = (file("ca_file"), file("cert_file"), file("key_file"));
-    if ca.is_none() && cert.is_none() && key.is_none() {
-        return Ok((url.to_owned(), None));
+pub(super) fn tls_files(url: &BackendUrl) -> BackendResult<(String, Option<redis::TlsCertificates>)> {
+    let (text, shown) = (url.secret_text(), url.redacted());
+    let files = url.tls_files();
+    if files.is_empty() {
+        return Ok((text.to_owned(), None));
     }
-    if !url.get(..9).is_some_and(|s| s.eq_ignore_ascii_case("rediss://")) {
+    if !url.scheme().eq_ignore_ascii_case("rediss") {
         return Err(BackendError::Misconfigured(format!(
             "Redis URL {shown}: ca_file, cert_file and key_file need TLS: use rediss://"
         )));
     }
-    let read = |what: &str, p: &Option<std::path::PathBuf>| {
-        p.as_deref()
-            .map(|p| crate::secret::read_pem(what, p))
-            .transpose()
-            .map_err(|m| BackendError::Misconfigured(format!("Redis URL {shown}: {m}")))
-    };
-    let root_cert = read("CA file", &ca)?;
-    let client_tls = match (read("client certificate", &cert)?, read("client key", &key)?) {
-        (Some(client_cert), Some(client_key)) => Some(redis::ClientTlsConfig { client_cert, client_key }),
-        (None, None) => None,
-        _ => {
-            return Err(BackendError::Misconfigured(format!(
-                "Redis URL {shown}: give both cert_file and key_file (a client certificate needs its key)"
-            )));
-        }
-    };
-    Ok((crate::secret::strip_params(url, &TLS_PARAMS), Some(redis::TlsCertificates { client_tls, root_cert })))
+    let read = files.read().map_err(|m| BackendError::Misconfigured(format!("Redis URL {shown}: {m}")))?;
+    let client_tls = read.identity.map(|(client_cert, client_key)| redis::ClientTlsConfig { client_cert, client_key });
+    let certificates = redis::TlsCertificates { client_tls, root_cert: read.ca };
+    Ok((crate::secret::strip_params(text, &TLS_PARAMS), Some(certificates)))
 }
 
 /// The server as `redis://[user@]host:port/db` (or `rediss://`), without the password.
@@ -245,6 +227,10 @@ pub(super) fn call_error(description: &str, what: &str, e: RedisError) -> Backen
 mod tests {
     use super::*;
 
+    fn redact(url: &str) -> String {
+        BackendUrl::new(url).redacted().to_owned()
+    }
+
     #[test]
     fn passwords_never_show() {
         assert_eq!(redact("redis://127.0.0.1:6379/0"), "redis://127.0.0.1:6379/0");
@@ -259,12 +245,12 @@ mod tests {
     #[test]
     fn urls_are_checked() {
         for bad in ["http://h:6379", "h:6379", "redis://", "redis:///0", "redis://u:p@:6379", "redis://:6379"] {
-            let err = check_url(bad, &redact(bad)).unwrap_err();
+            let err = check_url(&BackendUrl::new(bad)).unwrap_err();
             assert!(matches!(err, BackendError::Misconfigured(_)), "{bad}: {err}");
             assert!(!err.to_string().contains("p@"), "{err}");
         }
         for good in ["redis://h", "REDIS://h:1/0", "rediss://u:p@h:6380", "redis://[::1]:6379"] {
-            assert!(check_url(good, good).is_ok(), "{good}");
+            assert!(check_url(&BackendUrl::new(good)).is_ok(), "{good}");
         }
     }
 

@@ -108,3 +108,29 @@ impl RedisBackend {
         }
     }
 }
+
+impl crate::backend::Health for RedisBackend {
+    /// `maxmemory-policy` must be `noeviction`: an evicted key resets a lease's tokens or
+    /// frees it early.
+    fn health_checks(&self, timeout: Duration) -> crate::backend::HealthFuture<'_> {
+        use crate::backend::{CheckOutcome, HealthCheck};
+        const NAME: &str = "redis maxmemory-policy";
+        Box::pin(async move {
+            let check = crate::backend::health::within(NAME, timeout, async {
+                match self.eviction_policy().await {
+                    Ok(Some(p)) if p == "noeviction" => HealthCheck::new(NAME, CheckOutcome::Pass, "noeviction"),
+                    Ok(Some(p)) => HealthCheck::new(
+                        NAME,
+                        CheckOutcome::Fail,
+                        format!(
+                            "{p}: evicted keys reset tokens and free leases early; set maxmemory-policy noeviction"
+                        ),
+                    ),
+                    Ok(None) => HealthCheck::new(NAME, CheckOutcome::Skip, "CONFIG is disabled on this server"),
+                    Err(e) => HealthCheck::new(NAME, CheckOutcome::Fail, crate::backend::health::chain(&e)),
+                }
+            });
+            vec![check.await]
+        })
+    }
+}

@@ -83,9 +83,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::{
     Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
 };
-use connect::{
-    call_error, check_eviction_policy, check_url, check_version, connect_error, describe_info, no_answer, redact,
-};
+use connect::{call_error, check_eviction_policy, check_url, check_version, connect_error, describe_info, no_answer};
 use scripts::{AUDIT, SCRIPTS, token_sum};
 use subscriber::Subscriber;
 
@@ -282,10 +280,15 @@ impl RedisBackend {
 
     /// Connects to the server at `url` with `options`; see [`connect`](Self::connect).
     pub async fn connect_with(url: &str, options: RedisOptions) -> BackendResult<Self> {
+        Self::connect_url(&crate::backend::BackendUrl::new(url), options).await
+    }
+
+    /// [`connect_with`](Self::connect_with) to a parsed URL.
+    pub(crate) async fn connect_url(url: &crate::backend::BackendUrl, options: RedisOptions) -> BackendResult<Self> {
         options.validate()?;
-        let shown = redact(url);
-        check_url(url, &shown)?;
-        let (url, certificates) = connect::tls_files(url, &shown)?;
+        let shown = url.redacted().to_owned();
+        check_url(url)?;
+        let (url, certificates) = connect::tls_files(url)?;
         let url = url.as_str();
         // The redis crate builds its TLS configuration from the process-wide rustls provider,
         // which rustls cannot choose alone when two are compiled in: install ring first.

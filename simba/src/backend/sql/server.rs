@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::backend::{BackendError, BackendResult};
+use crate::backend::{BackendError, BackendResult, BackendUrl};
 
 /// How long connecting may take, and how long a call waits for a pooled connection. A
 /// server that does not answer within it is reported as unreachable instead of hanging.
@@ -15,16 +15,16 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// callers then fail after this long instead of holding pooled connections indefinitely.
 pub(crate) const LOCK_WAIT_MS: u64 = 5_000;
 
-/// `url` with its password (if any) replaced by `***`, for error messages.
-pub(crate) fn redact(url: &str) -> String {
-    crate::secret::redact_url(url)
-}
-
 /// Checks the parts of a server URL that the driver would otherwise fill in silently: the
 /// scheme, a host (in the authority or as a `host=` / `socket=` parameter) and a database.
 /// Returns the URL normalised to the driver's scheme.
-pub(crate) fn check_url(url: &str, schemes: &[&str], driver_scheme: &str, example: &str) -> BackendResult<String> {
-    let shown = redact(url);
+pub(crate) fn check_url(
+    url: &BackendUrl,
+    schemes: &[&str],
+    driver_scheme: &str,
+    example: &str,
+) -> BackendResult<String> {
+    let (shown, url) = (url.redacted(), url.secret_text());
     let rest =
         schemes.iter().find_map(|s| url.strip_prefix(s).and_then(|r| r.strip_prefix("://"))).ok_or_else(|| {
             BackendError::Misconfigured(format!(
@@ -47,14 +47,12 @@ pub(crate) fn check_url(url: &str, schemes: &[&str], driver_scheme: &str, exampl
     Ok(format!("{driver_scheme}://{rest}"))
 }
 
-/// Reads the TLS files named by the URL's parameters (`keys`: parameter and what it is), so
-/// that a missing, unreadable or non-PEM file fails before connecting, with its name.
-pub(crate) fn check_tls_files(url: &str, keys: &[(&str, &str)]) -> BackendResult<()> {
-    for (k, v) in crate::secret::query_params(url) {
-        if let Some((key, what)) = keys.iter().find(|(key, _)| key.eq_ignore_ascii_case(&k)) {
-            crate::secret::read_pem(what, std::path::Path::new(&v))
-                .map_err(|m| BackendError::Misconfigured(format!("URL {:?}, parameter {key}: {m}", redact(url))))?;
-        }
+/// Reads the TLS files named by the URL's parameters, so that a missing, unreadable or
+/// non-PEM file fails before connecting, with its name.
+pub(crate) fn check_tls_files(url: &BackendUrl) -> BackendResult<()> {
+    let files = url.tls_files();
+    for file in [&files.ca, &files.cert, &files.key].into_iter().flatten() {
+        file.read().map_err(|m| BackendError::Misconfigured(format!("URL {:?}, parameter {m}", url.redacted())))?;
     }
     Ok(())
 }
@@ -103,6 +101,10 @@ pub(crate) fn schema_missing(description: &str, user: &str, cause: &str, script:
 mod tests {
     use super::*;
 
+    fn redact(url: &str) -> String {
+        BackendUrl::new(url).redacted().to_owned()
+    }
+
     #[test]
     fn redact_hides_only_the_password() {
         assert_eq!(redact("postgres://u:secret@h:1/db"), "postgres://u:***@h:1/db");
@@ -114,7 +116,7 @@ mod tests {
     #[test]
     fn check_url_wants_scheme_host_and_database() {
         let ex = "postgres://user@host/db";
-        let ok = |u: &str| check_url(u, &["postgres", "postgresql"], "postgres", ex);
+        let ok = |u: &str| check_url(&BackendUrl::new(u), &["postgres", "postgresql"], "postgres", ex);
         assert_eq!(ok("postgresql://u@h:5/db").ok().as_deref(), Some("postgres://u@h:5/db"));
         assert!(ok("postgres:///db?host=/run/postgresql").is_ok());
         for bad in ["mysql://u@h/db", "postgres://u@h", "postgres://u@h/", "postgres:///db", "h/db"] {

@@ -55,3 +55,13 @@ impl ZooKeeperBackend {
         Ok(StoreSnapshot { taken_at: None, sessions, leases, groups }.normalized())
     }
 }
+
+impl crate::backend::Health for ZooKeeperBackend {
+    /// The session lifetime check is named after the server setting that caps it.
+    fn health_notes(&self) -> crate::backend::HealthNotes {
+        crate::backend::HealthNotes {
+            session_lifetime: "zookeeper maxSessionTimeout",
+            ..crate::backend::HealthNotes::default()
+        }
+    }
+}

@@ -125,6 +125,11 @@ impl ZooKeeperBackend {
     ///
     /// Fails within 5 s, naming the URL and the cause, when no server answers.
     pub async fn connect(url: &str) -> BackendResult<Self> {
+        Self::connect_url(&crate::backend::BackendUrl::new(url)).await
+    }
+
+    /// [`connect`](Self::connect) to a parsed URL.
+    pub(crate) async fn connect_url(url: &crate::backend::BackendUrl) -> BackendResult<Self> {
         let spec = ConnectSpec::parse(url)?;
         let description = spec.describe();
         let setup_err = |what: &str, e: zk::Error| match e {

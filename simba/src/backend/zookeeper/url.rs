@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
-use crate::backend::{BackendError, BackendResult};
+use crate::backend::{BackendError, BackendResult, BackendUrl};
 
 /// The longest a connection attempt takes before it fails with a clear error, whatever the
 /// session timeout (a black-holed server otherwise keeps the handshake waiting).
@@ -49,21 +49,23 @@ impl std::fmt::Debug for ConnectSpec {
 
 impl ConnectSpec {
     /// Parses `zk://[user:password@]host:port[,host:port...][/chroot]`.
-    pub(super) fn parse(url: &str) -> BackendResult<Self> {
-        let shown = crate::secret::redact_url(url);
+    pub(super) fn parse(url: &BackendUrl) -> BackendResult<Self> {
+        let shown = url.redacted();
         let bad = |why: &str| {
             BackendError::Misconfigured(format!(
                 "invalid ZooKeeper URL {shown:?}: {why} (expected zk://[user:password@]host:port[,host:port...][/chroot])"
             ))
         };
-        let params = crate::secret::query_params(url);
         if let Some((k, _)) =
-            params.iter().find(|(k, _)| !matches!(k.as_str(), "tls" | "ca_file" | "cert_file" | "key_file"))
+            url.params().iter().find(|(k, _)| !matches!(k.as_str(), "tls" | "ca_file" | "cert_file" | "key_file"))
         {
             return Err(bad(&format!("unknown parameter `{k}` (known: tls, ca_file, cert_file, key_file)")));
         }
-        let tls = tls_files(&params).map_err(|m| bad(&m))?;
-        let url = url.split('?').next().unwrap_or_default();
+        let tls = url.flagged_tls().map_err(|m| bad(&m))?.map(|crate::backend::url::FlaggedTls { ca, identity }| {
+            let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+            TlsFiles { ca: text(ca), identity: identity.map(|(c, k)| (text(c), text(k))) }
+        });
+        let url = url.secret_text().split('?').next().unwrap_or_default();
         let rest = url.strip_prefix(SCHEME).ok_or_else(|| bad("it must start with zk://"))?;
         let (auth, rest) = match rest.rsplit_once('@') {
             Some((userinfo, hosts)) => match userinfo.split_once(':') {
@@ -285,40 +287,6 @@ fn probe(server: &str, tls: &TlsFiles) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads the TLS files a `zk://` URL names (`tls=true` and `ca_file` needed together).
-fn tls_files(params: &[(String, String)]) -> Result<Option<TlsFiles>, String> {
-    let get = |k: &str| params.iter().find(|(p, _)| p == k).map(|(_, v)| v.as_str());
-    let on = match get("tls") {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(other) => return Err(format!("tls={other}: write tls=true or tls=false")),
-    };
-    let read = |key: &str, what: &str| -> Result<Option<String>, String> {
-        get(key)
-            .map(|p| {
-                crate::secret::read_pem(what, std::path::Path::new(p))
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .map_err(|m| format!("{key}: {m}"))
-            })
-            .transpose()
-    };
-    let (ca, cert, key) =
-        (read("ca_file", "CA file")?, read("cert_file", "client certificate")?, read("key_file", "client key")?);
-    if !on {
-        if ca.is_some() || cert.is_some() || key.is_some() {
-            return Err("ca_file, cert_file and key_file need tls=true".into());
-        }
-        return Ok(None);
-    }
-    let ca = ca.ok_or("tls=true needs ca_file, the CA that signed the servers' certificates")?;
-    let identity = match (cert, key) {
-        (Some(c), Some(k)) => Some((c, k)),
-        (None, None) => None,
-        _ => return Err("give both cert_file and key_file (a client certificate needs its key)".into()),
-    };
-    Ok(Some(TlsFiles { ca, identity }))
-}
-
 /// How long one connection attempt may wait for the server's answer: the driver's own choice
 /// (two fifths of the session timeout) up to one second. Without the cap the backend's shared
 /// session (10 s) waited 4 s on a server that had just restarted and accepted the connection
@@ -336,13 +304,13 @@ mod tests {
 
     #[test]
     fn parses_hosts_and_chroot() {
-        let s = ConnectSpec::parse("zk://127.0.0.1:2181").unwrap();
+        let s = ConnectSpec::parse(&BackendUrl::new("zk://127.0.0.1:2181")).unwrap();
         assert_eq!((s.hosts.as_str(), s.chroot()), ("127.0.0.1:2181", None));
         assert_eq!(s.describe(), "zk://127.0.0.1:2181");
-        let s = ConnectSpec::parse("zk://a:1,b:2/apps/simba/").unwrap();
+        let s = ConnectSpec::parse(&BackendUrl::new("zk://a:1,b:2/apps/simba/")).unwrap();
         assert_eq!((s.hosts.as_str(), s.chroot()), ("a:1,b:2", Some("/apps/simba")));
         assert_eq!(s.describe(), "zk://a:1,b:2/apps/simba");
-        assert_eq!(ConnectSpec::parse("zk://a:1/").unwrap().chroot(), None);
+        assert_eq!(ConnectSpec::parse(&BackendUrl::new("zk://a:1/")).unwrap().chroot(), None);
     }
 
     #[test]
@@ -350,7 +318,7 @@ mod tests {
         for url in
             ["redis://a:1", "zk://", "zk://a", "zk://:1", "zk://a:x", "zk://a:1,/c", "zk://a:1//c", "zk://a:1/c/../d"]
         {
-            let e = ConnectSpec::parse(url).unwrap_err();
+            let e = ConnectSpec::parse(&BackendUrl::new(url)).unwrap_err();
             assert!(matches!(e, BackendError::Misconfigured(_)), "{url}: {e:?}");
             assert!(e.to_string().contains(url), "{e}");
         }
@@ -358,13 +326,13 @@ mod tests {
 
     #[test]
     fn digest_credentials_never_show() {
-        let s = ConnectSpec::parse("zk://alice:s3%40cret@a:1/c").unwrap();
+        let s = ConnectSpec::parse(&BackendUrl::new("zk://alice:s3%40cret@a:1/c")).unwrap();
         assert_eq!(s.auth, Some(("alice".into(), "s3@cret".into())));
         assert_eq!(s.describe(), "zk://alice@a:1/c");
         assert!(!format!("{s:?}").contains("s3"), "{s:?}");
         assert!(s.secured());
         for bad in ["zk://alice@a:1", "zk://:pw@a:1", "zk://alice:s3cret@a:1?tls=true", "zk://alice:s3cret@a:1?x=1"] {
-            let e = ConnectSpec::parse(bad).unwrap_err().to_string();
+            let e = ConnectSpec::parse(&BackendUrl::new(bad)).unwrap_err().to_string();
             assert!(!e.contains("s3cret") && !e.contains(":pw@"), "{e}");
         }
     }

@@ -52,7 +52,7 @@ use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor, Row};
 use super::backend::{Releases, SqlBackend};
 use super::dialect::{Dialect, Param};
 use super::release_watch::{self, Probe, ReleaseWatch};
-use super::server::{self, CONNECT_TIMEOUT, LOCK_WAIT_MS, describe, redact, schema_missing, schema_script};
+use super::server::{self, CONNECT_TIMEOUT, LOCK_WAIT_MS, describe, schema_missing, schema_script};
 use super::{SqlCalls, SqlStore, is_generated_id};
 use crate::backend::job_store::SharedJobStore;
 use crate::backend::{Acquire, BackendError, BackendResult, HeldDigest, KeepAlive, SessionId};
@@ -156,13 +156,15 @@ impl MySqlBackend {
     /// Connections wait at most 5 s for a row lock (`innodb_lock_wait_timeout`), so a client
     /// paused mid-call cannot hold other nodes' connections for long.
     pub async fn connect(url: &str) -> BackendResult<Self> {
+        Self::connect_url(&crate::backend::BackendUrl::new(url)).await
+    }
+
+    /// [`connect`](Self::connect) to a parsed URL.
+    pub(crate) async fn connect_url(url: &crate::backend::BackendUrl) -> BackendResult<Self> {
         let normalised = server::check_url(url, &["mysql", "mariadb"], "mysql", "mysql://user@host:3306/database")?;
-        server::check_tls_files(
-            url,
-            &[("ssl-ca", "CA file"), ("ssl-cert", "client certificate"), ("ssl-key", "client key")],
-        )?;
+        server::check_tls_files(url)?;
         let options = MySqlConnectOptions::from_str(&normalised)
-            .map_err(|e| BackendError::Misconfigured(format!("invalid MySQL URL {:?}: {e}", redact(url))))?;
+            .map_err(|e| BackendError::Misconfigured(format!("invalid MySQL URL {:?}: {e}", url.redacted())))?;
         let description = describe_options(&options);
         // One connection first, outside the pool: the pool retries refused connections until
         // its timeout and then reports only that it timed out, losing the cause.

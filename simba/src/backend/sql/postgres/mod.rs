@@ -60,7 +60,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::backend::{Releases, SqlBackend};
-use super::server::{self, CONNECT_TIMEOUT, LOCK_WAIT_MS, describe, redact, schema_missing, schema_script};
+use super::server::{self, CONNECT_TIMEOUT, LOCK_WAIT_MS, describe, schema_missing, schema_script};
 use super::{SqlCalls, SqlStore, digest};
 use crate::backend::job_store::SharedJobStore;
 use crate::backend::{Acquire, BackendError, BackendResult, HeldDigest, KeepAlive, SessionGrant, SessionId};
@@ -152,14 +152,16 @@ impl PostgresBackend {
     /// lease for long. Where `synchronous_commit` is `off`, they turn it on: a commit that a
     /// crash can lose could hand out a token twice (T3).
     pub async fn connect(url: &str) -> BackendResult<Self> {
+        Self::connect_url(&crate::backend::BackendUrl::new(url)).await
+    }
+
+    /// [`connect`](Self::connect) to a parsed URL.
+    pub(crate) async fn connect_url(url: &crate::backend::BackendUrl) -> BackendResult<Self> {
         let normalised =
             server::check_url(url, &["postgres", "postgresql"], "postgres", "postgres://user@host:5432/database")?;
-        server::check_tls_files(
-            url,
-            &[("sslrootcert", "CA file"), ("sslcert", "client certificate"), ("sslkey", "client key")],
-        )?;
+        server::check_tls_files(url)?;
         let options = PgConnectOptions::from_str(&normalised)
-            .map_err(|e| BackendError::Misconfigured(format!("invalid PostgreSQL URL {:?}: {e}", redact(url))))?
+            .map_err(|e| BackendError::Misconfigured(format!("invalid PostgreSQL URL {:?}: {e}", url.redacted())))?
             .application_name("simba")
             .options([("lock_timeout", LOCK_WAIT_MS), ("idle_in_transaction_session_timeout", LOCK_WAIT_MS)]);
         let description = describe_options(&options);

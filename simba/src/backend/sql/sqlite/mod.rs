@@ -131,11 +131,16 @@ impl SqliteBackend {
     /// tests). The file is put in WAL mode, so readers do not block the writer, and
     /// connections wait up to 5 s for another process's write lock.
     pub async fn connect(url: &str) -> BackendResult<Self> {
-        let options = SqliteConnectOptions::from_str(url)
+        Self::connect_url(&crate::backend::BackendUrl::new(url)).await
+    }
+
+    /// [`connect`](Self::connect) to a parsed URL.
+    pub(crate) async fn connect_url(url: &crate::backend::BackendUrl) -> BackendResult<Self> {
+        let options = SqliteConnectOptions::from_str(url.secret_text())
             .map_err(|e| {
                 BackendError::Misconfigured(format!(
                     "invalid SQLite URL {:?} (expected sqlite://path/to/file.db or sqlite::memory:): {e}",
-                    crate::secret::redact_url(url)
+                    url.redacted()
                 ))
             })?
             .create_if_missing(true)
