@@ -12,6 +12,7 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Expr, ItemFn, Lit, Meta, Token};
 
+use crate::kind::Kind;
 use crate::signature;
 
 use simba_rules::lease::{MAX_NAME_LEN, name_problem};
@@ -21,13 +22,6 @@ const MAX_RETRY: u32 = 100;
 
 /// The most partitions a group may have.
 const MAX_PARTITIONS: u32 = 100_000;
-
-/// Which macro is being expanded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Scheduled,
-    Partitioned,
-}
 
 impl Kind {
     fn attr(self) -> &'static str {

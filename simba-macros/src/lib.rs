@@ -12,9 +12,10 @@ use proc_macro::TokenStream;
 
 mod args;
 mod expand;
+mod kind;
 mod signature;
 
-use args::Kind;
+use kind::Kind;
 
 #[doc = include_str!("docs/scheduled.md")]
 #[proc_macro_attribute]

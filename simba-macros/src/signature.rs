@@ -9,7 +9,7 @@
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Type};
 
-use crate::args::Kind;
+use crate::kind::Kind;
 
 /// Checks the function's signature: `async fn NAME(term: &Term) -> R` for a scheduled job,
 /// `async fn NAME(term: &Term, partition: u32) -> R` for a partitioned one.
