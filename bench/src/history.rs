@@ -112,7 +112,7 @@ async fn prefill(store: &SharedJobStore, job: &str, n: usize) -> Result<()> {
     let base = chrono::Utc::now().timestamp_millis() - 60_000;
     let results: Vec<_> = futures_util::stream::iter(0..n)
         .map(|i| {
-            let store = Arc::clone(store);
+            let store = store.clone();
             let mut rec = RunRecord::not_run(job, base - 100 * i as i64, Outcome::Ran);
             (rec.attempt, rec.attempts, rec.node) = (1, 1, "prefill".to_owned());
             async move { append_retrying(&store, &rec).await }

@@ -395,7 +395,7 @@ mod tests {
     use super::*;
     use crate::backend::SessionId;
     use crate::backend::memory::MemoryBackend;
-    use crate::job_store::{BoxFuture, Claim, ClaimRequest, JobStore, SharedJobStore};
+    use crate::job_store::{Claim, ClaimRequest, JobStore, SharedJobStore};
 
     /// How the wrapped store fails a control change.
     #[derive(Clone, Copy, PartialEq)]
@@ -444,70 +444,58 @@ mod tests {
     }
 
     impl JobStore for Flaky {
-        fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, crate::backend::BackendResult<Claim>> {
-            self.inner.claim_run(req)
+        async fn claim_run(&self, req: ClaimRequest<'_>) -> crate::backend::BackendResult<Claim> {
+            self.inner.claim_run(req).await
         }
-        fn finish_run<'a>(&'a self, r: &'a RunRecord) -> BoxFuture<'a, crate::backend::BackendResult<bool>> {
-            self.inner.finish_run(r)
+        async fn finish_run(&self, r: &RunRecord) -> crate::backend::BackendResult<bool> {
+            self.inner.finish_run(r).await
         }
-        fn append<'a>(&'a self, r: &'a RunRecord) -> BoxFuture<'a, crate::backend::BackendResult<bool>> {
-            self.inner.append(r)
+        async fn append(&self, r: &RunRecord) -> crate::backend::BackendResult<bool> {
+            self.inner.append(r).await
         }
-        fn history<'a>(
-            &'a self,
-            job: &'a str,
-            n: usize,
-        ) -> BoxFuture<'a, crate::backend::BackendResult<Vec<RunRecord>>> {
-            self.inner.history(job, n)
+        async fn history(&self, job: &str, n: usize) -> crate::backend::BackendResult<Vec<RunRecord>> {
+            self.inner.history(job, n).await
         }
-        fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, crate::backend::BackendResult<Option<JobState>>> {
+        async fn job(&self, job: &str) -> crate::backend::BackendResult<Option<JobState>> {
             if self.read_fails() {
-                return Box::pin(async { Err(Flaky::err()) });
+                return Err(Flaky::err());
             }
-            self.inner.job(job)
+            self.inner.job(job).await
         }
-        fn jobs(&self) -> BoxFuture<'_, crate::backend::BackendResult<Vec<JobState>>> {
-            self.inner.jobs()
+        async fn jobs(&self) -> crate::backend::BackendResult<Vec<JobState>> {
+            self.inner.jobs().await
         }
-        fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, crate::backend::BackendResult<bool>> {
-            Box::pin(async move {
-                match (self.fails(), self.fault) {
-                    (true, Fault::Busy) => Err(Flaky::err()),
-                    (true, Fault::AnswerLost) => {
-                        self.inner.set_paused(job, paused).await?;
-                        Err(Flaky::err())
-                    }
-                    (false, _) => self.inner.set_paused(job, paused).await,
+        async fn set_paused(&self, job: &str, paused: bool) -> crate::backend::BackendResult<bool> {
+            match (self.fails(), self.fault) {
+                (true, Fault::Busy) => Err(Flaky::err()),
+                (true, Fault::AnswerLost) => {
+                    self.inner.set_paused(job, paused).await?;
+                    Err(Flaky::err())
                 }
-            })
+                (false, _) => self.inner.set_paused(job, paused).await,
+            }
         }
-        fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, crate::backend::BackendResult<u64>> {
-            Box::pin(async move {
-                match (self.fails(), self.fault) {
-                    (true, Fault::Busy) => Err(Flaky::err()),
-                    (true, Fault::AnswerLost) => {
-                        self.inner.trigger(job, at_ms).await?;
-                        Err(Flaky::err())
-                    }
-                    (false, _) => self.inner.trigger(job, at_ms).await,
+        async fn trigger(&self, job: &str, at_ms: i64) -> crate::backend::BackendResult<u64> {
+            match (self.fails(), self.fault) {
+                (true, Fault::Busy) => Err(Flaky::err()),
+                (true, Fault::AnswerLost) => {
+                    self.inner.trigger(job, at_ms).await?;
+                    Err(Flaky::err())
                 }
-            })
+                (false, _) => self.inner.trigger(job, at_ms).await,
+            }
         }
-        fn control_version(&self) -> BoxFuture<'_, crate::backend::BackendResult<u64>> {
-            self.inner.control_version()
+        async fn control_version(&self) -> crate::backend::BackendResult<u64> {
+            self.inner.control_version().await
         }
         fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
             self.inner.subscribe_control()
         }
-        fn publish_registry<'a>(
-            &'a self,
-            s: &'a SessionId,
-            r: &'a str,
-        ) -> BoxFuture<'a, crate::backend::BackendResult<bool>> {
-            self.inner.publish_registry(s, r)
+        async fn publish_registry(&self, s: &SessionId, r: &str) -> crate::backend::BackendResult<bool> {
+            self.inner.publish_registry(s, r).await
         }
-        fn registries(&self) -> BoxFuture<'_, crate::backend::BackendResult<Vec<(SessionId, String)>>> {
-            self.inner.registries()
+        async fn registries(&self) -> crate::backend::BackendResult<Vec<(SessionId, String)>> {
+            self.inner.registries().await
         }
         fn retention(&self) -> usize {
             self.inner.retention()
@@ -521,7 +509,7 @@ mod tests {
     }
 
     fn jobs(store: &Arc<Flaky>, wait: Duration) -> Jobs {
-        let shared: SharedJobStore = store.clone();
+        let shared = SharedJobStore::from_arc(store.clone());
         Jobs::new(shared).with_registered(["report"]).with_wait(wait)
     }
 

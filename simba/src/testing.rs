@@ -34,7 +34,6 @@
 //! answers at once or as the injected fault says).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -204,8 +203,8 @@ impl TestKitBuilder {
             runtime.simba().live().await?;
             nodes.push(Some(Node { runtime, faults }));
         }
-        let jobs_store: SharedJobStore = Arc::new(store.jobs());
-        let jobs = Jobs::new(Arc::clone(&jobs_store))
+        let jobs_store: SharedJobStore = crate::job_store::SharedJobStore::new(store.jobs());
+        let jobs = Jobs::new(jobs_store.clone())
             .with_registered(scheduled.iter().map(|j| &*j.name).chain(partitioned.iter().map(|j| &*j.name)));
         Ok(TestKit { store, jobs_store, jobs, clock, config, scheduled, partitioned, nodes })
     }

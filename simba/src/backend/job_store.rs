@@ -22,12 +22,8 @@ pub const MAX_ERROR_BYTES: usize = 1024;
 /// ([`JobStore::publish_registry`]): well under ZooKeeper's and etcd's request limits.
 pub const MAX_REGISTRY_BYTES: usize = 256 * 1024;
 
-/// A boxed future, as the object-safe [`JobStore`] returns.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// A type-erased jobs store, as [`Backend::job_store`](crate::backend::Backend::job_store)
-/// returns it.
-pub type SharedJobStore = Arc<dyn JobStore>;
+/// A boxed future, as the erased store returns them (the one erasure point).
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What became of a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -307,7 +303,9 @@ pub struct JobState {
     pub trigger_pending_ms: Option<i64>,
 }
 
-/// Where history and job control live. Object safe; every method is one logical round trip
+/// Where history and job control live, in the shape of [`Backend`](crate::backend::Backend):
+/// methods return `impl Future + Send` (write them as `async fn`), and the one type-erased
+/// form is [`SharedJobStore`]. Every method is one logical round trip
 /// to the store, atomic there, and may be dropped at any point (the store stays consistent
 /// whether or not it took effect). A store never sleeps and never retries (as B1).
 ///
@@ -343,39 +341,39 @@ pub trait JobStore: Send + Sync + 'static {
     ///
     /// Steps 2 to 4 are the core's claim rule, [`simba_core::claim::decide`]: a store calls it
     /// on the rows it read, or (SQL routines, Redis) writes the same steps in its own language.
-    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>>;
+    fn claim_run(&self, req: ClaimRequest<'_>) -> impl Future<Output = BackendResult<Claim>> + Send;
 
     /// Overwrites the record of `(record.job, record.kind, record.slot_ms)` with `record` if
     /// that record exists and was claimed with `record.token`; returns whether it did. Not
     /// fenced by the lease: a run that ended after its term still tells how it ended.
-    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>>;
+    fn finish_run(&self, record: &RunRecord) -> impl Future<Output = BackendResult<bool>> + Send;
 
     /// Inserts a record of a slot that was not claimed (`missed`, `skipped_running`) unless
     /// a record with its identity exists; returns whether it inserted. Idempotent.
-    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>>;
+    fn append(&self, record: &RunRecord) -> impl Future<Output = BackendResult<bool>> + Send;
 
     /// The newest `limit` records of `job`, newest first (by `slot_ms`, then kind).
-    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>>;
+    fn history(&self, job: &str, limit: usize) -> impl Future<Output = BackendResult<Vec<RunRecord>>> + Send;
 
     /// What the store knows about `job`; `None` when it has no record, control row or claimed
     /// slot for it.
-    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>>;
+    fn job(&self, job: &str) -> impl Future<Output = BackendResult<Option<JobState>>> + Send;
 
     /// Every job name the store knows (with a record, a control row or a claimed slot),
     /// ordered by name.
-    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>>;
+    fn jobs(&self) -> impl Future<Output = BackendResult<Vec<JobState>>> + Send;
 
     /// Pauses (`true`) or resumes (`false`) `job` cluster-wide; returns whether it was paused
     /// before. Bumps the control version and broadcasts `job` where the store can.
-    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>>;
+    fn set_paused(&self, job: &str, paused: bool) -> impl Future<Output = BackendResult<bool>> + Send;
 
     /// Requests one run of `job` now, at `at_ms` (unix milliseconds); returns the request's
     /// id (strictly increasing per job). Requests not yet taken collapse into one run (the
     /// newest time wins). Bumps the control version and broadcasts `job` where it can.
-    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>>;
+    fn trigger(&self, job: &str, at_ms: i64) -> impl Future<Output = BackendResult<u64>> + Send;
 
     /// A number that changes whenever any job's pause state or pending request changes.
-    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>>;
+    fn control_version(&self) -> impl Future<Output = BackendResult<u64>> + Send;
 
     /// Names of jobs whose control changed, where the store can broadcast; `None` where it
     /// cannot (nodes then rely on polling [`control_version`](JobStore::control_version)).
@@ -390,11 +388,12 @@ pub trait JobStore: Send + Sync + 'static {
     /// [`registries`](JobStore::registries) no longer answers it and the store drops it (at
     /// once where the store ties it to the session, ZooKeeper and etcd; at the next publish
     /// elsewhere). Returns `false`, storing nothing, when `session` is not live.
-    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>>;
+    fn publish_registry(&self, session: &SessionId, registry: &str)
+    -> impl Future<Output = BackendResult<bool>> + Send;
 
     /// What every live session published with
     /// [`publish_registry`](JobStore::publish_registry), ordered by session id.
-    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>>;
+    fn registries(&self) -> impl Future<Output = BackendResult<Vec<(SessionId, String)>>> + Send;
 
     /// How many records per job this store keeps.
     fn retention(&self) -> usize;
@@ -408,6 +407,219 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// A short description for logs and errors (no secrets).
     fn describe(&self) -> String;
+}
+
+/// [`JobStore`] with its futures boxed: the one erasure point, behind [`SharedJobStore`].
+trait DynJobStore: Send + Sync + 'static {
+    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>>;
+    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>>;
+    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>>;
+    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>>;
+    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>>;
+    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>>;
+    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>>;
+    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>>;
+    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>>;
+    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>>;
+    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>>;
+    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>>;
+    fn retention(&self) -> usize;
+    fn keeping(&self, records: usize) -> SharedJobStore;
+    fn describe(&self) -> String;
+}
+
+impl<J: JobStore> DynJobStore for J {
+    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>> {
+        Box::pin(JobStore::claim_run(self, req))
+    }
+    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(JobStore::finish_run(self, record))
+    }
+    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(JobStore::append(self, record))
+    }
+    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>> {
+        Box::pin(JobStore::history(self, job, limit))
+    }
+    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>> {
+        Box::pin(JobStore::job(self, job))
+    }
+    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
+        Box::pin(JobStore::jobs(self))
+    }
+    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(JobStore::set_paused(self, job, paused))
+    }
+    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>> {
+        Box::pin(JobStore::trigger(self, job, at_ms))
+    }
+    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
+        Box::pin(JobStore::control_version(self))
+    }
+    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
+        JobStore::subscribe_control(self)
+    }
+    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(JobStore::publish_registry(self, session, registry))
+    }
+    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
+        Box::pin(JobStore::registries(self))
+    }
+    fn retention(&self) -> usize {
+        JobStore::retention(self)
+    }
+    fn keeping(&self, records: usize) -> SharedJobStore {
+        JobStore::keeping(self, records)
+    }
+    fn describe(&self) -> String {
+        JobStore::describe(self)
+    }
+}
+
+/// A type-erased jobs store, as [`Backend::job_store`](crate::backend::Backend::job_store)
+/// returns it: cheap to clone (one `Arc`), with the methods of [`JobStore`] (no trait to
+/// import); it also implements the trait, so a wrapper can hold either.
+#[derive(Clone)]
+pub struct SharedJobStore(Arc<dyn DynJobStore>);
+
+impl SharedJobStore {
+    /// Erases `store`.
+    pub fn new(store: impl JobStore) -> Self {
+        SharedJobStore(Arc::new(store))
+    }
+
+    /// Erases a store the caller keeps a typed handle to as well.
+    pub fn from_arc<J: JobStore>(store: Arc<J>) -> Self {
+        SharedJobStore(store)
+    }
+    /// See [`JobStore::claim_run`].
+    pub async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
+        self.0.claim_run(req).await
+    }
+
+    /// See [`JobStore::finish_run`].
+    pub async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
+        self.0.finish_run(record).await
+    }
+
+    /// See [`JobStore::append`].
+    pub async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
+        self.0.append(record).await
+    }
+
+    /// See [`JobStore::history`].
+    pub async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+        self.0.history(job, limit).await
+    }
+
+    /// See [`JobStore::job`].
+    pub async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
+        self.0.job(job).await
+    }
+
+    /// See [`JobStore::jobs`].
+    pub async fn jobs(&self) -> BackendResult<Vec<JobState>> {
+        self.0.jobs().await
+    }
+
+    /// See [`JobStore::set_paused`].
+    pub async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
+        self.0.set_paused(job, paused).await
+    }
+
+    /// See [`JobStore::trigger`].
+    pub async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+        self.0.trigger(job, at_ms).await
+    }
+
+    /// See [`JobStore::control_version`].
+    pub async fn control_version(&self) -> BackendResult<u64> {
+        self.0.control_version().await
+    }
+
+    /// See [`JobStore::subscribe_control`].
+    pub fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
+        self.0.subscribe_control()
+    }
+
+    /// See [`JobStore::publish_registry`].
+    pub async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
+        self.0.publish_registry(session, registry).await
+    }
+
+    /// See [`JobStore::registries`].
+    pub async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+        self.0.registries().await
+    }
+
+    /// See [`JobStore::retention`].
+    pub fn retention(&self) -> usize {
+        self.0.retention()
+    }
+
+    /// See [`JobStore::keeping`].
+    pub fn keeping(&self, records: usize) -> SharedJobStore {
+        self.0.keeping(records)
+    }
+
+    /// See [`JobStore::describe`].
+    pub fn describe(&self) -> String {
+        self.0.describe()
+    }
+}
+
+impl fmt::Debug for SharedJobStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SharedJobStore").field(&self.describe()).finish()
+    }
+}
+
+impl JobStore for SharedJobStore {
+    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
+        SharedJobStore::claim_run(self, req).await
+    }
+    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
+        SharedJobStore::finish_run(self, record).await
+    }
+    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
+        SharedJobStore::append(self, record).await
+    }
+    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+        SharedJobStore::history(self, job, limit).await
+    }
+    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
+        SharedJobStore::job(self, job).await
+    }
+    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
+        SharedJobStore::jobs(self).await
+    }
+    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
+        SharedJobStore::set_paused(self, job, paused).await
+    }
+    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+        SharedJobStore::trigger(self, job, at_ms).await
+    }
+    async fn control_version(&self) -> BackendResult<u64> {
+        SharedJobStore::control_version(self).await
+    }
+    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
+        SharedJobStore::subscribe_control(self)
+    }
+    async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
+        SharedJobStore::publish_registry(self, session, registry).await
+    }
+    async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+        SharedJobStore::registries(self).await
+    }
+    fn retention(&self) -> usize {
+        SharedJobStore::retention(self)
+    }
+    fn keeping(&self, records: usize) -> SharedJobStore {
+        SharedJobStore::keeping(self, records)
+    }
+    fn describe(&self) -> String {
+        SharedJobStore::describe(self)
+    }
 }
 
 /// The group part of a partition job name: `Some("g")` for `g/3`.

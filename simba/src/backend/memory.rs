@@ -12,8 +12,8 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::backend::job_store::{
-    BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SharedJobStore, SlotKind,
-    group_of, truncate_error,
+    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SharedJobStore, SlotKind, group_of,
+    truncate_error,
 };
 
 use super::{
@@ -347,7 +347,7 @@ impl Backend for MemoryBackend {
     }
 
     fn job_store(&self) -> Option<SharedJobStore> {
-        Some(Arc::new(self.jobs()))
+        Some(crate::job_store::SharedJobStore::new(self.jobs()))
     }
 
     fn describe(&self) -> String {
@@ -405,143 +405,122 @@ impl JobsMem {
 }
 
 impl JobStore for MemoryJobStore {
-    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>> {
-        Box::pin(async move {
-            let mut st = self.state();
-            st.sweep(Instant::now());
-            let holder = st
-                .leases
-                .get(req.lease)
-                .is_some_and(|l| l.session.as_ref() == Some(req.session) && l.token == req.token);
-            if !holder {
-                return Ok(Claim::NotHolder);
-            }
-            // The core's claim rule decides; this store only applies its writes.
-            let lease_slot = st.leases.get(req.lease).and_then(|l| l.last_slot);
-            let own = st.jobs.controls.get(req.job).copied().unwrap_or_default();
-            let group = group_of(req.job).and_then(|g| st.jobs.controls.get(g).copied());
-            let Decision { answer, writes } = claim::decide(req.ask(), &own, group.as_ref(), lease_slot);
-            if let Some(row) = writes.own {
-                st.jobs.controls.insert(req.job.to_owned(), row);
-            }
-            if let (Some(slot), Some(l)) = (writes.lease_slot, st.leases.get_mut(req.lease)) {
-                l.last_slot = Some(slot);
-            }
-            if writes.bump_version {
-                st.jobs.version += 1;
-            }
-            let claim = req.claim_of(answer);
-            if let Claim::Claimed(rec) = &claim {
-                st.jobs.insert(rec.clone(), self.retention);
-            }
-            Ok(claim)
-        })
+    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
+        let mut st = self.state();
+        st.sweep(Instant::now());
+        let holder =
+            st.leases.get(req.lease).is_some_and(|l| l.session.as_ref() == Some(req.session) && l.token == req.token);
+        if !holder {
+            return Ok(Claim::NotHolder);
+        }
+        // The core's claim rule decides; this store only applies its writes.
+        let lease_slot = st.leases.get(req.lease).and_then(|l| l.last_slot);
+        let own = st.jobs.controls.get(req.job).copied().unwrap_or_default();
+        let group = group_of(req.job).and_then(|g| st.jobs.controls.get(g).copied());
+        let Decision { answer, writes } = claim::decide(req.ask(), &own, group.as_ref(), lease_slot);
+        if let Some(row) = writes.own {
+            st.jobs.controls.insert(req.job.to_owned(), row);
+        }
+        if let (Some(slot), Some(l)) = (writes.lease_slot, st.leases.get_mut(req.lease)) {
+            l.last_slot = Some(slot);
+        }
+        if writes.bump_version {
+            st.jobs.version += 1;
+        }
+        let claim = req.claim_of(answer);
+        if let Claim::Claimed(rec) = &claim {
+            st.jobs.insert(rec.clone(), self.retention);
+        }
+        Ok(claim)
     }
 
-    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(async move {
-            let mut st = self.state();
-            let claimed = st
-                .jobs
-                .records
-                .get(&record.job)
-                .and_then(|r| r.get(&(record.slot_ms, record.kind)))
-                .is_some_and(|r| r.token == record.token);
-            if claimed {
-                st.jobs.insert(record.clone(), self.retention);
-            }
-            Ok(claimed)
-        })
-    }
-
-    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(async move {
-            let mut st = self.state();
-            let exists =
-                st.jobs.records.get(&record.job).is_some_and(|r| r.contains_key(&(record.slot_ms, record.kind)));
-            if exists {
-                return Ok(false);
-            }
+    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
+        let mut st = self.state();
+        let claimed = st
+            .jobs
+            .records
+            .get(&record.job)
+            .and_then(|r| r.get(&(record.slot_ms, record.kind)))
+            .is_some_and(|r| r.token == record.token);
+        if claimed {
             st.jobs.insert(record.clone(), self.retention);
-            Ok(true)
-        })
+        }
+        Ok(claimed)
     }
 
-    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>> {
-        Box::pin(async move {
-            let st = self.state();
-            Ok(st.jobs.records.get(job).map(|r| r.values().rev().take(limit).cloned().collect()).unwrap_or_default())
-        })
+    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
+        let mut st = self.state();
+        let exists = st.jobs.records.get(&record.job).is_some_and(|r| r.contains_key(&(record.slot_ms, record.kind)));
+        if exists {
+            return Ok(false);
+        }
+        st.jobs.insert(record.clone(), self.retention);
+        Ok(true)
     }
 
-    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>> {
-        Box::pin(async move { Ok(self.state().jobs.state_of(job)) })
+    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+        let st = self.state();
+        Ok(st.jobs.records.get(job).map(|r| r.values().rev().take(limit).cloned().collect()).unwrap_or_default())
     }
 
-    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
-        Box::pin(async move {
-            let st = self.state();
-            let names: BTreeSet<&String> = st.jobs.controls.keys().chain(st.jobs.records.keys()).collect();
-            Ok(names.into_iter().filter_map(|n| st.jobs.state_of(n)).collect())
-        })
+    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
+        Ok(self.state().jobs.state_of(job))
     }
 
-    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(async move {
-            let before = {
-                let mut st = self.state();
-                st.jobs.version += 1;
-                let c = st.jobs.controls.entry(job.to_owned()).or_default();
-                std::mem::replace(&mut c.paused, paused)
-            };
-            self.changed(job);
-            Ok(before)
-        })
+    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
+        let st = self.state();
+        let names: BTreeSet<&String> = st.jobs.controls.keys().chain(st.jobs.records.keys()).collect();
+        Ok(names.into_iter().filter_map(|n| st.jobs.state_of(n)).collect())
     }
 
-    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>> {
-        Box::pin(async move {
-            let id = {
-                let mut st = self.state();
-                st.jobs.version += 1;
-                st.jobs.controls.entry(job.to_owned()).or_default().request(at_ms)
-            };
-            self.changed(job);
-            Ok(id.unsigned_abs())
-        })
-    }
-
-    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
-        Box::pin(async move { Ok(self.state().jobs.version) })
-    }
-
-    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(async move {
+    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
+        let before = {
             let mut st = self.state();
-            st.sweep(Instant::now());
-            let State { sessions, jobs, .. } = &mut *st;
-            jobs.registries.retain(|s, _| sessions.contains_key(s));
-            if !sessions.contains_key(session) {
-                return Ok(false);
-            }
-            jobs.registries.insert(session.clone(), registry.to_owned());
-            Ok(true)
-        })
+            st.jobs.version += 1;
+            let c = st.jobs.controls.entry(job.to_owned()).or_default();
+            std::mem::replace(&mut c.paused, paused)
+        };
+        self.changed(job);
+        Ok(before)
     }
 
-    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
-        Box::pin(async move {
+    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+        let id = {
             let mut st = self.state();
-            st.sweep(Instant::now());
-            let st = &*st;
-            Ok(st
-                .jobs
-                .registries
-                .iter()
-                .filter(|(s, _)| st.sessions.contains_key(*s))
-                .map(|(s, r)| (s.clone(), r.clone()))
-                .collect())
-        })
+            st.jobs.version += 1;
+            st.jobs.controls.entry(job.to_owned()).or_default().request(at_ms)
+        };
+        self.changed(job);
+        Ok(id.unsigned_abs())
+    }
+
+    async fn control_version(&self) -> BackendResult<u64> {
+        Ok(self.state().jobs.version)
+    }
+
+    async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
+        let mut st = self.state();
+        st.sweep(Instant::now());
+        let State { sessions, jobs, .. } = &mut *st;
+        jobs.registries.retain(|s, _| sessions.contains_key(s));
+        if !sessions.contains_key(session) {
+            return Ok(false);
+        }
+        jobs.registries.insert(session.clone(), registry.to_owned());
+        Ok(true)
+    }
+
+    async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+        let mut st = self.state();
+        st.sweep(Instant::now());
+        let st = &*st;
+        Ok(st
+            .jobs
+            .registries
+            .iter()
+            .filter(|(s, _)| st.sessions.contains_key(*s))
+            .map(|(s, r)| (s.clone(), r.clone()))
+            .collect())
     }
 
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
@@ -553,7 +532,10 @@ impl JobStore for MemoryJobStore {
     }
 
     fn keeping(&self, records: usize) -> SharedJobStore {
-        Arc::new(MemoryJobStore { inner: Arc::clone(&self.inner), retention: Some(records.max(1)) })
+        crate::job_store::SharedJobStore::new(MemoryJobStore {
+            inner: self.inner.clone(),
+            retention: Some(records.max(1)),
+        })
     }
 
     fn describe(&self) -> String {

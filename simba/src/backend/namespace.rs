@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
-use super::job_store::{BoxFuture, Claim, ClaimRequest, JobState, JobStore, RunRecord, SharedJobStore};
+use super::job_store::{Claim, ClaimRequest, JobState, JobStore, RunRecord, SharedJobStore};
 use super::{
     Acquire, Backend, BackendError, BackendResult, GroupInfo, HeldDigest, Join, KeepAlive, LeaseInfo, SessionGrant,
     SessionId, SharedBackend, StoreSnapshot,
@@ -367,7 +367,7 @@ impl Backend for Namespaced {
 
     fn job_store(&self) -> Option<SharedJobStore> {
         let inner = self.inner.job_store()?;
-        Some(Arc::new(NamespacedJobs { inner, namespace: self.namespace.clone() }))
+        Some(crate::job_store::SharedJobStore::new(NamespacedJobs { inner, namespace: self.namespace.clone() }))
     }
 
     fn describe(&self) -> String {
@@ -411,105 +411,85 @@ impl NamespacedJobs {
 }
 
 impl JobStore for NamespacedJobs {
-    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>> {
-        Box::pin(async move {
-            let lease = map_checked(self.namespace.as_ref(), req.lease, MAX_STORED_NAME_LEN)?;
-            let job = self.map(req.job)?;
-            let claim = self.inner.claim_run(ClaimRequest { lease: &lease, job: &job, ..req }).await?;
-            Ok(match claim {
-                Claim::Claimed(r) => Claim::Claimed(self.unmap_record(r)),
-                other => other,
-            })
+    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
+        let lease = map_checked(self.namespace.as_ref(), req.lease, MAX_STORED_NAME_LEN)?;
+        let job = self.map(req.job)?;
+        let claim = self.inner.claim_run(ClaimRequest { lease: &lease, job: &job, ..req }).await?;
+        Ok(match claim {
+            Claim::Claimed(r) => Claim::Claimed(self.unmap_record(r)),
+            other => other,
         })
     }
 
-    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(async move {
-            let stored = self.map_record(record)?;
-            self.inner.finish_run(&stored).await
-        })
+    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
+        let stored = self.map_record(record)?;
+        self.inner.finish_run(&stored).await
     }
 
-    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(async move {
-            let stored = self.map_record(record)?;
-            self.inner.append(&stored).await
-        })
+    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
+        let stored = self.map_record(record)?;
+        self.inner.append(&stored).await
     }
 
-    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>> {
-        Box::pin(async move {
-            let stored = self.map(job)?;
-            let records = self.inner.history(&stored, limit).await?;
-            Ok(records.into_iter().map(|r| self.unmap_record(r)).collect())
-        })
+    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+        let stored = self.map(job)?;
+        let records = self.inner.history(&stored, limit).await?;
+        Ok(records.into_iter().map(|r| self.unmap_record(r)).collect())
     }
 
-    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>> {
-        Box::pin(async move {
-            let stored = self.map(job)?;
-            Ok(self.inner.job(&stored).await?.and_then(|s| self.unmap_state(s)))
-        })
+    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
+        let stored = self.map(job)?;
+        Ok(self.inner.job(&stored).await?.and_then(|s| self.unmap_state(s)))
     }
 
-    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
-        Box::pin(async move {
-            let all = self.inner.jobs().await?;
-            let mut mine: Vec<JobState> = all.into_iter().filter_map(|s| self.unmap_state(s)).collect();
-            mine.sort_by(|a, b| a.job.cmp(&b.job));
-            Ok(mine)
-        })
+    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
+        let all = self.inner.jobs().await?;
+        let mut mine: Vec<JobState> = all.into_iter().filter_map(|s| self.unmap_state(s)).collect();
+        mine.sort_by(|a, b| a.job.cmp(&b.job));
+        Ok(mine)
     }
 
-    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(async move {
-            let stored = self.map(job)?;
-            self.inner.set_paused(&stored, paused).await
-        })
+    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
+        let stored = self.map(job)?;
+        self.inner.set_paused(&stored, paused).await
     }
 
-    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>> {
-        Box::pin(async move {
-            let stored = self.map(job)?;
-            self.inner.trigger(&stored, at_ms).await
-        })
+    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+        let stored = self.map(job)?;
+        self.inner.trigger(&stored, at_ms).await
     }
 
-    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(async move {
-            match &self.namespace {
-                Some(ns) => self.inner.publish_registry(session, &format!("{ns}{SEPARATOR}{registry}")).await,
-                None => self.inner.publish_registry(session, registry).await,
-            }
-        })
+    async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
+        match &self.namespace {
+            Some(ns) => self.inner.publish_registry(session, &format!("{ns}{SEPARATOR}{registry}")).await,
+            None => self.inner.publish_registry(session, registry).await,
+        }
     }
 
-    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
+    async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
         // A registry published in a namespace is stored as `namespace~text` (sessions are not
         // mapped, so the text tells); the default view keeps the texts without such a prefix.
-        Box::pin(async move {
-            let all = self.inner.registries().await?;
-            Ok(all
-                .into_iter()
-                .filter_map(|(session, text)| {
-                    let tagged = text
-                        .split_once(SEPARATOR)
-                        .filter(|(ns, _)| Namespace::new(ns).is_ok())
-                        .map(|(ns, rest)| (ns.to_owned(), rest.to_owned()));
-                    match (&self.namespace, tagged) {
-                        (Some(mine), Some((ns, rest))) if ns == mine.as_str() => Some((session, rest)),
-                        (None, None) => Some((session, text)),
-                        _ => None,
-                    }
-                })
-                .collect())
-        })
+        let all = self.inner.registries().await?;
+        Ok(all
+            .into_iter()
+            .filter_map(|(session, text)| {
+                let tagged = text
+                    .split_once(SEPARATOR)
+                    .filter(|(ns, _)| Namespace::new(ns).is_ok())
+                    .map(|(ns, rest)| (ns.to_owned(), rest.to_owned()));
+                match (&self.namespace, tagged) {
+                    (Some(mine), Some((ns, rest))) if ns == mine.as_str() => Some((session, rest)),
+                    (None, None) => Some((session, text)),
+                    _ => None,
+                }
+            })
+            .collect())
     }
 
-    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
+    async fn control_version(&self) -> BackendResult<u64> {
         // One version for the whole store: a change in another namespace makes this one's
         // nodes re-read their jobs' control once, which changes nothing (ADR 0013).
-        self.inner.control_version()
+        self.inner.control_version().await
     }
 
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
@@ -521,7 +501,10 @@ impl JobStore for NamespacedJobs {
     }
 
     fn keeping(&self, records: usize) -> SharedJobStore {
-        Arc::new(NamespacedJobs { inner: self.inner.keeping(records), namespace: self.namespace.clone() })
+        crate::job_store::SharedJobStore::new(NamespacedJobs {
+            inner: self.inner.keeping(records),
+            namespace: self.namespace.clone(),
+        })
     }
 
     fn describe(&self) -> String {

@@ -161,7 +161,7 @@ impl Writer {
     pub(crate) fn sender(&self, store: &SharedJobStore) -> WriterTx {
         let tx = self.tx.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(run(Arc::clone(store), rx, Arc::clone(&self.pending)));
+            tokio::spawn(run(store.clone(), rx, self.pending.clone()));
             tx
         });
         WriterTx { tx: tx.clone(), pending: Arc::clone(&self.pending) }
@@ -342,7 +342,7 @@ mod tests {
     use crate::RevokeReason;
     use crate::backend::BackendResult;
     use crate::backend::SessionId;
-    use crate::job_store::{BoxFuture, Claim, ClaimRequest, JobState, JobStore};
+    use crate::job_store::{Claim, ClaimRequest, JobState, JobStore};
     use crate::term::SessionCell;
 
     /// Takes `finish_run` and `append` in the order they come, after refusing the first
@@ -372,47 +372,47 @@ mod tests {
     }
 
     impl JobStore for Log {
-        fn claim_run<'a>(&'a self, _: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>> {
-            Box::pin(async { unused() })
+        async fn claim_run(&self, _: ClaimRequest<'_>) -> BackendResult<Claim> {
+            unused()
         }
-        fn finish_run<'a>(&'a self, r: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
-            Box::pin(async move { self.take(r) })
+        async fn finish_run(&self, r: &RunRecord) -> BackendResult<bool> {
+            self.take(r)
         }
-        fn append<'a>(&'a self, r: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
-            Box::pin(async move { self.take(r) })
+        async fn append(&self, r: &RunRecord) -> BackendResult<bool> {
+            self.take(r)
         }
-        fn history<'a>(&'a self, _: &'a str, _: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>> {
-            Box::pin(async { unused() })
+        async fn history(&self, _: &str, _: usize) -> BackendResult<Vec<RunRecord>> {
+            unused()
         }
-        fn job<'a>(&'a self, _: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>> {
-            Box::pin(async { unused() })
+        async fn job(&self, _: &str) -> BackendResult<Option<JobState>> {
+            unused()
         }
-        fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
-            Box::pin(async { unused() })
+        async fn jobs(&self) -> BackendResult<Vec<JobState>> {
+            unused()
         }
-        fn set_paused<'a>(&'a self, _: &'a str, _: bool) -> BoxFuture<'a, BackendResult<bool>> {
-            Box::pin(async { unused() })
+        async fn set_paused(&self, _: &str, _: bool) -> BackendResult<bool> {
+            unused()
         }
-        fn trigger<'a>(&'a self, _: &'a str, _: i64) -> BoxFuture<'a, BackendResult<u64>> {
-            Box::pin(async { unused() })
+        async fn trigger(&self, _: &str, _: i64) -> BackendResult<u64> {
+            unused()
         }
-        fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
-            Box::pin(async { unused() })
+        async fn control_version(&self) -> BackendResult<u64> {
+            unused()
         }
         fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
             None
         }
-        fn publish_registry<'a>(&'a self, _: &'a SessionId, _: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
-            Box::pin(async { unused() })
+        async fn publish_registry(&self, _: &SessionId, _: &str) -> BackendResult<bool> {
+            unused()
         }
-        fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
-            Box::pin(async { unused() })
+        async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+            unused()
         }
         fn retention(&self) -> usize {
             100
         }
         fn keeping(&self, _: usize) -> SharedJobStore {
-            Arc::new(Log::default())
+            SharedJobStore::new(Log::default())
         }
         fn describe(&self) -> String {
             "log".into()
@@ -448,7 +448,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_close_never_replaces_a_queued_end_record() {
         let log = Arc::new(Log { refuse: AtomicU32::new(2), ..Log::default() });
-        let store: SharedJobStore = log.clone();
+        let store = SharedJobStore::from_arc(log.clone());
         let (writer, term) = (Writer::default(), term());
         let tx = writer.sender(&store);
         assert!(tx.send(queued(Write::Finish(record(1, Outcome::Ran, 2)), &term)).is_ok());
@@ -463,7 +463,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_close_writes_only_a_record_still_running() {
         let backend = crate::backend::memory::MemoryBackend::new();
-        let store: SharedJobStore = Arc::new(backend.jobs());
+        let store: SharedJobStore = SharedJobStore::new(backend.jobs());
         let (writer, term) = (Writer::default(), term());
         for (slot, outcome) in [(1, Outcome::Running), (2, Outcome::Running)] {
             let mut r = record(slot, outcome, 1);
@@ -489,7 +489,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn writes_in_order_and_the_newest_state_of_a_slot_wins() {
         let log = Arc::new(Log { refuse: AtomicU32::new(3), ..Log::default() });
-        let store: SharedJobStore = log.clone();
+        let store = SharedJobStore::from_arc(log.clone());
         let (writer, term) = (Writer::default(), term());
         let tx = writer.sender(&store);
         for w in [
@@ -550,7 +550,7 @@ mod tests {
         let log = Arc::new(Log { refuse: AtomicU32::new(u32::MAX), ..Log::default() });
         let counted = metrics::with_local_recorder(&recorder, || {
             rt.block_on(async {
-                let store: SharedJobStore = log.clone();
+                let store = SharedJobStore::from_arc(log.clone());
                 let (writer, ended, lasting) = (Writer::default(), term(), term_for(Duration::from_secs(3600)));
                 let tx = writer.sender(&store);
                 assert!(tx.send(queued(Write::Finish(record(1, Outcome::Ran, 1)), &ended)).is_ok());

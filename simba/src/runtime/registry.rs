@@ -46,7 +46,7 @@ pub(super) fn start(
 ) -> RegistryWatch {
     let watch = RegistryWatch::default();
     if let Some(store) = store {
-        tokio::spawn(run(simba.clone(), Arc::clone(store), jobs.clone(), watch.clone(), stop));
+        tokio::spawn(run(simba.clone(), store.clone(), jobs.clone(), watch.clone(), stop));
     }
     watch
 }

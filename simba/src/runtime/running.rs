@@ -1,8 +1,6 @@
 //! The started runtime: its handle ([`RunningRuntime`]), the servers beside the jobs, the
 //! loop that follows the jobs store's control, and the graceful stop.
 
-use std::sync::Arc;
-
 use tokio_util::sync::CancellationToken;
 
 use super::config::RuntimeConfig;
@@ -138,7 +136,7 @@ pub(super) fn watch_control(
     let control = store.map(|s| {
         let (tx, rx) = tokio::sync::watch::channel(0u64);
         let every = simba.config().renew_interval();
-        tokio::spawn(control_loop(Arc::clone(s), every, tx, stop.clone()));
+        tokio::spawn(control_loop(s.clone(), every, tx, stop.clone()));
         rx
     });
     (stop, control)

@@ -247,7 +247,7 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         match &self.jobs {
             Jobs::None => None,
             Jobs::Inner => self.inner.job_store(),
-            Jobs::Given(store) => Some(std::sync::Arc::clone(store)),
+            Jobs::Given(store) => Some(store.clone()),
         }
     }
     fn describe(&self) -> String {

@@ -36,7 +36,7 @@ use tokio::sync::broadcast;
 use tokio::time::{Instant, sleep, timeout};
 
 use super::conformance::unique;
-use crate::backend::job_store::BoxFuture;
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 use crate::backend::{Acquire, Backend, BackendError, BackendResult, HeldDigest, KeepAlive, SessionId};
 use crate::{Election, RevokeReason, Simba, SimbaConfig, Term};
 

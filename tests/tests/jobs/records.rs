@@ -14,9 +14,7 @@ use chrono::{DateTime, Utc};
 use simba::backend::memory::MemoryBackend;
 use simba::backend::{BackendError, BackendResult, SessionId};
 use simba::job::{JobPolicy, Schedule, ScheduledJob, WallClock};
-use simba::job_store::{
-    BoxFuture, Claim, ClaimRequest, JobState, JobStore, Outcome, RunRecord, SharedJobStore, SlotKind,
-};
+use simba::job_store::{Claim, ClaimRequest, JobState, JobStore, Outcome, RunRecord, SharedJobStore, SlotKind};
 use simba::runtime::RunningRuntime;
 use simba::tck::FaultyBackend;
 use simba::{Runtime, RuntimeConfig, Term};
@@ -68,72 +66,58 @@ impl FlakyJobs {
 }
 
 impl JobStore for FlakyJobs {
-    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>> {
-        Box::pin(async move {
-            self.down()?;
-            let claim = self.inner.claim_run(req).await;
-            if self.faults.lose_claim_replies.load(Ordering::SeqCst) {
-                std::future::pending::<()>().await;
-            }
-            claim
-        })
+    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
+        self.down()?;
+        let claim = self.inner.claim_run(req).await;
+        if self.faults.lose_claim_replies.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        claim
     }
-    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(async move {
-            self.write()?;
-            self.inner.finish_run(record).await
-        })
+    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
+        self.write()?;
+        self.inner.finish_run(record).await
     }
-    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(async move {
-            self.write()?;
-            self.inner.append(record).await
-        })
+    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
+        self.write()?;
+        self.inner.append(record).await
     }
-    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>> {
-        Box::pin(async move {
-            self.down()?;
-            self.inner.history(job, limit).await
-        })
+    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+        self.down()?;
+        self.inner.history(job, limit).await
     }
-    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>> {
-        Box::pin(async move {
-            self.down()?;
-            self.inner.job(job).await
-        })
+    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
+        self.down()?;
+        self.inner.job(job).await
     }
-    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
-        Box::pin(async move {
-            self.down()?;
-            self.inner.jobs().await
-        })
+    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
+        self.down()?;
+        self.inner.jobs().await
     }
-    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
-        self.inner.set_paused(job, paused)
+    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
+        self.inner.set_paused(job, paused).await
     }
-    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>> {
-        self.inner.trigger(job, at_ms)
+    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+        self.inner.trigger(job, at_ms).await
     }
-    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
-        Box::pin(async move {
-            self.down()?;
-            self.inner.control_version().await
-        })
+    async fn control_version(&self) -> BackendResult<u64> {
+        self.down()?;
+        self.inner.control_version().await
     }
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
         self.inner.subscribe_control()
     }
-    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
-        self.inner.publish_registry(session, registry)
+    async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
+        self.inner.publish_registry(session, registry).await
     }
-    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
-        self.inner.registries()
+    async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+        self.inner.registries().await
     }
     fn retention(&self) -> usize {
         self.inner.retention()
     }
     fn keeping(&self, records: usize) -> SharedJobStore {
-        Arc::new(FlakyJobs { inner: self.inner.keeping(records), faults: Arc::clone(&self.faults) })
+        SharedJobStore::new(FlakyJobs { inner: self.inner.keeping(records), faults: Arc::clone(&self.faults) })
     }
     fn describe(&self) -> String {
         format!("flaky({})", self.inner.describe())
@@ -158,7 +142,7 @@ async fn node_at(
     wall: DateTime<Utc>,
 ) -> RunningRuntime {
     let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
-    let jobs: SharedJobStore = Arc::new(FlakyJobs { inner: Arc::new(store.jobs()), faults: Arc::clone(faults) });
+    let jobs = SharedJobStore::new(FlakyJobs { inner: SharedJobStore::new(store.jobs()), faults: Arc::clone(faults) });
     let (backend, _) = FaultyBackend::new(store.clone());
     let backend = backend.with_job_store_of(jobs);
     let mut b = Runtime::builder()

@@ -26,7 +26,7 @@ use crate::backend::job_codec::{
     control_state, decode_control, decode_record, encode_control, encode_record, escape_job, group, record_name,
     unescape_job,
 };
-use crate::backend::job_store::{BoxFuture, Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord};
+use crate::backend::job_store::{Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord};
 use crate::backend::{BackendError, BackendResult, SessionId};
 
 const JOBCTL: &str = "/simba/jobctl";
@@ -568,44 +568,42 @@ impl ZkJobStore {
 }
 
 impl JobStore for ZkJobStore {
-    fn claim_run<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, BackendResult<Claim>> {
-        Box::pin(self.claim(req))
+    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
+        self.claim(req).await
     }
-    fn finish_run<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(self.finish(record))
+    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
+        self.finish(record).await
     }
-    fn append<'a>(&'a self, record: &'a RunRecord) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(self.append_record(record))
+    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
+        self.append_record(record).await
     }
-    fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>> {
-        Box::pin(self.history_of(job, limit))
+    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+        self.history_of(job, limit).await
     }
-    fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>> {
-        Box::pin(self.job_state(job))
+    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
+        self.job_state(job).await
     }
-    fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
-        Box::pin(self.all_jobs())
+    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
+        self.all_jobs().await
     }
-    fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(self.control_change(job, "pause or resume a job", move |c| c.set_paused(paused)))
+    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
+        self.control_change(job, "pause or resume a job", move |c| c.set_paused(paused)).await
     }
-    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>> {
-        Box::pin(async move {
-            let id = self.control_change(job, "trigger a job", move |c| (true, c.request(at_ms))).await?;
-            u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
-        })
+    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+        let id = self.control_change(job, "trigger a job", move |c| (true, c.request(at_ms))).await?;
+        u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
     }
-    fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
-        Box::pin(self.version())
+    async fn control_version(&self) -> BackendResult<u64> {
+        self.version().await
     }
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
         self.subscribe()
     }
-    fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>> {
-        Box::pin(self.publish(session, registry))
+    async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
+        self.publish(session, registry).await
     }
-    fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>> {
-        Box::pin(self.read_registries())
+    async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+        self.read_registries().await
     }
     fn retention(&self) -> usize {
         self.retention
@@ -614,7 +612,7 @@ impl JobStore for ZkJobStore {
     fn keeping(&self, records: usize) -> crate::backend::job_store::SharedJobStore {
         let mut store = ZkJobStore::new(self.backend.clone());
         store.retention = records.max(1);
-        Arc::new(store)
+        crate::job_store::SharedJobStore::new(store)
     }
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.backend.inner.description)
