@@ -83,7 +83,7 @@ mod tests {
 
     /// K4: the mutant the model checker must catch (`AdoptLateReply`) takes every reply for an
     /// answer to the current attempt, and only inside `with`.
-    #[cfg(feature = "mutants")]
+    #[cfg(simba_mutants)]
     #[test]
     fn k4_mutant_adopt_late_reply_answers_every_reply() {
         let late = Some(Mutant::AdoptLateReply);
@@ -134,7 +134,7 @@ mod tests {
     }
 
     /// The mutant the model checker must catch: abandoning frees the slot at once (breaks K3).
-    #[cfg(feature = "mutants")]
+    #[cfg(simba_mutants)]
     #[test]
     fn k3_mutant_abandon_frees_slot_frees_it_at_once() {
         let mut slot = AttemptSlot::InFlight;

@@ -7,7 +7,7 @@
 //!   keeps it until its reply or its timeout).
 //! - [`claim`]: the jobs store's claim rule (which slot or run-now request a claim takes, what
 //!   pause does to it, and what the store writes), the one reference every store follows.
-//! - [`mutants`]: rule breaks the model checker switches on (feature `mutants`, tests only).
+//! - [`mutants`]: rule breaks the model checker switches on (`--cfg simba_mutants`, this repository's own builds only).
 //! - [`slots`]: the slot arithmetic of schedules (cron slots in a time zone, the fixed-rate
 //!   grid, misfire gaps), the wall clock passed in.
 //! - [`timing`]: the formulas of section D and K1 (deadline, renewal plan, call timeout,

@@ -1,7 +1,9 @@
 //! Deliberate rule breaks inside the core, switched on one at a time by the model checker so
 //! that breaking a rule in the engine's own code is caught by the model check (V1). Compiled
-//! in only with the test-only feature `mutants`; without it
-//! [`active`] is always `false` and the switch does not exist.
+//! in only with `--cfg simba_mutants` (this repository's `.cargo/config.toml` sets it for its
+//! own builds, as tokio's `--cfg tokio_unstable`; a dependent crate never gets it): without it
+//! [`active`] is always `false` and the switch does not exist. It is no cargo feature, so no
+//! feature of the published crates can turn a rule break on.
 
 /// A rule broken on purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,14 +42,14 @@ pub enum Mutant {
     AdoptLateReply,
 }
 
-#[cfg(feature = "mutants")]
+#[cfg(simba_mutants)]
 thread_local! {
     static ACTIVE: std::cell::Cell<Option<Mutant>> = const { std::cell::Cell::new(None) };
 }
 
 /// Runs `f` with `mutant` switched on in this thread (none with `None`), then restores the
 /// switch.
-#[cfg(feature = "mutants")]
+#[cfg(simba_mutants)]
 pub fn with<R>(mutant: Option<Mutant>, f: impl FnOnce() -> R) -> R {
     let previous = ACTIVE.with(|a| a.replace(mutant));
     let r = f();
@@ -57,11 +59,11 @@ pub fn with<R>(mutant: Option<Mutant>, f: impl FnOnce() -> R) -> R {
 
 /// Whether `mutant` is switched on in this thread (never without the feature `mutants`).
 pub fn active(mutant: Mutant) -> bool {
-    #[cfg(feature = "mutants")]
+    #[cfg(simba_mutants)]
     {
         ACTIVE.with(|a| a.get() == Some(mutant))
     }
-    #[cfg(not(feature = "mutants"))]
+    #[cfg(not(simba_mutants))]
     {
         let _ = mutant;
         false

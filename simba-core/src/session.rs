@@ -721,7 +721,7 @@ mod tests {
 
     /// D1: the mutant the model checker must catch (`DeadlineFromArrival`) counts the deadline
     /// from the reply's arrival, on an open and on a renewal, and only inside `with`.
-    #[cfg(feature = "mutants")]
+    #[cfg(simba_mutants)]
     #[test]
     fn d1_mutant_deadline_from_arrival_counts_from_the_reply() {
         use crate::mutants::{Mutant, with};

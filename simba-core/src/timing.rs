@@ -226,7 +226,7 @@ mod tests {
 
     /// D1, D6: the mutant the model checker must catch (`IgnoreDrift`) drops exactly the drift
     /// term of the formula, and only inside `with`.
-    #[cfg(feature = "mutants")]
+    #[cfg(simba_mutants)]
     #[test]
     fn d1_d6_mutant_ignore_drift_drops_the_drift_term() {
         use crate::mutants::{Mutant, with};
