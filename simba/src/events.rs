@@ -95,6 +95,7 @@ pub enum ElectionState {
 
 /// One election in a [`Snapshot`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ElectionSnapshot {
     /// The lease name.
     pub name: String,
@@ -104,6 +105,7 @@ pub struct ElectionSnapshot {
 
 /// One held term in a [`Snapshot`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TermSnapshot {
     /// The lease name.
     pub name: String,
@@ -117,6 +119,7 @@ pub struct TermSnapshot {
 
 /// The state of a client at one instant (rule S5).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Snapshot {
     /// The session's state.
     pub status: SessionStatus,

@@ -148,8 +148,11 @@ impl FromStr for SlotKind {
     }
 }
 
-/// One slot of one job. A record is identified by `(job, kind, slot_ms)`.
+/// One slot of one job. A record is identified by `(job, kind, slot_ms)`. It will grow
+/// (`#[non_exhaustive]`): a store outside this crate starts from [`RunRecord::not_run`] or
+/// [`ClaimRequest::running_record`] and sets fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunRecord {
     /// The job name (`g/i` for partition `i` of partitioned job `g`).
     pub job: String,
@@ -287,8 +290,10 @@ pub enum Claim {
     Paused,
 }
 
-/// What the store knows about one job name.
+/// What the store knows about one job name. It will grow (`#[non_exhaustive]`): a store
+/// outside this crate starts from [`JobState::new`] and sets fields.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct JobState {
     /// The job name.
     pub job: String,
@@ -301,6 +306,13 @@ pub struct JobState {
     pub last: Option<RunRecord>,
     /// The time of a run-now request not yet taken by a holder, unix milliseconds.
     pub trigger_pending_ms: Option<i64>,
+}
+
+impl JobState {
+    /// The state of `job` with nothing known yet: not paused, no slot, no record, no request.
+    pub fn new(job: impl Into<String>) -> Self {
+        JobState { job: job.into(), ..JobState::default() }
+    }
 }
 
 /// Where history and job control live, in the shape of [`Backend`](crate::backend::Backend):
