@@ -1,11 +1,16 @@
 //! The engine: the async shell around [`simba_core`]. It owns what a client's session,
 //! elections and locks share ([`Shared`]: the backend, the live session cell, the held terms,
-//! the acquisitions in flight) and executes the core's decisions. Dependencies run one way:
-//! the handles (`client`, `election`, `lock`) -> `engine` -> `core`; nothing here imports a
-//! handle.
+//! the acquisitions in flight) and executes the core's decisions: `session` drives the
+//! session machine, `contender` the election machine (for elections and locks alike), with
+//! `attempt` (one acquisition in flight), `local` (a lock's local turn and claim) and
+//! `callbacks` (an election's listener) beside it. Dependencies run one way: the handles
+//! (`client`, `election`, `lock`) -> `engine` -> `core`; nothing here imports a handle.
 
 pub(crate) mod attempt;
+pub(crate) mod callbacks;
+pub(crate) mod contender;
 pub(crate) mod control;
+pub(crate) mod local;
 pub(crate) mod session;
 
 use std::collections::{HashMap, HashSet};
