@@ -171,7 +171,7 @@ impl Election {
         });
         {
             let mut st = self.shared.lock_state();
-            if st.closed {
+            if st.lifecycle.is_closed() {
                 return Err(Error::Closed);
             }
             if !st.claims.insert(Arc::clone(&name)) {

@@ -120,7 +120,7 @@ impl Claim {
     /// or once the client is closed.
     pub(crate) fn take(shared: &Arc<Shared>, name: &Arc<str>) -> Result<Self, Error> {
         let mut st = shared.lock_state();
-        if st.closed {
+        if st.lifecycle.is_closed() {
             return Err(Error::Closed);
         }
         if !st.claims.insert(Arc::clone(name)) {
