@@ -4,12 +4,13 @@
 //! term lost, the task's return) and executes the commands it returns, in order, awaiting
 //! each; the machine holds no term, task or channel, only the phase.
 //!
-//! One machine serves elections, locks and partition workers alike ([`Contention`]):
-//! `election.rs`'s actor runs an [`ElectionMachine::new`] for as long as the election is
-//! started; a lock's acquisition runs an [`ElectionMachine::lock`] (or
-//! [`ElectionMachine::lock_once`], the one attempt partition groups make) until it wins or
-//! gives up, and its guard hands the term over with the same machine's H1 commands
-//! ([`ElectionMachine::hand_over`]), which is also how a partition worker is handed over.
+//! One machine serves elections, locks and partition workers alike ([`Contention`]), and one
+//! shell drives it (the engine's contender in `simba`): a started election runs an
+//! [`ElectionMachine::new`] for as long as it is started; a lock's acquisition runs an
+//! [`ElectionMachine::lock`] (or [`ElectionMachine::lock_once`], the one attempt partition
+//! groups make) until it wins or gives up, and its guard hands the term over with the same
+//! machine's H1 commands ([`ElectionMachine::hand_over`]), which is also how a partition
+//! worker is handed over.
 
 use std::time::Duration;
 

@@ -13,7 +13,7 @@ use crate::backend::namespace::{Namespace, Namespaced};
 use crate::backend::{Backend, BackendUrl, ConnectOptions, SessionId, SharedBackend};
 use crate::election::Election;
 use crate::engine::{ClientState, Shared};
-use crate::events::{ElectionSnapshot, Event, SessionStatus, Snapshot, TermSnapshot};
+use crate::events::{ElectionSnapshot, Event, Snapshot, TermSnapshot};
 use crate::lock::Lock;
 use crate::{Error, SimbaConfig, Term};
 
@@ -114,7 +114,7 @@ impl SimbaBuilder {
             config: self.config,
             timing: Timing::new(self.config.into()),
             session: watch::channel(None).0,
-            state: Mutex::new(ClientState { status: Some(SessionStatus::Opening), ..Default::default() }),
+            state: Mutex::new(ClientState::default()),
             events,
             releases,
             shutdown: CancellationToken::new(),
@@ -279,7 +279,7 @@ impl Simba {
             .collect();
         terms.sort_by(|a, b| a.name.cmp(&b.name));
         Snapshot {
-            status: st.status.unwrap_or(SessionStatus::Opening),
+            status: st.lifecycle.status(),
             session: cell.as_ref().map(|c| c.id.clone()),
             time_to_deadline: cell.as_ref().map(|c| c.deadline().saturating_duration_since(now)),
             elections,
@@ -295,10 +295,9 @@ impl Simba {
     pub async fn close(&self) {
         let elections: Option<Vec<Election>> = {
             let mut st = self.shared.lock_state();
-            if st.closed {
+            if !st.lifecycle.close() {
                 None
             } else {
-                st.closed = true;
                 Some(
                     st.elections
                         .values()
@@ -323,7 +322,7 @@ impl Simba {
         if let Some(a) = self.shared.actor.lock().unwrap_or_else(PoisonError::into_inner).take() {
             a.abort();
         }
-        self.shared.lock_state().closed = true;
+        self.shared.lock_state().lifecycle.close();
     }
 
     async fn wait_actor(&self) {

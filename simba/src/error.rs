@@ -4,6 +4,9 @@ use std::time::Duration;
 
 use crate::backend::BackendError;
 
+/// The error type a leader task may return.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Everything that can go wrong in simba.
 ///
 /// Variants separate three families: your term is gone ([`TermExpired`](Error::TermExpired)),

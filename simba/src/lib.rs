@@ -31,8 +31,8 @@ pub mod testing;
 
 pub use client::{Simba, SimbaBuilder};
 pub use config::{SimbaConfig, SimbaConfigBuilder};
-pub use election::{BoxError, Election, ElectionListener, FnListener};
-pub use error::{ConfigError, Error};
+pub use election::{Election, ElectionListener, FnListener};
+pub use error::{BoxError, ConfigError, Error};
 pub use events::{ElectionSnapshot, ElectionState, Event, SessionStatus, Snapshot, TermSnapshot};
 pub use fencing::{FencedCell, StaleToken};
 pub use group::{Group, GroupWatch, Membership};

@@ -1,19 +1,16 @@
-//! Locks: a term held by code rather than by an election, released with its token.
+//! Locks: a term held by code rather than by an election, released with its token (rules
+//! K5-K7). The acquisition and the handover are the engine's contender
+//! (`engine::contender`), the same shell that drives an election.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use simba_core::election::{Command as MachineCommand, Contention, ElectionMachine};
-use simba_core::timing::{Courtesy, courtesy, defer_after_release};
-use tokio::sync::OwnedMutexGuard;
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 
-use crate::backend::Acquire;
-use crate::engine::attempt::{Attempt, abandon, spawn_attempt};
-use crate::engine::{LocalStreak, Released, Shared, sleep_until_or_never};
-use crate::events::Event;
-use crate::term::SessionCell;
+use crate::engine::Shared;
+use crate::engine::contender::{Won, acquire, drop_lock, hand_over_lock};
+use crate::engine::local::{Claim, LocalTurn};
 use crate::{Error, RevokeReason, Term};
 
 /// A distributed lock on one lease name.
@@ -61,254 +58,8 @@ impl Lock {
     }
 
     async fn acquire_inner(&self, until: Option<Instant>, once: bool) -> Result<Option<LockGuard>, Error> {
-        crate::validate_name(&self.name)?;
-        self.shared.ensure_open()?;
-        let name: Arc<str> = self.name.as_str().into();
-        let Some(mut local) = self.local_turn(&name, until).await else { return Ok(None) };
-        if !once && self.shared.config.fair_locks() && !self.give_way(&mut local, until).await? {
-            return Ok(None);
-        }
-        let claim = self.claim(&name)?;
-        let timing = self.shared.timing;
-        let mut m = if once { ElectionMachine::lock_once(timing) } else { ElectionMachine::lock(timing, until) };
-        let mut run = Contending { cell: None, attempt: None, term: None };
-        let mut releases = self.shared.releases.subscribe();
-        let gave_way_at = local.guard.as_deref().and_then(|s| s.gave_way_at);
-        loop {
-            let commands = match self.wait(&mut m, &mut run, &mut releases, &name, gave_way_at).await {
-                Some(c) => c,
-                None => {
-                    if let Some(a) = run.attempt.take() {
-                        abandon(a);
-                    }
-                    return Err(Error::Closed);
-                }
-            };
-            for command in commands {
-                match command {
-                    MachineCommand::Attempt => {
-                        if let Some(cell) = &run.cell {
-                            run.attempt = Some(spawn_attempt(&self.shared, cell, &name));
-                        }
-                    }
-                    MachineCommand::Abandon => {
-                        if let Some(a) = run.attempt.take() {
-                            abandon(a);
-                        }
-                    }
-                    MachineCommand::Elect => {
-                        let Some(term) = run.term.take() else { return Ok(None) };
-                        let token = term.token();
-                        tracing::debug!(lease = %name, token, session = %term.session().id, "lock acquired");
-                        self.shared.emit(Event::Elected { name: name.to_string(), token });
-                        local.won(Instant::now());
-                        return Ok(Some(LockGuard { term, claim: Some(claim), _local: local }));
-                    }
-                    MachineCommand::GiveUp => return Ok(None),
-                    // Only a term's handover, a cooldown or an election's end bring the rest.
-                    _ => {}
-                }
-            }
-        }
-    }
-
-    /// Waits for the next event of the acquisition machine's phase and feeds it to the
-    /// machine; `None` when the client shut down. A release of `name` nudges the machine at
-    /// once, or after a courtesy when this process gave the name way at `gave_way_at`
-    /// ([`defer_after_release`]).
-    async fn wait(
-        &self,
-        m: &mut ElectionMachine<Instant>,
-        run: &mut Contending,
-        releases: &mut tokio::sync::broadcast::Receiver<String>,
-        name: &Arc<str>,
-        gave_way_at: Option<Instant>,
-    ) -> Option<Vec<MachineCommand<Instant>>> {
-        if m.wants_session() {
-            return self.wait_session(m, run).await;
-        }
-        if m.attempting() {
-            let (Some(attempt), Some(cell)) = (run.attempt.as_mut(), run.cell.clone()) else {
-                return Some(m.attempt_ended(Instant::now(), false, || self.shared.unit_random()));
-            };
-            let outcome = tokio::select! {
-                r = attempt => r.ok(),
-                _ = sleep_until_or_never(m.next_wakeup()) => return Some(m.tick(Instant::now())),
-                _ = self.shared.shutdown.cancelled() => return None,
-            };
-            run.attempt = None;
-            let won = match outcome {
-                Some(Ok(Acquire::Won(token))) => Some(token),
-                _ => None,
-            };
-            run.term = self.shared.settle_attempt(&cell, name, won);
-            let adopted = run.term.is_some();
-            return Some(m.attempt_ended(Instant::now(), adopted, || self.shared.unit_random()));
-        }
-        // K1/K2: the candidate delay (cut at `until`), or less when `name` is released.
-        let at = m.next_wakeup()?;
-        let renew = self.shared.config.renew_interval();
-        let mut nudge_at = None;
-        loop {
-            let released = tokio::select! {
-                _ = sleep_until(at) => return Some(m.tick(Instant::now())),
-                _ = sleep_until_or_never(nudge_at) => return Some(m.nudge(Instant::now())),
-                r = releases.recv() => match r {
-                    Ok(n) => *n == **name,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => false,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
-                },
-                _ = self.shared.shutdown.cancelled() => return None,
-            };
-            if released && nudge_at.is_none() {
-                let now = Instant::now();
-                match defer_after_release(gave_way_at, now, renew) {
-                    Some(wait) => nudge_at = Some(now + wait),
-                    None => return Some(m.nudge(now)),
-                }
-            }
-        }
-    }
-
-    /// A candidate waits for a live session (a lock's one attempt does not wait), or for its
-    /// `until`.
-    async fn wait_session(
-        &self,
-        m: &mut ElectionMachine<Instant>,
-        run: &mut Contending,
-    ) -> Option<Vec<MachineCommand<Instant>>> {
-        let mut rx = self.shared.session.subscribe();
-        loop {
-            if let Some(c) = rx.borrow_and_update().clone().filter(|c| c.is_live_at(Instant::now())) {
-                run.cell = Some(c);
-                return Some(m.session_live(Instant::now()));
-            }
-            if m.contention() == Contention::Once {
-                return Some(m.no_session(Instant::now()));
-            }
-            tokio::select! {
-                r = rx.changed() => if r.is_err() { return None },
-                _ = sleep_until_or_never(m.next_wakeup()) => return Some(m.tick(Instant::now())),
-                _ = self.shared.shutdown.cancelled() => return None,
-            }
-        }
-    }
-
-    /// Waits for this task's turn in the local queue of `name`; `None` when `until` came
-    /// first (the turn then drops the queue if nobody else waits on it).
-    async fn local_turn(&self, name: &Arc<str>, until: Option<Instant>) -> Option<LocalTurn> {
-        let mut local =
-            LocalTurn { shared: Arc::clone(&self.shared), name: Arc::clone(name), guard: None, held: false };
-        let queue = {
-            let mut st = self.shared.lock_state();
-            Arc::clone(st.lock_queues.entry(Arc::clone(name)).or_default())
-        };
-        let waited = match until {
-            None => Ok(queue.lock_owned().await),
-            Some(u) => tokio::time::timeout_at(u, queue.lock_owned()).await,
-        };
-        local.guard = Some(waited.ok()?);
-        Some(local)
-    }
-
-    /// After a long enough local streak, this local waiter lets other nodes'
-    /// candidates (woken by the release just made) try first ([`simba_core::timing::courtesy`]).
-    /// `false` when `until` came first.
-    async fn give_way(&self, local: &mut LocalTurn, until: Option<Instant>) -> Result<bool, Error> {
-        let renew = self.shared.config.renew_interval();
-        let now = Instant::now();
-        let Some(streak) = local.guard.as_deref_mut() else { return Ok(true) };
-        let wait = match courtesy(streak.since, streak.released_at, now, renew) {
-            Courtesy::Keep => return Ok(true),
-            Courtesy::StartAnew => {
-                streak.since = None;
-                return Ok(true);
-            }
-            Courtesy::GiveWay(wait) => {
-                streak.since = None;
-                streak.gave_way_at = Some(now);
-                wait
-            }
-        };
-        tracing::debug!(lease = %self.name, "giving way to other nodes after a local streak");
-        tokio::select! {
-            _ = sleep_until(now + wait) => {}
-            _ = sleep_until_or_never(until) => return Ok(false),
-            _ = self.shared.shutdown.cancelled() => return Err(Error::Closed),
-        }
-        Ok(until.is_none_or(|u| Instant::now() < u))
-    }
-
-    /// Claims `name` on this client (L4): refused while an election or another lock uses it.
-    fn claim(&self, name: &Arc<str>) -> Result<Claim, Error> {
-        let mut st = self.shared.lock_state();
-        if st.closed {
-            return Err(Error::Closed);
-        }
-        if !st.claims.insert(Arc::clone(name)) {
-            return Err(Error::AlreadyStarted { name: self.name.clone() });
-        }
-        Ok(Claim { shared: Arc::clone(&self.shared), name: Arc::clone(name) })
-    }
-}
-
-/// What a lock's acquisition holds while its machine contends: the live session it
-/// attempts under, the attempt in flight, and the term a won attempt adopted.
-struct Contending {
-    cell: Option<Arc<SessionCell>>,
-    attempt: Option<Attempt>,
-    term: Option<Term>,
-}
-
-/// This task's place in the local queue of a name: the queue's guard once it is this task's
-/// turn. Dropping it passes the turn on and removes the queue from `lock_queues` when no other
-/// task holds or waits for it, so names locked once do not stay in memory.
-struct LocalTurn {
-    shared: Arc<Shared>,
-    name: Arc<str>,
-    guard: Option<OwnedMutexGuard<LocalStreak>>,
-    /// Whether this turn won the lock (its end is then a local release).
-    held: bool,
-}
-
-impl LocalTurn {
-    /// This turn won the lock at `now`: a streak starts unless one runs.
-    fn won(&mut self, now: Instant) {
-        self.held = true;
-        if let Some(streak) = self.guard.as_deref_mut() {
-            streak.since.get_or_insert(now);
-            streak.gave_way_at = None;
-        }
-    }
-}
-
-impl Drop for LocalTurn {
-    fn drop(&mut self) {
-        if self.held
-            && let Some(streak) = self.guard.as_deref_mut()
-        {
-            streak.released_at = Some(Instant::now());
-        }
-        // The guard holds a reference to the queue: drop it first.
-        drop(self.guard.take());
-        let mut st = self.shared.lock_state();
-        // Every other reference is a task holding or waiting for the queue, and new ones are
-        // only taken under the state lock: with the map's the only one left, nobody needs it.
-        if st.lock_queues.get(&self.name).is_some_and(|q| Arc::strong_count(q) == 1) {
-            st.lock_queues.remove(&self.name);
-        }
-    }
-}
-
-/// The local claim on a name; dropping it lets an election or another lock use the name.
-struct Claim {
-    shared: Arc<Shared>,
-    name: Arc<str>,
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        self.shared.lock_state().claims.remove(&self.name);
+        let won = acquire(&self.shared, &self.name, until, once).await?;
+        Ok(won.map(|Won { term, claim, local }| LockGuard { term, claim: Some(claim), _local: local }))
     }
 }
 
@@ -357,94 +108,19 @@ impl LockGuard {
         self.execute_handover::<()>(reason, None).await
     }
 
-    /// Executes the machine's H1 commands for `reason` (the same list an election's handover
-    /// runs), then its end.
-    async fn execute_handover<R>(
-        &mut self,
-        reason: RevokeReason,
-        mut work: Option<JoinHandle<R>>,
-    ) -> Result<(), Error> {
+    /// Hands the term over in the H1 order (the contender's, as an election's handover);
+    /// nothing when it was handed over already.
+    async fn execute_handover<R>(&mut self, reason: RevokeReason, work: Option<JoinHandle<R>>) -> Result<(), Error> {
         let Some(claim) = self.claim.take() else { return Ok(()) };
-        let shared = Arc::clone(&claim.shared);
-        let term = self.term.clone();
-        let deadline = term.deadline();
-        let mut ended = reason;
-        let mut result = Ok(());
-        // The acquisition's machine as it left it, leading (kept by no guard: P7's memory).
-        let mut machine = ElectionMachine::lock_leading(shared.timing);
-        let mut commands = machine.hand_over(Instant::now(), reason);
-        commands.extend(machine.handed_over(Instant::now(), || 0.0));
-        for command in commands {
-            match command {
-                MachineCommand::Revoke(reason) => {
-                    term.revoke(reason);
-                    ended = term.revoke_reason().unwrap_or(reason);
-                }
-                MachineCommand::AwaitTask => {
-                    let Some(w) = work.as_mut() else { continue };
-                    tokio::select! {
-                        _ = &mut *w => {}
-                        _ = sleep_until(deadline) => {
-                            tracing::warn!(lease = term.name(), token = term.token(), "work under the lock ignored cancellation until the local deadline; aborting it");
-                            w.abort();
-                        }
-                    }
-                }
-                MachineCommand::Release => result = release_with_token(&shared, &term, ended).await,
-                MachineCommand::DeliverRevoked(_) => {
-                    shared.forget_held(&term);
-                    shared.emit(Event::Revoked { name: term.name().to_owned(), token: term.token(), reason: ended });
-                }
-                // The name is free again on this client (L4).
-                MachineCommand::Stopped => break,
-                // The status, callbacks and replies are an election's.
-                _ => {}
-            }
-        }
-        drop(claim);
-        result
-    }
-}
-
-/// T7: releases `term`'s lease with its token if the term was handed over (`ended` is
-/// `Stopped` or `SteppedDown`); a term lost to the session (deadline, expiry, takeover) is not
-/// ours to release. The session's K4 record of the token is written in every case.
-async fn release_with_token(shared: &Arc<Shared>, term: &Term, ended: RevokeReason) -> Result<(), Error> {
-    let name: Arc<str> = Arc::from(term.name());
-    let release = shared.release(term.session(), &name, term.token());
-    if !matches!(ended, RevokeReason::Stopped | RevokeReason::SteppedDown) {
-        return Ok(());
-    }
-    match release.await {
-        Released::Acknowledged | Released::NotSent => Ok(()),
-        Released::Failed(source) => Err(Error::Backend { op: "release", name: Some(term.name().to_owned()), source }),
-        Released::TimedOut => {
-            tracing::warn!(
-                lease = term.name(),
-                token = term.token(),
-                "release timed out; the lease frees with the session"
-            );
-            Ok(())
-        }
+        hand_over_lock(claim, &self.term, reason, work).await
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        let Some(claim) = self.claim.take() else { return };
-        let shared = Arc::clone(&claim.shared);
-        let term = self.term.clone();
-        if term.revoke(RevokeReason::Stopped) {
-            shared.emit(Event::Revoked {
-                name: term.name().to_owned(),
-                token: term.token(),
-                reason: RevokeReason::Stopped,
-            });
-            if tokio::runtime::Handle::try_current().is_ok() {
-                shared.release_in_background(Arc::clone(term.session()), term.name().into(), term.token());
-            }
+        if let Some(claim) = self.claim.take() {
+            drop_lock(claim, &self.term);
         }
-        shared.forget_held(&term);
     }
 }
 

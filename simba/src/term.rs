@@ -295,6 +295,11 @@ impl Term {
     pub(crate) fn session(&self) -> &Arc<SessionCell> {
         &self.inner.session
     }
+
+    /// The lease name, shared (a release names it without a copy).
+    pub(crate) fn lease(&self) -> &Arc<str> {
+        &self.inner.name
+    }
 }
 
 impl PartialEq for Term {

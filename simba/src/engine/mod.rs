@@ -1,11 +1,16 @@
 //! The engine: the async shell around [`simba_core`]. It owns what a client's session,
 //! elections and locks share ([`Shared`]: the backend, the live session cell, the held terms,
-//! the acquisitions in flight) and executes the core's decisions. Dependencies run one way:
-//! the handles (`client`, `election`, `lock`) -> `engine` -> `core`; nothing here imports a
-//! handle.
+//! the acquisitions in flight) and executes the core's decisions: `session` drives the
+//! session machine, `contender` the election machine (for elections and locks alike), with
+//! `attempt` (one acquisition in flight), `local` (a lock's local turn and claim) and
+//! `callbacks` (an election's listener) beside it. Dependencies run one way: the handles
+//! (`client`, `election`, `lock`) -> `engine` -> `core`; nothing here imports a handle.
 
 pub(crate) mod attempt;
+pub(crate) mod callbacks;
+pub(crate) mod contender;
 pub(crate) mod control;
+pub(crate) mod local;
 pub(crate) mod session;
 
 use std::collections::{HashMap, HashSet};
@@ -59,9 +64,68 @@ pub(crate) struct LocalStreak {
     pub(crate) gave_way_at: Option<tokio::time::Instant>,
 }
 
+/// Where the client is, with its session's status (S5), as one state: a client whose
+/// `close()` began refuses new work at once, while its session actor still reports the
+/// session's status until it exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifecycle {
+    /// The client takes new elections, locks and terms; its session is opening, live or
+    /// suspended.
+    Open(SessionStatus),
+    /// `close()` began (or, in tests, the client crashed): new work is refused; the session
+    /// is still in this status.
+    Closing(SessionStatus),
+    /// The session actor exited: the client is closed for good.
+    Closed,
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Lifecycle::Open(SessionStatus::Opening)
+    }
+}
+
+impl Lifecycle {
+    /// Whether new work is refused ([`Error::Closed`]).
+    pub(crate) fn is_closed(self) -> bool {
+        !matches!(self, Lifecycle::Open(_))
+    }
+
+    /// The session's status, as a snapshot shows it.
+    pub(crate) fn status(self) -> SessionStatus {
+        match self {
+            Lifecycle::Open(s) | Lifecycle::Closing(s) => s,
+            Lifecycle::Closed => SessionStatus::Closed,
+        }
+    }
+
+    /// The session actor reports `status`; `false` (and nothing changes) once closed for good.
+    pub(crate) fn report(&mut self, status: SessionStatus) -> bool {
+        *self = match (*self, status) {
+            (Lifecycle::Closed, _) => return false,
+            (_, SessionStatus::Closed) => Lifecycle::Closed,
+            (Lifecycle::Open(_), s) => Lifecycle::Open(s),
+            (Lifecycle::Closing(_), s) => Lifecycle::Closing(s),
+        };
+        true
+    }
+
+    /// `close()` begins; `false` when it had already begun.
+    pub(crate) fn close(&mut self) -> bool {
+        match *self {
+            Lifecycle::Open(s) => {
+                *self = Lifecycle::Closing(s);
+                true
+            }
+            Lifecycle::Closing(_) | Lifecycle::Closed => false,
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct ClientState {
-    pub(crate) status: Option<SessionStatus>,
+    /// Where the client is, and its session's status.
+    pub(crate) lifecycle: Lifecycle,
     /// Terms held now, including revoked ones whose release is still under way (so that a
     /// keep-alive does not mistake them for orphans).
     pub(crate) held: HashMap<Arc<str>, Term>,
@@ -73,7 +137,6 @@ pub(crate) struct ClientState {
     /// Local queues so that tasks of one process take a lock one at a time, each with the
     /// name's local streak.
     pub(crate) lock_queues: HashMap<Arc<str>, Arc<tokio::sync::Mutex<LocalStreak>>>,
-    pub(crate) closed: bool,
 }
 
 impl Shared {
@@ -106,7 +169,7 @@ impl Shared {
     }
 
     pub(crate) fn ensure_open(&self) -> Result<(), Error> {
-        if self.lock_state().closed { Err(Error::Closed) } else { Ok(()) }
+        if self.lock_state().lifecycle.is_closed() { Err(Error::Closed) } else { Ok(()) }
     }
 
     /// The backend answered a release of `name` with `token` made for `cell`: the session's
@@ -161,8 +224,12 @@ impl Shared {
             st.inflight.remove(name);
             let adopted = match (won, current.filter(|_| answers)) {
                 (Some(token), Some(session))
-                    if judge_win(token, session.is_live_at(now), st.closed, session.max_released(name))
-                        == Verdict::Adopt =>
+                    if judge_win(
+                        token,
+                        session.is_live_at(now),
+                        st.lifecycle.is_closed(),
+                        session.max_released(name),
+                    ) == Verdict::Adopt =>
                 {
                     let term = Term::new(Arc::clone(name), token, session, now);
                     st.held.insert(Arc::clone(name), term.clone());
@@ -261,3 +328,29 @@ pub(crate) async fn sleep_until_or_never(at: Option<Instant>) {
 
 /// How long a close waits for the backend.
 pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::Lifecycle;
+    use crate::SessionStatus;
+
+    /// S4, S5: `close()` refuses new work at once while the snapshot still shows the session's
+    /// status as the actor reports it; the actor's `Closed` is final, and a second `close()`
+    /// finds the client closing.
+    #[test]
+    fn s4_s5_closing_keeps_the_sessions_status_until_it_is_closed() {
+        let mut l = Lifecycle::default();
+        assert_eq!((l.is_closed(), l.status()), (false, SessionStatus::Opening));
+        assert!(l.report(SessionStatus::Live));
+        assert_eq!((l.is_closed(), l.status()), (false, SessionStatus::Live));
+        assert!(l.close());
+        assert!(!l.close(), "close() began once");
+        assert_eq!((l.is_closed(), l.status()), (true, SessionStatus::Live));
+        assert!(l.report(SessionStatus::Suspended));
+        assert_eq!((l.is_closed(), l.status()), (true, SessionStatus::Suspended));
+        assert!(l.report(SessionStatus::Closed));
+        assert!(!l.report(SessionStatus::Live), "nothing after the actor exited");
+        assert_eq!((l.is_closed(), l.status()), (true, SessionStatus::Closed));
+        assert!(!l.close());
+    }
+}

@@ -253,9 +253,7 @@ fn failure<R>(failed: Result<Result<R, BackendError>, Duration>) -> String {
 }
 
 fn set_status(shared: &Shared, status: SessionStatus) {
-    let mut st = shared.lock_state();
-    if st.status != Some(SessionStatus::Closed) {
-        st.status = Some(status);
+    if shared.lock_state().lifecycle.report(status) {
         crate::metrics::session_state(status);
     }
 }

@@ -133,7 +133,7 @@ async fn respond(mut conn: TcpStream, handle: &PrometheusHandle, shared: &Shared
             ("200 OK", "text/plain; version=0.0.4", handle.render())
         }
         ("GET", "/healthz") => {
-            let state = shared.lock_state().status.unwrap_or(SessionStatus::Opening);
+            let state = shared.lock_state().lifecycle.status();
             if state == SessionStatus::Live {
                 ("200 OK", "text/plain", "live\n".to_owned())
             } else {

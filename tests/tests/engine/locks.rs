@@ -244,3 +244,65 @@ async fn h5_lock_hand_over_aborts_work_at_the_terms_deadline() {
     assert!(alive_rx.await.is_err(), "the work was aborted");
     a.close().await;
 }
+
+/// K2 for a lock (K5: a lock contends as a candidate, K1-K4): a lock waiting for its retry
+/// after a lost attempt is woken when its session changes, as an election is, and tries at
+/// once instead of at its retry instant. Here the lease frees without a release to hear (the
+/// store's record is cleared) and the waiter's session is replaced: it wins as soon as the
+/// new session is live, not 2.5 s or more after its lost attempt.
+#[tokio::test(start_paused = true)]
+async fn k2_a_waiting_lock_is_woken_by_a_new_session() {
+    let store = MemoryBackend::new();
+    let (a, _) = faulty_client(&store, 1);
+    let (b, hb) = faulty_client(&store, 2);
+    let first = b.live().await.expect("b live");
+    let held = a.lock("k2.session").acquire().await.expect("a locks");
+    // B's keep-alives come every 5 s from its session's opening; its attempt loses at 4 s,
+    // so its retry instant is at 6.5 s or later, after the next keep-alive.
+    sleep(S(4)).await;
+    let mut events = b.events();
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock("k2.session").try_acquire(S(60)).await }
+    });
+    sleep(MS(100)).await;
+    assert_eq!(hb.calls(Op::Acquire), 1, "one lost attempt, then a wait for the retry");
+    let attempted_at = hb.call_times(Op::Acquire)[0];
+    // The lease frees without a release broadcast, and B's session expires in the store.
+    store.force_holder("k2.session", None);
+    store.expire_session(&first);
+    let opened_at = loop {
+        match events.recv().await.expect("events") {
+            simba::Event::SessionOpened { session, .. } if session != first => break Instant::now(),
+            _ => {}
+        }
+    };
+    let g = waiter.await.expect("join").expect("try").expect("won on the new session");
+    assert!(opened_at.elapsed() < MS(20), "won {:?} after the new session opened", opened_at.elapsed());
+    assert!(attempted_at.elapsed() < MS(2500), "waited for the retry instant: {:?}", attempted_at.elapsed());
+    assert_ne!(g.term().session_id(), &first);
+    drop(held);
+    a.close().await;
+    b.close().await;
+}
+
+/// K5, K6: `try_acquire_now` never waits: while another task of this process holds the name,
+/// it answers `None` at once, without a call to the store, instead of queueing behind the
+/// holder (a partition group's loop would stall until that holder let go).
+#[tokio::test(start_paused = true)]
+async fn k5_try_acquire_now_does_not_wait_for_a_local_holder() {
+    let store = MemoryBackend::new();
+    let (a, h) = faulty_client(&store, 1);
+    let held = a.lock("k5.now").acquire().await.expect("lock");
+    h.reset_counts();
+    let t0 = Instant::now();
+    let probe = tokio::time::timeout(S(1), a.lock("k5.now").try_acquire_now()).await;
+    let probe = probe.expect("try_acquire_now waited for the local holder").expect("try");
+    assert!(probe.is_none(), "the name is held by another task of this process");
+    assert_eq!(t0.elapsed(), Duration::ZERO, "answered at once");
+    assert_eq!(h.calls(Op::Acquire), 0, "no attempt while a local task holds the name");
+    held.release().await.expect("release");
+    let g = a.lock("k5.now").try_acquire_now().await.expect("try").expect("free once released");
+    g.release().await.expect("release");
+    a.close().await;
+}
