@@ -347,7 +347,7 @@ impl Backend for MemoryBackend {
     }
 
     fn job_store(&self) -> Option<SharedJobStore> {
-        Some(crate::job_store::SharedJobStore::new(self.jobs()))
+        Some(crate::backend::job_store::SharedJobStore::new(self.jobs()))
     }
 
     fn describe(&self) -> String {
@@ -532,7 +532,7 @@ impl JobStore for MemoryJobStore {
     }
 
     fn keeping(&self, records: usize) -> SharedJobStore {
-        crate::job_store::SharedJobStore::new(MemoryJobStore {
+        crate::backend::job_store::SharedJobStore::new(MemoryJobStore {
             inner: self.inner.clone(),
             retention: Some(records.max(1)),
         })

@@ -367,7 +367,10 @@ impl Backend for Namespaced {
 
     fn job_store(&self) -> Option<SharedJobStore> {
         let inner = self.inner.job_store()?;
-        Some(crate::job_store::SharedJobStore::new(NamespacedJobs { inner, namespace: self.namespace.clone() }))
+        Some(crate::backend::job_store::SharedJobStore::new(NamespacedJobs {
+            inner,
+            namespace: self.namespace.clone(),
+        }))
     }
 
     fn describe(&self) -> String {
@@ -501,7 +504,7 @@ impl JobStore for NamespacedJobs {
     }
 
     fn keeping(&self, records: usize) -> SharedJobStore {
-        crate::job_store::SharedJobStore::new(NamespacedJobs {
+        crate::backend::job_store::SharedJobStore::new(NamespacedJobs {
             inner: self.inner.keeping(records),
             namespace: self.namespace.clone(),
         })

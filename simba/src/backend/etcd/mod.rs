@@ -429,7 +429,7 @@ impl Backend for EtcdBackend {
     }
 
     fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
-        Some(crate::job_store::SharedJobStore::new(jobs::EtcdJobStore::new(self.clone())))
+        Some(crate::backend::job_store::SharedJobStore::new(jobs::EtcdJobStore::new(self.clone())))
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {

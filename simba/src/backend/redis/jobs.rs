@@ -632,7 +632,7 @@ impl JobStore for RedisJobStore {
     }
 
     fn keeping(&self, records: usize) -> crate::backend::job_store::SharedJobStore {
-        crate::job_store::SharedJobStore::new(RedisJobStore { retention: records.max(1), ..self.clone() })
+        crate::backend::job_store::SharedJobStore::new(RedisJobStore { retention: records.max(1), ..self.clone() })
     }
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.backend.inner.description)

@@ -569,7 +569,7 @@ impl Backend for RedisBackend {
     /// Released lease names, from one pub/sub subscription per backend instance (shared by
     /// its clones), started on the first call. `None` outside a Tokio runtime.
     fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
-        Some(crate::job_store::SharedJobStore::new(jobs::RedisJobStore::new(self.clone())))
+        Some(crate::backend::job_store::SharedJobStore::new(jobs::RedisJobStore::new(self.clone())))
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {

@@ -935,7 +935,7 @@ where
     fn keeping(&self, records: usize) -> crate::backend::job_store::SharedJobStore {
         let mut store = Self::with_retention(self.sql.clone(), records);
         store.control.clone_from(&self.control);
-        crate::job_store::SharedJobStore::new(store)
+        crate::backend::job_store::SharedJobStore::new(store)
     }
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.sql.description())

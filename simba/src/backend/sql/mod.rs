@@ -379,7 +379,7 @@ where
 
     fn job_store(&self, control: Option<tokio::sync::broadcast::Sender<String>>) -> super::job_store::SharedJobStore {
         let store = jobs::SqlJobStore::new(self.clone());
-        crate::job_store::SharedJobStore::new(match control {
+        crate::backend::job_store::SharedJobStore::new(match control {
             Some(control) => store.with_control(control),
             None => store,
         })

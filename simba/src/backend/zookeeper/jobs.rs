@@ -612,7 +612,7 @@ impl JobStore for ZkJobStore {
     fn keeping(&self, records: usize) -> crate::backend::job_store::SharedJobStore {
         let mut store = ZkJobStore::new(self.backend.clone());
         store.retention = records.max(1);
-        crate::job_store::SharedJobStore::new(store)
+        crate::backend::job_store::SharedJobStore::new(store)
     }
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.backend.inner.description)

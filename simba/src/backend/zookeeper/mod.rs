@@ -426,7 +426,7 @@ impl Backend for ZooKeeperBackend {
     }
 
     fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
-        Some(crate::job_store::SharedJobStore::new(jobs::ZkJobStore::new(self.clone())))
+        Some(crate::backend::job_store::SharedJobStore::new(jobs::ZkJobStore::new(self.clone())))
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {

@@ -45,7 +45,7 @@
 //! Job control: the jobs store's pause, resume and run-now routine notifies
 //! [`CONTROL_CHANNEL`] with the job's name, and the same listener, on the same connection,
 //! forwards those names to the jobs store's
-//! [`subscribe_control`](crate::job_store::JobStore::subscribe_control), so a holder hears a
+//! [`subscribe_control`](crate::backend::job_store::JobStore::subscribe_control), so a holder hears a
 //! run-now request when it commits rather than at its next poll of the control version. After
 //! the listener reconnects it sends an empty name, once it listens again: the changes made
 //! while it was away were not notified to it, so a subscriber reads the control version again.
