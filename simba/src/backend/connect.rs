@@ -86,6 +86,12 @@ pub(crate) async fn connect_known(url: &BackendUrl, options: ConnectOptions) -> 
 
 /// The error for a scheme no backend of this build takes.
 fn unsupported(scheme: &str) -> BackendError {
+    if scheme.is_empty() {
+        // A configuration that names no backend (J4) reaches here through a tool.
+        return BackendError::Misconfigured(format!(
+            "no backend URL: name one ([backend] url in simba.toml, SIMBA_BACKEND__URL or --backend), e.g. {SCHEMES}"
+        ));
+    }
     let known = [
         "memory",
         "sqlite",

@@ -7,7 +7,7 @@
 //! `now()`, Redis key TTLs, the ZooKeeper server's session timeout.
 //!
 //! Implementations shipped with simba: [`MemoryBackend`](memory::MemoryBackend) (tests),
-//! `SqliteBackend` (feature `sqlite`, the embedded default), `PostgresBackend` (feature
+//! `SqliteBackend` (feature `sqlite`, embedded, no server), `PostgresBackend` (feature
 //! `postgres`), `MySqlBackend` (feature `mysql`, MySQL and MariaDB), `RedisBackend` (feature
 //! `redis`), `ZooKeeperBackend` (feature `zookeeper`) and `EtcdBackend` (feature `etcd`). Every implementation runs the
 //! conformance suite in `simba::tck` (feature `tck`, rule B4) against a real server.
