@@ -79,7 +79,9 @@ async fn j4_runtime_without_backend_refuses_and_names_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("simba.toml");
     std::fs::write(&file, "[session]\nlease_duration = \"15s\"\n").expect("write simba.toml");
-    let e = Runtime::builder().config_file(&file).without_registry().start().await.err().expect("no backend");
+    let Err(e) = Runtime::builder().config_file(&file).without_registry().start().await else {
+        panic!("it started without a backend");
+    };
     let Error::InvalidConfig(c) = &e else { panic!("{e}") };
     assert_eq!((c.file(), c.key()), (Some(file.to_str().expect("utf-8 path")), Some("backend.url")), "{e}");
     assert!(c.reason().starts_with("missing: ") && c.reason().contains("sqlite://simba.db"), "{e}");
