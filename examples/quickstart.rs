@@ -53,6 +53,10 @@ async fn billing(term: &Term, partition: u32) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     simba_examples::init_logging();
+    // An application chooses the process's rustls provider; the Redis and ZooKeeper drivers read
+    // it for `rediss://` and `tls=true` (simba installs none).
+    #[cfg(any(feature = "redis", feature = "zookeeper", feature = "etcd"))]
+    simba::backend::install_tls_provider();
     // A service names its store in simba.toml (or SIMBA_BACKEND__URL) and calls
     // `simba::run().await`, which refuses to start without one. The quickstart chooses SQLite
     // in ./simba.db in code, so that it runs with no file and no server (a file or the variable

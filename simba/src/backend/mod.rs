@@ -46,6 +46,12 @@ pub use sql::mysql;
 pub use sql::postgres;
 #[cfg(feature = "sqlite")]
 pub use sql::sqlite;
+#[cfg(any(feature = "redis", feature = "zookeeper", feature = "etcd"))]
+mod tls_provider;
+#[cfg(any(feature = "redis", feature = "zookeeper", feature = "etcd"))]
+pub use tls_provider::install_tls_provider;
+#[cfg(any(feature = "redis", feature = "zookeeper"))]
+pub(crate) use tls_provider::require_process_provider;
 mod url;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
