@@ -52,13 +52,12 @@ fn missing(driver: &str, server: &str) -> super::BackendError {
     ))
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "redis", feature = "zookeeper")))]
 mod tests {
     use super::*;
     use crate::backend::BackendError;
 
     /// The message says what is missing, that simba installs nothing, and the line to add.
-    #[cfg(any(feature = "redis", feature = "zookeeper"))]
     #[test]
     fn the_missing_provider_error_names_the_fix() {
         let BackendError::Misconfigured(m) = missing("redis", "Redis at rediss://db:6380") else {
