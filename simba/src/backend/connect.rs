@@ -112,3 +112,21 @@ fn unsupported(scheme: &str) -> BackendError {
     };
     BackendError::Misconfigured(format!("unsupported backend URL scheme `{scheme}`: {why}; use {SCHEMES}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A configuration that names no backend (J4) reaching a tool: the error says to name one,
+    /// not that the empty scheme is unknown.
+    #[test]
+    fn an_empty_url_asks_for_one() {
+        let BackendError::Misconfigured(m) = unsupported("") else { panic!("not a configuration error") };
+        assert!(
+            m.starts_with("no backend URL: ") && m.contains("SIMBA_BACKEND__URL") && m.contains("--backend"),
+            "{m}"
+        );
+        let BackendError::Misconfigured(m) = unsupported("mongodb") else { panic!("not a configuration error") };
+        assert!(m.contains("unsupported backend URL scheme `mongodb`"), "{m}");
+    }
+}
