@@ -1,5 +1,7 @@
 //! Simba's quickstart: two scheduled jobs and one partitioned group, on SQLite (`./simba.db`),
-//! with no configuration file and no server.
+//! with no configuration file and no server. The quickstart names SQLite in code
+//! (`Runtime::builder().default_backend_url(..)`); `simba::run()` alone names no store and
+//! refuses to start until `simba.toml` or `SIMBA_BACKEND__URL` gives one.
 //!
 //! ```text
 //! cargo run --example quickstart     # in two or three terminals: watch the jobs and partitions spread
@@ -51,7 +53,15 @@ async fn billing(term: &Term, partition: u32) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     simba_examples::init_logging();
-    // `simba::run().await` is all a service needs; the quickstart can also stop by itself.
+    // An application chooses the process's rustls provider; the Redis and ZooKeeper drivers read
+    // it for `rediss://` and `tls=true` (simba installs none).
+    #[cfg(any(feature = "redis", feature = "zookeeper", feature = "etcd"))]
+    simba::backend::install_tls_provider();
+    // A service names its store in simba.toml (or SIMBA_BACKEND__URL) and calls
+    // `simba::run().await`, which refuses to start without one. The quickstart chooses SQLite
+    // in ./simba.db in code, so that it runs with no file and no server (a file or the variable
+    // still wins), and it can stop by itself.
+    let builder = Runtime::builder().default_backend_url("sqlite://simba.db");
     match std::env::var("SIMBA_QUICKSTART_SECS").ok().and_then(|s| s.parse::<u64>().ok()) {
         Some(secs) => {
             let stop = async move {
@@ -60,9 +70,9 @@ async fn main() -> anyhow::Result<()> {
                     _ = tokio::signal::ctrl_c() => {}
                 }
             };
-            Runtime::builder().shutdown_on(stop).run().await?;
+            builder.shutdown_on(stop).run().await?;
         }
-        None => simba::run().await?,
+        None => builder.run().await?,
     }
     Ok(())
 }

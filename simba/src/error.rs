@@ -153,7 +153,7 @@ impl ConfigError {
     /// Where the configuration came from: the path of the file read (`simba.toml`,
     /// `/etc/app/simba.toml`), or the name the text was given
     /// ([`RuntimeConfig::from_toml_str`](crate::RuntimeConfig::from_toml_str)'s `source`,
-    /// `the embedded default` when no file exists); `None` for a value set in code.
+    /// `the environment (no simba.toml)` when no file exists); `None` for a value set in code.
     pub fn file(&self) -> Option<&str> {
         self.file.as_deref()
     }

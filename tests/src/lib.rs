@@ -79,6 +79,18 @@ pub fn ms_since(t0: Instant, t: Instant) -> u128 {
     t.duration_since(t0).as_millis()
 }
 
+/// An error's message and those of its sources, one per line (a backend error's `Display`
+/// names only the operation; the cause is in its source).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(&format!("\n{s}"));
+        source = s.source();
+    }
+    out
+}
+
 /// The URL of a test server from environment variable `var` (set by
 /// `scripts/backends.sh start`, which the test command runs).
 ///

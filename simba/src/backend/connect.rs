@@ -86,6 +86,12 @@ pub(crate) async fn connect_known(url: &BackendUrl, options: ConnectOptions) -> 
 
 /// The error for a scheme no backend of this build takes.
 fn unsupported(scheme: &str) -> BackendError {
+    if scheme.is_empty() {
+        // A configuration that names no backend (J4) reaches here through a tool.
+        return BackendError::Misconfigured(format!(
+            "no backend URL: name one ([backend] url in simba.toml, SIMBA_BACKEND__URL or --backend), e.g. {SCHEMES}"
+        ));
+    }
     let known = [
         "memory",
         "sqlite",
@@ -105,4 +111,22 @@ fn unsupported(scheme: &str) -> BackendError {
         "no backend takes it"
     };
     BackendError::Misconfigured(format!("unsupported backend URL scheme `{scheme}`: {why}; use {SCHEMES}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A configuration that names no backend (J4) reaching a tool: the error says to name one,
+    /// not that the empty scheme is unknown.
+    #[test]
+    fn an_empty_url_asks_for_one() {
+        let BackendError::Misconfigured(m) = unsupported("") else { panic!("not a configuration error") };
+        assert!(
+            m.starts_with("no backend URL: ") && m.contains("SIMBA_BACKEND__URL") && m.contains("--backend"),
+            "{m}"
+        );
+        let BackendError::Misconfigured(m) = unsupported("mongodb") else { panic!("not a configuration error") };
+        assert!(m.contains("unsupported backend URL scheme `mongodb`"), "{m}");
+    }
 }

@@ -7,7 +7,7 @@
 //! `now()`, Redis key TTLs, the ZooKeeper server's session timeout.
 //!
 //! Implementations shipped with simba: [`MemoryBackend`](memory::MemoryBackend) (tests),
-//! `SqliteBackend` (feature `sqlite`, the embedded default), `PostgresBackend` (feature
+//! `SqliteBackend` (feature `sqlite`, embedded, no server), `PostgresBackend` (feature
 //! `postgres`), `MySqlBackend` (feature `mysql`, MySQL and MariaDB), `RedisBackend` (feature
 //! `redis`), `ZooKeeperBackend` (feature `zookeeper`) and `EtcdBackend` (feature `etcd`). Every implementation runs the
 //! conformance suite in `simba::tck` (feature `tck`, rule B4) against a real server.
@@ -46,6 +46,12 @@ pub use sql::mysql;
 pub use sql::postgres;
 #[cfg(feature = "sqlite")]
 pub use sql::sqlite;
+#[cfg(any(feature = "redis", feature = "zookeeper", feature = "etcd"))]
+mod tls_provider;
+#[cfg(any(feature = "redis", feature = "zookeeper", feature = "etcd"))]
+pub use tls_provider::install_tls_provider;
+#[cfg(any(feature = "redis", feature = "zookeeper"))]
+pub(crate) use tls_provider::require_process_provider;
 mod url;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;

@@ -35,6 +35,7 @@ pub struct RuntimeBuilder {
     registry: bool,
     shutdown: Option<ShutdownFuture>,
     backend: Option<MakeClient>,
+    default_backend_url: Option<String>,
     seed: Option<u64>,
     node: Option<String>,
     state: StateMap,
@@ -53,6 +54,7 @@ impl RuntimeBuilder {
             registry: true,
             shutdown: None,
             backend: None,
+            default_backend_url: None,
             seed: None,
             node: None,
             state: StateMap::default(),
@@ -79,6 +81,17 @@ impl RuntimeBuilder {
                 None => b.build(),
             }
         }));
+        self
+    }
+
+    /// Uses `url` when the configuration names no backend (no `[backend] url`, no
+    /// `SIMBA_BACKEND__URL`), where the start would otherwise refuse (rule J4). For examples
+    /// and single-host tools that choose their store in code, as the quickstart does with
+    /// `sqlite://simba.db`: a service deployed on several hosts should not set it, since each
+    /// host started without configuration would then keep its own store and run every job. The
+    /// start logs a warning when it uses `url`.
+    pub fn default_backend_url(mut self, url: impl Into<String>) -> Self {
+        self.default_backend_url = Some(url.into());
         self
     }
 
@@ -174,7 +187,11 @@ impl RuntimeBuilder {
 
     /// Validates everything, connects, and starts every job; returns a handle to stop them.
     pub async fn start(self) -> Result<RunningRuntime, Error> {
-        let config = self.config.load()?;
+        let mut config = self.config.load()?;
+        // Before anything is planned, connected or created (a SQLite file), J4.
+        if self.backend.is_none() {
+            name_backend(&mut config, self.default_backend_url)?;
+        }
         let (scheduled, partitioned, policies) = if self.registry {
             let scheduled = self.scheduled.into_iter().chain(SCHEDULED_JOBS.iter().cloned()).collect();
             let partitioned = self.partitioned.into_iter().chain(PARTITIONED_JOBS.iter().cloned()).collect();
@@ -233,6 +250,23 @@ impl RuntimeBuilder {
         running.shutdown().await;
         Ok(())
     }
+}
+
+/// Makes sure `config` names a backend (the builder was given none in code): a node that names
+/// none must not run alone unannounced (J4), so it refuses, unless the application chose a
+/// `default` in code, which it uses with a warning.
+fn name_backend(config: &mut RuntimeConfig, default: Option<String>) -> Result<(), Error> {
+    if !config.backend_url.is_empty() {
+        return Ok(());
+    }
+    let Some(url) = default else { return config.require_backend() };
+    tracing::warn!(
+        config = %config.source, backend = %crate::secret::redact_url(&url),
+        "no backend configured: using the application's default; nodes on other hosts do not share it (name one \
+         with [backend] url or SIMBA_BACKEND__URL)"
+    );
+    config.backend_url = url;
+    Ok(())
 }
 
 /// Refuses to start when a job the plan runs takes a [`State<T>`](crate::State) whose type

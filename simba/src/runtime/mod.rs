@@ -21,18 +21,18 @@ mod signals;
 use crate::Error;
 
 pub use builder::RuntimeBuilder;
-pub use config::{
-    DEFAULT_BACKEND_URL, DEFAULT_START_TIMEOUT, JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY, RuntimeConfig,
-};
+pub use config::{DEFAULT_START_TIMEOUT, JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY, RuntimeConfig};
 pub use jobs::JobsHandle;
 pub use registry::REGISTRY_CHECK_PERIOD;
 pub use running::RunningRuntime;
 
-/// Reads `simba.toml` (`SIMBA_CONFIG`, else `./simba.toml`, else the embedded default: SQLite
-/// in `./simba.db`), applies `SIMBA_*` environment overrides, opens the session, runs every
-/// job registered with `#[simba_scheduled]` / `#[simba_partitioned]` while this node holds its
-/// term, and returns after SIGINT or SIGTERM once everything was handed over and the session
-/// closed. A bad configuration is an error and nothing starts.
+/// Reads `simba.toml` (`SIMBA_CONFIG`, else `./simba.toml`), applies `SIMBA_*` environment
+/// overrides, opens the session, runs every job registered with `#[simba_scheduled]` /
+/// `#[simba_partitioned]` while this node holds its term, and returns after SIGINT or SIGTERM
+/// once everything was handed over and the session closed. A bad configuration is an error and
+/// nothing starts; so is none: without a file and without `SIMBA_BACKEND__URL` no backend is
+/// named, and it refuses to start rather than pick a store of its own (rule J4; for a trial on
+/// one host, a `simba.toml` holding `[backend]` and `url = "sqlite://simba.db"`).
 pub async fn run() -> Result<(), Error> {
     Runtime::builder().run().await
 }

@@ -69,6 +69,9 @@ async fn main() -> anyhow::Result<()> {
     let held_n = env_u64("SIMBA_SOAK_HELD", 1000);
     let every = Duration::from_millis(env_u64("SIMBA_SOAK_LOCK_MS", 15).max(1));
     let churn_every = Duration::from_secs(env_u64("SIMBA_SOAK_CHURN_S", 60).max(2));
+    // SIMBA_SOAK_URL may be a TLS URL: as an application, choose the rustls provider the Redis
+    // and ZooKeeper drivers read (simba installs none).
+    simba::backend::install_tls_provider();
     let rt = Runtime::builder().shutdown_on(std::future::pending()).start().await?;
     let simba = rt.simba().clone();
     simba.live().await?;

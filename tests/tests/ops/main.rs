@@ -1,4 +1,5 @@
-//! Operations: the `simba` tool, metrics and `/healthz`, and security (TLS, credentials,
+//! Operations: the `simba` tool, metrics and `/healthz`, the start (with no configuration,
+//! with a backend not up yet), and security (TLS, credentials,
 //! redaction).
 
 mod cli;
@@ -6,5 +7,6 @@ mod jobs_cli;
 mod metrics;
 mod mtls;
 mod namespaces_cli;
+mod no_config;
 mod security;
 mod start;

@@ -18,16 +18,13 @@ use simba::{Error, Simba, SimbaConfig};
 use simba_tests::server_url;
 
 fn everything(e: &Error) -> String {
-    let mut out = format!("{e}");
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        out.push_str(&format!("\n{s}"));
-        source = s.source();
-    }
-    out
+    simba_tests::error_chain(e)
 }
 
 async fn works(url: &str) {
+    // As an application does before connecting over TLS: the Redis and ZooKeeper drivers read
+    // the process's rustls provider, and simba installs none (tests/tests/tls_provider/).
+    simba::backend::install_tls_provider();
     let simba = Simba::connect(url, SimbaConfig::default()).await.unwrap_or_else(|e| panic!("{}: {e:#?}", redact(url)));
     let guard = simba.lock(unique("mtls")).acquire().await.unwrap();
     assert!(guard.term().is_valid());
@@ -36,6 +33,7 @@ async fn works(url: &str) {
 }
 
 async fn fails(url: &str) -> String {
+    simba::backend::install_tls_provider();
     match Simba::connect(url, SimbaConfig::default()).await {
         Ok(s) => {
             // Some servers refuse only at the first request: a lock must fail then.

@@ -74,16 +74,13 @@ fn assert_hidden(what: &str, text: &str, secrets: &[String]) {
 
 /// Display, Debug and the source chain of an error.
 fn everything(e: &Error) -> String {
-    let mut out = format!("{e}\n{e:?}");
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        out.push_str(&format!("\n{s}"));
-        source = s.source();
-    }
-    out
+    format!("{e:?}\n{}", simba_tests::error_chain(e))
 }
 
 async fn connect(url: &str) -> Result<Simba, Error> {
+    // As an application does before connecting over TLS: the Redis and ZooKeeper drivers read
+    // the process's rustls provider, and simba installs none (tests/tests/tls_provider/).
+    simba::backend::install_tls_provider();
     Simba::connect(url, SimbaConfig::default()).await
 }
 
@@ -455,6 +452,7 @@ async fn safe_defaults_private_file_and_nothing_listens() {
 /// "not trusted", without the password.
 async fn config_suite(var: &str, user: &str, chroot: &str) {
     let Some(tls_url) = server_url(var) else { return };
+    simba::backend::install_tls_provider();
     let _ = logs();
     let (ca, wrong) = (std::env::var("SIMBA_TEST_TLS_CA").unwrap(), std::env::var("SIMBA_TEST_TLS_WRONG_CA").unwrap());
     let password = std::env::var("SIMBA_TEST_PASSWORD").unwrap();

@@ -136,8 +136,8 @@ impl ConnectSpec {
             options = options.with_user(user, password).with_auto_token_refresh(true);
         }
         if let Some(tls) = &self.tls {
-            // One process-wide rustls provider (ring), whichever crates enabled others.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            // tonic (`tls-ring`) uses the process's rustls provider when the application
+            // installed one, and ring otherwise, for this configuration only: nothing to install.
             let mut config = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca));
             if let Some((cert, key)) = &tls.identity {
                 config = config.identity(Identity::from_pem(cert, key));

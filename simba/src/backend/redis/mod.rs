@@ -269,7 +269,9 @@ impl RedisBackend {
     /// `url` is `redis://[user[:password]@]host[:port][/db]` or `rediss://...` (TLS with
     /// rustls; the server certificate is checked against the system's roots, or against the
     /// PEM file of the `ca_file=` parameter; `cert_file=` and `key_file=` give a client
-    /// certificate). The user and password are Redis ACL credentials. Fails with
+    /// certificate; the driver builds its TLS configuration from the process's rustls provider,
+    /// which the application installs, see
+    /// [`install_tls_provider`](crate::backend::install_tls_provider)). The user and password are Redis ACL credentials. Fails with
     /// [`BackendError::Misconfigured`] for a malformed URL, wrong credentials or an evicting
     /// server (see the module documentation), and with [`BackendError::Unavailable`] when the
     /// server does not answer within the connect timeout (5 s). Errors name the server
@@ -290,9 +292,6 @@ impl RedisBackend {
         check_url(url)?;
         let (url, certificates) = connect::tls_files(url)?;
         let url = url.as_str();
-        // The redis crate builds its TLS configuration from the process-wide rustls provider,
-        // which rustls cannot choose alone when two are compiled in: install ring first.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let opened = match certificates {
             Some(c) => redis::Client::build_with_tls(url, c),
             None => redis::Client::open(url),
@@ -307,6 +306,12 @@ impl RedisBackend {
             BackendError::Misconfigured(format!("invalid Redis URL {shown}: {e}; {hint}"))
         })?;
         let description: Arc<str> = describe_info(client.get_connection_info()).unwrap_or(shown).into();
+        // The redis crate builds its TLS configuration from the process's rustls provider and
+        // takes none: without one it would panic (or install one for the whole process), and
+        // simba installs none (backend::tls_provider): say what to add instead.
+        if matches!(client.get_connection_info().addr(), redis::ConnectionAddr::TcpTls { .. }) {
+            crate::backend::require_process_provider("redis", &format!("Redis at {description}"))?;
+        }
         let ct = options.connect_timeout;
 
         // One plain connection first: its single attempt reports the real cause (refused,

@@ -121,7 +121,10 @@ impl ZooKeeperBackend {
     /// and every node simba creates gets the ACL "all for this user, read for anyone": other
     /// clients can read the leases but not create, change or delete them (ADR 0008). With
     /// `?tls=true&ca_file=CA[&cert_file=CERT&key_file=KEY]` it talks TLS to the servers'
-    /// `secureClientPort`, trusting only that CA (PEM files).
+    /// `secureClientPort`, trusting only that CA (PEM files); the driver builds its TLS
+    /// configuration from the process's rustls provider, which the application installs
+    /// ([`install_tls_provider`](crate::backend::install_tls_provider), ADR 0017): without one
+    /// this fails with [`BackendError::Misconfigured`] saying so.
     ///
     /// Fails within 5 s, naming the URL and the cause, when no server answers.
     pub async fn connect(url: &str) -> BackendResult<Self> {

@@ -156,8 +156,9 @@ impl ConnectSpec {
             connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
         }
         if let Some(tls) = &self.tls {
-            // One process-wide rustls provider (ring), whichever crates enabled others.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            // zookeeper-client builds its TLS configuration from the process's rustls provider
+            // and takes none; simba installs none (backend::tls_provider): say what to add.
+            crate::backend::require_process_provider("zookeeper-client", &format!("ZooKeeper at {}", self.describe()))?;
             let bad_file = |what: &str, e: zk::Error| {
                 BackendError::Misconfigured(format!("ZooKeeper at {}: the {what} is not usable: {e}", self.describe()))
             };

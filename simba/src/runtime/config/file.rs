@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::diagnostics::Cx;
-use super::{DEFAULT_BACKEND_URL, JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY};
+use super::{JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY};
 use crate::job::{Misfire, Schedule, parse_cron, parse_time_zone};
 use crate::{Error, SimbaConfig};
 
@@ -214,9 +214,26 @@ impl Cx<'_> {
         })
     }
 
-    /// `[backend]`: the URL with the user, password and TLS keys folded in.
+    /// `[backend]`: the URL with the user, password and TLS keys folded in; empty when no URL
+    /// is named (the runtime refuses that unless a backend is given in code, rule J4).
     pub(super) fn backend_url(&self, b: BackendTable) -> Result<String, Error> {
-        let url = b.url.unwrap_or_else(|| DEFAULT_BACKEND_URL.to_owned());
+        let Some(url) = b.url else {
+            let given = [("user", b.user.is_some()), ("password", b.password.is_some())]
+                .into_iter()
+                .chain([("password_file", b.password_file.is_some()), ("tls", b.tls.is_some())])
+                .find(|(_, set)| *set);
+            return match given {
+                // Credentials or TLS files for no URL: the file means a server it does not name.
+                Some((key, _)) => Err(self.key_err(
+                    "backend",
+                    "url",
+                    format!(
+                        "missing: [backend] {key} is set, so name the server it is for with url (or SIMBA_BACKEND__URL)"
+                    ),
+                )),
+                None => Ok(String::new()),
+            };
+        };
         let password = match (b.password, &b.password_file) {
             (Some(_), Some(_)) => {
                 return Err(self.key_err(

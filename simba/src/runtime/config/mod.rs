@@ -44,8 +44,9 @@ use file::FileConfig;
 /// The largest `retry` a job may ask for.
 pub const MAX_RETRY: u32 = 100;
 
-/// The backend used when no configuration file exists: SQLite in `./simba.db`.
-pub const DEFAULT_BACKEND_URL: &str = "sqlite://simba.db";
+/// The [`RuntimeConfig::source`] of a configuration loaded without a file: the built-in
+/// values and the `SIMBA_*` variables.
+const NO_FILE: &str = "the environment (no simba.toml)";
 
 /// Overrides for one job, by name (rule J7).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -67,15 +68,18 @@ pub struct JobOverride {
     pub timeout: Option<Duration>,
 }
 
-/// The runtime's configuration, resolved from a file (or the embedded default) and the
+/// The runtime's configuration, resolved from a file (or the built-in values) and the
 /// environment. Its `Debug` output masks the secrets of the backend URL.
 #[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct RuntimeConfig {
-    /// Where it came from (a path, or "the embedded default").
+    /// Where it came from (a path, or "the environment (no simba.toml)").
     pub source: String,
     /// The backend URL, with the `[backend]` credentials and `[backend.tls]` files merged in
-    /// (so it may hold a password: show it through [`crate::runtime::redact`]).
+    /// (so it may hold a password: show it through [`crate::runtime::redact`]). Empty when
+    /// neither the file nor `SIMBA_BACKEND__URL` names one: the runtime then refuses to start
+    /// unless it was given a backend in code (rule J4). There is no default store, because
+    /// nodes started without one would each keep their own and each run every job.
     pub backend_url: String,
     /// Session timing.
     pub session: SimbaConfig,
@@ -142,8 +146,8 @@ impl std::fmt::Debug for RuntimeConfig {
 impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
-            source: "the embedded default".into(),
-            backend_url: DEFAULT_BACKEND_URL.into(),
+            source: "RuntimeConfig::default()".into(),
+            backend_url: String::new(),
             session: SimbaConfig::default(),
             jobs: BTreeMap::new(),
             metrics_listen: None,
@@ -158,13 +162,52 @@ impl Default for RuntimeConfig {
 
 impl RuntimeConfig {
     /// Loads the configuration as [`crate::run`] does: the file named by `SIMBA_CONFIG`, else
-    /// `./simba.toml` if it exists, else the embedded default; then `SIMBA_*` overrides.
+    /// `./simba.toml` if it exists, else the built-in values; then `SIMBA_*` overrides.
+    ///
+    /// Without a file and without `SIMBA_BACKEND__URL` the result names no backend
+    /// ([`backend_url`](Self::backend_url) is empty): a tool can still add one (`simba
+    /// --backend`), and the runtime refuses to start on it ([`RuntimeConfig::require_backend`]).
     pub fn load() -> Result<RuntimeConfig, Error> {
         match std::env::var_os("SIMBA_CONFIG") {
             Some(p) => Self::load_file(Path::new(&p)),
             None if Path::new("simba.toml").exists() => Self::load_file(Path::new("simba.toml")),
-            None => Self::from_toml_str("", "the embedded default", env_overrides()),
+            None => Self::from_toml_str("", NO_FILE, env_overrides()),
         }
+    }
+
+    /// `Ok` when this configuration names a backend; otherwise the error the runtime's start
+    /// returns (rule J4): what to create (`simba.toml` with `[backend] url`), the variables
+    /// (`SIMBA_CONFIG`, `SIMBA_BACKEND__URL`), and the line for a single-host trial on SQLite.
+    /// Nodes started without a backend would each keep their own store and each run every
+    /// job, which no check can see: so the runtime never picks one.
+    pub fn require_backend(&self) -> Result<(), Error> {
+        if !self.backend_url.is_empty() {
+            return Ok(());
+        }
+        const WHY: &str = "simba does not pick one, since nodes started that way would each keep their own store \
+                           and each run every job";
+        const TRIAL: &str = "for a trial on one host, embedded SQLite: url = \"sqlite://simba.db\" (or \
+                             SIMBA_BACKEND__URL=sqlite://simba.db)";
+        let e = if self.source == NO_FILE {
+            ConfigError::new(format!(
+                "no backend configured: no SIMBA_CONFIG, no ./simba.toml and no SIMBA_BACKEND__URL, and {WHY}: create \
+                 simba.toml with a [backend] table whose url names the store every node shares, e.g. url = \
+                 \"postgres://user@db-host/simba\" (or point SIMBA_CONFIG at such a file, or set \
+                 SIMBA_BACKEND__URL); {TRIAL}"
+            ))
+            .with_key("backend.url")
+        } else {
+            ConfigError::at_key(
+                "backend.url",
+                format!(
+                    "missing: no backend is named here nor in SIMBA_BACKEND__URL, and {WHY}; add url with the store \
+                     every node shares, e.g. url = \"postgres://user@db-host/simba\" (or give the runtime a \
+                     backend in code); {TRIAL}"
+                ),
+            )
+            .with_file(self.source.clone())
+        };
+        Err(e.into())
     }
 
     /// Loads `path`, then applies `SIMBA_*` overrides.

@@ -7,21 +7,65 @@ fn parse(text: &str) -> Result<RuntimeConfig, Error> {
 }
 
 /// `examples/simba.toml` documents every key with its default: it parses, and the values
-/// it shows are the defaults.
+/// it shows are the defaults. The backend has none (J4): the file names the single-host trial.
 #[test]
 fn the_example_file_holds_the_defaults() {
     let c = parse(include_str!("../../../../examples/simba.toml")).expect("the example parses");
     let d = RuntimeConfig::default();
-    assert_eq!((&c.backend_url, c.start_timeout), (&d.backend_url, d.start_timeout));
+    assert_eq!(c.start_timeout, d.start_timeout);
     assert_eq!(c.session, d.session);
+    assert_eq!((c.backend_url.as_str(), d.backend_url.as_str()), ("sqlite://simba.db", ""));
 }
 
-/// J4: without a file, the embedded default: SQLite in ./simba.db.
+/// J4: no file and no `SIMBA_BACKEND__URL` name no backend, and that is refused: the error
+/// says what to create, the variables, and the line for a trial on SQLite. A file without
+/// `[backend] url` is refused the same way, naming the file and the key.
 #[test]
-fn j4_default_is_sqlite() {
-    let c = parse("").expect("empty");
+fn j4_no_backend_is_refused_with_what_to_write() {
+    let c = RuntimeConfig::from_toml_str("", NO_FILE, Vec::new()).expect("no file");
+    assert_eq!((c.backend_url.as_str(), c.session), ("", SimbaConfig::default()));
+    let e = c.require_backend().expect_err("no backend");
+    let Error::InvalidConfig(ce) = &e else { panic!("{e}") };
+    assert_eq!((ce.file(), ce.key()), (None, Some("backend.url")), "{e}");
+    let text = ce.to_string();
+    assert!(text.starts_with("no backend configured: "), "{text}");
+    for part in ["SIMBA_CONFIG", "./simba.toml", "SIMBA_BACKEND__URL", "[backend]", "url = \"sqlite://simba.db\""] {
+        assert!(text.contains(part), "the message names {part}: {text}");
+    }
+    let e = parse("[session]\nlease_duration = \"15s\"\n").expect("valid").require_backend().expect_err("no url");
+    let Error::InvalidConfig(ce) = &e else { panic!("{e}") };
+    assert_eq!((ce.file(), ce.key()), (Some("simba.toml"), Some("backend.url")), "{e}");
+    assert!(ce.to_string().starts_with("simba.toml: [backend] url: missing: "), "{e}");
+    assert!(e.to_string().contains("url = \"sqlite://simba.db\""), "{e}");
+    assert!(RuntimeConfig::default().require_backend().is_err());
+}
+
+/// J4: the backend named by `[backend] url` or by `SIMBA_BACKEND__URL` alone is enough.
+#[test]
+fn j4_a_url_from_the_file_or_the_environment_names_the_backend() {
+    let c = parse("[backend]\nurl = \"sqlite://simba.db\"\n").expect("valid");
     assert_eq!(c.backend_url, "sqlite://simba.db");
-    assert_eq!(c.session, SimbaConfig::default());
+    assert!(c.require_backend().is_ok());
+    let over = vec![("SIMBA_BACKEND__URL".to_owned(), "postgres://db/simba".to_owned())];
+    let c = RuntimeConfig::from_toml_str("", NO_FILE, over).expect("valid");
+    assert_eq!(c.backend_url, "postgres://db/simba");
+    assert!(c.require_backend().is_ok());
+}
+
+/// Credentials or TLS files without a URL are for a server the file does not name: an error
+/// at `[backend] url`, naming the key that was set.
+#[test]
+fn backend_credentials_without_a_url_are_an_error() {
+    for (text, key) in [
+        ("[backend]\nuser = \"simba\"\n", "user"),
+        ("[backend]\npassword_file = \"/run/secrets/db\"\n", "password_file"),
+        ("[backend.tls]\nca_file = \"/etc/ca.pem\"\n", "tls"),
+    ] {
+        let e = parse(text).expect_err(text);
+        let Error::InvalidConfig(ce) = &e else { panic!("{e}") };
+        assert_eq!(ce.key(), Some("backend.url"), "{e}");
+        assert!(ce.reason().contains(&format!("[backend] {key} is set")), "{e}");
+    }
 }
 
 /// C2/J7: every table and key.
