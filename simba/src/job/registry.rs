@@ -234,7 +234,7 @@ impl ScheduledJob {
     }
 
     /// A job with an owned name (its lease too) running the closure `run`, for jobs made at
-    /// runtime ([`JobsHandle::add`](crate::JobsHandle::add)).
+    /// runtime ([`JobsHandle::add`](crate::runtime::JobsHandle::add)).
     pub fn from_closure(
         name: impl Into<Cow<'static, str>>,
         schedule: Schedule,
