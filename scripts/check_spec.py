@@ -28,6 +28,12 @@ What it checks (stdlib only, no build, well under a second on this tree):
     work that led to a decision or a measurement is provenance. String literals and
     identifiers in code, and shell or TOML comments, are not checked.
 
+(e) Always: the landing page and the guide stay a newcomer's documents: README.md has at most
+    250 lines, and no code block of README.md or of a guide chapter (simba/src/guide/*.md,
+    docs/guide/*.md) is marked `ignore` (their Rust blocks are doctests: `cargo test --doc`
+    compiles them, `no_run` where they would connect or run forever), and neither names a
+    tracker issue.
+
 Output: one line per problem, `path:line: ...` naming the id or the text, then the summary
 `spec check: N ids used, M defined, K undefined`. Exit status 1 when there is a problem, 2
 when the spec cannot be read.
@@ -62,6 +68,12 @@ RULE_ID = re.compile(r"(?<![A-Za-z0-9_])([A-Z])([1-9][0-9]?)(?![A-Za-z0-9_])")
 TEST_PREFIX = re.compile(r"\bfn\s+((?:[a-z][0-9]{1,2}_)+)")
 TIME_OF_DAY = re.compile(r":[0-9]{2}")
 ISSUE = re.compile(r"\bissues?\s+#?[0-9]+|\bissue\s*#[0-9]+", re.IGNORECASE)
+
+# The landing page and the guide (check (e)).
+README = "README.md"
+README_MAX_LINES = 250
+GUIDE_PREFIXES = ("simba/src/guide/", "docs/guide/")
+FENCE = re.compile(r"^\s*(?:```|~~~)+\s*([^\n`]*)$")
 
 # Rust lexing, just enough to tell comments from code and strings.
 RUST_TOKEN = re.compile(
@@ -263,6 +275,27 @@ def rustdoc_issue_numbers(path: str, text: str, problems: list[str]) -> None:
             )
 
 
+def docs_shape(path: str, text: str, problems: list[str]) -> None:
+    """Check (e) for README.md and the guide's chapters."""
+    if path == README:
+        lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+        if lines > README_MAX_LINES:
+            problems.append(
+                f"{path}:{lines}: {lines} lines, more than {README_MAX_LINES}: README.md is the landing page, "
+                f"move the details into a guide chapter (simba/src/guide/)"
+            )
+    for no, line in enumerate(text.splitlines(), 1):
+        fence = FENCE.match(line)
+        if fence and "ignore" in [w.strip() for w in fence.group(1).split(",")]:
+            problems.append(
+                f"{path}:{no}: a code block marked `ignore`: make it a doctest that compiles (hidden `# ` setup "
+                f"lines, `no_run` where it would connect to a server or run forever)"
+            )
+        issue = ISSUE.search(line)
+        if issue:
+            problems.append(f"{path}:{no}: tracker issue number `{issue.group(0)}` in a user document")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--issue-numbers", action="store_true",
@@ -290,6 +323,8 @@ def main() -> int:
         if text is None:
             continue
         id_uses(path, text, families, spec_refs if path == SPEC else uses)
+        if path == README or (path.startswith(GUIDE_PREFIXES) and path.endswith(".md")):
+            docs_shape(path, text, problems)
         if path.endswith(".rs"):
             rust_texts.append(text)
             if path.startswith(LIBRARY_SOURCES):

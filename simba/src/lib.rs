@@ -14,6 +14,7 @@ mod error;
 mod events;
 pub mod fencing;
 mod group;
+pub mod guide;
 pub mod job;
 pub mod job_store;
 mod lock;
@@ -44,6 +45,12 @@ pub use term::{RevokeReason, Term};
 
 #[doc(inline)]
 pub use simba_macros::{simba_partitioned, simba_scheduled};
+
+/// The README's examples, compiled and run as doctests (`cargo test --doc`), so the landing
+/// page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
 
 /// Support for the code the macros generate. Not a public API.
 #[doc(hidden)]

@@ -3,6 +3,7 @@
 //! redaction).
 
 mod cli;
+mod config_example;
 mod jobs_cli;
 mod metrics;
 mod mtls;
