@@ -152,6 +152,8 @@ struct TermInner {
     /// When the term was revoked, on the local monotonic clock: set once, before the
     /// revocation is visible to `revoked()` waiters.
     ended_at: std::sync::OnceLock<Instant>,
+    /// Cancelled with the revocation, for code that speaks `CancellationToken`.
+    cancel: tokio_util::sync::CancellationToken,
 }
 
 impl Term {
@@ -167,6 +169,7 @@ impl Term {
                 started_at: now,
                 revoked,
                 ended_at: std::sync::OnceLock::new(),
+                cancel: tokio_util::sync::CancellationToken::new(),
             }),
         }
     }
@@ -273,6 +276,15 @@ impl Term {
         self.revoked().await;
     }
 
+    /// A [`CancellationToken`](tokio_util::sync::CancellationToken) cancelled when the term
+    /// ends, as [`cancelled`](Term::cancelled) completes (rule H5), for code that already
+    /// takes one (a `select!` over several, `run_until_cancelled`, a library's shutdown
+    /// argument). It is a child of the term's own token: cancelling it ends nothing but what
+    /// it was handed to; only the engine ends a term.
+    pub fn cancellation_token(&self) -> tokio_util::sync::CancellationToken {
+        self.inner.cancel.child_token()
+    }
+
     /// Ends the term with `reason` unless it already ended. Returns whether this call ended
     /// it.
     pub(crate) fn revoke(&self, reason: RevokeReason) -> bool {
@@ -287,6 +299,7 @@ impl Term {
             }
         });
         if first {
+            self.inner.cancel.cancel();
             crate::metrics::term_lost(&self.inner.name, reason);
         }
         first
@@ -359,5 +372,25 @@ mod tests {
         tokio::time::advance(Duration::from_secs(1)).await;
         t2.revoke(RevokeReason::DeadlinePassed);
         assert_eq!(t2.deadline(), ended);
+    }
+
+    /// H5: the term's cancellation token fires when the term ends, with `cancelled()`, and
+    /// cancelling a handed-out token ends nothing.
+    #[tokio::test(start_paused = true)]
+    async fn h5_the_terms_cancellation_token_fires_when_it_ends() {
+        let term = Term::new("a".into(), 1, Arc::new(cell()), Instant::now());
+        let (token, other) = (term.cancellation_token(), term.cancellation_token());
+        other.cancel();
+        assert!(!token.is_cancelled() && term.is_valid(), "a child's cancel ends neither the term nor its siblings");
+        let waiter = tokio::spawn({
+            let token = token.clone();
+            async move { token.cancelled().await }
+        });
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(!waiter.is_finished());
+        assert!(term.revoke(RevokeReason::SteppedDown));
+        assert!(token.is_cancelled());
+        assert!(tokio::time::timeout(Duration::from_secs(1), waiter).await.is_ok_and(|r| r.is_ok()));
+        assert!(term.cancellation_token().is_cancelled(), "a token taken after the end is cancelled");
     }
 }
