@@ -34,6 +34,15 @@ impl Lock {
     }
 
     /// Waits until this node holds the lock.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future (a `select!` branch that lost, a `timeout`) never leaves the lock
+    /// held or the name stuck: its place in the process's local queue goes with it; an
+    /// acquisition already sent to the store stays in flight until its reply or its timeout
+    /// (K3), and a win that arrives for a dropped future is released with its token (K4).
+    /// The next acquisition of the name waits for that. The same holds for
+    /// [`try_acquire`](Lock::try_acquire) and [`try_acquire_now`](Lock::try_acquire_now).
     pub async fn acquire(&self) -> Result<LockGuard, Error> {
         match self.acquire_until(None).await? {
             Some(g) => Ok(g),
@@ -42,6 +51,7 @@ impl Lock {
     }
 
     /// Tries to take the lock for at most `timeout`; `Ok(None)` when it could not.
+    /// Cancel safe, as [`acquire`](Lock::acquire).
     pub async fn try_acquire(&self, timeout: Duration) -> Result<Option<LockGuard>, Error> {
         self.acquire_until(Some(Instant::now() + timeout)).await
     }
