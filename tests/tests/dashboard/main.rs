@@ -6,6 +6,7 @@ mod cli;
 mod harness;
 mod jobs;
 mod markup;
+mod mount;
 
 /// Held by the browser tests: one Chromium at a time, and the node processes' timings are
 /// not disturbed by another test's browser.
