@@ -7,6 +7,7 @@ mod harness;
 mod jobs;
 mod markup;
 mod mount;
+mod mounted;
 
 /// Held by the browser tests: one Chromium at a time, and the node processes' timings are
 /// not disturbed by another test's browser.
