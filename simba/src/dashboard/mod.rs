@@ -14,6 +14,13 @@
 //! `[dashboard] actions = true`, `POST /api/jobs/{job}/{pause,resume,trigger}` requests
 //! carrying `Authorization: Bearer TOKEN` (the token of `token_file`) pause, resume or run a
 //! job through [`crate::admin::Jobs`]; a backend without a jobs store answers them 501.
+//!
+//! Inside a service (rules O1 to O3), the same dashboard is an axum router to nest under any
+//! prefix on the service's own port:
+//! [`RunningRuntime::dashboard`](crate::runtime::RunningRuntime::dashboard) or
+//! `Dashboard::builder()`, then `.router()`. Its pages link relative to a `<base>` built from
+//! the prefix; `allowed_hosts` lets an ingress's host name through; `/livez`, `/readyz` and
+//! `/healthz` are its probes.
 
 mod config;
 

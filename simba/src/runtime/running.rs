@@ -26,7 +26,7 @@ impl RunningRuntime {
         &self.simba
     }
 
-    /// Where `/metrics` and `/healthz` are served, when `[metrics] listen` is set (feature
+    /// Where `/metrics` and the probes (`/livez`, `/readyz`, `/healthz`) are served, when `[metrics] listen` is set (feature
     /// `prometheus`).
     #[cfg(feature = "prometheus")]
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
