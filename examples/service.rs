@@ -118,6 +118,7 @@ async fn main() -> anyhow::Result<()> {
     simba_examples::init_logging();
     let listen: SocketAddr = std::env::var("SERVICE_LISTEN").unwrap_or_else(|_| "127.0.0.1:8080".into()).parse()?;
     let service = Service::start(listen, config()?, SharedShop::default()).await?;
+    info!("the dashboard: http://{}/simba (probes: /simba/livez, /simba/readyz)", service.addr);
     tokio::signal::ctrl_c().await?;
     info!("shutting down: handing the jobs over");
     service.stop().await
