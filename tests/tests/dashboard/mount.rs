@@ -23,7 +23,7 @@ renew_interval = "300ms"
 retry_jitter = "100ms"
 "#;
 
-const TOKEN: &str = "0123456789abcdef0123";
+pub(crate) const TOKEN: &str = "0123456789abcdef0123";
 
 fn tick(_: Term) -> simba::job::JobFuture {
     simba::job::job_future(async { Ok::<(), std::io::Error>(()) })
@@ -98,11 +98,9 @@ async fn service(router: Router) -> SocketAddr {
     addr
 }
 
-/// O2 and O3: under `/simba` on the service's port, every page, asset, event stream and
-/// action answers under the prefix, no page names an absolute path, the service's own routes
-/// still answer, an allowed host name is served and another one gets 421.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn o2_the_router_serves_every_page_under_the_services_prefix() {
+/// A runtime on the in-memory store running `tick`, and a service on a free port with its
+/// dashboard under `/simba`: actions on (token [`TOKEN`]), `simba.test` allowed.
+pub(crate) async fn nested_service() -> (simba::runtime::RunningRuntime, SocketAddr) {
     let config = RuntimeConfig::from_toml_str(CONFIG, "test.toml", Vec::new()).expect("config");
     let running = Runtime::builder()
         .config(config)
@@ -114,7 +112,15 @@ async fn o2_the_router_serves_every_page_under_the_services_prefix() {
         .expect("start");
     let token = ActionToken::new(TOKEN).expect("token");
     let router = running.dashboard().allowed_hosts(["simba.test"]).actions(token).router().expect("router");
-    let addr = service(router).await;
+    (running, service(router).await)
+}
+
+/// O2 and O3: under `/simba` on the service's port, every page, asset, event stream and
+/// action answers under the prefix, no page names an absolute path, the service's own routes
+/// still answer, an allowed host name is served and another one gets 421.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o2_the_router_serves_every_page_under_the_services_prefix() {
+    let (running, addr) = nested_service().await;
     let ip = addr.to_string();
 
     assert_eq!(request(addr, "GET", &ip, "/").await.2, "orders service");

@@ -8,23 +8,10 @@
 
 use std::time::Duration;
 
-use axum::Router;
-use axum::routing::get;
 use fantoccini::Locator;
-use simba::backend::memory::MemoryBackend;
-use simba::dashboard::ActionToken;
-use simba::job::{Schedule, ScheduledJob};
-use simba::{Runtime, RuntimeConfig, Term};
 
 use crate::harness::Browser;
-
-const TOKEN: &str = "0123456789abcdef0123";
-
-fn tick(_: Term) -> simba::job::JobFuture {
-    simba::job::job_future(async { Ok::<(), std::io::Error>(()) })
-}
-
-const TICK: ScheduledJob = ScheduledJob::new("tick", Schedule::FixedRate(Duration::from_millis(500)), &tick);
+use crate::mount::{TOKEN, nested_service};
 
 /// Every resource the page loaded, as the browser names them (`performance` entries).
 const RESOURCES: &str = "return performance.getEntriesByType('resource').map(e => e.name)";
@@ -32,26 +19,8 @@ const RESOURCES: &str = "return performance.getEntriesByType('resource').map(e =
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn o2_o3_the_nested_dashboard_works_by_host_name_under_its_prefix() {
     let _serial = crate::SERIAL.lock().await;
-    let config = RuntimeConfig::from_toml_str(
-        "[session]\nlease_duration = \"3s\"\nrenew_interval = \"1s\"\n",
-        "test.toml",
-        Vec::new(),
-    )
-    .expect("config");
-    let running = Runtime::builder()
-        .config(config)
-        .without_registry()
-        .backend(MemoryBackend::new())
-        .job(TICK)
-        .start()
-        .await
-        .expect("start");
-    let token = ActionToken::new(TOKEN).expect("token");
-    let simba_ui = running.dashboard().allowed_hosts(["simba.test"]).actions(token).router().expect("router");
-    let app = Router::new().route("/", get(|| async { "orders service" })).nest("/simba", simba_ui);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (running, addr) = nested_service().await;
+    let port = addr.port();
 
     let rules = "--host-resolver-rules=MAP simba.test 127.0.0.1, MAP evil.test 127.0.0.1".to_owned();
     let browser = Browser::start_with(&[rules]).await;
