@@ -7,6 +7,7 @@
 //! actions = true                            # POST actions (default: false, read-only)
 //! token_file = "/etc/simba/dashboard.token" # required with actions = true
 //! allowed_hosts = ["simba.example.com"]     # Host names accepted besides IP literals and localhost
+//!                                           # (SIMBA_DASHBOARD__ALLOWED_HOSTS=a.example.com,b.example.com)
 //! ```
 //!
 //! `allowed_hosts` is for an ingress or a proxy that passes its own host name: by default only
@@ -28,7 +29,26 @@ pub(crate) struct DashboardTable {
     listen: Option<Listen>,
     actions: Option<bool>,
     token_file: Option<PathBuf>,
-    allowed_hosts: Option<Vec<String>>,
+    allowed_hosts: Option<Hosts>,
+}
+
+/// `allowed_hosts` as written: a list in the file, or one text of comma-separated names from
+/// an environment override (`SIMBA_DASHBOARD__ALLOWED_HOSTS=a.example.com,b.example.com`),
+/// which arrives as a string.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Hosts {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl Hosts {
+    fn names(self) -> Vec<String> {
+        match self {
+            Hosts::List(names) => names,
+            Hosts::Text(text) => text.split(',').map(|n| n.trim().to_owned()).collect(),
+        }
+    }
 }
 
 /// `listen` as written: a port alone (`listen = 9465`, or `SIMBA_DASHBOARD__LISTEN=9465`)
@@ -189,7 +209,7 @@ pub(crate) fn resolve(table: DashboardTable) -> Result<Option<DashboardConfig>, 
             "serving the dashboard needs simba's cargo feature `dashboard` (or remove [dashboard])".into(),
         ));
     }
-    let hosts = table.allowed_hosts.unwrap_or_default();
+    let hosts = table.allowed_hosts.map(Hosts::names).unwrap_or_default();
     let config = DashboardConfig::new(listen).with_allowed_hosts(&hosts).map_err(|m| ("allowed_hosts", m))?;
     match (table.actions.unwrap_or(false), table.token_file) {
         (false, None) => Ok(Some(config)),
@@ -295,16 +315,20 @@ mod tests {
         }
         if cfg!(feature = "dashboard") {
             let mut t = table(Some("127.0.0.1:1"), None, None);
-            t.allowed_hosts = Some(vec!["simba.example.com".into()]);
+            t.allowed_hosts = Some(Hosts::List(vec!["simba.example.com".into()]));
             let c = check(t).expect("ok").expect("on");
             assert_eq!(c.allowed_hosts, ["simba.example.com"]);
             let mut t = table(Some("127.0.0.1:1"), None, None);
-            t.allowed_hosts = Some(vec!["simba.example.com:80".into()]);
+            t.allowed_hosts = Some(Hosts::Text("a.example.com, B.example.com".into()));
+            let c = check(t).expect("an environment override").expect("on");
+            assert_eq!(c.allowed_hosts, ["a.example.com", "b.example.com"]);
+            let mut t = table(Some("127.0.0.1:1"), None, None);
+            t.allowed_hosts = Some(Hosts::List(vec!["simba.example.com:80".into()]));
             let e = check(t).expect_err("port");
             assert!(e.starts_with("[dashboard] allowed_hosts: ") && e.contains("without a port"), "{e}");
         }
         let mut t = table(None, None, None);
-        t.allowed_hosts = Some(vec!["simba.example.com".into()]);
+        t.allowed_hosts = Some(Hosts::List(vec!["simba.example.com".into()]));
         let e = check(t).expect_err("no listen");
         assert!(e.contains("[dashboard] allowed_hosts") && e.contains("listen"), "{e}");
     }

@@ -222,3 +222,21 @@ async fn o1_a_store_blip_is_not_ready_but_alive() {
     assert!(body.contains("closed"), "{body}");
     assert_eq!(probe("/simba/livez").await.0, 200);
 }
+
+/// O3: `[dashboard] allowed_hosts` from the file, or comma-separated from the environment; a
+/// name that is not a plain host name is refused with its key.
+#[test]
+fn o3_allowed_hosts_come_from_the_file_or_the_environment() {
+    let file = "[dashboard]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = [\"Simba.Example.com\"]\n";
+    let c = RuntimeConfig::from_toml_str(file, "simba.toml", Vec::new()).expect("the file");
+    assert_eq!(c.dashboard.expect("on").allowed_hosts, ["simba.example.com"]);
+    let env = vec![
+        ("SIMBA_DASHBOARD__LISTEN".to_owned(), "127.0.0.1:0".to_owned()),
+        ("SIMBA_DASHBOARD__ALLOWED_HOSTS".to_owned(), "a.example.com,b.example.com".to_owned()),
+    ];
+    let c = RuntimeConfig::from_toml_str("", "the environment", env).expect("the environment");
+    assert_eq!(c.dashboard.expect("on").allowed_hosts, ["a.example.com", "b.example.com"]);
+    let bad = "[dashboard]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = [\"*.example.com\"]\n";
+    let e = RuntimeConfig::from_toml_str(bad, "simba.toml", Vec::new()).expect_err("a wildcard").to_string();
+    assert!(e.contains("allowed_hosts") && e.contains("wildcards"), "{e}");
+}
