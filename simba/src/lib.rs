@@ -20,6 +20,8 @@ pub mod job_store;
 mod lock;
 pub mod metrics;
 mod name;
+#[cfg(any(feature = "dashboard", feature = "prometheus"))]
+mod probe;
 pub mod runtime;
 mod secret;
 mod suggest;

@@ -1,7 +1,8 @@
 //! Metrics through the [`metrics`](https://docs.rs/metrics) facade: the application picks the
 //! exporter (ADR 0007). With the feature `prometheus` and `[metrics] listen = "ADDR"` in
-//! `simba.toml`, the runtime serves them itself on `http://ADDR/metrics`, beside
-//! `http://ADDR/healthz` (200 while the session is live, 503 otherwise). Nothing listens by
+//! `simba.toml`, the runtime serves them itself on `http://ADDR/metrics`, beside the probes
+//! `/livez` (200 while the process serves), `/readyz` (200 while the session is live, 503
+//! otherwise) and `/healthz` (the same as `/readyz`), rule O1. Nothing listens by
 //! default, and without a recorder every call below is a no-op.
 //!
 //! | name | type | labels | meaning |

@@ -25,8 +25,10 @@ pub const MAX_REGISTRY_BYTES: usize = 256 * 1024;
 /// A boxed future, as the erased store returns them (the one erasure point).
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// What became of a slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// What became of a slot. Serialized as its snake_case name ([`Outcome::as_str`]:
+/// `"skipped_running"`), as stores persist it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Outcome {
     /// Claimed and running now (or its node died before it could say how it ended).
@@ -105,8 +107,9 @@ impl FromStr for Outcome {
     }
 }
 
-/// Why a slot exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Why a slot exists. Serialized as its snake_case name ([`SlotKind::as_str`]: `"caught_up"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SlotKind {
     /// A cron instant or a fixed-rate tick.
@@ -151,7 +154,12 @@ impl FromStr for SlotKind {
 /// One slot of one job. A record is identified by `(job, kind, slot_ms)`. It will grow
 /// (`#[non_exhaustive]`): a store outside this crate starts from [`RunRecord::not_run`] or
 /// [`ClaimRequest::running_record`] and sets fields.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Serialized (serde) with its field names as they are here, which are stable: `job`,
+/// `slot_ms`, `kind`, `outcome`, `attempt`, `attempts`, `session`, `node`, `token`,
+/// `started_ms`, `ended_ms`, `error` (times in unix milliseconds, absent values `null`); a
+/// field added later adds a name.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct RunRecord {
     /// The job name (`g/i` for partition `i` of partitioned job `g`).
@@ -292,7 +300,10 @@ pub enum Claim {
 
 /// What the store knows about one job name. It will grow (`#[non_exhaustive]`): a store
 /// outside this crate starts from [`JobState::new`] and sets fields.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+///
+/// Serialized (serde) with its stable field names: `job`, `paused`, `last_slot_ms`, `last` (a
+/// [`RunRecord`] or `null`), `trigger_pending_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobState {
     /// The job name.
@@ -662,5 +673,31 @@ mod tests {
         assert_eq!(truncate_error("short"), "short");
         assert_eq!(group_of("billing/3"), Some("billing"));
         assert_eq!(group_of("report"), None);
+    }
+
+    #[test]
+    fn records_serialize_with_stable_snake_case_names() {
+        for o in Outcome::ALL {
+            assert_eq!(serde_json::to_value(o).ok(), Some(serde_json::Value::from(o.as_str())));
+        }
+        for k in SlotKind::ALL {
+            assert_eq!(serde_json::to_value(k).ok(), Some(serde_json::Value::from(k.as_str())));
+        }
+        let mut r = RunRecord::not_run("billing/3", 1_764_608_400_000, Outcome::SkippedRunning);
+        r.kind = SlotKind::CaughtUp;
+        r.started_ms = Some(5);
+        let state = JobState { job: "billing/3".into(), last: Some(r), ..JobState::default() };
+        let json = serde_json::to_value(&state).expect("serialize");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "job": "billing/3", "paused": false, "last_slot_ms": null, "trigger_pending_ms": null,
+                "last": {
+                    "job": "billing/3", "slot_ms": 1_764_608_400_000_i64, "kind": "caught_up",
+                    "outcome": "skipped_running", "attempt": 0, "attempts": 0, "session": "", "node": "",
+                    "token": 0, "started_ms": 5, "ended_ms": null, "error": null
+                }
+            })
+        );
     }
 }

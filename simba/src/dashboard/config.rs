@@ -6,7 +6,13 @@
 //! listen = "127.0.0.1:9465"                 # an IP address and a port; nothing listens without it
 //! actions = true                            # POST actions (default: false, read-only)
 //! token_file = "/etc/simba/dashboard.token" # required with actions = true
+//! allowed_hosts = ["simba.example.com"]     # Host names accepted besides IP literals and localhost
+//!                                           # (SIMBA_DASHBOARD__ALLOWED_HOSTS=a.example.com,b.example.com)
 //! ```
+//!
+//! `allowed_hosts` is for an ingress or a proxy that passes its own host name: by default only
+//! an IP literal or `localhost` is accepted in the `Host` header, so that a hostile site whose
+//! name resolves to this address (DNS rebinding) cannot read the pages (rule O3).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -23,6 +29,26 @@ pub(crate) struct DashboardTable {
     listen: Option<Listen>,
     actions: Option<bool>,
     token_file: Option<PathBuf>,
+    allowed_hosts: Option<Hosts>,
+}
+
+/// `allowed_hosts` as written: a list in the file, or one text of comma-separated names from
+/// an environment override (`SIMBA_DASHBOARD__ALLOWED_HOSTS=a.example.com,b.example.com`),
+/// which arrives as a string.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Hosts {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl Hosts {
+    fn names(self) -> Vec<String> {
+        match self {
+            Hosts::List(names) => names,
+            Hosts::Text(text) => text.split(',').map(|n| n.trim().to_owned()).collect(),
+        }
+    }
 }
 
 /// `listen` as written: a port alone (`listen = 9465`, or `SIMBA_DASHBOARD__LISTEN=9465`)
@@ -43,12 +69,22 @@ pub struct DashboardConfig {
     pub listen: SocketAddr,
     /// The token that authorises actions (`POST`), when `actions = true`; `None`: read-only.
     pub actions: Option<ActionToken>,
+    /// Host names accepted in the `Host` header besides IP literals and `localhost` (lowercase,
+    /// without port); empty by default, which refuses every name (DNS rebinding).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl DashboardConfig {
     /// A read-only dashboard on `listen`.
     pub fn new(listen: SocketAddr) -> Self {
-        DashboardConfig { listen, actions: None }
+        DashboardConfig { listen, actions: None, allowed_hosts: Vec::new() }
+    }
+
+    /// The same, also accepting these host names (an ingress's); each is checked as
+    /// `[dashboard] allowed_hosts` is.
+    pub fn with_allowed_hosts<I: IntoIterator<Item = S>, S: AsRef<str>>(mut self, hosts: I) -> Result<Self, String> {
+        self.allowed_hosts = hosts.into_iter().map(|h| check_host(h.as_ref())).collect::<Result<_, _>>()?;
+        Ok(self)
     }
 
     /// The same, with actions enabled and authorised by `token`.
@@ -101,6 +137,26 @@ impl std::fmt::Debug for ActionToken {
     }
 }
 
+/// Checks one allowed host name: a DNS name (letters, digits, `-`, `.`), without scheme, port,
+/// path or wildcard, returned lowercase.
+pub(crate) fn check_host(name: &str) -> Result<String, String> {
+    let host = name.trim();
+    let hint = if host.is_empty() {
+        "an empty name: write a host name such as \"simba.example.com\""
+    } else if host.contains("://") || host.contains('/') {
+        "write the host name alone, without scheme or path (e.g. \"simba.example.com\")"
+    } else if host.contains(':') {
+        "write the host name without a port (any port is accepted; IP literals always are)"
+    } else if host.contains('*') {
+        "wildcards are not accepted: list each host name"
+    } else if !host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.') {
+        "a host name holds only letters, digits, `-` and `.`"
+    } else {
+        return Ok(host.to_ascii_lowercase());
+    };
+    Err(format!("allowed host {name:?}: {hint}"))
+}
+
 /// Parses a listen address: an IP address and a port (`127.0.0.1:9465`, `[::1]:9465`). A bare
 /// port or a host name is refused, so that the operator says which interface is exposed.
 pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -126,8 +182,14 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 /// or the environment variable that set it.
 pub(crate) fn resolve(table: DashboardTable) -> Result<Option<DashboardConfig>, (&'static str, String)> {
     let Some(listen) = table.listen else {
-        if table.actions.is_some() || table.token_file.is_some() {
-            let key = if table.actions.is_some() { "actions" } else { "token_file" };
+        if table.actions.is_some() || table.token_file.is_some() || table.allowed_hosts.is_some() {
+            let key = if table.actions.is_some() {
+                "actions"
+            } else if table.token_file.is_some() {
+                "token_file"
+            } else {
+                "allowed_hosts"
+            };
             return Err((
                 key,
                 "the dashboard is off without [dashboard] listen (add listen = \"127.0.0.1:9465\", or remove it)"
@@ -147,7 +209,8 @@ pub(crate) fn resolve(table: DashboardTable) -> Result<Option<DashboardConfig>, 
             "serving the dashboard needs simba's cargo feature `dashboard` (or remove [dashboard])".into(),
         ));
     }
-    let config = DashboardConfig::new(listen);
+    let hosts = table.allowed_hosts.map(Hosts::names).unwrap_or_default();
+    let config = DashboardConfig::new(listen).with_allowed_hosts(&hosts).map_err(|m| ("allowed_hosts", m))?;
     match (table.actions.unwrap_or(false), table.token_file) {
         (false, None) => Ok(Some(config)),
         (false, Some(_)) => {
@@ -175,6 +238,7 @@ mod tests {
             listen: listen.map(|l| Listen::Text(l.to_owned())),
             actions,
             token_file: token_file.map(Path::to_path_buf),
+            allowed_hosts: None,
         }
     }
 
@@ -234,5 +298,38 @@ mod tests {
         let e = check(table(Some("127.0.0.1:1"), Some(true), Some(&dir.join("missing")))).expect_err("gone");
         assert!(e.contains("cannot read") && e.contains("missing"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn o3_allowed_hosts_are_plain_names() {
+        assert_eq!(check_host(" Simba.Example.com "), Ok("simba.example.com".to_owned()));
+        for (bad, says) in [
+            ("", "empty"),
+            ("https://simba.example.com", "without scheme"),
+            ("simba.example.com:443", "without a port"),
+            ("*.example.com", "wildcards"),
+            ("simba example", "only letters"),
+        ] {
+            let e = check_host(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        if cfg!(feature = "dashboard") {
+            let mut t = table(Some("127.0.0.1:1"), None, None);
+            t.allowed_hosts = Some(Hosts::List(vec!["simba.example.com".into()]));
+            let c = check(t).expect("ok").expect("on");
+            assert_eq!(c.allowed_hosts, ["simba.example.com"]);
+            let mut t = table(Some("127.0.0.1:1"), None, None);
+            t.allowed_hosts = Some(Hosts::Text("a.example.com, B.example.com".into()));
+            let c = check(t).expect("an environment override").expect("on");
+            assert_eq!(c.allowed_hosts, ["a.example.com", "b.example.com"]);
+            let mut t = table(Some("127.0.0.1:1"), None, None);
+            t.allowed_hosts = Some(Hosts::List(vec!["simba.example.com:80".into()]));
+            let e = check(t).expect_err("port");
+            assert!(e.starts_with("[dashboard] allowed_hosts: ") && e.contains("without a port"), "{e}");
+        }
+        let mut t = table(None, None, None);
+        t.allowed_hosts = Some(Hosts::List(vec!["simba.example.com".into()]));
+        let e = check(t).expect_err("no listen");
+        assert!(e.contains("[dashboard] allowed_hosts") && e.contains("listen"), "{e}");
     }
 }

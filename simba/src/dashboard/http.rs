@@ -8,7 +8,12 @@
 //! | GET | `/api/state` | the model as JSON (the facts of `simba status --json` and what the dashboard observed) |
 //! | GET | `/api/jobs` | the jobs as JSON: per job the fields of `simba jobs --json`, schedule, time zone, next fire, holder, and `records` (the last 50, as `simba history --json`) |
 //! | GET | `/assets/{app.css, app.js, icon.svg}` | embedded assets |
+//! | GET | `/livez`, `/readyz`, `/healthz` | the probes (rule O1): the process serves; the session is live (`/healthz` = `/readyz`) |
+//! | GET | `/metrics` | Prometheus text, when built with [`metrics`](super::DashboardBuilder::metrics) (feature `prometheus`) |
 //! | POST | `/api/jobs/{job}/{pause, resume, trigger}` | actions, only with `[dashboard] actions = true` |
+//!
+//! Every path is relative to where the router is mounted (rule O2): the pages carry a `<base>`
+//! built from the mount prefix, and no page, form or script names an absolute path.
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -17,7 +22,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, OriginalUri, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -29,12 +34,13 @@ use super::auth::{Action, ActionError, Control, authorise};
 use super::config::ActionToken;
 use super::hub::Hub;
 use super::pages::{self, Page};
+use crate::probe::Probe;
 
 /// The largest request body accepted (actions carry none).
 pub(crate) const MAX_BODY: usize = 1024;
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
-                   base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+                   base-uri 'self'; form-action 'none'; frame-ancestors 'none'";
 
 /// What every handler shares.
 pub(crate) struct App {
@@ -42,6 +48,18 @@ pub(crate) struct App {
     pub(crate) token: Option<ActionToken>,
     pub(crate) control: Option<Arc<dyn Control>>,
     pub(crate) stop: CancellationToken,
+    /// The prefix browsers reach the dashboard under, when it is not the one the router was
+    /// nested at (a proxy rewrites the path); `None`: found from each request.
+    pub(crate) prefix: Option<String>,
+    /// Host names accepted besides IP literals and `localhost`, lowercase, without port.
+    pub(crate) hosts: Vec<String>,
+    /// The session `/readyz` reports; `None` (a dashboard of a backend, no node): whether the
+    /// last read of the backend succeeded.
+    pub(crate) session: Option<crate::Simba>,
+    #[cfg(feature = "prometheus")]
+    pub(crate) metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// Ends the reader and the event streams when the last clone of the router is dropped.
+    pub(crate) _stop_on_drop: tokio_util::sync::DropGuard,
 }
 
 type Shared = State<Arc<App>>;
@@ -49,11 +67,14 @@ type Shared = State<Arc<App>>;
 /// The route table.
 pub(crate) fn router(app: Arc<App>) -> Router {
     let mut r = Router::new()
-        .route("/", get(|s: Shared| render(s, Page::Overview)))
-        .route("/leases", get(|s: Shared| render(s, Page::Leases)))
-        .route("/groups", get(|s: Shared| render(s, Page::Groups)))
-        .route("/jobs", get(|s: Shared| render(s, Page::Jobs)))
-        .route("/jobs/{*job}", get(|s: Shared, Path(job): Path<String>| render(s, Page::Job(job))))
+        .route("/livez", get(|s: Shared| probe(s, Probe::Live)))
+        .route("/readyz", get(|s: Shared| probe(s, Probe::Ready)))
+        .route("/healthz", get(|s: Shared| probe(s, Probe::Ready)))
+        .route("/", get(|s: Shared, at: Paths| render(s, Page::Overview, at)))
+        .route("/leases", get(|s: Shared, at: Paths| render(s, Page::Leases, at)))
+        .route("/groups", get(|s: Shared, at: Paths| render(s, Page::Groups, at)))
+        .route("/jobs", get(|s: Shared, at: Paths| render(s, Page::Jobs, at)))
+        .route("/jobs/{*job}", get(|s: Shared, at: Paths, Path(job): Path<String>| render(s, Page::Job(job), at)))
         .route("/events/{page}", get(events))
         .route("/events/job/{*job}", get(|s: Shared, Path(job): Path<String>| stream(s, Page::Job(job))))
         .route("/api/state", get(state))
@@ -62,12 +83,50 @@ pub(crate) fn router(app: Arc<App>) -> Router {
     if app.token.is_some() {
         r = r.route("/api/jobs/{job}/{action}", post(act));
     }
+    #[cfg(feature = "prometheus")]
+    if app.metrics.is_some() {
+        r = r.route("/metrics", get(metrics));
+    }
     let read_only = app.token.is_none();
     r.fallback(not_found)
         .method_not_allowed_fallback(move |m: Method| async move { not_allowed(&m, read_only) })
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(middleware::from_fn(guard))
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), guard))
         .with_state(app)
+}
+
+/// A request's path as the browser sent it (before a service's `nest` stripped its prefix)
+/// and as this router sees it.
+pub(crate) struct Paths(Uri, Uri);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Paths {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Infallible> {
+        let original = parts.extensions.get::<OriginalUri>().map_or_else(|| parts.uri.clone(), |o| o.0.clone());
+        Ok(Paths(original, parts.uri.clone()))
+    }
+}
+
+/// The prefix the browser reached the dashboard under: the configured one, else what the
+/// service's router stripped before handing the request on (`nest("/simba", ..)` turns
+/// `/simba/leases` into `/leases`: the prefix is `/simba`). `""` at the root.
+fn mount_prefix(app: &App, Paths(original, inner): &Paths) -> String {
+    if let Some(p) = &app.prefix {
+        return p.clone();
+    }
+    prefix_of(original.path(), inner.path())
+}
+
+/// The part of `original` that a `nest` stripped to make `inner`.
+fn prefix_of(original: &str, inner: &str) -> String {
+    let prefix = match original.strip_suffix(inner) {
+        Some(p) => p,
+        // `/simba` reaches the nested router as `/`.
+        None if inner == "/" => original,
+        None => "",
+    };
+    prefix.trim_end_matches('/').to_owned()
 }
 
 fn text(code: StatusCode, msg: impl Into<String>) -> Response {
@@ -78,14 +137,15 @@ fn text(code: StatusCode, msg: impl Into<String>) -> Response {
 
 /// Refuses requests for another host name (DNS rebinding: a hostile site whose name resolves
 /// to this address must not read the pages) and over-long bodies; adds the security headers.
-async fn guard(req: Request, next: Next) -> Response {
+async fn guard(State(app): Shared, req: Request, next: Next) -> Response {
     let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
-    if !host_allowed(host) {
+    if !host_allowed(host, &app.hosts) {
         return text(
             StatusCode::MISDIRECTED_REQUEST,
             format!(
-                "unexpected Host {host:?}: open the dashboard by its IP address (a proxy must pass Host as the \
-                 listen address)"
+                "unexpected Host {host:?}: open the dashboard by its IP address, or allow this name \
+                 ([dashboard] allowed_hosts = [\"{}\"], or DashboardBuilder::allowed_hosts)",
+                host_name(host)
             ),
         );
     }
@@ -103,18 +163,58 @@ async fn guard(req: Request, next: Next) -> Response {
     res
 }
 
-/// An IP literal (with or without port) or `localhost`.
-fn host_allowed(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or_default(),
-        None => host.rsplit_once(':').map_or(host, |(h, p)| if p.parse::<u16>().is_ok() { h } else { host }),
-    };
-    name.parse::<IpAddr>().is_ok() || name.eq_ignore_ascii_case("localhost")
+/// An IP literal (with or without port), `localhost`, or one of the `allowed` names (exact,
+/// lowercase; any port).
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let name = host_name(host);
+    name.parse::<IpAddr>().is_ok()
+        || name.eq_ignore_ascii_case("localhost")
+        || allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
 }
 
-async fn render(State(app): Shared, page: Page) -> Response {
+/// The name of a `Host` header, without its port (and without the brackets of an IPv6 literal).
+fn host_name(host: &str) -> &str {
+    match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(h, p)| if p.parse::<u16>().is_ok() { h } else { host }),
+    }
+}
+
+/// `/livez`, `/readyz`, `/healthz`: the same answers as the metrics listener's
+/// ([`crate::probe`]).
+async fn probe(State(app): Shared, probe: Probe) -> Response {
+    let answer = match (&app.session, probe) {
+        (Some(simba), _) => crate::probe::answer(probe, simba.shared.lock_state().lifecycle.status()),
+        (None, Probe::Live) => crate::probe::answer(probe, crate::SessionStatus::Opening),
+        (None, Probe::Ready) => backend_ready(&*app.hub.fresh().await),
+    };
+    let code = if answer.ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let mut res = text(code, answer.body.trim_end());
+    res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+/// Readiness of a dashboard that runs no session (`simba dashboard`, or built with
+/// [`backend`](super::DashboardBuilder::backend)): its last read of the backend succeeded.
+fn backend_ready(model: &super::model::Model) -> crate::probe::Answer {
+    match (&model.error, model.last_ok) {
+        (None, Some(_)) => crate::probe::Answer { ok: true, body: "ready: the backend answers\n".into() },
+        (Some(e), _) => crate::probe::Answer { ok: false, body: format!("not ready: the backend failed: {e}\n") },
+        (None, None) => crate::probe::Answer { ok: false, body: "not ready: no read of the backend yet\n".into() },
+    }
+}
+
+#[cfg(feature = "prometheus")]
+async fn metrics(State(app): Shared) -> Response {
+    let Some(handle) = &app.metrics else { return text(StatusCode::NOT_FOUND, "metrics are not served here") };
+    handle.run_upkeep();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render()).into_response()
+}
+
+async fn render(State(app): Shared, page: Page, at: Paths) -> Response {
     let model = app.hub.fresh().await;
-    let html = pages::page(&page, &model).into_string();
+    let base = mount_prefix(&app, &at);
+    let html = pages::page(&page, &model, &base).into_string();
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
 }
 
@@ -172,9 +272,10 @@ async fn asset(Path(name): Path<String>) -> Response {
 
 async fn not_found(method: Method, uri: Uri) -> Response {
     match method {
-        Method::GET | Method::HEAD => {
-            text(StatusCode::NOT_FOUND, format!("no such page {}: try /, /leases, /groups or /jobs", uri.path()))
-        }
+        Method::GET | Method::HEAD => text(
+            StatusCode::NOT_FOUND,
+            crate::probe::not_found(uri.path(), "; pages: /, /leases, /groups, /jobs").trim_end(),
+        ),
         m => not_allowed(&m, true),
     }
 }
@@ -231,15 +332,35 @@ async fn act(
 
 #[cfg(test)]
 mod tests {
-    use super::host_allowed;
+    use super::{host_allowed, prefix_of};
+
+    #[test]
+    fn o2_the_prefix_is_what_the_service_stripped() {
+        assert_eq!(prefix_of("/simba/leases", "/leases"), "/simba");
+        assert_eq!(prefix_of("/simba", "/"), "/simba");
+        assert_eq!(prefix_of("/a/b/jobs/g/3", "/jobs/g/3"), "/a/b");
+        assert_eq!(prefix_of("/leases", "/leases"), "");
+        assert_eq!(prefix_of("/", "/"), "");
+    }
 
     #[test]
     fn hosts() {
         for ok in ["127.0.0.1:9465", "127.0.0.1", "[::1]:9465", "[::1]", "localhost:9465", "LOCALHOST", "10.1.2.3:80"] {
-            assert!(host_allowed(ok), "{ok}");
+            assert!(host_allowed(ok, &[]), "{ok}");
         }
         for bad in ["", "evil.example", "evil.example:9465", "127.0.0.1.evil.example:9465", "[evil]:1"] {
-            assert!(!host_allowed(bad), "{bad}");
+            assert!(!host_allowed(bad, &[]), "{bad}");
+        }
+    }
+
+    #[test]
+    fn o3_allowed_host_names_are_exact() {
+        let allowed = ["simba.example.com".to_owned()];
+        for ok in ["simba.example.com", "SIMBA.example.com:443", "simba.example.com:9465", "127.0.0.1:1"] {
+            assert!(host_allowed(ok, &allowed), "{ok}");
+        }
+        for bad in ["evil.example", "simba.example.com.evil.example", "x.simba.example.com", "example.com", ""] {
+            assert!(!host_allowed(bad, &allowed), "{bad}");
         }
     }
 }

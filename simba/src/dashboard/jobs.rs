@@ -178,23 +178,28 @@ fn system_ms(t: SystemTime) -> Option<i64> {
     t.duration_since(SystemTime::UNIX_EPOCH).ok().and_then(|d| i64::try_from(d.as_millis()).ok())
 }
 
+/// A record as the JSON API and `simba history --json` print it: the fields of
+/// [`RunRecord`]'s `Serialize` (unix milliseconds) plus its instants in RFC 3339 for people
+/// (`slot`, `started`, `ended`).
+#[derive(serde::Serialize)]
+struct RecordJson<'a> {
+    #[serde(flatten)]
+    record: &'a RunRecord,
+    slot: Value,
+    started: Value,
+    ended: Value,
+}
+
 /// A record as `simba history --json` prints it.
 pub(crate) fn record_json(r: &RunRecord) -> Value {
-    json!({
-        "job": r.job,
-        "slot": time_json(Some(r.slot_ms)),
-        "slot_ms": r.slot_ms,
-        "kind": r.kind.as_str(),
-        "outcome": r.outcome.as_str(),
-        "attempt": r.attempt,
-        "attempts": r.attempts,
-        "session": r.session,
-        "node": r.node,
-        "token": r.token,
-        "started": time_json(r.started_ms),
-        "ended": time_json(r.ended_ms),
-        "error": r.error,
-    })
+    let json = RecordJson {
+        record: r,
+        slot: time_json(Some(r.slot_ms)),
+        started: time_json(r.started_ms),
+        ended: time_json(r.ended_ms),
+    };
+    // A record holds only strings and numbers: serializing it cannot fail.
+    serde_json::to_value(json).unwrap_or(Value::Null)
 }
 
 /// `GET /api/jobs`: per job the fields of `simba jobs --json` (`job`, `paused`, `last_slot`,

@@ -14,11 +14,20 @@
 //! `[dashboard] actions = true`, `POST /api/jobs/{job}/{pause,resume,trigger}` requests
 //! carrying `Authorization: Bearer TOKEN` (the token of `token_file`) pause, resume or run a
 //! job through [`crate::admin::Jobs`]; a backend without a jobs store answers them 501.
+//!
+//! Inside a service (rules O1 to O3), the same dashboard is an axum router to nest under any
+//! prefix on the service's own port:
+//! [`RunningRuntime::dashboard`](crate::runtime::RunningRuntime::dashboard) or
+//! `Dashboard::builder()`, then `.router()`. Its pages link relative to a `<base>` built from
+//! the prefix; `allowed_hosts` lets an ingress's host name through; `/livez`, `/readyz` and
+//! `/healthz` are its probes.
 
 mod config;
 
 pub use config::{ActionToken, DashboardConfig, MIN_TOKEN_LEN, parse_listen};
 pub(crate) use config::{DashboardTable, resolve};
+#[cfg(feature = "dashboard")]
+pub use router::{Dashboard, DashboardBuilder};
 
 #[cfg(feature = "dashboard")]
 mod auth;
@@ -34,6 +43,8 @@ pub(crate) mod jobs;
 mod model;
 #[cfg(feature = "dashboard")]
 mod pages;
+#[cfg(feature = "dashboard")]
+mod router;
 #[cfg(feature = "dashboard")]
 mod source;
 #[cfg(all(test, feature = "dashboard"))]
@@ -59,18 +70,15 @@ mod server {
     use tokio_util::sync::CancellationToken;
 
     use super::DashboardConfig;
+    #[cfg(test)]
     use super::auth::Control;
-    use super::hub::Hub;
-    use super::jobs::JobsControl;
-    use super::source::{BackendSource, Source, registered};
-    use crate::admin::Jobs;
-    use crate::backend::BackendUrl;
-    use crate::backend::{Backend, SharedBackend};
+    use super::router::{Options, Origin, Parts, assemble};
+    #[cfg(test)]
+    use super::source::Source;
+    use crate::backend::{Backend, BackendUrl, SharedBackend};
     use crate::job::JobSettings;
     use crate::{Error, Simba};
 
-    /// How long one read of the store may take.
-    const READ_TIMEOUT: Duration = Duration::from_secs(3);
     /// How long [`DashboardServer::stop`] waits for open connections.
     const STOP_GRACE: Duration = Duration::from_secs(2);
 
@@ -117,16 +125,8 @@ mod server {
         url: &BackendUrl,
         config: &DashboardConfig,
     ) -> Result<DashboardServer, Error> {
-        let control = control_for(config, backend.job_store().map(Jobs::new), url);
-        let source = BackendSource::new(backend, url, READ_TIMEOUT, None);
-        start(Arc::new(source), control, config).await
-    }
-
-    /// The job control behind the actions, when they are on and the backend has a jobs store.
-    fn control_for(config: &DashboardConfig, jobs: Option<Jobs>, url: &BackendUrl) -> Option<Arc<dyn Control>> {
-        config.actions.as_ref()?;
-        let control = JobsControl::new(jobs?, url.secrets());
-        Some(Arc::new(control))
+        let parts = Parts::of(Origin::Backend { backend, url: url.clone() }, config.actions.is_some());
+        listen(parts, config).await
     }
 
     /// The runtime's dashboard (`[dashboard]` of its configuration): its own session is
@@ -138,19 +138,23 @@ mod server {
         url: &BackendUrl,
         jobs: &[JobSettings],
     ) -> Result<DashboardServer, Error> {
-        let registry = registered(jobs);
-        let names: Vec<String> = registry.iter().map(|r| r.name.clone()).collect();
-        let control = control_for(config, Jobs::for_client(simba).map(|j| j.with_registered(names)), url);
-        let backend = Arc::clone(&simba.shared.backend);
-        let source = BackendSource::new(backend, url, READ_TIMEOUT, Some(simba.clone())).with_registry(registry);
-        start(Arc::new(source), control, config).await
+        let origin = Origin::Client { simba: simba.clone(), url: url.clone(), jobs: jobs.to_vec() };
+        listen(Parts::of(origin, config.actions.is_some()), config).await
     }
 
+    /// The stand-alone listener, for tests that bring their own source.
+    #[cfg(test)]
     pub(crate) async fn start(
         source: Arc<dyn Source>,
         control: Option<Arc<dyn Control>>,
         config: &DashboardConfig,
     ) -> Result<DashboardServer, Error> {
+        listen(Parts { source, control, session: None }, config).await
+    }
+
+    /// Binds `config.listen` and serves the router of `parts` there (the router a service
+    /// mounts, with the same guards).
+    async fn listen(parts: Parts, config: &DashboardConfig) -> Result<DashboardServer, Error> {
         let addr = config.listen;
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
             Error::from(crate::ConfigError::at_key(
@@ -160,22 +164,13 @@ mod server {
         })?;
         let addr = listener.local_addr().unwrap_or(addr);
         let stop = CancellationToken::new();
-        let hub = Hub::new(source.describe(), config.actions.is_some());
-        let app = Arc::new(super::http::App {
-            hub: Arc::clone(&hub),
-            token: config.actions.clone(),
-            control,
-            stop: stop.clone(),
-        });
-        let router = super::http::router(app);
-        let reader = tokio::spawn(Arc::clone(&hub).run(source, stop.clone()));
+        let router = assemble(parts, Options::of_config(config), stop.clone())?;
         let shutdown = stop.clone();
         let task = tokio::spawn(async move {
             let served = axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await;
             if let Err(e) = served {
                 tracing::warn!(error = %e, "dashboard: the server stopped");
             }
-            reader.abort();
         });
         tracing::info!(%addr, actions = config.actions.is_some(), "serving the dashboard");
         Ok(DashboardServer { addr, stop, task })

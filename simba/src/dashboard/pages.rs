@@ -39,21 +39,34 @@ impl Page {
         }
     }
 
+    /// The page's link, relative to the page's `<base>` (the mount prefix): no link of a page
+    /// starts with `/`, so the dashboard works under whatever prefix a service mounts it.
     pub(crate) fn path(&self) -> String {
         match self {
-            Page::Overview => "/".to_owned(),
-            Page::Leases => "/leases".to_owned(),
-            Page::Groups => "/groups".to_owned(),
-            Page::Jobs => "/jobs".to_owned(),
+            Page::Overview => ".".to_owned(),
+            Page::Leases => "leases".to_owned(),
+            Page::Groups => "groups".to_owned(),
+            Page::Jobs => "jobs".to_owned(),
             Page::Job(job) => job_path(job),
         }
     }
 
-    /// Where the page's event stream is.
+    /// The page's link in the navigation: [`Page::path`], but the overview's is the mount
+    /// prefix itself (`/simba`), since a service's router reaches a nested router's root
+    /// only without the trailing slash that `./` would resolve to.
+    fn nav_link(&self, base: &str) -> String {
+        match self {
+            Page::Overview if base.is_empty() => "/".to_owned(),
+            Page::Overview => base.to_owned(),
+            p => p.path(),
+        }
+    }
+
+    /// Where the page's event stream is, relative to the `<base>` as [`Page::path`].
     pub(crate) fn events(&self) -> String {
         match self {
-            Page::Job(job) => format!("/events/job/{}", encode(job)),
-            p => format!("/events/{}", p.slug()),
+            Page::Job(job) => format!("events/job/{}", encode(job)),
+            p => format!("events/{}", p.slug()),
         }
     }
 
@@ -80,9 +93,10 @@ impl Page {
     }
 }
 
-/// `/jobs/NAME`, the name percent-encoded (its `/` kept: partitions are `g/i`).
+/// `jobs/NAME` (relative, as [`Page::path`]), the name percent-encoded (its `/` kept:
+/// partitions are `g/i`, and the link resolves against the `<base>`, not the current page).
 pub(crate) fn job_path(job: &str) -> String {
-    format!("/jobs/{}", encode(job))
+    format!("jobs/{}", encode(job))
 }
 
 /// Percent-encodes everything but unreserved characters and `/`.
@@ -98,8 +112,10 @@ fn encode(s: &str) -> String {
     out
 }
 
-/// The whole page.
-pub(crate) fn page(page: &Page, model: &Model) -> Markup {
+/// The whole page. `base` is the path prefix the browser reaches the dashboard under (`""` at
+/// the root, `"/simba"` when a service nests it there): the page's `<base>`, against which every
+/// relative link, asset, event stream and action of the page resolves.
+pub(crate) fn page(page: &Page, model: &Model, base: &str) -> Markup {
     let tab = page.tab();
     html! {
         (DOCTYPE)
@@ -108,16 +124,17 @@ pub(crate) fn page(page: &Page, model: &Model) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { "simba · " (page.title()) }
-                link rel="icon" href="/assets/icon.svg" type="image/svg+xml";
-                link rel="stylesheet" href="/assets/app.css";
-                script src="/assets/app.js" defer {}
+                base href=(format!("{base}/"));
+                link rel="icon" href="assets/icon.svg" type="image/svg+xml";
+                link rel="stylesheet" href="assets/app.css";
+                script src="assets/app.js" defer {}
             }
             body data-page=(page.slug()) data-events=(page.events()) {
                 header.top {
                     span.brand { "simba" }
                     nav {
                         @for p in Page::ALL {
-                            a.tab.active[p == tab] href=(p.path()) { (p.title()) }
+                            a.tab.active[p == tab] href=(p.nav_link(base)) { (p.title()) }
                         }
                     }
                     span.backend title="the backend this dashboard reads" { (model.backend) }
@@ -203,7 +220,7 @@ fn overview(c: &Cluster) -> Markup {
                 tbody {
                     @for g in &c.groups {
                         tr {
-                            td { a href="/groups" { code { (g.name) } } }
+                            td { a href="groups" { code { (g.name) } } }
                             td.r { (g.members.len()) }
                             td { div.strip { @for cell in &g.cells { (cell_span(g, &cell.holder, cell.moved.is_some())) } } }
                             td { (balance_badge(g)) }
@@ -518,7 +535,7 @@ fn job_page(job: &str, view: &JobsView, c: &Cluster, model: &Model) -> Markup {
                 None => {
                     h2 { "Job " code { (job) } }
                     p.empty #unknown-job { "No job named " code { (job) } " is known to the store or registered here. "
-                        a href="/jobs" { "All jobs" } }
+                        a href="jobs" { "All jobs" } }
                 }
                 Some(j) => {
                     section.job data-job=(j.name) data-paused=(j.is_paused()) {

@@ -111,7 +111,7 @@ fn markup_in_every_rendered_string_is_escaped() {
     }
     let model = model_of(&[first, second], Some("<simba-x>error\"'&</simba-x>".into()), "<simba-x>backend</simba-x>");
     for page in Page::ALL {
-        let html = pages::page(&page, &model).into_string();
+        let html = pages::page(&page, &model, "").into_string();
         assert!(!html.contains("<simba-x"), "{page:?} renders raw markup:\n{html}");
         assert!(html.contains("&lt;simba-x&gt;"), "{page:?} shows the escaped text");
         let main = pages::main(&page, &model).into_string();
@@ -396,14 +396,14 @@ fn jobs_pages_show_the_store_and_escape_names_and_errors() {
     assert!(job.contains("&lt;script&gt;window.__pwned=1&lt;/script&gt;&lt;simba-x&gt;boom"), "{job}");
     assert_eq!(job.matches("<tr data-outcome=").count(), 3, "{job}");
     assert!(job.contains("data-slot-ms=\"1764608402000\"") && job.contains("node-a"), "{job}");
-    let page = pages::page(&Page::Job(HOSTILE_JOB.into()), &model).into_string();
+    let page = pages::page(&Page::Job(HOSTILE_JOB.into()), &model, "/simba").into_string();
     assert!(!page.contains("<simba-x"), "{page}");
-    assert!(page.contains("data-events=\"/events/job/%3Csimba-x%3Ejob%22%27%26%3C/simba-x%3E\""), "{page}");
+    assert!(page.contains("data-events=\"events/job/%3Csimba-x%3Ejob%22%27%26%3C/simba-x%3E\""), "{page}");
     let unknown = pages::main(&Page::Job("nope".into()), &model).into_string();
     assert!(unknown.contains("No job named <code>nope</code>"), "{unknown}");
 
     let read_only = Model { actions: false, ..model.clone() };
-    let jobs = pages::page(&Page::Jobs, &read_only).into_string();
+    let jobs = pages::page(&Page::Jobs, &read_only, "").into_string();
     assert!(!jobs.contains("data-action") && !jobs.contains("id=\"token\""), "read-only: no buttons\n{jobs}");
     let v = super::jobs::to_json(model.jobs.as_ref());
     assert_eq!(v["store"], true);
@@ -463,7 +463,7 @@ async fn actions_pause_resume_and_trigger_the_store() {
     );
     let (code, _, page) = get(addr, "/jobs/report").await;
     assert_eq!(code, 200);
-    assert!(page.contains("data-events=\"/events/job/report\""), "{page}");
+    assert!(page.contains("data-events=\"events/job/report\""), "{page}");
     let (code, _, body) = post(addr, "/api/jobs/reprot/pause", &auth).await;
     assert_eq!(code, 404, "{body}");
     assert!(body.contains("unknown job `reprot`: did you mean `report`?"), "{body}");

@@ -6,7 +6,7 @@
 //! 1. [`concepts`]: sessions, terms, fencing tokens, timing.
 //! 2. [`jobs`]: the macros, schedules, `simba.toml`, application state, the run context,
 //!    retries, timeouts, misfire, jobs added at run time, partitioned jobs.
-//! 3. [`operating`]: the `simba` tool, the dashboard, metrics, history, pause/resume/run now,
+//! 3. `operating`: the `simba` tool, the dashboard, metrics, history, pause/resume/run now,
 //!    registry agreement, namespaces, logs.
 //! 4. [`backends`]: how to choose, per-backend notes, security and TLS.
 //! 5. [`correctness`]: the local deadline, fencing, the failure table, what the verification
@@ -21,7 +21,8 @@
 //! operability (`Backend::inspect`, the CLI, metrics), 0008 security (TLS, credentials,
 //! redaction), 0009 benchmarks, 0010 the web dashboard, 0011 etcd, 0012 job history and
 //! control, 0013 namespaces, 0014 the job registry each node publishes, 0015 the job history
-//! never starves the leases.
+//! never starves the leases, 0016 no default backend, 0017 the rustls provider is the
+//! application's.
 
 #[doc = include_str!("concepts.md")]
 pub mod concepts {}
@@ -29,6 +30,9 @@ pub mod concepts {}
 #[doc = include_str!("jobs.md")]
 pub mod jobs {}
 
+// Its examples mount the dashboard's router (feature `dashboard`).
+#[cfg(feature = "dashboard")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
 #[doc = include_str!("operating.md")]
 pub mod operating {}
 

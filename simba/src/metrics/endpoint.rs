@@ -1,5 +1,7 @@
 //! The runtime's own HTTP endpoint (feature `prometheus`): `GET /metrics` in the Prometheus
-//! text format and `GET /healthz`, on one plain TCP listener. A minimal HTTP/1.1 server (one
+//! text format and the probes `GET /livez`, `/readyz` and `/healthz` (the alias of `/readyz`,
+//! rule O1; [`crate::probe`] answers them, as it does for the dashboard's router), on one
+//! plain TCP listener. A minimal HTTP/1.1 server (one
 //! request per connection) keeps hyper out of the dependency tree.
 
 use std::net::SocketAddr;
@@ -13,7 +15,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Shared;
-use crate::{Error, SessionStatus, Simba};
+use crate::probe::{self, Probe};
+use crate::{Error, Simba};
 
 /// Histogram buckets, in seconds: from 1 ms (a local renewal) to 60 s (a long job).
 const BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0];
@@ -43,7 +46,7 @@ pub(crate) fn recorder() -> Result<PrometheusHandle, Error> {
     })
 }
 
-/// A running `/metrics` + `/healthz` endpoint; stops when [`stop`](MetricsServer::stop) is
+/// A running `/metrics` + probes endpoint; stops when [`stop`](MetricsServer::stop) is
 /// called or it is dropped.
 #[derive(Debug)]
 pub struct MetricsServer {
@@ -71,8 +74,8 @@ impl Drop for MetricsServer {
     }
 }
 
-/// Installs the Prometheus recorder (once per process) and serves `/metrics` and `/healthz`
-/// for `simba`'s session on `addr`.
+/// Installs the Prometheus recorder (once per process) and serves `/metrics`, `/livez`,
+/// `/readyz` and `/healthz` for `simba`'s session on `addr`.
 pub async fn serve(addr: SocketAddr, simba: &Simba) -> Result<MetricsServer, Error> {
     let handle = recorder()?;
     let listener = TcpListener::bind(addr).await.map_err(|e| {
@@ -106,7 +109,7 @@ pub async fn serve(addr: SocketAddr, simba: &Simba) -> Result<MetricsServer, Err
             });
         }
     });
-    tracing::info!(%addr, "serving /metrics and /healthz");
+    tracing::info!(%addr, "serving /metrics, /livez, /readyz and /healthz");
     Ok(MetricsServer { addr, stop, task })
 }
 
@@ -132,16 +135,14 @@ async fn respond(mut conn: TcpStream, handle: &PrometheusHandle, shared: &Shared
             handle.run_upkeep();
             ("200 OK", "text/plain; version=0.0.4", handle.render())
         }
-        ("GET", "/healthz") => {
-            let state = shared.lock_state().lifecycle.status();
-            if state == SessionStatus::Live {
-                ("200 OK", "text/plain", "live\n".to_owned())
-            } else {
-                let label = format!("{state:?}").to_lowercase();
-                ("503 Service Unavailable", "text/plain", format!("{label}\n"))
+        ("GET", path) => match Probe::at(path) {
+            Some(probe) => {
+                let answer = probe::answer(probe, shared.lock_state().lifecycle.status());
+                let code = if answer.ok { "200 OK" } else { "503 Service Unavailable" };
+                (code, "text/plain; charset=utf-8", answer.body)
             }
-        }
-        ("GET", _) => ("404 Not Found", "text/plain", "not found: try /metrics or /healthz\n".to_owned()),
+            None => ("404 Not Found", "text/plain; charset=utf-8", probe::not_found(path, "; metrics: /metrics")),
+        },
         _ => ("405 Method Not Allowed", "text/plain", "only GET\n".to_owned()),
     };
     let response = format!(

@@ -26,11 +26,21 @@ impl RunningRuntime {
         &self.simba
     }
 
-    /// Where `/metrics` and `/healthz` are served, when `[metrics] listen` is set (feature
+    /// Where `/metrics` and the probes (`/livez`, `/readyz`, `/healthz`) are served, when `[metrics] listen` is set (feature
     /// `prometheus`).
     #[cfg(feature = "prometheus")]
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
         self.servers.metrics.as_ref().map(crate::metrics::MetricsServer::local_addr)
+    }
+
+    /// This node's web dashboard as an axum router to nest in the service's own app (feature
+    /// `dashboard`): its session (labelled, and reported by `/readyz`), the jobs it runs, its
+    /// backend. Finish it with [`router`](crate::dashboard::DashboardBuilder::router); see
+    /// [`Dashboard`](crate::dashboard::Dashboard).
+    #[cfg(feature = "dashboard")]
+    pub fn dashboard(&self) -> crate::dashboard::DashboardBuilder {
+        let url = self.servers.url.clone();
+        crate::dashboard::Dashboard::builder().node(self.simba.clone(), url, self.jobs.settings())
     }
 
     /// Where the dashboard is served, when `[dashboard] listen` is set (feature `dashboard`).
@@ -76,6 +86,9 @@ pub(super) struct Servers {
     metrics: Option<crate::metrics::MetricsServer>,
     #[cfg(feature = "dashboard")]
     dashboard: Option<crate::dashboard::DashboardServer>,
+    /// The backend's URL, for a dashboard a service builds from the runtime.
+    #[cfg(feature = "dashboard")]
+    url: crate::backend::BackendUrl,
 }
 
 impl Servers {
@@ -106,6 +119,8 @@ impl Servers {
             metrics,
             #[cfg(feature = "dashboard")]
             dashboard,
+            #[cfg(feature = "dashboard")]
+            url: url.clone(),
         })
     }
 

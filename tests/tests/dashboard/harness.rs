@@ -49,6 +49,12 @@ pub(crate) struct Browser {
 
 impl Browser {
     pub(crate) async fn start() -> Browser {
+        Browser::start_with(&[]).await
+    }
+
+    /// With `extra` Chromium flags (such as `--host-resolver-rules=MAP simba.test 127.0.0.1`,
+    /// to reach a local server by a host name).
+    pub(crate) async fn start_with(extra: &[String]) -> Browser {
         let chromium = tool("SIMBA_CHROMIUM", "/usr/bin/chromium");
         let chromedriver = tool("SIMBA_CHROMEDRIVER", "/usr/bin/chromedriver");
         let profile = tempfile::tempdir().expect("profile dir");
@@ -67,6 +73,7 @@ impl Browser {
         let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| (*s).to_owned()).collect();
         args.push(format!("--user-data-dir={}", profile.path().join("chromium").display()));
         args.push("--window-size=1280,800".to_owned());
+        args.extend(extra.iter().cloned());
         let mut caps = serde_json::Map::new();
         caps.insert("goog:chromeOptions".to_owned(), json!({"binary": chromium, "args": args}));
         let url = format!("http://127.0.0.1:{port}");

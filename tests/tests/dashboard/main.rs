@@ -6,6 +6,8 @@ mod cli;
 mod harness;
 mod jobs;
 mod markup;
+mod mount;
+mod mounted;
 
 /// Held by the browser tests: one Chromium at a time, and the node processes' timings are
 /// not disturbed by another test's browser.

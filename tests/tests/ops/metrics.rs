@@ -1,6 +1,7 @@
-//! Metrics and health (ADR 0007): the runtime serves `/metrics` and `/healthz` when
-//! `[metrics] listen` is set; the test scrapes them over HTTP after a scripted sequence
-//! (elect, step down, a failed renewal, an expired session) and checks each series' value.
+//! Metrics and health (ADR 0007, rule O1): the runtime serves `/metrics` and the probes
+//! `/livez`, `/readyz` and `/healthz` when `[metrics] listen` is set; the test scrapes them over
+//! HTTP after a scripted sequence (elect, step down, a failed renewal, an expired session) and
+//! checks each series' value.
 //!
 //! One test function: the Prometheus recorder is global to the process.
 
@@ -130,6 +131,10 @@ async fn metrics_and_healthz_after_elect_step_down_and_expire() {
     // Renewals fail: suspended, /healthz answers 503, failures are counted.
     faults.set(Op::KeepAlive, Fault::Fail);
     eventually("503 while suspended", Duration::from_secs(3), async || get(addr, "/healthz").await.0 == 503).await;
+    // Rule O1: not ready (and /healthz is /readyz), but alive: a store blip restarts nothing.
+    let (code, body) = get(addr, "/readyz").await;
+    assert!(code == 503 && body.starts_with("not ready: suspended"), "{code} {body}");
+    assert_eq!(get(addr, "/livez").await, (200, "alive\n".to_owned()));
     let m = get(addr, "/metrics").await.1;
     assert_eq!(value(&m, "simba_session_state", &[("state", "suspended")]), Some(1.0), "{m}");
     assert!(value(&m, "simba_renewal_failures_total", &[]).is_some_and(|v| v >= 1.0), "{m}");
@@ -152,8 +157,10 @@ async fn metrics_and_healthz_after_elect_step_down_and_expire() {
     assert_eq!(value(&m, "simba_session_state", &[("state", "live")]), Some(1.0));
     let (code, _) = get(addr, "/healthz").await;
     assert_eq!(code, 200);
-    let (code, _) = get(addr, "/nope").await;
+    let (code, body) = get(addr, "/nope").await;
     assert_eq!(code, 404);
+    assert!(["/livez", "/readyz", "/healthz", "/metrics"].iter().all(|p| body.contains(p)), "names the paths: {body}");
+    assert_eq!(get(addr, "/readyz").await, (200, "live\n".to_owned()));
 
     running.shutdown().await;
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the endpoint stops with the runtime");

@@ -1,7 +1,7 @@
 // simba dashboard: keeps <main> live. The server renders (and escapes) every page; this
 // script only patches the new <main> it receives over server-sent events into the page,
 // touching the nodes that changed so that scrolling and text selection survive a refresh.
-// With actions on, its buttons POST /api/jobs/JOB/ACTION with the token of the header's
+// With actions on, its buttons POST api/jobs/JOB/ACTION (relative to the page's <base>) with the token of the header's
 // field (kept in this tab's sessionStorage, sent as `Authorization: Bearer`, never in a URL).
 "use strict";
 (function () {
@@ -65,7 +65,8 @@
     var headers = {};
     if (token) headers.Authorization = "Bearer " + token;
     say(0, action + " " + job + "…");
-    fetch("/api/jobs/" + encodeURIComponent(job) + "/" + action, {
+    // Relative: resolved against the page's <base>, the prefix the dashboard is mounted under.
+    fetch("api/jobs/" + encodeURIComponent(job) + "/" + action, {
       method: "POST", headers: headers, credentials: "omit", cache: "no-store"
     }).then(function (res) {
       return res.text().then(function (body) {

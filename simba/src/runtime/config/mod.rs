@@ -85,7 +85,7 @@ pub struct RuntimeConfig {
     pub session: SimbaConfig,
     /// Per-job overrides, by job name.
     pub jobs: BTreeMap<String, JobOverride>,
-    /// `[metrics] listen`: where the runtime serves `/metrics` and `/healthz` (feature
+    /// `[metrics] listen`: where the runtime serves `/metrics` and the probes (feature
     /// `prometheus`); `None` (the default): nothing listens.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `[dashboard]`: where the runtime serves the web dashboard (feature `dashboard`);
