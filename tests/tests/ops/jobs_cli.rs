@@ -1,7 +1,7 @@
 //! The jobs commands of the `simba` tool (issue 12 item 4): arguments and exit codes. A
 //! `memory://` store lives and dies with one command, so these check the argument handling,
 //! the bad-input rules and the output of an empty store; the output over a filled store is
-//! tested beside the command (`simba::cli` unit tests) and on SQLite once it has a jobs store.
+//! tested beside the command (`simba_cli` unit tests) and on SQLite once it has a jobs store.
 
 async fn simba(args: &[&str]) -> (u8, String, String) {
     let mut argv = vec!["--backend", "memory://"];
@@ -13,7 +13,7 @@ async fn simba_at(args: &[&str]) -> (u8, String, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let mut argv = vec!["simba"];
     argv.extend_from_slice(args);
-    let code = simba::cli::run(argv, &mut out, &mut err).await;
+    let code = simba_cli::run(argv, &mut out, &mut err).await;
     (code, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned())
 }
 

@@ -4,9 +4,9 @@
 use std::io::Write;
 use std::net::SocketAddr;
 
-use crate::RuntimeConfig;
-use crate::backend::{BackendUrl, SharedBackend};
-use crate::dashboard::DashboardConfig;
+use simba::RuntimeConfig;
+use simba::backend::{Backend, BackendUrl};
+use simba::dashboard::DashboardConfig;
 
 /// The dashboard's settings: the configuration's `[dashboard]` table (actions and token),
 /// with `--listen` in place of its address.
@@ -26,14 +26,17 @@ pub(super) fn settings(config: &RuntimeConfig, listen: Option<SocketAddr>) -> Re
     }
 }
 
-/// Serves until Ctrl-C.
+/// Serves until Ctrl-C. `raw_url` is the configured URL (the dashboard redacts it itself),
+/// `url` the same parsed, for this tool's own line.
+#[cfg(feature = "dashboard")]
 pub(super) async fn serve(
-    backend: SharedBackend,
+    backend: impl Backend,
+    raw_url: &str,
     url: &BackendUrl,
     settings: &DashboardConfig,
     out: &mut (dyn Write + Send),
 ) -> Result<u8, String> {
-    let server = crate::dashboard::serve_backend(backend, url, settings).await.map_err(|e| e.to_string())?;
+    let server = simba::dashboard::serve(backend, raw_url, settings).await.map_err(|e| e.to_string())?;
     let mode = if settings.actions.is_some() { "actions on" } else { "read-only" };
     let _ =
         writeln!(out, "serving the dashboard of {} on http://{}/ ({mode}); Ctrl-C stops it", url, server.local_addr());
@@ -41,4 +44,18 @@ pub(super) async fn serve(
     let _ = tokio::signal::ctrl_c().await;
     server.stop().await;
     Ok(super::EXIT_OK)
+}
+
+/// A build without the `dashboard` feature says how to get one.
+#[cfg(not(feature = "dashboard"))]
+pub(super) async fn serve(
+    _: impl Backend,
+    _: &str,
+    _: &BackendUrl,
+    _: &DashboardConfig,
+    _: &mut (dyn Write + Send),
+) -> Result<u8, String> {
+    Err("this build of simba has no dashboard: install simba-sched-cli with its default features \
+         (or `--features dashboard`)"
+        .to_owned())
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::backend::{DynBackend, StoreSnapshot};
+use simba::backend::{Backend, StoreSnapshot};
 
 /// A snapshot with what operators ask of it: leases per session, partitions per member.
 pub(super) struct View {
@@ -28,8 +28,8 @@ struct GroupView<'a> {
 
 impl View {
     pub(super) async fn read(
-        backend: &dyn DynBackend,
-        url: &crate::backend::BackendUrl,
+        backend: &impl Backend,
+        url: &simba::backend::BackendUrl,
         namespace: Option<&str>,
         timeout: Duration,
     ) -> Result<View, String> {

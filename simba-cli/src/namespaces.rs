@@ -5,8 +5,8 @@ use std::io::Write;
 
 use serde_json::json;
 
-use crate::backend::SharedBackend;
-use crate::backend::namespace::{NamespaceInfo, list_shared};
+use simba::backend::Backend;
+use simba::backend::namespace::{NamespaceInfo, list};
 
 /// How the default namespace is shown in the table.
 const DEFAULT_LABEL: &str = "(default)";
@@ -14,13 +14,12 @@ const DEFAULT_LABEL: &str = "(default)";
 /// Lists the namespaces of `backend` (connected without a namespace); `Err` is the message
 /// for stderr (exit 2).
 pub(super) async fn run(
-    backend: &SharedBackend,
-    url: &crate::backend::BackendUrl,
+    backend: &impl Backend,
+    url: &simba::backend::BackendUrl,
     json: bool,
     out: &mut (dyn Write + Send),
 ) -> Result<u8, String> {
-    let list =
-        list_shared(backend).await.map_err(|e| format!("cannot read the backend at {}: {}", url, super::chain(&e)))?;
+    let list = list(backend).await.map_err(|e| format!("cannot read the backend at {}: {}", url, super::chain(&e)))?;
     let text = if json { to_json(&list) } else { to_table(&list) };
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(super::EXIT_OK),

@@ -1,4 +1,4 @@
-//! The `simba` command-line tool (feature `cli`): `status`, `watch`, `check`, `dashboard`, and
+//! The `simba` command-line tool (package `simba-sched-cli`): `status`, `watch`, `check`, `dashboard`, and
 //! the jobs commands `jobs`, `history`, `pause`, `resume`, `trigger` against the backend named by `simba.toml` or `--backend URL` (ADR 0007, ADR 0010).
 //!
 //! Exit codes: 0 success; 1 `check` found a problem; 2 bad input (clap's usage errors, an
@@ -8,6 +8,7 @@
 mod check;
 mod dashboard;
 mod jobs;
+mod json;
 mod namespaces;
 mod render;
 
@@ -18,9 +19,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::backend::namespace::{Namespace, Namespaced};
-use crate::backend::{BackendError, BackendUrl, ConnectOptions, Connected, SharedBackend};
-use crate::{Error, RuntimeConfig};
+use simba::backend::namespace::{Namespace, Namespaced};
+use simba::backend::{BackendError, BackendUrl, ConnectOptions, Connected};
+use simba::{Error, RuntimeConfig};
 
 /// Everything went as asked (and every check passed).
 pub const EXIT_OK: u8 = 0;
@@ -77,7 +78,7 @@ enum Command {
     Dashboard {
         /// Where to listen: an IP address and a port, e.g. 127.0.0.1:9465 (default: the
         /// configuration's [dashboard] listen). A bare port is refused.
-        #[arg(long, value_name = "ADDR", value_parser = crate::dashboard::parse_listen)]
+        #[arg(long, value_name = "ADDR", value_parser = simba::dashboard::parse_listen)]
         listen: Option<std::net::SocketAddr>,
     },
     /// Every job the backend's history knows: paused?, last outcome and slot, node, token,
@@ -123,7 +124,7 @@ impl Command {
 }
 
 fn parse_namespace(s: &str) -> Result<Namespace, String> {
-    match crate::backend::namespace::problem(s) {
+    match simba::backend::namespace::problem(s) {
         Some(message) => Err(message),
         None => Namespace::new(s).map_err(|e| e.to_string()),
     }
@@ -191,23 +192,26 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
         Command::Dashboard { listen } => Some(dashboard::settings(&config, *listen)?),
         _ => None,
     };
-    let raw = connect(&url, cli.timeout).await?.backend();
+    let raw = connect(&url, cli.timeout).await?;
     if let Command::Namespaces = cli.command {
         return namespaces::run(&raw, &url, cli.json, out).await;
     }
     // Every other command sees one namespace: the named one, or the default one without
     // the named namespaces' records.
-    let backend: SharedBackend = std::sync::Arc::new(Namespaced::shared(raw, config.namespace.clone()));
+    let backend = match config.namespace.clone() {
+        Some(ns) => Namespaced::new(raw, ns),
+        None => Namespaced::default_view(raw),
+    };
     let namespace = config.namespace.as_ref().map(Namespace::as_str);
     if let Some(settings) = dashboard {
-        return dashboard::serve(backend, &url, &settings, out).await;
+        return dashboard::serve(backend, &config.backend_url, &url, &settings, out).await;
     }
     if let Some(cmd) = cli.command.jobs() {
         return jobs::run(&cmd, &backend, &url, cli.json, cli.timeout, out).await;
     }
     match &cli.command {
         Command::Status => {
-            let view = render::View::read(&*backend, &url, namespace, cli.timeout).await?;
+            let view = render::View::read(&backend, &url, namespace, cli.timeout).await?;
             match render::write(&view, cli.json, out).and_then(|()| out.flush()) {
                 Ok(()) => {}
                 // The reader went away (`simba status | head`): nothing left to say.
@@ -218,7 +222,7 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
         Command::Watch { interval, count } => {
             let mut n = 0u64;
             loop {
-                let view = render::View::read(&*backend, &url, namespace, cli.timeout).await;
+                let view = render::View::read(&backend, &url, namespace, cli.timeout).await;
                 let written = match &view {
                     Ok(v) if cli.json => render::write(v, true, out),
                     Ok(v) => write!(out, "\x1b[2J\x1b[H").and_then(|()| render::write(v, false, out)),
@@ -271,7 +275,7 @@ async fn connect(url: &BackendUrl, timeout: Duration) -> Result<Connected, Strin
             path.display()
         ));
     }
-    match tokio::time::timeout(timeout, crate::backend::connect(url, ConnectOptions::for_reading())).await {
+    match tokio::time::timeout(timeout, simba::backend::connect(url, ConnectOptions::for_reading())).await {
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e @ BackendError::Unavailable { .. })) => {
             Err(format!("cannot reach the backend at {url}: {}", chain(&e)))
@@ -283,5 +287,5 @@ async fn connect(url: &BackendUrl, timeout: Duration) -> Result<Connected, Strin
 
 /// An error with its sources, on one line.
 fn chain(e: &dyn std::error::Error) -> String {
-    crate::backend::health::chain(e)
+    simba::backend::error_chain(e)
 }

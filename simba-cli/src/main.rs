@@ -2,5 +2,5 @@
 //! `simba --help` and the README's "Operations" section).
 
 fn main() -> std::process::ExitCode {
-    simba::cli::main()
+    simba_cli::main()
 }
