@@ -3,9 +3,10 @@
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
-use serde_json::json;
+use serde::Serialize;
 
-use super::{Cli, EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, chain};
+use super::{Cli, EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, chain};
+use crate::json;
 use simba::backend::namespace::Namespace;
 use simba::backend::{Backend, BackendUrl, CheckOutcome as Outcome, ConnectOptions, HealthCheck, HealthNotes};
 use simba::{Error, RuntimeConfig};
@@ -43,25 +44,43 @@ pub(super) async fn run(
     }
     let failed = report.lines.iter().any(|l| l.outcome == Outcome::Fail);
     let written = if cli.json {
-        let lines: Vec<_> = report
-            .lines
-            .iter()
-            .map(|l| json!({"check": l.name, "outcome": label(l.outcome), "detail": l.detail}))
-            .collect();
-        writeln!(out, "{}", json!({"ok": !failed, "checks": lines}))
+        let checks =
+            report.lines.iter().map(|l| CheckJson { check: &l.name, outcome: label(l.outcome), detail: &l.detail });
+        let value = CheckReportJson { schema: json::SCHEMA, ok: !failed, checks: checks.collect() };
+        serde_json::to_string(&value).map_err(std::io::Error::other).and_then(|v| writeln!(out, "{v}"))
     } else {
         let width = report.lines.iter().map(|l| l.name.len()).max().unwrap_or(0);
         report.lines.iter().try_for_each(|l| writeln!(out, "{:<4}  {:<width$}  {}", label(l.outcome), l.name, l.detail))
     };
-    if let Err(e) = written {
+    // A reader that went away (`simba check | head -1`) still gets the check's exit code.
+    if let Err(e) = written
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
         let _ = writeln!(err, "simba: cannot write the output: {e}");
-        return EXIT_ERROR;
+        return EXIT_FAILED;
     }
     match (report.unreachable, failed) {
-        (true, _) => EXIT_ERROR,
-        (false, true) => EXIT_CHECK_FAILED,
+        (true, _) => EXIT_UNREACHABLE,
+        (false, true) => EXIT_FAILED,
         (false, false) => EXIT_OK,
     }
+}
+
+/// `simba check --json`.
+#[derive(Serialize)]
+struct CheckReportJson<'a> {
+    schema: u32,
+    /// Every check passed (or was skipped).
+    ok: bool,
+    checks: Vec<CheckJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct CheckJson<'a> {
+    check: &'a str,
+    /// `PASS`, `FAIL` or `SKIP`.
+    outcome: &'static str,
+    detail: &'a str,
 }
 
 fn label(o: Outcome) -> &'static str {

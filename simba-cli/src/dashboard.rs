@@ -8,9 +8,13 @@ use simba::RuntimeConfig;
 use simba::backend::{Backend, BackendUrl};
 use simba::dashboard::DashboardConfig;
 
+#[cfg(feature = "dashboard")]
+use crate::output::EXIT_OK;
+use crate::output::Failure;
+
 /// The dashboard's settings: the configuration's `[dashboard]` table (actions and token),
 /// with `--listen` in place of its address.
-pub(super) fn settings(config: &RuntimeConfig, listen: Option<SocketAddr>) -> Result<DashboardConfig, String> {
+pub(super) fn settings(config: &RuntimeConfig, listen: Option<SocketAddr>) -> Result<DashboardConfig, Failure> {
     match (listen, &config.dashboard) {
         (Some(addr), Some(d)) => {
             let mut d = d.clone();
@@ -19,10 +23,10 @@ pub(super) fn settings(config: &RuntimeConfig, listen: Option<SocketAddr>) -> Re
         }
         (Some(addr), None) => Ok(DashboardConfig::new(addr)),
         (None, Some(d)) => Ok(d.clone()),
-        (None, None) => Err(format!(
+        (None, None) => Err(Failure::usage(format!(
             "dashboard: say where to listen: --listen 127.0.0.1:9465 (or [dashboard] listen in {})",
             config.source
-        )),
+        ))),
     }
 }
 
@@ -35,15 +39,17 @@ pub(super) async fn serve(
     url: &BackendUrl,
     settings: &DashboardConfig,
     out: &mut (dyn Write + Send),
-) -> Result<u8, String> {
-    let server = simba::dashboard::serve(backend, raw_url, settings).await.map_err(|e| e.to_string())?;
+) -> Result<u8, Failure> {
+    // Listening failed (the address is taken, or not this machine's): refused, not a usage error.
+    let server =
+        simba::dashboard::serve(backend, raw_url, settings).await.map_err(|e| Failure::refused(e.to_string()))?;
     let mode = if settings.actions.is_some() { "actions on" } else { "read-only" };
     let _ =
         writeln!(out, "serving the dashboard of {} on http://{}/ ({mode}); Ctrl-C stops it", url, server.local_addr());
     let _ = out.flush();
     let _ = tokio::signal::ctrl_c().await;
     server.stop().await;
-    Ok(super::EXIT_OK)
+    Ok(EXIT_OK)
 }
 
 /// A build without the `dashboard` feature says how to get one.
@@ -54,8 +60,9 @@ pub(super) async fn serve(
     _: &BackendUrl,
     _: &DashboardConfig,
     _: &mut (dyn Write + Send),
-) -> Result<u8, String> {
-    Err("this build of simba has no dashboard: install simba-sched-cli with its default features \
-         (or `--features dashboard`)"
-        .to_owned())
+) -> Result<u8, Failure> {
+    Err(Failure::usage(
+        "this build of simba has no dashboard: install simba-sched-cli with its default features \
+         (or `--features dashboard`)",
+    ))
 }

@@ -2,8 +2,9 @@
 //! `simba trigger JOB`, on the backend's jobs store through
 //! [`simba::admin::Jobs`].
 //!
-//! Exit codes: 0 done (also for pausing a paused job, which says so); 2 an unknown job (the
-//! message names the nearest known one), a backend without a jobs store, or a store failure.
+//! Exit codes: 0 done (also for pausing a paused job, which says so); 1 refused: an unknown
+//! job (the message names the nearest known one) or a backend without a jobs store; 3 the
+//! store did not answer, or failed (the message says whether a change took effect).
 
 use std::io::Write;
 
@@ -14,6 +15,7 @@ use simba::job::{JobKind, JobSettings, RegistryReport};
 use simba::job_store::{JobState, Outcome, RunRecord};
 
 use crate::json;
+use crate::output::{Failure, emit};
 
 /// One of the jobs commands, as parsed.
 #[derive(Debug, Clone)]
@@ -25,7 +27,7 @@ pub(crate) enum JobsCommand {
     Trigger { job: String },
 }
 
-/// Runs `cmd` on `backend`; `Err` is the message for stderr (exit 2).
+/// Runs `cmd` on `backend`.
 pub(crate) async fn run(
     cmd: &JobsCommand,
     backend: &impl Backend,
@@ -33,12 +35,12 @@ pub(crate) async fn run(
     json: bool,
     wait: std::time::Duration,
     out: &mut (dyn Write + Send),
-) -> Result<u8, String> {
+) -> Result<u8, Failure> {
     let Some(store) = backend.job_store() else {
-        return Err(format!(
+        return Err(Failure::refused(format!(
             "the backend at {} keeps no job history or job control in this build: its jobs store is not available",
             url
-        ));
+        )));
     };
     // Pause, resume and run-now wait out a busy store (a SQLite file another process is
     // writing) up to the tool's timeout, and say whether a failed change took effect.
@@ -81,15 +83,11 @@ pub(crate) async fn run(
             }
         }
     };
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(super::EXIT_OK),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(super::EXIT_OK),
-        Err(e) => Err(format!("cannot write the output: {e}")),
-    }
+    emit(out, &text)
 }
 
 /// What `simba pause JOB` / `simba resume JOB` prints.
-fn toggled(job: &str, t: &Toggle, json: bool) -> Result<String, String> {
+fn toggled(job: &str, t: &Toggle, json: bool) -> Result<String, Failure> {
     let mut said = match (t.paused, t.changed) {
         (true, true) => format!("paused `{job}`: it runs nowhere until `simba resume {job}`"),
         (true, false) => format!("`{job}` was already paused; nothing changed"),
@@ -106,8 +104,12 @@ fn toggled(job: &str, t: &Toggle, json: bool) -> Result<String, String> {
     }
 }
 
-fn message(e: AdminError) -> String {
-    e.to_string()
+/// An unknown job is refused; anything else is the store failing to answer.
+fn message(e: AdminError) -> Failure {
+    match e {
+        e @ AdminError::UnknownJob { .. } => Failure::refused(e.to_string()),
+        e => Failure::unreachable(e.to_string()),
+    }
 }
 
 fn time(ms: Option<i64>) -> String {
@@ -162,7 +164,7 @@ async fn list_rows(
     list: &[JobState],
     registry: &RegistryReport,
     held: &[LeaseInfo],
-) -> Result<Vec<ListRow>, String> {
+) -> Result<Vec<ListRow>, Failure> {
     let since = Utc::now().timestamp_millis() - 24 * 3600 * 1000;
     let now = std::time::SystemTime::now();
     let differing = registry.differing_jobs();
@@ -259,7 +261,7 @@ impl ListRow {
     }
 }
 
-fn list_json(rows: &[ListRow], registry: &RegistryReport) -> Result<String, String> {
+fn list_json(rows: &[ListRow], registry: &RegistryReport) -> Result<String, Failure> {
     let jobs = rows
         .iter()
         .map(|r| {
@@ -457,7 +459,7 @@ mod tests {
         assert!(r == Ok(0) && out.starts_with("paused `sweep`"), "{r:?} {out}");
     }
 
-    async fn cmd(b: &MemoryBackend, c: JobsCommand, json: bool) -> (Result<u8, String>, String) {
+    async fn cmd(b: &MemoryBackend, c: JobsCommand, json: bool) -> (Result<u8, Failure>, String) {
         let mut out = Vec::new();
         let r = run(&c, b, &"memory://".into(), json, std::time::Duration::ZERO, &mut out).await;
         (r, String::from_utf8_lossy(&out).into_owned())
@@ -501,6 +503,6 @@ mod tests {
         let (r, out) = cmd(&b, JobsCommand::Trigger { job: "report".into() }, false).await;
         assert!(r == Ok(0) && out.contains("request 1"), "{out}");
         let (r, _) = cmd(&b, JobsCommand::Trigger { job: "reprot".into() }, false).await;
-        assert_eq!(r, Err("unknown job `reprot`: did you mean `report`?".to_owned()));
+        assert_eq!(r, Err(Failure::refused("unknown job `reprot`: did you mean `report`?")));
     }
 }

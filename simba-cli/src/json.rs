@@ -8,6 +8,8 @@ use serde::Serialize;
 use simba::job::{NodeRegistry, RegistryReport, registry_versions};
 use simba::job_store::RunRecord;
 
+use crate::output::Failure;
+
 /// The version of every `--json` shape this build prints.
 pub(crate) const SCHEMA: u32 = 1;
 
@@ -170,11 +172,15 @@ impl<'a> From<&'a RegistryReport> for Registry<'a> {
 
 /// `value` as pretty JSON and a newline. Serializing these structs cannot fail (string keys,
 /// no maps of other keys), so a failure is reported rather than printed as nothing.
-pub(crate) fn pretty(value: &impl Serialize) -> Result<String, String> {
-    serde_json::to_string_pretty(value).map(|s| s + "\n").map_err(|e| format!("cannot encode the JSON output: {e}"))
+pub(crate) fn pretty(value: &impl Serialize) -> Result<String, Failure> {
+    serde_json::to_string_pretty(value).map(|s| s + "\n").map_err(encoding)
 }
 
 /// `value` as one line of JSON and a newline.
-pub(crate) fn line(value: &impl Serialize) -> Result<String, String> {
-    serde_json::to_string(value).map(|s| s + "\n").map_err(|e| format!("cannot encode the JSON output: {e}"))
+pub(crate) fn line(value: &impl Serialize) -> Result<String, Failure> {
+    serde_json::to_string(value).map(|s| s + "\n").map_err(encoding)
+}
+
+fn encoding(e: serde_json::Error) -> Failure {
+    Failure::refused(format!("cannot encode the JSON output: {e}"))
 }

@@ -1,159 +1,69 @@
-//! The `simba` command-line tool (package `simba-sched-cli`): `status`, `watch`, `check`, `dashboard`, and
-//! the jobs commands `jobs`, `history`, `pause`, `resume`, `trigger` against the backend named by `simba.toml` or `--backend URL` (ADR 0007, ADR 0010).
+//! The `simba` command-line tool (package `simba-sched-cli`): `status`, `watch`, `check`,
+//! `namespaces`, `dashboard`, the jobs commands `jobs`, `history`, `pause`, `resume`,
+//! `trigger`, and `completions`, against the backend named by `simba.toml` or `--backend URL`
+//! (ADR 0007, ADR 0010).
 //!
-//! Exit codes: 0 success; 1 `check` found a problem; 2 bad input (clap's usage errors, an
-//! invalid configuration) or an unreachable backend (the message names the URL, never its
-//! password, and the cause).
+//! The binary calls [`main`]; tests drive the same code in-process with [`run`] (and
+//! [`run_styled`] for terminal output). Exit codes: [`EXIT_OK`], [`EXIT_FAILED`] (a check
+//! failed, or the operation was refused), [`EXIT_USAGE`] (clap's usage errors, an invalid
+//! configuration), [`EXIT_UNREACHABLE`] (the backend did not answer within `--timeout`; the
+//! message names the URL, never its password, and the cause).
 
+mod args;
 mod check;
 mod dashboard;
 mod jobs;
 mod json;
 mod namespaces;
+mod output;
 mod render;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
-
+use clap::{CommandFactory, Parser};
 use simba::backend::namespace::{Namespace, Namespaced};
 use simba::backend::{BackendError, BackendUrl, ConnectOptions, Connected};
 use simba::{Error, RuntimeConfig};
 
-/// Everything went as asked (and every check passed).
-pub const EXIT_OK: u8 = 0;
-/// `simba check` found a failed check.
-pub const EXIT_CHECK_FAILED: u8 = 1;
-/// Bad input or an unreachable backend.
-pub const EXIT_ERROR: u8 = 2;
+use args::{Cli, Command};
+pub use output::{EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, Styling};
+use output::{Failure, finish};
 
-/// Inspect and check a simba cluster: sessions, leases, groups, backend settings.
-#[derive(Debug, Parser)]
-#[command(name = "simba", version, about, long_about = None)]
-struct Cli {
-    /// The backend URL (overrides the configuration's `[backend] url`), e.g. postgres://user@host/db.
-    #[arg(long, global = true, value_name = "URL")]
-    backend: Option<String>,
-    /// The configuration file (default: $SIMBA_CONFIG, else ./simba.toml, else the embedded default).
-    #[arg(long, short = 'c', global = true, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Print JSON instead of tables (one object; `watch` prints one per line).
-    #[arg(long, global = true)]
-    json: bool,
-    /// Work within this namespace (overrides the configuration's `[backend] namespace`): every
-    /// command sees and changes only its sessions, leases, groups and jobs.
-    #[arg(long, short = 'N', global = true, value_name = "NAME", value_parser = parse_namespace)]
-    namespace: Option<Namespace>,
-    /// Give up on an unreachable backend after this long; `pause`, `resume` and `trigger`
-    /// keep trying a busy or unreachable store (a SQLite file another process is writing)
-    /// this long, then say whether the change took effect.
-    #[arg(long, global = true, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
-    timeout: Duration,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Sessions, leases and groups as the backend sees them.
-    Status,
-    /// The namespaces present in the store, with their sessions, leases, groups and jobs
-    /// (whatever `--namespace` says).
-    Namespaces,
-    /// `status`, refreshed live until Ctrl-C.
-    Watch {
-        /// Time between refreshes.
-        #[arg(long, short = 'n', value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
-        interval: Duration,
-        /// Stop after this many refreshes (default: run until Ctrl-C).
-        #[arg(long, value_name = "N")]
-        count: Option<u64>,
-    },
-    /// Validate the configuration, connect, and check the backend's safety settings.
-    Check,
-    /// Serve the web dashboard of the backend until Ctrl-C (no node needed).
-    Dashboard {
-        /// Where to listen: an IP address and a port, e.g. 127.0.0.1:9465 (default: the
-        /// configuration's [dashboard] listen). A bare port is refused.
-        #[arg(long, value_name = "ADDR", value_parser = simba::dashboard::parse_listen)]
-        listen: Option<std::net::SocketAddr>,
-    },
-    /// Every job the backend's history knows: paused?, last outcome and slot, node, token,
-    /// failures in the last 24 h, pending run requests.
-    Jobs,
-    /// The newest records of one job (`JOB`, or `JOB/i` for a partition), newest first.
-    History {
-        /// The job name.
-        job: String,
-        /// How many records.
-        #[arg(long, short = 'n', value_name = "N", default_value_t = 20)]
-        limit: usize,
-    },
-    /// Pause a job cluster-wide (a group pauses every partition): it runs nowhere until resumed.
-    Pause {
-        /// The job name (`JOB` or `JOB/i`).
-        job: String,
-    },
-    /// Resume a paused job.
-    Resume {
-        /// The job name (`JOB` or `JOB/i`).
-        job: String,
-    },
-    /// Run a job once now, on the node holding its term (or the next holder), as a `manual` slot.
-    Trigger {
-        /// The job name (`JOB` or `JOB/i`; a group runs every partition once).
-        job: String,
-    },
-}
-
-impl Command {
-    /// The jobs command this is, if it is one.
-    fn jobs(&self) -> Option<jobs::JobsCommand> {
-        Some(match self {
-            Command::Jobs => jobs::JobsCommand::List,
-            Command::History { job, limit } => jobs::JobsCommand::History { job: job.clone(), limit: *limit },
-            Command::Pause { job } => jobs::JobsCommand::Pause { job: job.clone() },
-            Command::Resume { job } => jobs::JobsCommand::Resume { job: job.clone() },
-            Command::Trigger { job } => jobs::JobsCommand::Trigger { job: job.clone() },
-            _ => return None,
-        })
-    }
-}
-
-fn parse_namespace(s: &str) -> Result<Namespace, String> {
-    match simba::backend::namespace::problem(s) {
-        Some(message) => Err(message),
-        None => Namespace::new(s).map_err(|e| e.to_string()),
-    }
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(s) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) => Err("must be greater than zero".to_owned()),
-        Err(e) => Err(format!("{e} (write e.g. 5s or 500ms)")),
-    }
-}
-
-/// Runs the tool with the process's arguments and standard streams; for `fn main`.
+/// Runs the tool with the process's arguments and standard streams; for `fn main`. Terminal
+/// control codes and colours only reach a terminal ([`Styling::detect`]).
 pub fn main() -> std::process::ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "simba: cannot start the async runtime: {e}");
-            return std::process::ExitCode::from(EXIT_ERROR);
+            return std::process::ExitCode::from(EXIT_FAILED);
         }
     };
-    let code = runtime.block_on(run(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr()));
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    let code = runtime.block_on(run_styled(std::env::args_os(), &mut out, &mut err, Styling::detect()));
     std::process::ExitCode::from(code)
 }
 
-/// Runs the tool with `args` (the first is the program name), writing to `out` and `err`;
-/// returns the exit code. Used by [`main`] and by tests.
+/// Runs the tool with `args` (the first is the program name), writing plain text to `out`
+/// and `err`; returns the exit code.
 pub async fn run<I, T>(args: I, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send)) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    run_styled(args, out, err, Styling::default()).await
+}
+
+/// [`run`], with `out` able to show what `styling` allows (a terminal's screen clearing and
+/// colours).
+pub async fn run_styled<I, T>(
+    args: I,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+    styling: Styling,
+) -> u8
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
@@ -161,32 +71,41 @@ where
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
-            // Plain text: clap's own wording, suggestions and usage, without colours.
-            let text = e.render().to_string();
+            // clap's own wording, suggestions and usage; its colours only where allowed.
+            let text = if styling.color { e.render().ansi().to_string() } else { e.render().to_string() };
             return if e.use_stderr() {
                 let _ = write!(err, "{text}");
-                EXIT_ERROR
+                EXIT_USAGE
             } else {
                 let _ = write!(out, "{text}");
                 EXIT_OK
             };
         }
     };
-    match execute(&cli, out, err).await {
+    match execute(&cli, out, err, styling).await {
         Ok(code) => code,
-        Err(message) => {
-            let _ = writeln!(err, "simba: {message}");
-            EXIT_ERROR
+        Err(failure) => {
+            let _ = writeln!(err, "simba: {}", failure.message);
+            failure.code
         }
     }
 }
 
-async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write + Send)) -> Result<u8, String> {
+async fn execute(
+    cli: &Cli,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+    styling: Styling,
+) -> Result<u8, Failure> {
+    if let Command::Completions { shell } = cli.command {
+        clap_complete::generate(shell, &mut Cli::command(), "simba", out);
+        return finish(out.flush());
+    }
     let config = load_config(cli);
     if let Command::Check = cli.command {
         return Ok(check::run(cli, config, out, err).await);
     }
-    let config = config.map_err(|e| e.to_string())?;
+    let config = config.map_err(|e| Failure::usage(e.to_string()))?;
     let url = BackendUrl::new(config.backend_url.as_str());
     let dashboard = match &cli.command {
         Command::Dashboard { listen } => Some(dashboard::settings(&config, *listen)?),
@@ -209,43 +128,17 @@ async fn execute(cli: &Cli, out: &mut (dyn Write + Send), err: &mut (dyn Write +
     if let Some(cmd) = cli.command.jobs() {
         return jobs::run(&cmd, &backend, &url, cli.json, cli.timeout, out).await;
     }
+    let read = render::Read { backend: &backend, url: &url, namespace, timeout: cli.timeout };
     match &cli.command {
         Command::Status => {
-            let view = render::View::read(&backend, &url, namespace, cli.timeout).await?;
-            match render::write(&view, cli.json, out).and_then(|()| out.flush()) {
-                Ok(()) => {}
-                // The reader went away (`simba status | head`): nothing left to say.
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
-                Err(e) => return Err(format!("cannot write the output: {e}")),
-            }
+            let view = read.view().await?;
+            finish(render::write(&view, cli.json, out).and_then(|()| out.flush()))
         }
         Command::Watch { interval, count } => {
-            let mut n = 0u64;
-            loop {
-                let view = render::View::read(&backend, &url, namespace, cli.timeout).await;
-                let written = match &view {
-                    Ok(v) if cli.json => render::write(v, true, out),
-                    Ok(v) => write!(out, "\x1b[2J\x1b[H").and_then(|()| render::write(v, false, out)),
-                    Err(e) => writeln!(err, "simba: {e} (retrying)"),
-                };
-                match written.and_then(|()| out.flush()) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
-                    Err(e) => return Err(format!("cannot write the output: {e}")),
-                }
-                n += 1;
-                if count.is_some_and(|c| n >= c) {
-                    break;
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(*interval) => {}
-                    _ = tokio::signal::ctrl_c() => break,
-                }
-            }
+            render::watch(&read, *interval, *count, cli.json, styling, out, err).await
         }
-        _ => {}
+        _ => Ok(EXIT_OK),
     }
-    Ok(EXIT_OK)
 }
 
 /// The configuration as the runtime reads it, with `--config` and `--backend` applied.
@@ -265,23 +158,24 @@ fn load_config(cli: &Cli) -> Result<RuntimeConfig, Error> {
 
 /// Connects to `url` within `timeout`, to read. A SQLite URL must name an existing file
 /// (reading a cluster's state never creates a database); an evicting Redis is read anyway
-/// (`check` reports its policy).
-async fn connect(url: &BackendUrl, timeout: Duration) -> Result<Connected, String> {
+/// (`check` reports its policy). A URL no backend takes, or a store that refuses the
+/// connection's settings, is a usage error: trying again will not help.
+async fn connect(url: &BackendUrl, timeout: Duration) -> Result<Connected, Failure> {
     if let Some(path) = url.sqlite_file()
         && !path.exists()
     {
-        return Err(format!(
+        return Err(Failure::unreachable(format!(
             "cannot reach the backend at {url}: no database file {} (run a node with this URL first, or pass --backend)",
             path.display()
-        ));
+        )));
     }
     match tokio::time::timeout(timeout, simba::backend::connect(url, ConnectOptions::for_reading())).await {
         Ok(Ok(c)) => Ok(c),
-        Ok(Err(e @ BackendError::Unavailable { .. })) => {
-            Err(format!("cannot reach the backend at {url}: {}", chain(&e)))
+        Ok(Err(e @ BackendError::Misconfigured(_))) => {
+            Err(Failure::usage(format!("cannot use the backend at {url}: {}", chain(&e))))
         }
-        Ok(Err(e)) => Err(format!("cannot use the backend at {url}: {}", chain(&e))),
-        Err(_) => Err(format!("cannot reach the backend at {url}: no answer within {timeout:?}")),
+        Ok(Err(e)) => Err(Failure::unreachable(format!("cannot reach the backend at {url}: {}", chain(&e)))),
+        Err(_) => Err(Failure::unreachable(format!("cannot reach the backend at {url}: no answer within {timeout:?}"))),
     }
 }
 
