@@ -172,7 +172,13 @@ async fn connect(url: &BackendUrl, timeout: Duration) -> Result<Connected, Failu
     match tokio::time::timeout(timeout, simba::backend::connect(url, ConnectOptions::for_reading())).await {
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e @ BackendError::Misconfigured(_))) => {
-            Err(Failure::usage(format!("cannot use the backend at {url}: {}", chain(&e))))
+            // etcd is the tool's one opt-in backend: say how to get it, not the library's feature list.
+            let hint = if url.scheme() == "etcd" && !cfg!(feature = "etcd") {
+                " (this simba was built without etcd: `cargo install simba-sched-cli --features etcd`, which needs protoc)"
+            } else {
+                ""
+            };
+            Err(Failure::usage(format!("cannot use the backend at {url}: {}{hint}", chain(&e))))
         }
         Ok(Err(e)) => Err(Failure::unreachable(format!("cannot reach the backend at {url}: {}", chain(&e)))),
         Err(_) => Err(Failure::unreachable(format!("cannot reach the backend at {url}: no answer within {timeout:?}"))),

@@ -87,6 +87,14 @@ fn usage_errors_exit_2() {
     let o = simba(&["status", "--backend", "ftp://x"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("unsupported backend URL scheme `ftp`"), "{}", text(&o.stderr));
+    // etcd is opt-in: a build without it says how to get it.
+    let o = simba(&["status", "--timeout", "2s", "--backend", "etcd://127.0.0.1:2379"]);
+    if cfg!(feature = "etcd") {
+        assert_ne!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    } else {
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("--features etcd"), "{}", text(&o.stderr));
+    }
 }
 
 #[tokio::test]
