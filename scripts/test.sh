@@ -18,10 +18,14 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 # skipped): manifests, metadata, the files each package holds, its lockfile. Only the small
 # crates are also built from their packaged sources: verifying `simba-sched` rebuilds sqlx and
 # the rest with its default features, 5-6 min here (2 cores) against a ~45 min budget, so it is
-# packaged with --no-verify. --allow-dirty: the command runs on working trees.
+# packaged with --no-verify, and so is the tool (`simba-sched-cli`, five backends by default).
+# --allow-dirty: the command runs on working trees.
 cargo publish --workspace --dry-run --allow-dirty --no-verify
 cargo publish --dry-run --allow-dirty -p simba-sched-rules -p simba-sched-macros -p simba-sched-core
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p simba-sched -p simba-sched-core -p simba-sched-macros --all-features
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p simba-sched -p simba-sched-core -p simba-sched-macros -p simba-sched-cli --all-features
+# The tool's default features build without protoc (only its opt-in `etcd` feature needs it):
+# `cargo install simba-sched-cli` works on a machine that has none.
+PROTOC=/nonexistent cargo check -q -p simba-sched-cli --bin simba
 
 # A failed command substitution inside `eval "$(...)"` does not stop `set -e`: capture first,
 # so a server that does not start stops the test command here.

@@ -3,8 +3,6 @@
 
 pub mod admin;
 pub mod backend;
-#[cfg(feature = "cli")]
-pub mod cli;
 mod client;
 mod config;
 pub mod dashboard;

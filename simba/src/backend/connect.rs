@@ -2,7 +2,15 @@
 
 use std::sync::Arc;
 
-use super::{Backend, BackendError, BackendResult, BackendUrl, Health, SharedBackend};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+
+use super::job_store::SharedJobStore;
+use super::{
+    Acquire, Backend, BackendError, BackendResult, BackendUrl, Health, HeldDigest, Join, KeepAlive, SessionGrant,
+    SessionId, SharedBackend, StoreSnapshot,
+};
 
 /// What a connection tolerates. The default is what a node needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -18,7 +26,12 @@ impl ConnectOptions {
     }
 }
 
-/// A connected backend, type-erased as the engine holds it, with its health checks.
+/// A connected backend, picked at run time by a URL's scheme, with its health checks.
+///
+/// It is a [`Backend`] itself (every call goes to the backend the URL named), so it goes
+/// wherever a backend does: [`Namespaced::new`](super::namespace::Namespaced::new),
+/// [`namespace::list`](super::namespace::list), [`crate::dashboard::serve`],
+/// [`crate::SimbaBuilder::backend`]. Clones share one connection.
 #[derive(Clone)]
 pub struct Connected {
     backend: SharedBackend,
@@ -45,6 +58,54 @@ impl Connected {
     /// The backend's health checks.
     pub fn health(&self) -> &dyn Health {
         &*self.health
+    }
+}
+
+// Delegation to the type-erased backend: the URL picked it, so its type is known only at run
+// time; the engine calls the same erased methods. `async fn` ties each future to the borrows it
+// takes (the erased futures share one lifetime for all of them).
+impl Backend for Connected {
+    async fn open_session(&self, ttl: Duration) -> BackendResult<SessionGrant> {
+        self.backend.open_session(ttl).await
+    }
+    async fn keep_alive(&self, s: &SessionId, held: HeldDigest) -> BackendResult<KeepAlive> {
+        self.backend.keep_alive(s, held).await
+    }
+    async fn acquire(&self, s: &SessionId, name: &str) -> BackendResult<Acquire> {
+        self.backend.acquire(s, name).await
+    }
+    async fn release(&self, s: &SessionId, name: &str, token: u64) -> BackendResult<bool> {
+        self.backend.release(s, name, token).await
+    }
+    async fn close_session(&self, s: &SessionId) -> BackendResult<()> {
+        self.backend.close_session(s).await
+    }
+    async fn owned(&self, s: &SessionId) -> BackendResult<Vec<(String, u64)>> {
+        self.backend.owned(s).await
+    }
+    async fn claim_slot(&self, s: &SessionId, name: &str, token: u64, slot: i64) -> BackendResult<bool> {
+        self.backend.claim_slot(s, name, token, slot).await
+    }
+    async fn join_group(&self, s: &SessionId, group: &str) -> BackendResult<Join> {
+        self.backend.join_group(s, group).await
+    }
+    async fn leave_group(&self, s: &SessionId, group: &str) -> BackendResult<()> {
+        self.backend.leave_group(s, group).await
+    }
+    async fn members(&self, group: &str) -> BackendResult<Vec<SessionId>> {
+        self.backend.members(group).await
+    }
+    async fn inspect(&self) -> BackendResult<StoreSnapshot> {
+        self.backend.inspect().await
+    }
+    fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
+        self.backend.subscribe_releases()
+    }
+    fn job_store(&self) -> Option<SharedJobStore> {
+        self.backend.job_store()
+    }
+    fn describe(&self) -> String {
+        self.backend.describe()
     }
 }
 

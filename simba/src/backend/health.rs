@@ -124,9 +124,9 @@ where
 }
 
 /// An error with its sources, on one line, each cause once (drivers often repeat their
-/// source in their own message).
-#[cfg(any(feature = "redis", feature = "etcd", feature = "cli", feature = "dashboard"))]
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+/// source in their own message): how the `simba` tool and the dashboard show a backend's
+/// failure, where `Display` alone would drop the driver's cause.
+pub fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {

@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 pub use connect::{ConnectOptions, Connected, connect};
-pub use health::{CheckOutcome, Health, HealthCheck, HealthFuture, HealthNotes};
+pub use health::{CheckOutcome, Health, HealthCheck, HealthFuture, HealthNotes, chain as error_chain};
 pub use inspect::{GroupInfo, LeaseInfo, SessionInfo, StoreSnapshot};
 pub use url::{BackendUrl, TlsFile, TlsFiles, TlsPem};
 

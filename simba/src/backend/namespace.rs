@@ -106,9 +106,9 @@ impl std::str::FromStr for Namespace {
     }
 }
 
-/// Why `name` is not a valid namespace, as a sentence for an error message; `None` when it
-/// is one.
-pub(crate) fn problem(name: &str) -> Option<String> {
+/// Why `name` is not a valid namespace, as a sentence for an error message (what is wrong and
+/// what a namespace may hold); `None` when it is one. [`Namespace::new`] refuses the same names.
+pub fn problem(name: &str) -> Option<String> {
     crate::name_problem(name).map(|reason| {
         format!(
             "invalid namespace {name:?}: {reason} (a namespace follows the lease-name rules: 1 to 128 characters of \

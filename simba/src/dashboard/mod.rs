@@ -3,7 +3,7 @@
 //!
 //! Served two ways by one implementation: by the runtime when `simba.toml` has
 //! `[dashboard] listen = "127.0.0.1:9465"`, and by `simba dashboard --listen 127.0.0.1:9465`
-//! (feature `cli`) for an operator who runs no node; [`serve`] does the same from code.
+//! (the `simba-sched-cli` tool) for an operator who runs no node; [`serve`] does the same from code.
 //! Nothing listens unless asked, and only on an explicit IP address. Pages are rendered on the
 //! server with every value HTML-escaped; a small embedded script patches them from a
 //! server-sent event stream, so a change shows within a second. The assets are compiled into
@@ -52,9 +52,6 @@ mod tests;
 #[cfg(feature = "dashboard")]
 mod text;
 
-#[cfg(feature = "dashboard")]
-#[cfg(feature = "cli")]
-pub(crate) use server::serve_backend;
 #[cfg(feature = "dashboard")]
 pub(crate) use server::start_for_runtime;
 #[cfg(feature = "dashboard")]

@@ -89,8 +89,9 @@ fn schedule_parts(spec: Option<&Schedule>) -> (Option<String>, Option<String>) {
 }
 
 impl JobSettings {
-    /// A scheduled job's settings.
-    pub(crate) fn scheduled(name: &str, lease: &str, spec: &Schedule, misfire: Misfire, policy: &RunPolicy) -> Self {
+    /// A scheduled job's settings, as a node publishes them for `spec`, `misfire` and `policy`
+    /// (what the runtime builds for each job it runs; tools and tests build a registry with it).
+    pub fn scheduled(name: &str, lease: &str, spec: &Schedule, misfire: Misfire, policy: &RunPolicy) -> Self {
         let (schedule, time_zone) = schedule_parts(Some(spec));
         JobSettings {
             name: name.to_owned(),
@@ -106,8 +107,8 @@ impl JobSettings {
         }
     }
 
-    /// A partitioned job's settings.
-    pub(crate) fn partitioned(
+    /// A partitioned job's settings, as a node publishes them (see [`JobSettings::scheduled`]).
+    pub fn partitioned(
         name: &str,
         group: &str,
         partitions: u32,

@@ -71,6 +71,22 @@ impl Schedule {
         }
     }
 
+    /// The first cron instant after `after` (from its whole second: a slot is a whole second),
+    /// in the schedule's time zone. `None` for a fixed rate, whose ticks follow each node's
+    /// monotonic clock and have no wall-clock instant, and for an expression or time zone this
+    /// build cannot read.
+    pub fn next_fire(&self, after: std::time::SystemTime) -> Option<std::time::SystemTime> {
+        use chrono::{DateTime, Utc};
+        let Schedule::Cron { expr, time_zone } = self else { return None };
+        let cron = super::parse_cron(expr).ok()?;
+        let tz = super::parse_time_zone(time_zone.as_deref().unwrap_or("UTC")).ok()?;
+        // croner keeps the fraction of the instant it starts from: start at the whole second.
+        let second = DateTime::<Utc>::from(after).timestamp();
+        let start = DateTime::<Utc>::from_timestamp(second, 0)?.with_timezone(&tz);
+        let next = cron.find_next_occurrence(&start, false).ok()?;
+        Some(std::time::SystemTime::from(next.with_timezone(&Utc)))
+    }
+
     /// The cron schedule's time zone name (`None`: UTC, or a fixed rate).
     pub fn time_zone(&self) -> Option<&str> {
         match self {

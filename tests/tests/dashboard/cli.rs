@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn cli(args: &[&str]) -> (u8, String, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = simba::cli::run(args.iter().copied(), &mut out, &mut err).await;
+    let code = simba_cli::run(args.iter().copied(), &mut out, &mut err).await;
     (code, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned())
 }
 

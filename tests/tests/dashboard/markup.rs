@@ -60,7 +60,7 @@ async fn markup_in_the_store_is_inert_on_every_page() {
     let args = ["simba", "dashboard", "--backend", &url, "--listen", &format!("127.0.0.1:{port}")].map(str::to_owned);
     let cli = tokio::spawn(async move {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let code = simba::cli::run(args, &mut out, &mut err).await;
+        let code = simba_cli::run(args, &mut out, &mut err).await;
         (code, String::from_utf8_lossy(&err).into_owned())
     });
     wait_listening(port, Duration::from_secs(20)).await;
@@ -161,7 +161,7 @@ async fn an_error_with_markup_is_inert_on_the_jobs_pages() {
     let args = ["simba", "dashboard", "--backend", &url, "--listen", &format!("127.0.0.1:{port}")].map(str::to_owned);
     let cli = tokio::spawn(async move {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let code = simba::cli::run(args, &mut out, &mut err).await;
+        let code = simba_cli::run(args, &mut out, &mut err).await;
         (code, String::from_utf8_lossy(&err).into_owned())
     });
     wait_listening(port, Duration::from_secs(20)).await;

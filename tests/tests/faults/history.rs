@@ -144,7 +144,7 @@ async fn simba(args: &[&str]) -> (u8, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let mut argv = vec!["simba"];
     argv.extend_from_slice(args);
-    let code = simba::cli::run(argv, &mut out, &mut err).await;
+    let code = simba_cli::run(argv, &mut out, &mut err).await;
     (code, String::from_utf8_lossy(&out).into_owned() + &String::from_utf8_lossy(&err))
 }
 

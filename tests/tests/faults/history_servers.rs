@@ -209,7 +209,7 @@ async fn history(config: &Path, job: &str) -> Vec<Rec> {
     let config = config.display().to_string();
     let args = ["simba", "--config", &config, "history", job, "--limit", "2000", "--json"];
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = simba::cli::run(args, &mut out, &mut err).await;
+    let code = simba_cli::run(args, &mut out, &mut err).await;
     let (out, err) = (String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
     assert_eq!(code, 0, "simba history {job}: {out}{err}");
     let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"));

@@ -17,7 +17,7 @@ async fn simba(args: &[&str]) -> (u8, String, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let mut argv = vec!["simba"];
     argv.extend_from_slice(args);
-    let code = simba::cli::run(argv, &mut out, &mut err).await;
+    let code = simba_cli::run(argv, &mut out, &mut err).await;
     (code, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned())
 }
 
@@ -278,11 +278,11 @@ async fn bad_input_gets_clap_errors() {
     assert!(err.contains("unsupported backend URL scheme `ftp`"), "{err}");
 }
 
-/// An unreachable backend: exit code 2 within the timeout, naming the URL (without its
+/// An unreachable backend: exit code 3 (`simba_cli::EXIT_UNREACHABLE`) within the timeout, naming the URL (without its
 /// password) and the cause. A server that accepts connections but never answers is the slow
 /// case; a closed port the fast one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unreachable_backend_exits_2_in_bounded_time() {
+async fn unreachable_backend_exits_3_in_bounded_time() {
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = silent.local_addr().expect("addr").port();
     let _hold = tokio::spawn(async move {
@@ -301,7 +301,7 @@ async fn unreachable_backend_exits_2_in_bounded_time() {
         let start = Instant::now();
         let (code, out, err) = simba(&["status", "--timeout", "1s", "--backend", &url]).await;
         let took = start.elapsed();
-        assert_eq!(code, 2, "{url}: {out}{err}");
+        assert_eq!(code, simba_cli::EXIT_UNREACHABLE, "{url}: {out}{err}");
         assert!(took < Duration::from_secs(3), "{url}: took {took:?}");
         assert!(err.contains(&format!("127.0.0.1:{port}")) && err.contains("cannot reach the backend"), "{err}");
         assert!(!err.contains("hunter2") && !out.contains("hunter2"), "password printed: {err}");
@@ -312,8 +312,14 @@ async fn unreachable_backend_exits_2_in_bounded_time() {
     };
     let url = format!("postgres://simba:hunter2@127.0.0.1:{closed}/simba");
     let (code, _, err) = simba(&["check", "--timeout", "1s", "--backend", &url]).await;
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, simba_cli::EXIT_UNREACHABLE, "{err}");
+    for cmd in ["namespaces", "jobs", "history nightly", "pause nightly"] {
+        let mut argv: Vec<&str> = cmd.split(' ').collect();
+        argv.extend(["--timeout", "1s", "--backend", &url]);
+        let (code, _, err) = simba(&argv).await;
+        assert_eq!(code, simba_cli::EXIT_UNREACHABLE, "{cmd}: {err}");
+    }
     let (code, _, err) = simba(&["status", "--backend", "sqlite:///nonexistent/dir/simba.db"]).await;
-    assert_eq!(code, 2);
+    assert_eq!(code, simba_cli::EXIT_UNREACHABLE);
     assert!(err.contains("no database file"), "{err}");
 }

@@ -1,7 +1,7 @@
 //! The jobs commands of the `simba` tool (issue 12 item 4): arguments and exit codes. A
 //! `memory://` store lives and dies with one command, so these check the argument handling,
 //! the bad-input rules and the output of an empty store; the output over a filled store is
-//! tested beside the command (`simba::cli` unit tests) and on SQLite once it has a jobs store.
+//! tested beside the command (`simba_cli` unit tests) and on SQLite once it has a jobs store.
 
 async fn simba(args: &[&str]) -> (u8, String, String) {
     let mut argv = vec!["--backend", "memory://"];
@@ -13,7 +13,7 @@ async fn simba_at(args: &[&str]) -> (u8, String, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let mut argv = vec!["simba"];
     argv.extend_from_slice(args);
-    let code = simba::cli::run(argv, &mut out, &mut err).await;
+    let code = simba_cli::run(argv, &mut out, &mut err).await;
     (code, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned())
 }
 
@@ -92,14 +92,14 @@ async fn item5_check_and_jobs_flag_a_node_with_another_schedule() {
     assert_eq!(code, 0, "{out}");
 }
 
-/// Issue 12 bad input: an unknown job in `pause`, `resume`, `trigger`, `history` exits 2 and
-/// says so (with the nearest name when there is one); `jobs` on an empty store says it is
-/// empty, exit 0, in a table or JSON.
+/// Issue 12 bad input: an unknown job in `pause`, `resume`, `trigger`, `history` is refused
+/// (exit 1, `simba_cli::EXIT_FAILED`) and says so (with the nearest name when there is one);
+/// `jobs` on an empty store says it is empty, exit 0, in a table or JSON (schema 1).
 #[tokio::test]
-async fn item4_unknown_job_exits_2_and_empty_store_lists_nothing() {
+async fn item4_unknown_job_exits_1_and_empty_store_lists_nothing() {
     for cmd in ["pause", "resume", "trigger", "history"] {
         let (code, out, err) = simba(&[cmd, "nightly"]).await;
-        assert_eq!(code, 2, "{cmd}: {out}{err}");
+        assert_eq!(code, simba_cli::EXIT_FAILED, "{cmd}: {out}{err}");
         assert!(err.contains("unknown job `nightly`") && err.contains("simba jobs"), "{cmd}: {err}");
     }
     let (code, out, _) = simba(&["jobs"]).await;
@@ -109,6 +109,7 @@ async fn item4_unknown_job_exits_2_and_empty_store_lists_nothing() {
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["jobs"], serde_json::json!([]));
+    assert_eq!(v["schema"], 1, "{out}");
 }
 
 /// Issue 12 item 4: the commands' arguments are checked by clap (exit 2, usage).

@@ -16,7 +16,7 @@ async fn simba(args: &[&str]) -> (u8, String, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let mut argv = vec!["simba"];
     argv.extend_from_slice(args);
-    let code = simba::cli::run(argv, &mut out, &mut err).await;
+    let code = simba_cli::run(argv, &mut out, &mut err).await;
     (code, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned())
 }
 
@@ -111,7 +111,7 @@ async fn issue12_6_cli_works_within_one_namespace_and_lists_them() {
     assert_eq!(jobs["jobs"].as_array().map(Vec::len), Some(1), "{out}");
     assert_eq!((jobs["jobs"][0]["job"].as_str(), jobs["jobs"][0]["paused"].as_bool()), (Some("report"), Some(true)));
     let (code, _, err) = simba(&["-c", &file, "pause", "report"]).await;
-    assert_eq!(code, 2, "search-svc has no job `report`: {err}");
+    assert_eq!(code, simba_cli::EXIT_FAILED, "search-svc has no job `report`: {err}");
     assert!(err.contains("unknown job `report`"), "{err}");
     let (code, out, _) = simba(&["--backend", &url, "jobs", "--json"]).await;
     assert_eq!(code, 0);

@@ -379,7 +379,7 @@ async fn secrets_never_leak() {
                     argv.push("--json");
                 }
                 let (mut out, mut err) = (Vec::new(), Vec::new());
-                let code = simba::cli::run(argv, &mut out, &mut err).await;
+                let code = simba_cli::run(argv, &mut out, &mut err).await;
                 let shown = format!("{}{}", String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
                 assert!(!shown.is_empty(), "simba {sub} printed nothing (exit {code})");
                 assert_hidden(&format!("{var}: simba {sub} (json: {json}, exit {code})"), &shown, &secrets);

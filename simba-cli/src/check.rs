@@ -3,11 +3,13 @@
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
-use serde_json::json;
+use serde::Serialize;
 
-use super::{Cli, EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, chain};
-use crate::backend::{BackendUrl, CheckOutcome as Outcome, ConnectOptions, HealthCheck, HealthNotes, SharedBackend};
-use crate::{Error, RuntimeConfig};
+use super::{Cli, EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, chain};
+use crate::json;
+use simba::backend::namespace::Namespace;
+use simba::backend::{Backend, BackendUrl, CheckOutcome as Outcome, ConnectOptions, HealthCheck, HealthNotes};
+use simba::{Error, RuntimeConfig};
 
 /// The largest difference between the backend's clock and this machine's that `check`
 /// accepts. Correctness never depends on it (every expiry is on the backend's clock, B2),
@@ -42,25 +44,43 @@ pub(super) async fn run(
     }
     let failed = report.lines.iter().any(|l| l.outcome == Outcome::Fail);
     let written = if cli.json {
-        let lines: Vec<_> = report
-            .lines
-            .iter()
-            .map(|l| json!({"check": l.name, "outcome": label(l.outcome), "detail": l.detail}))
-            .collect();
-        writeln!(out, "{}", json!({"ok": !failed, "checks": lines}))
+        let checks =
+            report.lines.iter().map(|l| CheckJson { check: &l.name, outcome: label(l.outcome), detail: &l.detail });
+        let value = CheckReportJson { schema: json::SCHEMA, ok: !failed, checks: checks.collect() };
+        serde_json::to_string(&value).map_err(std::io::Error::other).and_then(|v| writeln!(out, "{v}"))
     } else {
         let width = report.lines.iter().map(|l| l.name.len()).max().unwrap_or(0);
         report.lines.iter().try_for_each(|l| writeln!(out, "{:<4}  {:<width$}  {}", label(l.outcome), l.name, l.detail))
     };
-    if let Err(e) = written {
+    // A reader that went away (`simba check | head -1`) still gets the check's exit code.
+    if let Err(e) = written
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
         let _ = writeln!(err, "simba: cannot write the output: {e}");
-        return EXIT_ERROR;
+        return EXIT_FAILED;
     }
     match (report.unreachable, failed) {
-        (true, _) => EXIT_ERROR,
-        (false, true) => EXIT_CHECK_FAILED,
+        (true, _) => EXIT_UNREACHABLE,
+        (false, true) => EXIT_FAILED,
         (false, false) => EXIT_OK,
     }
+}
+
+/// `simba check --json`.
+#[derive(Serialize)]
+struct CheckReportJson<'a> {
+    schema: u32,
+    /// Every check passed (or was skipped).
+    ok: bool,
+    checks: Vec<CheckJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct CheckJson<'a> {
+    check: &'a str,
+    /// `PASS`, `FAIL` or `SKIP`.
+    outcome: &'static str,
+    detail: &'a str,
 }
 
 fn label(o: Outcome) -> &'static str {
@@ -74,9 +94,9 @@ fn label(o: Outcome) -> &'static str {
 async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) {
     let url = BackendUrl::new(config.backend_url.as_str());
     let options = ConnectOptions::for_reading();
-    let connected = match tokio::time::timeout(cli.timeout, crate::backend::connect(&url, options)).await {
+    let connected = match tokio::time::timeout(cli.timeout, simba::backend::connect(&url, options)).await {
         Ok(Ok(c)) => c,
-        Ok(Err(e @ crate::backend::BackendError::Misconfigured(_))) => {
+        Ok(Err(e @ simba::backend::BackendError::Misconfigured(_))) => {
             // Reached, but refused: an evicting Redis, a missing schema without rights, a bad URL.
             report.add("connect", Outcome::Fail, format!("{url}: {}", chain(&e)));
             return;
@@ -100,7 +120,7 @@ async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) 
     // The backend's own settings (Redis's eviction policy, etcd's leader and alarms).
     report.lines.extend(connected.health().health_checks(cli.timeout).await);
     let notes = connected.health().health_notes();
-    let backend = connected.backend();
+    let backend = &connected;
     // Every table (SQL) or key space the status reads, and the backend's clock.
     let local_before = SystemTime::now();
     match tokio::time::timeout(cli.timeout, backend.inspect()).await {
@@ -118,13 +138,13 @@ async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) 
         Ok(Err(e)) => report.add("schema", Outcome::Fail, chain(&e)),
         Err(_) => report.add("schema", Outcome::Fail, format!("no answer within {:?}", cli.timeout)),
     }
-    namespace_check(&backend, config.namespace.as_ref(), cli.timeout, report).await;
-    lifetime_check(&*backend, config.session.lease_duration(), &notes, cli.timeout, report).await;
-    registry_check(&*backend, cli.timeout, report).await;
+    namespace_check(backend, config.namespace.as_ref(), cli.timeout, report).await;
+    lifetime_check(backend, config.session.lease_duration(), &notes, cli.timeout, report).await;
+    registry_check(backend, cli.timeout, report).await;
 }
 
 /// The live nodes run the same jobs with the same settings.
-async fn registry_check(backend: &dyn crate::backend::DynBackend, timeout: Duration, report: &mut Report) {
+async fn registry_check(backend: &impl Backend, timeout: Duration, report: &mut Report) {
     const NAME: &str = "job registry";
     let Some(store) = backend.job_store() else {
         return report.add(NAME, Outcome::Skip, "this backend keeps no jobs store: nodes publish no registry");
@@ -134,8 +154,8 @@ async fn registry_check(backend: &dyn crate::backend::DynBackend, timeout: Durat
         Ok(Err(e)) => return report.add(NAME, Outcome::Fail, format!("cannot read the registries: {}", chain(&e))),
         Err(_) => return report.add(NAME, Outcome::Fail, format!("no answer within {timeout:?}")),
     };
-    let r = crate::job::RegistryReport::from_published(&published);
-    let versions = crate::job::registry_versions(&r.nodes).map(|v| format!(" (simba {v})")).unwrap_or_default();
+    let r = simba::job::RegistryReport::from_published(&published);
+    let versions = simba::job::registry_versions(&r.nodes).map(|v| format!(" (simba {v})")).unwrap_or_default();
     if r.nodes.is_empty() && r.unreadable.is_empty() {
         return report.add(NAME, Outcome::Skip, "no live node published its jobs (no runtime is running)");
     }
@@ -167,13 +187,13 @@ async fn registry_check(backend: &dyn crate::backend::DynBackend, timeout: Durat
 /// namespace holds nothing, which is no failure). The name itself was checked with the
 /// configuration.
 async fn namespace_check(
-    backend: &SharedBackend,
-    namespace: Option<&crate::backend::namespace::Namespace>,
+    backend: &impl Backend,
+    namespace: Option<&Namespace>,
     timeout: Duration,
     report: &mut Report,
 ) {
     const NAME: &str = "namespace";
-    let list = match tokio::time::timeout(timeout, crate::backend::namespace::list_shared(backend)).await {
+    let list = match tokio::time::timeout(timeout, simba::backend::namespace::list(backend)).await {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => return report.add(NAME, Outcome::Fail, chain(&e)),
         Err(_) => return report.add(NAME, Outcome::Fail, format!("no answer within {timeout:?}")),
@@ -193,7 +213,7 @@ async fn namespace_check(
 /// D4: the backend must grant sessions as long as lease_duration (ZooKeeper caps them at
 /// maxSessionTimeout; etcd grants whole seconds). A short-lived probe session, closed at once.
 async fn lifetime_check(
-    backend: &dyn crate::backend::DynBackend,
+    backend: &impl Backend,
     wanted: Duration,
     notes: &HealthNotes,
     timeout: Duration,

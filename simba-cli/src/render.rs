@@ -4,9 +4,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use simba::backend::{Backend, BackendUrl, StoreSnapshot};
 
-use crate::backend::{DynBackend, StoreSnapshot};
+use crate::json;
+use crate::output::{EXIT_OK, Failure, Styling, finish};
 
 /// A snapshot with what operators ask of it: leases per session, partitions per member.
 pub(super) struct View {
@@ -16,6 +18,58 @@ pub(super) struct View {
     snapshot: StoreSnapshot,
     /// The store's clock, else the local one: the reference of "held for".
     now: SystemTime,
+}
+
+/// Where `status` and `watch` read: the backend, its URL, the namespace, the time limit.
+pub(crate) struct Read<'a, B> {
+    pub(crate) backend: &'a B,
+    pub(crate) url: &'a BackendUrl,
+    pub(crate) namespace: Option<&'a str>,
+    pub(crate) timeout: Duration,
+}
+
+impl<B: Backend> Read<'_, B> {
+    /// One snapshot, as a view.
+    pub(crate) async fn view(&self) -> Result<View, Failure> {
+        View::read(self.backend, self.url, self.namespace, self.timeout).await
+    }
+}
+
+/// `simba watch`: the status every `interval`, `count` times or until Ctrl-C. The screen is
+/// cleared before each refresh only where `styling` allows it (a terminal); elsewhere the
+/// refreshes follow each other, a blank line apart, and JSON is one object per line.
+pub(crate) async fn watch<B: Backend>(
+    read: &Read<'_, B>,
+    interval: Duration,
+    count: Option<u64>,
+    json: bool,
+    styling: Styling,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> Result<u8, Failure> {
+    let mut n = 0u64;
+    loop {
+        let view = read.view().await;
+        let written = match &view {
+            Ok(v) if json => write(v, true, out),
+            Ok(v) if styling.redraw => write!(out, "\x1b[2J\x1b[H").and_then(|()| write(v, false, out)),
+            Ok(v) if n > 0 => writeln!(out).and_then(|()| write(v, false, out)),
+            Ok(v) => write(v, false, out),
+            Err(e) => writeln!(err, "simba: {} (retrying)", e.message),
+        };
+        if let Err(e) = written.and_then(|()| out.flush()) {
+            // A closed pipe ends the watch quietly; any other write failure is reported.
+            return finish(Err(e));
+        }
+        n += 1;
+        if count.is_some_and(|c| n >= c) {
+            return Ok(EXIT_OK);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(EXIT_OK),
+        }
+    }
 }
 
 struct GroupView<'a> {
@@ -28,16 +82,22 @@ struct GroupView<'a> {
 
 impl View {
     pub(super) async fn read(
-        backend: &dyn DynBackend,
-        url: &crate::backend::BackendUrl,
+        backend: &impl Backend,
+        url: &BackendUrl,
         namespace: Option<&str>,
         timeout: Duration,
-    ) -> Result<View, String> {
+    ) -> Result<View, Failure> {
         let shown = url.redacted().to_owned();
         let snapshot = match tokio::time::timeout(timeout, backend.inspect()).await {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(format!("cannot read the backend at {shown}: {}", super::chain(&e))),
-            Err(_) => return Err(format!("cannot read the backend at {shown}: no answer within {timeout:?}")),
+            Ok(Err(e)) => {
+                return Err(Failure::unreachable(format!("cannot read the backend at {shown}: {}", super::chain(&e))));
+            }
+            Err(_) => {
+                return Err(Failure::unreachable(format!(
+                    "cannot read the backend at {shown}: no answer within {timeout:?}"
+                )));
+            }
         };
         let now = snapshot.taken_at.unwrap_or_else(SystemTime::now);
         Ok(View { backend: shown, namespace: namespace.map(str::to_owned), snapshot, now })
@@ -99,14 +159,6 @@ pub(super) fn human(d: Option<Duration>) -> String {
     }
 }
 
-fn ms(d: Option<Duration>) -> Value {
-    d.map_or(Value::Null, |d| json!(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
-}
-
-fn epoch_ms(t: Option<SystemTime>) -> Value {
-    ms(t.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok()))
-}
-
 /// A table with left-aligned columns separated by two spaces.
 fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -135,7 +187,7 @@ fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> std::io:
 
 pub(super) fn write(view: &View, json: bool, out: &mut dyn Write) -> std::io::Result<()> {
     if json {
-        let value = to_json(view);
+        let value = serde_json::to_string(&to_json(view)).map_err(std::io::Error::other)?;
         return writeln!(out, "{value}");
     }
     let s = &view.snapshot;
@@ -200,35 +252,101 @@ fn distinct_prefix<'a>(ids: impl Iterator<Item = &'a str> + Clone) -> usize {
         .unwrap_or(longest)
 }
 
-fn to_json(view: &View) -> Value {
+/// `simba status --json`, and each line of `simba watch --json`: times in milliseconds.
+#[derive(Serialize)]
+struct StatusJson<'a> {
+    schema: u32,
+    backend: &'a str,
+    /// `None` for the default namespace.
+    namespace: Option<&'a str>,
+    /// The store's clock at the snapshot (epoch ms), where it tells it.
+    taken_at_ms: Option<u64>,
+    sessions: Vec<SessionJson<'a>>,
+    leases: Vec<LeaseJson<'a>>,
+    groups: Vec<GroupJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct SessionJson<'a> {
+    id: &'a str,
+    age_ms: Option<u64>,
+    expires_in_ms: Option<u64>,
+    leases: usize,
+}
+
+#[derive(Serialize)]
+struct LeaseJson<'a> {
+    name: &'a str,
+    session: &'a str,
+    token: u64,
+    acquired_at_ms: Option<u64>,
+    held_for_ms: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct GroupJson<'a> {
+    name: &'a str,
+    members: Vec<MemberJson<'a>>,
+    partitions_with_non_members: usize,
+    balanced: bool,
+}
+
+#[derive(Serialize)]
+struct MemberJson<'a> {
+    session: &'a str,
+    partitions: usize,
+}
+
+fn ms(d: Option<Duration>) -> Option<u64> {
+    d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn epoch_ms(t: Option<SystemTime>) -> Option<u64> {
+    ms(t.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok()))
+}
+
+fn to_json(view: &View) -> StatusJson<'_> {
     let s = &view.snapshot;
-    let sessions: Vec<Value> = s
+    let sessions = s
         .sessions
         .iter()
-        .map(|x| {
-            json!({"id": x.id.as_str(), "age_ms": ms(x.age), "expires_in_ms": ms(x.remaining),
-                   "leases": view.leases_of(x.id.as_str())})
+        .map(|x| SessionJson {
+            id: x.id.as_str(),
+            age_ms: ms(x.age),
+            expires_in_ms: ms(x.remaining),
+            leases: view.leases_of(x.id.as_str()),
         })
         .collect();
-    let leases: Vec<Value> = s
+    let leases = s
         .leases
         .iter()
-        .map(|l| {
-            json!({"name": l.name, "session": l.session.as_str(), "token": l.token,
-                   "acquired_at_ms": epoch_ms(l.acquired_at), "held_for_ms": ms(view.held_for(l.acquired_at))})
+        .map(|l| LeaseJson {
+            name: &l.name,
+            session: l.session.as_str(),
+            token: l.token,
+            acquired_at_ms: epoch_ms(l.acquired_at),
+            held_for_ms: ms(view.held_for(l.acquired_at)),
         })
         .collect();
-    let groups: Vec<Value> = view
+    let groups = view
         .groups()
-        .iter()
-        .map(|g| {
-            let members: Vec<Value> = g.members.iter().map(|(m, n)| json!({"session": m, "partitions": n})).collect();
-            json!({"name": g.name, "members": members, "partitions_with_non_members": g.others,
-                   "balanced": g.balanced()})
+        .into_iter()
+        .map(|g| GroupJson {
+            name: g.name,
+            balanced: g.balanced(),
+            partitions_with_non_members: g.others,
+            members: g.members.iter().map(|(m, n)| MemberJson { session: m, partitions: *n }).collect(),
         })
         .collect();
-    json!({"backend": view.backend, "namespace": view.namespace, "taken_at_ms": epoch_ms(s.taken_at), "sessions": sessions,
-           "leases": leases, "groups": groups})
+    StatusJson {
+        schema: json::SCHEMA,
+        backend: &view.backend,
+        namespace: view.namespace.as_deref(),
+        taken_at_ms: epoch_ms(s.taken_at),
+        sessions,
+        leases,
+        groups,
+    }
 }
 
 #[cfg(test)]

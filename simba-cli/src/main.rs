@@ -5,5 +5,5 @@ fn main() -> std::process::ExitCode {
     // The tool is an application: it chooses the process's rustls provider (ring), which the
     // Redis and ZooKeeper drivers read for `rediss://` and `tls=true` (the library installs none).
     simba::backend::install_tls_provider();
-    simba::cli::main()
+    simba_cli::main()
 }

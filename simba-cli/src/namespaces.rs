@@ -3,46 +3,59 @@
 
 use std::io::Write;
 
-use serde_json::json;
+use serde::Serialize;
+use simba::backend::Backend;
+use simba::backend::namespace::{NamespaceInfo, list};
 
-use crate::backend::SharedBackend;
-use crate::backend::namespace::{NamespaceInfo, list_shared};
+use crate::json;
+use crate::output::{Failure, emit};
 
 /// How the default namespace is shown in the table.
 const DEFAULT_LABEL: &str = "(default)";
 
-/// Lists the namespaces of `backend` (connected without a namespace); `Err` is the message
-/// for stderr (exit 2).
+/// Lists the namespaces of `backend` (connected without a namespace).
 pub(super) async fn run(
-    backend: &SharedBackend,
-    url: &crate::backend::BackendUrl,
+    backend: &impl Backend,
+    url: &simba::backend::BackendUrl,
     json: bool,
     out: &mut (dyn Write + Send),
-) -> Result<u8, String> {
-    let list =
-        list_shared(backend).await.map_err(|e| format!("cannot read the backend at {}: {}", url, super::chain(&e)))?;
-    let text = if json { to_json(&list) } else { to_table(&list) };
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(super::EXIT_OK),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(super::EXIT_OK),
-        Err(e) => Err(format!("cannot write the output: {e}")),
-    }
+) -> Result<u8, Failure> {
+    let list = list(backend)
+        .await
+        .map_err(|e| Failure::unreachable(format!("cannot read the backend at {}: {}", url, super::chain(&e))))?;
+    let text = if json { to_json(&list)? } else { to_table(&list) };
+    emit(out, &text)
 }
 
-fn to_json(list: &[NamespaceInfo]) -> String {
-    let items: Vec<_> = list
+/// `simba namespaces --json`.
+#[derive(Serialize)]
+struct NamespacesJson<'a> {
+    schema: u32,
+    namespaces: Vec<NamespaceJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct NamespaceJson<'a> {
+    /// `None` for the default namespace.
+    namespace: Option<&'a str>,
+    sessions: usize,
+    leases: usize,
+    groups: usize,
+    jobs: usize,
+}
+
+fn to_json(list: &[NamespaceInfo]) -> Result<String, Failure> {
+    let namespaces = list
         .iter()
-        .map(|n| {
-            json!({
-                "namespace": n.name,
-                "sessions": n.sessions,
-                "leases": n.leases,
-                "groups": n.groups,
-                "jobs": n.jobs,
-            })
+        .map(|n| NamespaceJson {
+            namespace: n.name.as_deref(),
+            sessions: n.sessions,
+            leases: n.leases,
+            groups: n.groups,
+            jobs: n.jobs,
         })
         .collect();
-    serde_json::to_string_pretty(&json!({ "namespaces": items })).unwrap_or_default() + "\n"
+    json::pretty(&NamespacesJson { schema: json::SCHEMA, namespaces })
 }
 
 fn to_table(list: &[NamespaceInfo]) -> String {

@@ -1,23 +1,21 @@
 //! `simba jobs`, `simba history JOB`, `simba pause JOB`, `simba resume JOB` and
 //! `simba trigger JOB`, on the backend's jobs store through
-//! [`crate::admin::Jobs`].
+//! [`simba::admin::Jobs`].
 //!
-//! Exit codes: 0 done (also for pausing a paused job, which says so); 2 an unknown job (the
-//! message names the nearest known one), a backend without a jobs store, or a store failure.
+//! Exit codes: 0 done (also for pausing a paused job, which says so); 1 refused: an unknown
+//! job (the message names the nearest known one) or a backend without a jobs store; 3 the
+//! store did not answer, or failed (the message says whether a change took effect).
 
 use std::io::Write;
 
-use chrono::{DateTime, SecondsFormat, Utc};
-use serde_json::{Value, json};
+use chrono::{DateTime, Utc};
+use simba::admin::{AdminError, Jobs, Toggle};
+use simba::backend::{Backend, LeaseInfo, SessionId};
+use simba::job::{JobKind, JobSettings, RegistryReport};
+use simba::job_store::{JobState, Outcome, RunRecord};
 
-use crate::admin::{AdminError, Jobs, Toggle};
-use crate::backend::{LeaseInfo, SessionId};
-use crate::dashboard::jobs::describe;
-use crate::job::{JobKind, JobSettings, RegistryReport, registry_versions};
-// One JSON shape for `simba history --json` and the dashboard's `/api/jobs`.
-use crate::backend::SharedBackend;
-use crate::dashboard::jobs::{record_json, time_json};
-use crate::job_store::{JobState, Outcome, RunRecord};
+use crate::json;
+use crate::output::{Failure, emit};
 
 /// One of the jobs commands, as parsed.
 #[derive(Debug, Clone)]
@@ -29,20 +27,20 @@ pub(crate) enum JobsCommand {
     Trigger { job: String },
 }
 
-/// Runs `cmd` on `backend`; `Err` is the message for stderr (exit 2).
+/// Runs `cmd` on `backend`.
 pub(crate) async fn run(
     cmd: &JobsCommand,
-    backend: &SharedBackend,
-    url: &crate::backend::BackendUrl,
+    backend: &impl Backend,
+    url: &simba::backend::BackendUrl,
     json: bool,
     wait: std::time::Duration,
     out: &mut (dyn Write + Send),
-) -> Result<u8, String> {
+) -> Result<u8, Failure> {
     let Some(store) = backend.job_store() else {
-        return Err(format!(
+        return Err(Failure::refused(format!(
             "the backend at {} keeps no job history or job control in this build: its jobs store is not available",
             url
-        ));
+        )));
     };
     // Pause, resume and run-now wait out a busy store (a SQLite file another process is
     // writing) up to the tool's timeout, and say whether a failed change took effect.
@@ -54,45 +52,42 @@ pub(crate) async fn run(
             // Holders are shown where the store can be listed; a failure leaves them out.
             let held = backend.inspect().await.map(|s| s.leases).unwrap_or_default();
             let rows = list_rows(&jobs, &list, &registry, &held).await?;
-            if json { list_json(&rows, &registry) } else { list_table(&rows, &registry) }
+            if json { list_json(&rows, &registry)? } else { list_table(&rows, &registry) }
         }
         JobsCommand::History { job, limit } => {
             let h = jobs.history(job, *limit).await.map_err(message)?;
             if json {
-                serde_json::to_string_pretty(
-                    &json!({ "job": job, "records": h.iter().map(record_json).collect::<Vec<_>>() }),
-                )
-                .unwrap_or_default()
-                    + "\n"
+                json::pretty(&json::History::new(job, &h))?
             } else if h.is_empty() {
                 format!("no records for `{job}` yet\n")
             } else {
                 history_table(&h)
             }
         }
-        JobsCommand::Pause { job } => toggled(job, &jobs.pause(job).await.map_err(message)?, json),
-        JobsCommand::Resume { job } => toggled(job, &jobs.resume(job).await.map_err(message)?, json),
+        JobsCommand::Pause { job } => toggled(job, &jobs.pause(job).await.map_err(message)?, json)?,
+        JobsCommand::Resume { job } => toggled(job, &jobs.resume(job).await.map_err(message)?, json)?,
         JobsCommand::Trigger { job } => {
             let r = jobs.trigger(job).await.map_err(message)?;
             let said = r.message(job);
             if json {
-                json!({ "job": job, "request": r.id, "at": time_json(Some(r.at_ms)), "confirmed_after": r.confirmed_after, "message": said })
-                    .to_string()
-                    + "\n"
+                json::line(&json::Triggered {
+                    schema: json::SCHEMA,
+                    job,
+                    request: r.id,
+                    at: json::time(Some(r.at_ms)),
+                    confirmed_after: r.confirmed_after.as_deref(),
+                    message: &said,
+                })?
             } else {
                 said + "\n"
             }
         }
     };
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(super::EXIT_OK),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(super::EXIT_OK),
-        Err(e) => Err(format!("cannot write the output: {e}")),
-    }
+    emit(out, &text)
 }
 
 /// What `simba pause JOB` / `simba resume JOB` prints.
-fn toggled(job: &str, t: &Toggle, json: bool) -> String {
+fn toggled(job: &str, t: &Toggle, json: bool) -> Result<String, Failure> {
     let mut said = match (t.paused, t.changed) {
         (true, true) => format!("paused `{job}`: it runs nowhere until `simba resume {job}`"),
         (true, false) => format!("`{job}` was already paused; nothing changed"),
@@ -103,19 +98,22 @@ fn toggled(job: &str, t: &Toggle, json: bool) -> String {
         said.push_str(&format!(" (the store's answer was lost ({e}); reading the job back confirmed it)"));
     }
     if json {
-        json!({ "job": job, "paused": t.paused, "changed": t.changed, "message": said }).to_string() + "\n"
+        json::line(&json::Toggled { schema: json::SCHEMA, job, paused: t.paused, changed: t.changed, message: &said })
     } else {
-        said + "\n"
+        Ok(said + "\n")
     }
 }
 
-fn message(e: AdminError) -> String {
-    e.to_string()
+/// An unknown job is refused; anything else is the store failing to answer.
+fn message(e: AdminError) -> Failure {
+    match e {
+        e @ AdminError::UnknownJob { .. } => Failure::refused(e.to_string()),
+        e => Failure::unreachable(e.to_string()),
+    }
 }
 
 fn time(ms: Option<i64>) -> String {
-    ms.and_then(DateTime::from_timestamp_millis)
-        .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    json::time(ms).unwrap_or_else(|| "-".to_owned())
 }
 
 /// Left-aligned columns, two spaces apart.
@@ -166,7 +164,7 @@ async fn list_rows(
     list: &[JobState],
     registry: &RegistryReport,
     held: &[LeaseInfo],
-) -> Result<Vec<ListRow>, String> {
+) -> Result<Vec<ListRow>, Failure> {
     let since = Utc::now().timestamp_millis() - 24 * 3600 * 1000;
     let now = std::time::SystemTime::now();
     let differing = registry.differing_jobs();
@@ -213,7 +211,7 @@ async fn list_rows(
         let next_fire = settings
             .as_ref()
             .and_then(JobSettings::parsed_schedule)
-            .and_then(|spec| describe(&spec, now).2)
+            .and_then(|spec| spec.next_fire(now))
             .and_then(|t| DateTime::<Utc>::from(t).timestamp_millis().into());
         let failures = if state.is_some() {
             let h = jobs.store().history(&job, jobs.store().retention()).await.map_err(|e| message(e.into()))?;
@@ -263,48 +261,35 @@ impl ListRow {
     }
 }
 
-fn list_json(rows: &[ListRow], registry: &RegistryReport) -> String {
-    let jobs: Vec<Value> = rows
+fn list_json(rows: &[ListRow], registry: &RegistryReport) -> Result<String, Failure> {
+    let jobs = rows
         .iter()
         .map(|r| {
             let st = r.state.as_ref();
             let s = r.settings.as_ref();
-            json!({
-                "job": r.job,
-                "kind": r.kind(),
-                "schedule": s.and_then(|s| s.schedule.clone()),
-                "time_zone": s.filter(|s| s.schedule.as_deref().is_some_and(|e| !e.starts_with("every "))).map(|s| s.time_zone.clone().unwrap_or_else(|| "UTC".to_owned())),
-                "partitions": s.and_then(|s| s.partitions),
-                "paused": st.is_some_and(|j| j.paused),
-                "holders": r.holders.iter().map(|(node, session, token)| json!({"node": node, "session": session, "token": token})).collect::<Vec<_>>(),
-                "next_fire": time_json(r.next_fire),
-                "last_slot": time_json(st.and_then(|j| j.last_slot_ms)),
-                "last": st.and_then(|j| j.last.as_ref()).map(record_json),
-                "trigger_pending": time_json(st.and_then(|j| j.trigger_pending_ms)),
-                "failures_24h": r.failures,
-                "registry_differs": r.differs,
-            })
+            let cron = s.filter(|s| s.schedule.as_deref().is_some_and(|e| !e.starts_with("every ")));
+            json::Job {
+                job: &r.job,
+                kind: r.kind(),
+                schedule: s.and_then(|s| s.schedule.as_deref()),
+                time_zone: cron.map(|s| s.time_zone.as_deref().unwrap_or("UTC")),
+                partitions: s.and_then(|s| s.partitions),
+                paused: st.is_some_and(|j| j.paused),
+                holders: r
+                    .holders
+                    .iter()
+                    .map(|(node, session, token)| json::Holder { node, session, token: *token })
+                    .collect(),
+                next_fire: json::time(r.next_fire),
+                last_slot: json::time(st.and_then(|j| j.last_slot_ms)),
+                last: st.and_then(|j| j.last.as_ref()).map(json::Record::from),
+                trigger_pending: json::time(st.and_then(|j| j.trigger_pending_ms)),
+                failures_24h: r.failures,
+                registry_differs: r.differs,
+            }
         })
         .collect();
-    serde_json::to_string_pretty(&json!({ "jobs": jobs, "registry": registry_json(registry) })).unwrap_or_default()
-        + "\n"
-}
-
-/// The registry part of `simba jobs --json` and `simba check --json`.
-pub(super) fn registry_json(r: &RegistryReport) -> Value {
-    json!({
-        "agree": r.agrees() && r.unreadable.is_empty(),
-        "nodes": r.nodes.iter().map(|n| json!({
-            "node": r.label(n),
-            "session": n.session,
-            "version": n.version,
-            "digest": n.digest,
-            "jobs": n.jobs.len() + n.omitted,
-        })).collect::<Vec<_>>(),
-        "differences": r.differences,
-        "unreadable": r.unreadable,
-        "versions": registry_versions(&r.nodes),
-    })
+    json::pretty(&json::Jobs { schema: json::SCHEMA, jobs, registry: json::Registry::from(registry) })
 }
 
 fn list_table(rows: &[ListRow], registry: &RegistryReport) -> String {
@@ -392,14 +377,14 @@ fn history_table(h: &[RunRecord]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use serde_json::Value;
 
     use super::*;
-    use crate::backend::memory::MemoryBackend;
-    use crate::backend::{Acquire, Backend};
-    use crate::job_store::{Claim, ClaimRequest, JobStore, SlotKind};
+    use simba::backend::memory::MemoryBackend;
+    use simba::backend::{Acquire, Backend};
+    use simba::job_store::{Claim, ClaimRequest, JobStore, SlotKind};
 
-    async fn filled() -> SharedBackend {
+    async fn filled() -> MemoryBackend {
         let b = MemoryBackend::new();
         let s = b.open_session(std::time::Duration::from_secs(30)).await.expect("session").id;
         let Ok(Acquire::Won(token)) = b.acquire(&s, "report").await else { panic!("acquire") };
@@ -423,7 +408,7 @@ mod tests {
             r.ended_ms = Some(r.slot_ms + 40);
             assert!(store.finish_run(&r).await.expect("finish"));
         }
-        Arc::new(b)
+        b
     }
 
     /// With the nodes' registries published, `simba jobs` shows each
@@ -431,7 +416,7 @@ mod tests {
     /// the live nodes disagree about and names the difference; `--json` carries the same.
     #[tokio::test]
     async fn item5_jobs_shows_schedules_holders_and_registry_differences() {
-        use crate::job::{JobSettings, Misfire, NodeRegistry, RunPolicy, Schedule};
+        use simba::job::{JobSettings, Misfire, NodeRegistry, RunPolicy, Schedule};
         let b = filled().await;
         let store = b.job_store().expect("store");
         let snap = b.inspect().await.expect("inspect");
@@ -474,7 +459,7 @@ mod tests {
         assert!(r == Ok(0) && out.starts_with("paused `sweep`"), "{r:?} {out}");
     }
 
-    async fn cmd(b: &SharedBackend, c: JobsCommand, json: bool) -> (Result<u8, String>, String) {
+    async fn cmd(b: &MemoryBackend, c: JobsCommand, json: bool) -> (Result<u8, Failure>, String) {
         let mut out = Vec::new();
         let r = run(&c, b, &"memory://".into(), json, std::time::Duration::ZERO, &mut out).await;
         (r, String::from_utf8_lossy(&out).into_owned())
@@ -518,6 +503,6 @@ mod tests {
         let (r, out) = cmd(&b, JobsCommand::Trigger { job: "report".into() }, false).await;
         assert!(r == Ok(0) && out.contains("request 1"), "{out}");
         let (r, _) = cmd(&b, JobsCommand::Trigger { job: "reprot".into() }, false).await;
-        assert_eq!(r, Err("unknown job `reprot`: did you mean `report`?".to_owned()));
+        assert_eq!(r, Err(Failure::refused("unknown job `reprot`: did you mean `report`?")));
     }
 }
