@@ -259,6 +259,11 @@ impl Simba {
         }
     }
 
+    /// The session's status now (what the probes answer; a cheap read, no snapshot).
+    pub(crate) fn session_status(&self) -> crate::SessionStatus {
+        self.shared.lock_state().lifecycle.status()
+    }
+
     /// The session's state, time to deadline, and every election and held term (rule S5).
     pub fn snapshot(&self) -> Snapshot {
         let now = Instant::now();

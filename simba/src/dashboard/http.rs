@@ -184,7 +184,7 @@ fn host_name(host: &str) -> &str {
 /// ([`crate::probe`]).
 async fn probe(State(app): Shared, probe: Probe) -> Response {
     let answer = match (&app.session, probe) {
-        (Some(simba), _) => crate::probe::answer(probe, simba.shared.lock_state().lifecycle.status()),
+        (Some(simba), _) => crate::probe::answer(probe, simba.session_status()),
         (None, Probe::Live) => crate::probe::answer(probe, crate::SessionStatus::Opening),
         (None, Probe::Ready) => backend_ready(&*app.hub.fresh().await),
     };

@@ -5,7 +5,7 @@
 //! request per connection) keeps hyper out of the dependency tree.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -14,7 +14,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::Shared;
 use crate::probe::{self, Probe};
 use crate::{Error, Simba};
 
@@ -86,7 +85,7 @@ pub async fn serve(addr: SocketAddr, simba: &Simba) -> Result<MetricsServer, Err
     })?;
     let addr = listener.local_addr().unwrap_or(addr);
     let stop = CancellationToken::new();
-    let shared = Arc::clone(&simba.shared);
+    let client = simba.clone();
     let token = stop.clone();
     let task = tokio::spawn(async move {
         loop {
@@ -101,9 +100,9 @@ pub async fn serve(addr: SocketAddr, simba: &Simba) -> Result<MetricsServer, Err
                     }
                 },
             };
-            let (handle, shared) = (handle.clone(), Arc::clone(&shared));
+            let (handle, client) = (handle.clone(), client.clone());
             tokio::spawn(async move {
-                if let Err(e) = respond(conn, &handle, &shared).await {
+                if let Err(e) = respond(conn, &handle, &client).await {
                     tracing::debug!(error = %e, "metrics endpoint: request failed");
                 }
             });
@@ -113,7 +112,7 @@ pub async fn serve(addr: SocketAddr, simba: &Simba) -> Result<MetricsServer, Err
     Ok(MetricsServer { addr, stop, task })
 }
 
-async fn respond(mut conn: TcpStream, handle: &PrometheusHandle, shared: &Shared) -> std::io::Result<()> {
+async fn respond(mut conn: TcpStream, handle: &PrometheusHandle, simba: &Simba) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
@@ -137,7 +136,7 @@ async fn respond(mut conn: TcpStream, handle: &PrometheusHandle, shared: &Shared
         }
         ("GET", path) => match Probe::at(path) {
             Some(probe) => {
-                let answer = probe::answer(probe, shared.lock_state().lifecycle.status());
+                let answer = probe::answer(probe, simba.session_status());
                 let code = if answer.ok { "200 OK" } else { "503 Service Unavailable" };
                 (code, "text/plain; charset=utf-8", answer.body)
             }
