@@ -260,6 +260,7 @@ impl Simba {
     }
 
     /// The session's status now (what the probes answer; a cheap read, no snapshot).
+    #[cfg(any(feature = "prometheus", feature = "dashboard"))]
     pub(crate) fn session_status(&self) -> crate::SessionStatus {
         self.shared.lock_state().lifecycle.status()
     }
