@@ -64,7 +64,7 @@ fn example_keys(text: &str) -> BTreeSet<String> {
         let Some((key, value)) = line.split_once('=') else { continue };
         let (key, value) = (key.trim(), value.trim());
         let is_key = !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_');
-        let is_value = value.starts_with(['"', '-'])
+        let is_value = value.starts_with(['"', '-', '['])
             || value.starts_with(|c: char| c.is_ascii_digit())
             || value.starts_with("true")
             || value.starts_with("false");
