@@ -645,6 +645,30 @@ impl JobStore for SharedJobStore {
     }
 }
 
+/// Whether a store's own control watch is in place yet. A store that broadcasts control
+/// changes through a watch of its own (ZooKeeper, etcd, Redis) makes a control write wait for
+/// it, bounded, so that the writing node's subscribers hear the change.
+#[derive(Debug, Default)]
+pub(crate) struct WatchReady(std::sync::Mutex<Option<tokio::sync::watch::Receiver<bool>>>);
+
+impl WatchReady {
+    /// Starts tracking a new watch: the watch task sends `true` once it is in place (and
+    /// `false` while it is re-created).
+    pub(crate) fn track(&self) -> tokio::sync::watch::Sender<bool> {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(rx);
+        tx
+    }
+
+    /// Waits until the tracked watch is in place, at most `bound`; at once when none is.
+    pub(crate) async fn settle(&self, bound: std::time::Duration) {
+        let ready = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        if let Some(mut ready) = ready {
+            let _ = tokio::time::timeout(bound, ready.wait_for(|r| *r)).await;
+        }
+    }
+}
+
 /// The group part of a partition job name: `Some("g")` for `g/3`.
 pub fn group_of(job: &str) -> Option<&str> {
     job.rsplit_once('/').map(|(g, _)| g)

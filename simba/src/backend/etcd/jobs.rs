@@ -21,7 +21,7 @@ use etcd_client::{
     Compare, CompareOp, EventType, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
 use simba_core::claim::{self, ControlRow, Decision};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
 use super::EtcdBackend;
 use super::ops::slot_value;
@@ -30,7 +30,7 @@ use crate::backend::job_codec::{
     control_state, decode_control, decode_record, encode_control, encode_record, escape_job, group, record_name,
     unescape_job,
 };
-use crate::backend::job_store::{Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord};
+use crate::backend::job_store::{Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, WatchReady};
 use crate::backend::{BackendError, BackendResult, SessionId};
 
 /// How many times a call reads again after another writer changed what it read.
@@ -43,7 +43,7 @@ pub(crate) struct EtcdJobStore {
     /// `{prefix}/`.
     root: String,
     control: Mutex<Option<broadcast::Sender<String>>>,
-    ready: Mutex<Option<watch::Receiver<bool>>>,
+    ready: WatchReady,
     watch_task: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
@@ -89,7 +89,7 @@ impl EtcdJobStore {
             retention: DEFAULT_RETENTION,
             root,
             control: Mutex::new(None),
-            ready: Mutex::new(None),
+            ready: WatchReady::default(),
             watch_task: Mutex::new(None),
         }
     }
@@ -97,12 +97,15 @@ impl EtcdJobStore {
     fn ctl_prefix(&self) -> String {
         format!("{}jobctl/", self.root)
     }
+
     fn ctl_key(&self, job: &str) -> String {
         format!("{}jobctl/{}", self.root, escape_job(job))
     }
+
     fn runs_prefix(&self, job: &str) -> String {
         format!("{}jobrun/{}/", self.root, escape_job(job))
     }
+
     fn version_key(&self) -> String {
         format!("{}jobs-version", self.root)
     }
@@ -151,7 +154,37 @@ impl EtcdJobStore {
         ops
     }
 
-    async fn claim(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
+    async fn control_change<T>(
+        &self,
+        job: &str,
+        what: &'static str,
+        change: impl Fn(&mut ControlRow) -> (bool, T),
+    ) -> BackendResult<T> {
+        self.ready.settle(std::time::Duration::from_secs(5)).await;
+        let key = self.ctl_key(job);
+        let mut kv = self.backend.kv();
+        for _ in 0..ATTEMPTS {
+            let read = kv.get(key.as_str(), None).await.map_err(|e| self.err(what, &e))?;
+            let (mut c, rev) = self.control_of(read.kvs().first())?;
+            let (changed, answer) = change(&mut c);
+            if !changed && rev != 0 {
+                return Ok(answer);
+            }
+            let mut ops = vec![TxnOp::put(key.as_str(), encode_control(&c), None)];
+            if changed {
+                ops.push(TxnOp::put(self.version_key(), "", None));
+            }
+            let write = Txn::new().when([Compare::mod_revision(key.as_str(), CompareOp::Equal, rev)]).and_then(ops);
+            if kv.txn(write).await.map_err(|e| self.err(what, &e))?.succeeded() {
+                return Ok(answer);
+            }
+        }
+        Err(self.protocol(&format!("the control row of `{job}` kept changing; try again")))
+    }
+}
+
+impl JobStore for EtcdJobStore {
+    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
         let Some(lease) = lease_of(req.session) else { return Ok(Claim::NotHolder) };
         let Ok(token) = i64::try_from(req.token) else { return Ok(Claim::NotHolder) };
         let k = &self.backend.inner.keys;
@@ -220,7 +253,7 @@ impl EtcdJobStore {
         Err(self.protocol(&format!("claim of `{}` kept losing races; try again", req.job)))
     }
 
-    async fn finish(&self, record: &RunRecord) -> BackendResult<bool> {
+    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
         let key = format!("{}{}", self.runs_prefix(&record.job), record_name(record.slot_ms, record.kind));
         let what = "record how a run ended";
         let mut kv = self.backend.kv();
@@ -240,7 +273,7 @@ impl EtcdJobStore {
         Err(self.protocol(&format!("{key} kept changing while its run ended; try again")))
     }
 
-    async fn append_record(&self, record: &RunRecord) -> BackendResult<bool> {
+    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
         let runs = self.runs_prefix(&record.job);
         let key = format!("{runs}{}", record_name(record.slot_ms, record.kind));
         let what = "record a slot";
@@ -264,7 +297,7 @@ impl EtcdJobStore {
         Ok(false)
     }
 
-    async fn history_of(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -282,17 +315,17 @@ impl EtcdJobStore {
         read.kvs().iter().map(|kv| self.record_of(kv)).collect()
     }
 
-    async fn job_state(&self, job: &str) -> BackendResult<Option<JobState>> {
+    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
         let read = self.backend.kv().get(self.ctl_key(job), None).await.map_err(|e| self.err("read a job", &e))?;
         let control = read.kvs().first();
-        let last = self.history_of(job, 1).await?.into_iter().next();
+        let last = self.history(job, 1).await?.into_iter().next();
         if control.is_none() && last.is_none() {
             return Ok(None);
         }
         Ok(Some(control_state(&self.control_of(control)?.0, job.to_owned(), last)))
     }
 
-    async fn all_jobs(&self) -> BackendResult<Vec<JobState>> {
+    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
         let (ctl, runs) = (self.ctl_prefix(), format!("{}jobrun/", self.root));
         let mut kv = self.backend.kv();
         let keys_only = |p: &str| GetOptions::new().with_range(prefix_end(p)).with_keys_only();
@@ -312,76 +345,21 @@ impl EtcdJobStore {
         names.dedup();
         let mut out = Vec::with_capacity(names.len());
         for n in &names {
-            out.extend(self.job_state(n).await?);
+            out.extend(self.job(n).await?);
         }
         Ok(out)
     }
 
-    async fn control_change<T>(
-        &self,
-        job: &str,
-        what: &'static str,
-        change: impl Fn(&mut ControlRow) -> (bool, T),
-    ) -> BackendResult<T> {
-        self.settle().await;
-        let key = self.ctl_key(job);
-        let mut kv = self.backend.kv();
-        for _ in 0..ATTEMPTS {
-            let read = kv.get(key.as_str(), None).await.map_err(|e| self.err(what, &e))?;
-            let (mut c, rev) = self.control_of(read.kvs().first())?;
-            let (changed, answer) = change(&mut c);
-            if !changed && rev != 0 {
-                return Ok(answer);
-            }
-            let mut ops = vec![TxnOp::put(key.as_str(), encode_control(&c), None)];
-            if changed {
-                ops.push(TxnOp::put(self.version_key(), "", None));
-            }
-            let write = Txn::new().when([Compare::mod_revision(key.as_str(), CompareOp::Equal, rev)]).and_then(ops);
-            if kv.txn(write).await.map_err(|e| self.err(what, &e))?.succeeded() {
-                return Ok(answer);
-            }
-        }
-        Err(self.protocol(&format!("the control row of `{job}` kept changing; try again")))
+    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
+        self.control_change(job, "pause or resume a job", move |c| c.set_paused(paused)).await
     }
 
-    /// The registry as a key under the session's etcd lease: it goes when the session does.
-    async fn publish(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
-        let Some(lease) = lease_of(session) else { return Ok(false) };
-        let key = format!("{}registry/{session}", self.root);
-        let put = etcd_client::PutOptions::new().with_lease(lease);
-        match self.backend.kv().put(key, registry, Some(put)).await {
-            Ok(_) => Ok(true),
-            // A put under a revoked lease writes nothing (S3).
-            Err(e) if super::lease_not_found(&e) => {
-                self.backend.forget(lease);
-                Ok(false)
-            }
-            Err(e) => Err(self.err("publish the job registry", &e)),
-        }
+    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+        let id = self.control_change(job, "trigger a job", move |c| (true, c.request(at_ms))).await?;
+        u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
     }
 
-    /// Every registry key (each under its session's lease: only live sessions have one).
-    async fn read_registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
-        let dir = format!("{}registry/", self.root);
-        let options = GetOptions::new().with_range(prefix_end(&dir)).with_sort(SortTarget::Key, SortOrder::Ascend);
-        let read = self
-            .backend
-            .kv()
-            .get(dir.as_str(), Some(options))
-            .await
-            .map_err(|e| self.err("read the job registries", &e))?;
-        Ok(read
-            .kvs()
-            .iter()
-            .filter_map(|kv| {
-                let session = kv.key_str().ok()?.strip_prefix(dir.as_str())?;
-                Some((SessionId::new(session), String::from_utf8_lossy(kv.value()).into_owned()))
-            })
-            .collect())
-    }
-
-    async fn version(&self) -> BackendResult<u64> {
+    async fn control_version(&self) -> BackendResult<u64> {
         let read = self
             .backend
             .kv()
@@ -391,23 +369,14 @@ impl EtcdJobStore {
         Ok(read.kvs().first().map_or(0, |kv| u64::try_from(kv.version()).unwrap_or(0)))
     }
 
-    /// Waits until this store's own control watch is created, if it has one (bounded).
-    async fn settle(&self) {
-        let ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        if let Some(mut ready) = ready {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ready.wait_for(|r| *r)).await;
-        }
-    }
-
-    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
         let mut slot = self.control.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(tx) = &*slot {
             return Some(tx.subscribe());
         }
         let runtime = tokio::runtime::Handle::try_current().ok()?;
         let (tx, rx) = broadcast::channel(1024);
-        let (ready_tx, ready_rx) = watch::channel(false);
-        *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = Some(ready_rx);
+        let ready_tx = self.ready.track();
         let client = self.backend.inner.client.clone();
         let description = Arc::clone(&self.backend.inner.description);
         let prefix = self.ctl_prefix();
@@ -455,46 +424,43 @@ impl EtcdJobStore {
         *slot = Some(tx);
         Some(rx)
     }
-}
 
-impl JobStore for EtcdJobStore {
-    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
-        self.claim(req).await
-    }
-    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
-        self.finish(record).await
-    }
-    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
-        self.append_record(record).await
-    }
-    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
-        self.history_of(job, limit).await
-    }
-    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
-        self.job_state(job).await
-    }
-    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
-        self.all_jobs().await
-    }
-    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
-        self.control_change(job, "pause or resume a job", move |c| c.set_paused(paused)).await
-    }
-    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
-        let id = self.control_change(job, "trigger a job", move |c| (true, c.request(at_ms))).await?;
-        u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
-    }
-    async fn control_version(&self) -> BackendResult<u64> {
-        self.version().await
-    }
-    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
-        self.subscribe()
-    }
+    /// The registry as a key under the session's etcd lease: it goes when the session does.
     async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
-        self.publish(session, registry).await
+        let Some(lease) = lease_of(session) else { return Ok(false) };
+        let key = format!("{}registry/{session}", self.root);
+        let put = etcd_client::PutOptions::new().with_lease(lease);
+        match self.backend.kv().put(key, registry, Some(put)).await {
+            Ok(_) => Ok(true),
+            // A put under a revoked lease writes nothing (S3).
+            Err(e) if super::lease_not_found(&e) => {
+                self.backend.forget(lease);
+                Ok(false)
+            }
+            Err(e) => Err(self.err("publish the job registry", &e)),
+        }
     }
+
+    /// Every registry key (each under its session's lease: only live sessions have one).
     async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
-        self.read_registries().await
+        let dir = format!("{}registry/", self.root);
+        let options = GetOptions::new().with_range(prefix_end(&dir)).with_sort(SortTarget::Key, SortOrder::Ascend);
+        let read = self
+            .backend
+            .kv()
+            .get(dir.as_str(), Some(options))
+            .await
+            .map_err(|e| self.err("read the job registries", &e))?;
+        Ok(read
+            .kvs()
+            .iter()
+            .filter_map(|kv| {
+                let session = kv.key_str().ok()?.strip_prefix(dir.as_str())?;
+                Some((SessionId::new(session), String::from_utf8_lossy(kv.value()).into_owned()))
+            })
+            .collect())
     }
+
     fn retention(&self) -> usize {
         self.retention
     }
@@ -504,6 +470,7 @@ impl JobStore for EtcdJobStore {
         store.retention = records.max(1);
         crate::backend::job_store::SharedJobStore::new(store)
     }
+
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.backend.inner.description)
     }

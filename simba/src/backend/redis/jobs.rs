@@ -27,7 +27,8 @@ use tokio::sync::broadcast;
 use super::RedisBackend;
 use super::subscriber::Subscriber;
 use crate::backend::job_store::{
-    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, group_of, truncate_error,
+    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, WatchReady, group_of,
+    truncate_error,
 };
 use crate::backend::{BackendError, BackendResult, SessionId};
 
@@ -269,7 +270,7 @@ pub(crate) struct RedisJobStore {
     /// Whether this store's control subscription is listening, once one was asked for: a
     /// change made through a store that subscribed waits (at most the connect timeout) until
     /// it is, so that its own subscriber hears it.
-    ready: Arc<Mutex<Option<tokio::sync::watch::Receiver<bool>>>>,
+    ready: Arc<WatchReady>,
 }
 
 fn kind_code(kind: SlotKind) -> &'static str {
@@ -311,18 +312,23 @@ impl RedisJobStore {
     fn prefix(&self) -> &str {
         &self.backend.inner.keys.prefix
     }
+
     fn job_key(&self, job: &str) -> String {
         format!("{}:job:{job}", self.prefix())
     }
+
     fn runs_key(&self, job: &str) -> String {
         format!("{}:runs:{job}", self.prefix())
     }
+
     fn jobs_key(&self) -> String {
         format!("{}:jobs", self.prefix())
     }
+
     fn version_key(&self) -> String {
         format!("{}:jobs:version", self.prefix())
     }
+
     fn channel(&self) -> String {
         format!("{}:jobs:control", self.prefix())
     }
@@ -413,7 +419,17 @@ impl RedisJobStore {
         self.eval(&SCRIPTS.read, &[], &args, "read jobs").await
     }
 
-    async fn claim(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
+    fn control_keys(&self, job: &str) -> [String; 3] {
+        [self.job_key(job), self.jobs_key(), self.version_key()]
+    }
+
+    fn registry_key(&self) -> String {
+        format!("{}:registry", self.prefix())
+    }
+}
+
+impl JobStore for RedisJobStore {
+    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
         let k = self.backend.keys();
         let group = group_of(req.job).unwrap_or(req.job);
         let keys = [
@@ -456,7 +472,7 @@ impl RedisJobStore {
         }
     }
 
-    async fn finish(&self, record: &RunRecord) -> BackendResult<bool> {
+    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
         let key = format!("{}:run:{}|{}|{}", self.prefix(), record.job, kind_code(record.kind), record.slot_ms);
         let v = values(record);
         let token = record.token.to_string();
@@ -466,7 +482,7 @@ impl RedisJobStore {
         Ok(done == 1)
     }
 
-    async fn append_record(&self, record: &RunRecord) -> BackendResult<bool> {
+    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
         let v = values(record);
         let keep = self.retention.to_string();
         let mut args = vec![self.prefix(), keep.as_str()];
@@ -476,7 +492,7 @@ impl RedisJobStore {
         Ok(done == 1)
     }
 
-    async fn history_of(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -485,73 +501,33 @@ impl RedisJobStore {
         records.into_iter().map(|r| self.record(r)).collect()
     }
 
-    async fn job_state(&self, job: &str) -> BackendResult<Option<JobState>> {
+    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
         let rows = self.read(&[job], 1).await?;
         rows.into_iter().next().map(|row| self.state(row)).transpose()
     }
 
-    async fn all_jobs(&self) -> BackendResult<Vec<JobState>> {
+    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
         let rows = self.read(&[], 1).await?;
         rows.into_iter().map(|row| self.state(row)).collect()
     }
 
-    fn control_keys(&self, job: &str) -> [String; 3] {
-        [self.job_key(job), self.jobs_key(), self.version_key()]
-    }
-
-    /// Waits until this store's own control subscription listens, if it has one (bounded).
-    async fn settle(&self) {
-        let ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        if let Some(mut ready) = ready {
-            let _ = tokio::time::timeout(self.backend.inner.connect_timeout, ready.wait_for(|r| *r)).await;
-        }
-    }
-
-    async fn pause(&self, job: &str, paused: bool) -> BackendResult<bool> {
-        self.settle().await;
+    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
+        self.ready.settle(self.backend.inner.connect_timeout).await;
         let channel = self.channel();
         let args = [job, if paused { "1" } else { "0" }, channel.as_str()];
         let was: i64 = self.eval(&SCRIPTS.set_paused, &self.control_keys(job), &args, "pause or resume a job").await?;
         Ok(was == 1)
     }
 
-    async fn request(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
-        self.settle().await;
+    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+        self.ready.settle(self.backend.inner.connect_timeout).await;
         let (channel, at) = (self.channel(), at_ms.to_string());
         let id: i64 =
             self.eval(&SCRIPTS.trigger, &self.control_keys(job), &[job, &at, &channel], "trigger a job").await?;
         u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
     }
 
-    fn registry_key(&self) -> String {
-        format!("{}:registry", self.prefix())
-    }
-
-    async fn publish(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
-        let keys = self.backend.keys();
-        let args = [session.as_str(), registry, keys.session.as_str()];
-        let done: i64 = self
-            .eval(
-                &SCRIPTS.publish_registry,
-                &[keys.session(session), self.registry_key()],
-                &args,
-                "publish the job registry",
-            )
-            .await?;
-        Ok(done == 1)
-    }
-
-    async fn read_registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
-        let sessions = self.backend.keys().session.as_str();
-        let flat: Vec<String> =
-            self.eval(&SCRIPTS.read_registries, &[self.registry_key()], &[sessions], "read the job registries").await?;
-        let mut out: Vec<(SessionId, String)> =
-            flat.chunks_exact(2).map(|p| (SessionId::new(p[0].clone()), p[1].clone())).collect();
-        out.sort();
-        Ok(out)
-    }
-
-    async fn version(&self) -> BackendResult<u64> {
+    async fn control_version(&self) -> BackendResult<u64> {
         let mut conn = self.backend.inner.conn.clone();
         let v: Option<u64> =
             redis::cmd("GET").arg(self.version_key()).query_async(&mut conn).await.map_err(|e| {
@@ -560,7 +536,7 @@ impl RedisJobStore {
         Ok(v.unwrap_or(0))
     }
 
-    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
         let mut slot = self.control.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(tx) = &*slot {
             return Some(tx.subscribe());
@@ -571,8 +547,7 @@ impl RedisJobStore {
             return None;
         };
         let (tx, rx) = broadcast::channel(CONTROL_CAPACITY);
-        let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
-        *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = Some(ready_rx);
+        let ready_tx = self.ready.track();
         runtime.spawn(
             Subscriber {
                 client: inner.client.clone(),
@@ -588,45 +563,31 @@ impl RedisJobStore {
         *slot = Some(tx);
         Some(rx)
     }
-}
 
-impl JobStore for RedisJobStore {
-    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
-        self.claim(req).await
-    }
-    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
-        self.finish(record).await
-    }
-    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
-        self.append_record(record).await
-    }
-    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
-        self.history_of(job, limit).await
-    }
-    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
-        self.job_state(job).await
-    }
-    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
-        self.all_jobs().await
-    }
-    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
-        self.pause(job, paused).await
-    }
-    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
-        self.request(job, at_ms).await
-    }
-    async fn control_version(&self) -> BackendResult<u64> {
-        self.version().await
-    }
-    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
-        self.subscribe()
-    }
     async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
-        self.publish(session, registry).await
+        let keys = self.backend.keys();
+        let args = [session.as_str(), registry, keys.session.as_str()];
+        let done: i64 = self
+            .eval(
+                &SCRIPTS.publish_registry,
+                &[keys.session(session), self.registry_key()],
+                &args,
+                "publish the job registry",
+            )
+            .await?;
+        Ok(done == 1)
     }
+
     async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
-        self.read_registries().await
+        let sessions = self.backend.keys().session.as_str();
+        let flat: Vec<String> =
+            self.eval(&SCRIPTS.read_registries, &[self.registry_key()], &[sessions], "read the job registries").await?;
+        let mut out: Vec<(SessionId, String)> =
+            flat.chunks_exact(2).map(|p| (SessionId::new(p[0].clone()), p[1].clone())).collect();
+        out.sort();
+        Ok(out)
     }
+
     fn retention(&self) -> usize {
         self.retention
     }
@@ -634,6 +595,7 @@ impl JobStore for RedisJobStore {
     fn keeping(&self, records: usize) -> crate::backend::job_store::SharedJobStore {
         crate::backend::job_store::SharedJobStore::new(RedisJobStore { retention: records.max(1), ..self.clone() })
     }
+
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.backend.inner.description)
     }

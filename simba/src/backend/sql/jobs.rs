@@ -599,7 +599,113 @@ where
         }
     }
 
-    async fn claim(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
+    /// The `OFFSET` of the oldest record kept.
+    fn keep(&self) -> i64 {
+        i64::try_from(self.retention - 1).unwrap_or(i64::MAX)
+    }
+
+    /// Runs `stmt` with `params`, then [`JobStatements::retain`] for `job` unless `stmt`
+    /// failed on a unique key (an append of a record that exists: nothing was added); answers
+    /// `answer` of the rows `stmt` affected (`None` for that unique violation). On SQLite both
+    /// run in one `BEGIN IMMEDIATE` transaction: the file's write lock is taken once and held
+    /// for two indexed statements, never for a scan of the history.
+    async fn write_and_trim(
+        &self,
+        stmt: &'static Stmt,
+        params: &[Param<'_>],
+        job: &str,
+        what: &'static str,
+        answer: impl FnOnce(Option<u64>) -> bool,
+    ) -> BackendResult<bool> {
+        self.ensure_schema().await?;
+        let retain = &self.statements.retain;
+        let keep = [Param::Text(job), Param::Int(self.keep())];
+        let unique = |e: &sqlx::Error| e.as_database_error().is_some_and(|d| d.is_unique_violation());
+        if D::WRITE_AND_TRIM_IN_TRANSACTION {
+            let mut tx = self.begin(what).await?;
+            let args = self.args(stmt, params)?;
+            let done = match sqlx::query_with(stmt.sql(), args).execute(&mut *tx).await {
+                Ok(done) => Some(D::rows_affected(&done)),
+                Err(e) if unique(&e) => None,
+                Err(e) => return Err(self.sql.err(what)(e)),
+            };
+            if done.is_none() {
+                // Nothing written: the transaction rolls back as it is dropped.
+                return Ok(answer(None));
+            }
+            let args = self.args(retain, &keep)?;
+            sqlx::query_with(retain.sql(), args).execute(&mut *tx).await.map_err(self.sql.err("drop old runs"))?;
+            tx.commit().await.map_err(self.sql.err(what))?;
+            return Ok(answer(done));
+        }
+        let args = self.args(stmt, params)?;
+        let done = match sqlx::query_with(stmt.sql(), args).execute(self.sql.pool()).await {
+            Ok(done) => Some(D::rows_affected(&done)),
+            Err(e) if unique(&e) => None,
+            Err(e) => return Err(self.sql.err(what)(e)),
+        };
+        if done.is_some() {
+            self.sql.execute(retain, &keep, "drop old runs").await?;
+        }
+        Ok(answer(done))
+    }
+
+    async fn control<T>(
+        &self,
+        job: &str,
+        what: &'static str,
+        change: impl FnOnce(&ControlRow) -> (Option<(&'static Stmt, i64)>, T),
+    ) -> BackendResult<T> {
+        self.ensure_schema().await?;
+        let s = self.statements;
+        let mut tx = self.begin(what).await?;
+        let args = self.args(&s.ensure_job, &[Param::Text(job)])?;
+        sqlx::query_with(s.ensure_job.sql(), args).execute(&mut *tx).await.map_err(self.sql.err(what))?;
+        let args = self.args(&s.read_control, &[Param::Text(job), Param::Text(job)])?;
+        let row: ControlRow =
+            sqlx::query_as_with(s.read_control.sql(), args).fetch_one(&mut *tx).await.map_err(self.sql.err(what))?;
+        let (write, answer) = change(&row);
+        if let Some((stmt, value)) = write {
+            let args = self.args(stmt, &[Param::Text(job), Param::Int(value)])?;
+            sqlx::query_with(stmt.sql(), args).execute(&mut *tx).await.map_err(self.sql.err(what))?;
+            let args = self.args(&s.bump_version, &[])?;
+            sqlx::query_with(s.bump_version.sql(), args).execute(&mut *tx).await.map_err(self.sql.err(what))?;
+        }
+        tx.commit().await.map_err(self.sql.err(what))?;
+        Ok(answer)
+    }
+
+    /// A control change as one call of the dialect's routine ([`JobDialect::CONTROL_CALL`]):
+    /// operation `op` (0 pause or resume, 1 run-now request) with `value`; its answer.
+    async fn control_by_call(
+        &self,
+        call: &'static Stmt,
+        job: &str,
+        op: i64,
+        value: i64,
+        what: &'static str,
+    ) -> BackendResult<i64> {
+        self.ensure_schema().await?;
+        let rows: Vec<(i64,)> =
+            self.sql.fetch_all(call, &[Param::Text(job), Param::Int(op), Param::Int(value)], what).await?;
+        rows.first().map(|r| r.0).ok_or_else(|| {
+            BackendError::Protocol(format!("{}: the control routine answered no row", self.sql.description()))
+        })
+    }
+}
+
+impl<D: JobDialect> JobStore for SqlJobStore<D>
+where
+    for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
+    <D::Db as Database>::Arguments: IntoArguments<D::Db>,
+    for<'a> &'a str: Encode<'a, D::Db> + Type<D::Db>,
+    for<'a> i64: Encode<'a, D::Db> + Type<D::Db> + Decode<'a, D::Db>,
+    for<'a> String: Type<D::Db> + Decode<'a, D::Db>,
+    for<'a> Option<i64>: Type<D::Db> + Decode<'a, D::Db>,
+    for<'a> Option<String>: Type<D::Db> + Decode<'a, D::Db>,
+    usize: ColumnIndex<<D::Db as Database>::Row>,
+{
+    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
         self.ensure_schema().await?;
         let s = self.statements;
         let Ok(token) = i64::try_from(req.token) else { return Ok(Claim::NotHolder) };
@@ -673,14 +779,9 @@ where
         Ok(claim)
     }
 
-    /// The `OFFSET` of the oldest record kept.
-    fn keep(&self) -> i64 {
-        i64::try_from(self.retention - 1).unwrap_or(i64::MAX)
-    }
-
-    /// [`JobStore::finish_run`]: the update, then the retention trim whether or not it
+    /// The update, then the retention trim whether or not it
     /// matched (the claim that wrote the record did not trim).
-    async fn finish(&self, record: &RunRecord) -> BackendResult<bool> {
+    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
         let p = RecordParams::new(record);
         self.write_and_trim(&self.statements.finish_record, &p.params(), &record.job, "record how a run ended", |d| {
             d == Some(1)
@@ -688,60 +789,14 @@ where
         .await
     }
 
-    /// [`JobStore::append`]: the insert, then the retention trim only if it inserted.
-    async fn append_record(&self, record: &RunRecord) -> BackendResult<bool> {
+    /// The insert, then the retention trim only if it inserted.
+    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
         let p = RecordParams::new(record);
         self.write_and_trim(&self.statements.insert_record, &p.params(), &record.job, "record a slot", |d| d.is_some())
             .await
     }
 
-    /// Runs `stmt` with `params`, then [`JobStatements::retain`] for `job` unless `stmt`
-    /// failed on a unique key (an append of a record that exists: nothing was added); answers
-    /// `answer` of the rows `stmt` affected (`None` for that unique violation). On SQLite both
-    /// run in one `BEGIN IMMEDIATE` transaction: the file's write lock is taken once and held
-    /// for two indexed statements, never for a scan of the history.
-    async fn write_and_trim(
-        &self,
-        stmt: &'static Stmt,
-        params: &[Param<'_>],
-        job: &str,
-        what: &'static str,
-        answer: impl FnOnce(Option<u64>) -> bool,
-    ) -> BackendResult<bool> {
-        self.ensure_schema().await?;
-        let retain = &self.statements.retain;
-        let keep = [Param::Text(job), Param::Int(self.keep())];
-        let unique = |e: &sqlx::Error| e.as_database_error().is_some_and(|d| d.is_unique_violation());
-        if D::WRITE_AND_TRIM_IN_TRANSACTION {
-            let mut tx = self.begin(what).await?;
-            let args = self.args(stmt, params)?;
-            let done = match sqlx::query_with(stmt.sql(), args).execute(&mut *tx).await {
-                Ok(done) => Some(D::rows_affected(&done)),
-                Err(e) if unique(&e) => None,
-                Err(e) => return Err(self.sql.err(what)(e)),
-            };
-            if done.is_none() {
-                // Nothing written: the transaction rolls back as it is dropped.
-                return Ok(answer(None));
-            }
-            let args = self.args(retain, &keep)?;
-            sqlx::query_with(retain.sql(), args).execute(&mut *tx).await.map_err(self.sql.err("drop old runs"))?;
-            tx.commit().await.map_err(self.sql.err(what))?;
-            return Ok(answer(done));
-        }
-        let args = self.args(stmt, params)?;
-        let done = match sqlx::query_with(stmt.sql(), args).execute(self.sql.pool()).await {
-            Ok(done) => Some(D::rows_affected(&done)),
-            Err(e) if unique(&e) => None,
-            Err(e) => return Err(self.sql.err(what)(e)),
-        };
-        if done.is_some() {
-            self.sql.execute(retain, &keep, "drop old runs").await?;
-        }
-        Ok(answer(done))
-    }
-
-    async fn history_of(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
         self.ensure_schema().await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<RecordRow> = self
@@ -751,7 +806,7 @@ where
         rows.into_iter().map(|r| self.record(r)).collect()
     }
 
-    async fn job_state(&self, job: &str) -> BackendResult<Option<JobState>> {
+    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
         self.ensure_schema().await?;
         let rows: Vec<ControlRow> =
             self.sql.fetch_all(&self.statements.job_row, &[Param::Text(job)], "read a job").await?;
@@ -764,7 +819,7 @@ where
         })
     }
 
-    async fn all_jobs(&self) -> BackendResult<Vec<JobState>> {
+    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
         self.ensure_schema().await?;
         let rows: Vec<ControlRow> = self.sql.fetch_all(&self.statements.job_rows, &[], "list jobs").await?;
         let lasts: Vec<RecordRow> = self.sql.fetch_all(&self.statements.last_records, &[], "list jobs").await?;
@@ -786,50 +841,7 @@ where
         Ok(states)
     }
 
-    async fn control<T>(
-        &self,
-        job: &str,
-        what: &'static str,
-        change: impl FnOnce(&ControlRow) -> (Option<(&'static Stmt, i64)>, T),
-    ) -> BackendResult<T> {
-        self.ensure_schema().await?;
-        let s = self.statements;
-        let mut tx = self.begin(what).await?;
-        let args = self.args(&s.ensure_job, &[Param::Text(job)])?;
-        sqlx::query_with(s.ensure_job.sql(), args).execute(&mut *tx).await.map_err(self.sql.err(what))?;
-        let args = self.args(&s.read_control, &[Param::Text(job), Param::Text(job)])?;
-        let row: ControlRow =
-            sqlx::query_as_with(s.read_control.sql(), args).fetch_one(&mut *tx).await.map_err(self.sql.err(what))?;
-        let (write, answer) = change(&row);
-        if let Some((stmt, value)) = write {
-            let args = self.args(stmt, &[Param::Text(job), Param::Int(value)])?;
-            sqlx::query_with(stmt.sql(), args).execute(&mut *tx).await.map_err(self.sql.err(what))?;
-            let args = self.args(&s.bump_version, &[])?;
-            sqlx::query_with(s.bump_version.sql(), args).execute(&mut *tx).await.map_err(self.sql.err(what))?;
-        }
-        tx.commit().await.map_err(self.sql.err(what))?;
-        Ok(answer)
-    }
-
-    /// A control change as one call of the dialect's routine ([`JobDialect::CONTROL_CALL`]):
-    /// operation `op` (0 pause or resume, 1 run-now request) with `value`; its answer.
-    async fn control_by_call(
-        &self,
-        call: &'static Stmt,
-        job: &str,
-        op: i64,
-        value: i64,
-        what: &'static str,
-    ) -> BackendResult<i64> {
-        self.ensure_schema().await?;
-        let rows: Vec<(i64,)> =
-            self.sql.fetch_all(call, &[Param::Text(job), Param::Int(op), Param::Int(value)], what).await?;
-        rows.first().map(|r| r.0).ok_or_else(|| {
-            BackendError::Protocol(format!("{}: the control routine answered no row", self.sql.description()))
-        })
-    }
-
-    async fn pause(&self, job: &str, paused: bool) -> BackendResult<bool> {
+    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
         let s = self.statements;
         if let Some(call) = &s.control_call {
             let was = self.control_by_call(call, job, 0, i64::from(paused), "pause or resume a job").await?;
@@ -842,7 +854,7 @@ where
         .await
     }
 
-    async fn request(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
         let s = self.statements;
         if let Some(call) = &s.control_call {
             let id = self.control_by_call(call, job, 1, at_ms, "trigger a job").await?;
@@ -852,10 +864,17 @@ where
         self.sql.non_negative("trigger id", id)
     }
 
-    /// [`JobStore::publish_registry`]: two statements, no transaction (no lock is held between
+    async fn control_version(&self) -> BackendResult<u64> {
+        self.ensure_schema().await?;
+        let (v,): (i64,) = self.sql.fetch_one(&self.statements.version, &[], "read the control version").await?;
+        self.sql.non_negative("control version", v)
+    }
+
+    /// Two statements, no transaction (no lock is held between
     /// them): the first drops this session's entry and every entry of a session no longer
     /// live, the second writes this one only if the session is live.
-    async fn publish(&self, session: &str, registry: &str) -> BackendResult<bool> {
+    async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
+        let session = session.as_str();
         self.ensure_schema().await?;
         let s = self.statements;
         self.sql.execute(&s.registry_drop, &[Param::Text(session)], "publish the job registry").await?;
@@ -866,68 +885,18 @@ where
         Ok(written == 1)
     }
 
-    /// [`JobStore::registries`]: the entries of live sessions.
-    async fn read_registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
+    /// The entries of live sessions.
+    async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
         self.ensure_schema().await?;
         let rows: Vec<(String, String)> =
             self.sql.fetch_all(&self.statements.registry_read, &[], "read the job registries").await?;
         Ok(rows.into_iter().map(|(s, r)| (SessionId::new(s), r)).collect())
     }
 
-    async fn version(&self) -> BackendResult<u64> {
-        self.ensure_schema().await?;
-        let (v,): (i64,) = self.sql.fetch_one(&self.statements.version, &[], "read the control version").await?;
-        self.sql.non_negative("control version", v)
-    }
-}
-
-impl<D: JobDialect> JobStore for SqlJobStore<D>
-where
-    for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
-    <D::Db as Database>::Arguments: IntoArguments<D::Db>,
-    for<'a> &'a str: Encode<'a, D::Db> + Type<D::Db>,
-    for<'a> i64: Encode<'a, D::Db> + Type<D::Db> + Decode<'a, D::Db>,
-    for<'a> String: Type<D::Db> + Decode<'a, D::Db>,
-    for<'a> Option<i64>: Type<D::Db> + Decode<'a, D::Db>,
-    for<'a> Option<String>: Type<D::Db> + Decode<'a, D::Db>,
-    usize: ColumnIndex<<D::Db as Database>::Row>,
-{
-    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
-        self.claim(req).await
-    }
-    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
-        self.finish(record).await
-    }
-    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
-        self.append_record(record).await
-    }
-    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
-        self.history_of(job, limit).await
-    }
-    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
-        self.job_state(job).await
-    }
-    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
-        self.all_jobs().await
-    }
-    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
-        self.pause(job, paused).await
-    }
-    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
-        self.request(job, at_ms).await
-    }
-    async fn control_version(&self) -> BackendResult<u64> {
-        self.version().await
-    }
-    async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
-        self.publish(session.as_str(), registry).await
-    }
-    async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
-        self.read_registries().await
-    }
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
         self.control.as_ref().map(broadcast::Sender::subscribe)
     }
+
     fn retention(&self) -> usize {
         self.retention
     }
@@ -937,6 +906,7 @@ where
         store.control.clone_from(&self.control);
         crate::backend::job_store::SharedJobStore::new(store)
     }
+
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.sql.description())
     }

@@ -18,7 +18,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use simba_core::claim::{self, ControlRow, Decision};
-use tokio::sync::{OnceCell, broadcast, watch};
+use tokio::sync::{OnceCell, broadcast};
 use zookeeper_client as zk;
 
 use super::{ZooKeeperBackend, lease_path, session_gone, slot_path};
@@ -26,7 +26,7 @@ use crate::backend::job_codec::{
     control_state, decode_control, decode_record, encode_control, encode_record, escape_job, group, record_name,
     unescape_job,
 };
-use crate::backend::job_store::{Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord};
+use crate::backend::job_store::{Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, WatchReady};
 use crate::backend::{BackendError, BackendResult, SessionId};
 
 const JOBCTL: &str = "/simba/jobctl";
@@ -55,7 +55,7 @@ pub(crate) struct ZkJobStore {
     retention: usize,
     setup: OnceCell<()>,
     control: Mutex<Option<broadcast::Sender<String>>>,
-    ready: Mutex<Option<watch::Receiver<bool>>>,
+    ready: WatchReady,
     watch_task: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
@@ -85,7 +85,7 @@ impl ZkJobStore {
             retention: DEFAULT_RETENTION,
             setup: OnceCell::new(),
             control: Mutex::new(None),
-            ready: Mutex::new(None),
+            ready: WatchReady::default(),
             watch_task: Mutex::new(None),
         }
     }
@@ -210,21 +210,6 @@ impl ZkJobStore {
         Ok(())
     }
 
-    async fn claim(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
-        self.client().await?;
-        let what = "claim a job run";
-        let Some(s) = self.backend.connected(req.session, what)? else { return Ok(Claim::NotHolder) };
-        match self.try_claim(&s.client, s.owner, req).await {
-            Ok(c) => Ok(c),
-            Err(Failure::Zk(e)) if session_gone(&e) => {
-                self.backend.forget(&s);
-                Ok(Claim::NotHolder)
-            }
-            Err(Failure::Zk(e)) => Err(self.err(&format!("claim slot {} of `{}`", req.slot_ms, req.job), e)),
-            Err(Failure::Backend(e)) => Err(e),
-        }
-    }
-
     async fn try_claim(&self, client: &zk::Client, owner: i64, req: ClaimRequest<'_>) -> Result<Claim, Failure> {
         let group = group(req.job);
         let (lease, slot_node) = (lease_path(req.lease), slot_path(req.lease));
@@ -296,55 +281,6 @@ impl ZkJobStore {
         Err(Failure::Backend(self.protocol(&format!("claim of `{}` kept losing races; try again", req.job))))
     }
 
-    async fn finish(&self, record: &RunRecord) -> BackendResult<bool> {
-        let client = self.client().await?;
-        let path = format!("{}/{}", runs_path(&record.job), record_name(record.slot_ms, record.kind));
-        let what = "record how a run ended";
-        for _ in 0..ATTEMPTS {
-            self.backend.count(1);
-            let (data, stat) = match client.get_data(&path).await {
-                Ok(found) => found,
-                Err(zk::Error::NoNode) => return Ok(false),
-                Err(e) => return Err(self.err(what, e)),
-            };
-            let stored = decode_record(&data).map_err(|e| self.protocol(&format!("{path}: {e}")))?;
-            if stored.token != record.token {
-                return Ok(false);
-            }
-            self.backend.count(1);
-            match client.set_data(&path, encode_record(record).as_bytes(), Some(stat.version)).await {
-                Ok(_) => return Ok(true),
-                Err(zk::Error::BadVersion) => {}
-                Err(zk::Error::NoNode) => return Ok(false),
-                Err(e) => return Err(self.err(what, e)),
-            }
-        }
-        Err(self.protocol(&format!("{path} kept changing while its run ended; try again")))
-    }
-
-    async fn append_record(&self, record: &RunRecord) -> BackendResult<bool> {
-        let client = self.client().await?;
-        let what = "record a slot";
-        let name = record_name(record.slot_ms, record.kind);
-        for _ in 0..ATTEMPTS {
-            let names = self.names(&client, &record.job).await.map_err(|e| self.err(what, e))?;
-            if names.as_ref().is_some_and(|n| n.contains(&name)) {
-                return Ok(false);
-            }
-            let mut w = client.new_multi_writer();
-            self.write_record(&mut w, record, names.as_deref()).map_err(|e| self.err(what, e))?;
-            self.backend.count(1);
-            match w.commit().await {
-                Ok(_) => return Ok(true),
-                Err(zk::MultiWriteError::OperationFailed {
-                    source: zk::Error::NodeExists | zk::Error::NoNode, ..
-                }) => {}
-                Err(e) => return Err(self.err(what, zk::Error::from(e))),
-            }
-        }
-        Ok(false)
-    }
-
     async fn records(&self, client: &zk::Client, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
         let what = "read a job's history";
         let Some(names) = self.names(client, job).await.map_err(|e| self.err(what, e))? else { return Ok(Vec::new()) };
@@ -364,11 +300,6 @@ impl ZkJobStore {
         Ok(out)
     }
 
-    async fn history_of(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
-        let client = self.reading_client("read the job's history").await?;
-        self.records(&client, job, limit).await
-    }
-
     async fn state_of(&self, client: &zk::Client, job: &str) -> BackendResult<Option<JobState>> {
         let (control, last) = tokio::join!(self.read_control(client, job), self.records(client, job, 1));
         let (control, version) = match control {
@@ -383,31 +314,6 @@ impl ZkJobStore {
         Ok(Some(control_state(&control, job.to_owned(), last)))
     }
 
-    async fn job_state(&self, job: &str) -> BackendResult<Option<JobState>> {
-        let client = self.reading_client("read the job's state").await?;
-        self.state_of(&client, job).await
-    }
-
-    async fn all_jobs(&self) -> BackendResult<Vec<JobState>> {
-        let client = self.reading_client("list the jobs").await?;
-        self.backend.count(2);
-        let (a, b) = tokio::join!(client.list_children(JOBCTL), client.list_children(RUNS));
-        let mut names: Vec<String> = a
-            .map_err(|e| self.err("list jobs", e))?
-            .into_iter()
-            .chain(b.map_err(|e| self.err("list jobs", e))?)
-            .map(|n| unescape_job(&n))
-            .collect();
-        names.sort();
-        names.dedup();
-        let states = futures_util::future::join_all(names.iter().map(|n| self.state_of(&client, n))).await;
-        let mut out = Vec::new();
-        for s in states {
-            out.extend(s?);
-        }
-        Ok(out)
-    }
-
     /// Changes `job`'s control row with `change` (which answers whether it changed and what
     /// to return) and bumps the control version, in one `multi`.
     async fn control_change<T>(
@@ -417,7 +323,7 @@ impl ZkJobStore {
         change: impl Fn(&mut ControlRow) -> (bool, T),
     ) -> BackendResult<T> {
         let client = self.client().await?;
-        self.settle().await;
+        self.ready.settle(std::time::Duration::from_secs(5)).await;
         for _ in 0..ATTEMPTS {
             let (mut c, version) = match self.read_control(&client, job).await {
                 Ok(r) => r,
@@ -445,61 +351,113 @@ impl ZkJobStore {
         }
         Err(self.protocol(&format!("the control row of `{job}` kept changing; try again")))
     }
+}
 
-    /// The registry as an ephemeral node of the session's own ZooKeeper session: created, or
-    /// overwritten when this session published before; it goes when the session does.
-    async fn publish(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
-        let what = "publish the job registry";
+impl JobStore for ZkJobStore {
+    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
         self.client().await?;
-        let Some(s) = self.backend.connected(session, what)? else { return Ok(false) };
-        let path = format!("{REGISTRY}/{}", s.id);
-        self.backend.count(1);
-        let created = s.client.create(&path, registry.as_bytes(), &self.backend.inner.spec.ephemeral()).await;
-        let result = match created {
-            Ok(_) => Ok(()),
-            Err(zk::Error::NodeExists) => {
-                self.backend.count(1);
-                s.client.set_data(&path, registry.as_bytes(), None).await.map(|_| ())
-            }
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok(()) => Ok(true),
-            Err(e) if session_gone(&e) => {
+        let what = "claim a job run";
+        let Some(s) = self.backend.connected(req.session, what)? else { return Ok(Claim::NotHolder) };
+        match self.try_claim(&s.client, s.owner, req).await {
+            Ok(c) => Ok(c),
+            Err(Failure::Zk(e)) if session_gone(&e) => {
                 self.backend.forget(&s);
-                Ok(false)
+                Ok(Claim::NotHolder)
             }
-            Err(e) => Err(self.err(what, e)),
+            Err(Failure::Zk(e)) => Err(self.err(&format!("claim slot {} of `{}`", req.slot_ms, req.job), e)),
+            Err(Failure::Backend(e)) => Err(e),
         }
     }
 
-    /// Every registry node (ephemeral: only live sessions have one), read together.
-    async fn read_registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
-        let what = "read the job registries";
-        let client = self.reading_client(what).await?;
-        self.backend.count(1);
-        let mut sessions = match client.list_children(REGISTRY).await {
-            Ok(children) => children,
-            Err(zk::Error::NoNode) => return Ok(Vec::new()),
-            Err(e) => return Err(self.err(what, e)),
-        };
-        sessions.sort();
-        self.backend.count(sessions.len());
-        let reads =
-            futures_util::future::join_all(sessions.iter().map(|s| client.get_data(&format!("{REGISTRY}/{s}")))).await;
-        let mut out = Vec::with_capacity(sessions.len());
-        for (session, read) in sessions.into_iter().zip(reads) {
-            match read {
-                Ok((data, _)) => out.push((SessionId::new(session), String::from_utf8_lossy(&data).into_owned())),
-                // Its session ended between the two reads.
-                Err(zk::Error::NoNode) => {}
+    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
+        let client = self.client().await?;
+        let path = format!("{}/{}", runs_path(&record.job), record_name(record.slot_ms, record.kind));
+        let what = "record how a run ended";
+        for _ in 0..ATTEMPTS {
+            self.backend.count(1);
+            let (data, stat) = match client.get_data(&path).await {
+                Ok(found) => found,
+                Err(zk::Error::NoNode) => return Ok(false),
+                Err(e) => return Err(self.err(what, e)),
+            };
+            let stored = decode_record(&data).map_err(|e| self.protocol(&format!("{path}: {e}")))?;
+            if stored.token != record.token {
+                return Ok(false);
+            }
+            self.backend.count(1);
+            match client.set_data(&path, encode_record(record).as_bytes(), Some(stat.version)).await {
+                Ok(_) => return Ok(true),
+                Err(zk::Error::BadVersion) => {}
+                Err(zk::Error::NoNode) => return Ok(false),
                 Err(e) => return Err(self.err(what, e)),
             }
+        }
+        Err(self.protocol(&format!("{path} kept changing while its run ended; try again")))
+    }
+
+    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
+        let client = self.client().await?;
+        let what = "record a slot";
+        let name = record_name(record.slot_ms, record.kind);
+        for _ in 0..ATTEMPTS {
+            let names = self.names(&client, &record.job).await.map_err(|e| self.err(what, e))?;
+            if names.as_ref().is_some_and(|n| n.contains(&name)) {
+                return Ok(false);
+            }
+            let mut w = client.new_multi_writer();
+            self.write_record(&mut w, record, names.as_deref()).map_err(|e| self.err(what, e))?;
+            self.backend.count(1);
+            match w.commit().await {
+                Ok(_) => return Ok(true),
+                Err(zk::MultiWriteError::OperationFailed {
+                    source: zk::Error::NodeExists | zk::Error::NoNode, ..
+                }) => {}
+                Err(e) => return Err(self.err(what, zk::Error::from(e))),
+            }
+        }
+        Ok(false)
+    }
+
+    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
+        let client = self.reading_client("read the job's history").await?;
+        self.records(&client, job, limit).await
+    }
+
+    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
+        let client = self.reading_client("read the job's state").await?;
+        self.state_of(&client, job).await
+    }
+
+    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
+        let client = self.reading_client("list the jobs").await?;
+        self.backend.count(2);
+        let (a, b) = tokio::join!(client.list_children(JOBCTL), client.list_children(RUNS));
+        let mut names: Vec<String> = a
+            .map_err(|e| self.err("list jobs", e))?
+            .into_iter()
+            .chain(b.map_err(|e| self.err("list jobs", e))?)
+            .map(|n| unescape_job(&n))
+            .collect();
+        names.sort();
+        names.dedup();
+        let states = futures_util::future::join_all(names.iter().map(|n| self.state_of(&client, n))).await;
+        let mut out = Vec::new();
+        for s in states {
+            out.extend(s?);
         }
         Ok(out)
     }
 
-    async fn version(&self) -> BackendResult<u64> {
+    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
+        self.control_change(job, "pause or resume a job", move |c| c.set_paused(paused)).await
+    }
+
+    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+        let id = self.control_change(job, "trigger a job", move |c| (true, c.request(at_ms))).await?;
+        u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
+    }
+
+    async fn control_version(&self) -> BackendResult<u64> {
         let client = self.reading_client("read the control version").await?;
         self.backend.count(1);
         match client.check_stat(VERSION).await.map_err(|e| self.err("read the control version", e))? {
@@ -508,23 +466,14 @@ impl ZkJobStore {
         }
     }
 
-    /// Waits until this store's own control watch is registered, if it has one (bounded).
-    async fn settle(&self) {
-        let ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        if let Some(mut ready) = ready {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), ready.wait_for(|r| *r)).await;
-        }
-    }
-
-    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
         let mut slot = self.control.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(tx) = &*slot {
             return Some(tx.subscribe());
         }
         let runtime = tokio::runtime::Handle::try_current().ok()?;
         let (tx, rx) = broadcast::channel(1024);
-        let (ready_tx, ready_rx) = watch::channel(false);
-        *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = Some(ready_rx);
+        let ready_tx = self.ready.track();
         let shared = Arc::clone(&self.backend.inner.shared);
         let description = self.backend.inner.description.clone();
         let forward = tx.clone();
@@ -565,46 +514,60 @@ impl ZkJobStore {
         *slot = Some(tx);
         Some(rx)
     }
-}
 
-impl JobStore for ZkJobStore {
-    async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
-        self.claim(req).await
-    }
-    async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
-        self.finish(record).await
-    }
-    async fn append(&self, record: &RunRecord) -> BackendResult<bool> {
-        self.append_record(record).await
-    }
-    async fn history(&self, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
-        self.history_of(job, limit).await
-    }
-    async fn job(&self, job: &str) -> BackendResult<Option<JobState>> {
-        self.job_state(job).await
-    }
-    async fn jobs(&self) -> BackendResult<Vec<JobState>> {
-        self.all_jobs().await
-    }
-    async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
-        self.control_change(job, "pause or resume a job", move |c| c.set_paused(paused)).await
-    }
-    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
-        let id = self.control_change(job, "trigger a job", move |c| (true, c.request(at_ms))).await?;
-        u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
-    }
-    async fn control_version(&self) -> BackendResult<u64> {
-        self.version().await
-    }
-    fn subscribe_control(&self) -> Option<broadcast::Receiver<String>> {
-        self.subscribe()
-    }
+    /// The registry as an ephemeral node of the session's own ZooKeeper session: created, or
+    /// overwritten when this session published before; it goes when the session does.
     async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {
-        self.publish(session, registry).await
+        let what = "publish the job registry";
+        self.client().await?;
+        let Some(s) = self.backend.connected(session, what)? else { return Ok(false) };
+        let path = format!("{REGISTRY}/{}", s.id);
+        self.backend.count(1);
+        let created = s.client.create(&path, registry.as_bytes(), &self.backend.inner.spec.ephemeral()).await;
+        let result = match created {
+            Ok(_) => Ok(()),
+            Err(zk::Error::NodeExists) => {
+                self.backend.count(1);
+                s.client.set_data(&path, registry.as_bytes(), None).await.map(|_| ())
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => Ok(true),
+            Err(e) if session_gone(&e) => {
+                self.backend.forget(&s);
+                Ok(false)
+            }
+            Err(e) => Err(self.err(what, e)),
+        }
     }
+
+    /// Every registry node (ephemeral: only live sessions have one), read together.
     async fn registries(&self) -> BackendResult<Vec<(SessionId, String)>> {
-        self.read_registries().await
+        let what = "read the job registries";
+        let client = self.reading_client(what).await?;
+        self.backend.count(1);
+        let mut sessions = match client.list_children(REGISTRY).await {
+            Ok(children) => children,
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(e) => return Err(self.err(what, e)),
+        };
+        sessions.sort();
+        self.backend.count(sessions.len());
+        let reads =
+            futures_util::future::join_all(sessions.iter().map(|s| client.get_data(&format!("{REGISTRY}/{s}")))).await;
+        let mut out = Vec::with_capacity(sessions.len());
+        for (session, read) in sessions.into_iter().zip(reads) {
+            match read {
+                Ok((data, _)) => out.push((SessionId::new(session), String::from_utf8_lossy(&data).into_owned())),
+                // Its session ended between the two reads.
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(self.err(what, e)),
+            }
+        }
+        Ok(out)
     }
+
     fn retention(&self) -> usize {
         self.retention
     }
@@ -614,6 +577,7 @@ impl JobStore for ZkJobStore {
         store.retention = records.max(1);
         crate::backend::job_store::SharedJobStore::new(store)
     }
+
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.backend.inner.description)
     }
