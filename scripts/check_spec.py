@@ -24,8 +24,8 @@ What it checks (stdlib only, no build, well under a second on this tree):
 (d) With --issue-numbers: no tracker issue number (`issue 12`, `issues 12 and 13`,
     `issue #12`, `(issue 38 item 4)`) in a Rust comment (`//`, `///`, `//!`, `/* */`,
     `#[doc = "..."]`) or in a Markdown document, except the history records: the ADRs
-    (docs/adr/), RELIABILITY.md and BENCHMARKS.md, which are dated logs where naming the
-    work that led to a decision or a measurement is provenance. String literals and
+    (docs/adr/) and the logs (docs/log/), which are dated records where naming the work that
+    led to a decision or a measurement is provenance. String literals and
     identifiers in code, and shell or TOML comments, are not checked.
 
 (e) Always: the landing page and the guide stay a newcomer's documents: README.md has at most
@@ -33,6 +33,10 @@ What it checks (stdlib only, no build, well under a second on this tree):
     docs/guide/*.md) is marked `ignore` (their Rust blocks are doctests: `cargo test --doc`
     compiles them, `no_run` where they would connect or run forever), and neither names a
     tracker issue.
+
+(f) Always: the two references, BENCHMARKS.md and RELIABILITY.md, stay references: at most 300
+    lines each (the dated runs go to their logs, docs/log/benchmarks.md and
+    docs/log/reliability.md) and no tracker issue number.
 
 Output: one line per problem, `path:line: ...` naming the id or the text, then the summary
 `spec check: N ids used, M defined, K undefined`. Exit status 1 when there is a problem, 2
@@ -53,7 +57,7 @@ from pathlib import Path
 SPEC = "docs/SPEC.md"
 
 # Documents exempt from the issue-number check (c): dated history records.
-HISTORY = ("docs/adr/", "RELIABILITY.md", "BENCHMARKS.md")
+HISTORY = ("docs/adr/", "docs/log/")
 
 # Never scanned: generated or binary files, fuzz inputs.
 SKIP_PREFIXES = ("target/", "fuzz/corpus/", "fuzz/artifacts/", "fuzz/target/", ".git/")
@@ -74,6 +78,10 @@ README = "README.md"
 README_MAX_LINES = 250
 GUIDE_PREFIXES = ("simba/src/guide/", "docs/guide/")
 FENCE = re.compile(r"^\s*(?:```|~~~)+\s*([^\n`]*)$")
+
+# The references (check (f)): current figures and goals; their dated runs are in docs/log/.
+REFERENCES = {"BENCHMARKS.md": "docs/log/benchmarks.md", "RELIABILITY.md": "docs/log/reliability.md"}
+REFERENCE_MAX_LINES = 300
 
 # Rust lexing, just enough to tell comments from code and strings.
 RUST_TOKEN = re.compile(
@@ -296,6 +304,20 @@ def docs_shape(path: str, text: str, problems: list[str]) -> None:
             problems.append(f"{path}:{no}: tracker issue number `{issue.group(0)}` in a user document")
 
 
+def reference_shape(path: str, text: str, problems: list[str]) -> None:
+    """Check (f) for BENCHMARKS.md and RELIABILITY.md."""
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    if lines > REFERENCE_MAX_LINES:
+        problems.append(
+            f"{path}:{lines}: {lines} lines, more than {REFERENCE_MAX_LINES}: {path} is the current reference "
+            f"(latest figures, their commands and commits, the goals); move dated runs to {REFERENCES[path]}"
+        )
+    for no, line in enumerate(text.splitlines(), 1):
+        issue = ISSUE.search(line)
+        if issue:
+            problems.append(f"{path}:{no}: tracker issue number `{issue.group(0)}` in a reference (the log may name it)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--issue-numbers", action="store_true",
@@ -325,6 +347,8 @@ def main() -> int:
         id_uses(path, text, families, spec_refs if path == SPEC else uses)
         if path == README or (path.startswith(GUIDE_PREFIXES) and path.endswith(".md")):
             docs_shape(path, text, problems)
+        if path in REFERENCES:
+            reference_shape(path, text, problems)
         if path.endswith(".rs"):
             rust_texts.append(text)
             if path.startswith(LIBRARY_SOURCES):

@@ -14,7 +14,8 @@
 //! 6. `testing`: testing your jobs with `simba::testing` (feature `testing`).
 //!
 //! The contract, rule by rule, is `docs/SPEC.md`; the figures are in `BENCHMARKS.md` and
-//! `RELIABILITY.md`, each with the command that regenerates it. The design records,
+//! `RELIABILITY.md`, each with the command that regenerates it and the commit it was measured
+//! at (the dated runs behind them: `docs/log/`). The design records,
 //! `docs/adr/`: 0001 the engine (the sans-I/O core crate `simba_core` and its async shell,
 //! keep-alive digest), 0002 the SQL data model, 0003 jobs (registry, scheduler, fenced cron
 //! slots, partition groups), 0004 Redis, 0005 ZooKeeper, 0006 the protocol model, 0007
