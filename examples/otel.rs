@@ -13,6 +13,7 @@
 //! `OTEL_EXAMPLE_SECS=N` stops the example after N seconds. It runs one job on SQLite
 //! (`./otel-example.db`), as the quickstart does.
 
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
@@ -49,7 +50,12 @@ fn init_tracing() -> anyhow::Result<SdkTracerProvider> {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_target(false).with_writer(std::io::stderr))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_target(false)
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_writer(std::io::stderr),
+        )
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("simba-otel-example")))
         .try_init()?;
     Ok(provider)

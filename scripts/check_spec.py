@@ -294,15 +294,25 @@ def rustdoc_issue_numbers(path: str, text: str, problems: list[str]) -> None:
             )
 
 
+def line_limit(path: str, text: str, limit: int, advice: str, problems: list[str]) -> None:
+    """A document longer than `limit` lines is a problem, with `advice` on where the rest goes."""
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    if lines > limit:
+        problems.append(f"{path}:{lines}: {lines} lines, more than {limit}: {advice}")
+
+
+def no_issue_numbers(path: str, text: str, where: str, problems: list[str]) -> None:
+    for no, line in enumerate(text.splitlines(), 1):
+        issue = ISSUE.search(line)
+        if issue:
+            problems.append(f"{path}:{no}: tracker issue number `{issue.group(0)}` in {where}")
+
+
 def docs_shape(path: str, text: str, problems: list[str]) -> None:
     """Check (e) for README.md and the guide's chapters."""
     if path == README:
-        lines = text.count("\n") + (0 if text.endswith("\n") else 1)
-        if lines > README_MAX_LINES:
-            problems.append(
-                f"{path}:{lines}: {lines} lines, more than {README_MAX_LINES}: README.md is the landing page, "
-                f"move the details into a guide chapter (simba/src/guide/)"
-            )
+        line_limit(path, text, README_MAX_LINES,
+                   "README.md is the landing page, move the details into a guide chapter (simba/src/guide/)", problems)
     for no, line in enumerate(text.splitlines(), 1):
         fence = FENCE.match(line)
         if fence and "ignore" in [w.strip() for w in fence.group(1).split(",")]:
@@ -310,23 +320,15 @@ def docs_shape(path: str, text: str, problems: list[str]) -> None:
                 f"{path}:{no}: a code block marked `ignore`: make it a doctest that compiles (hidden `# ` setup "
                 f"lines, `no_run` where it would connect to a server or run forever)"
             )
-        issue = ISSUE.search(line)
-        if issue:
-            problems.append(f"{path}:{no}: tracker issue number `{issue.group(0)}` in a user document")
+    no_issue_numbers(path, text, "a user document", problems)
 
 
 def reference_shape(path: str, text: str, problems: list[str]) -> None:
     """Check (f) for BENCHMARKS.md and RELIABILITY.md."""
-    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
-    if lines > REFERENCE_MAX_LINES:
-        problems.append(
-            f"{path}:{lines}: {lines} lines, more than {REFERENCE_MAX_LINES}: {path} is the current reference "
-            f"(latest figures, their commands and commits, the goals); move dated runs to {REFERENCES[path]}"
-        )
-    for no, line in enumerate(text.splitlines(), 1):
-        issue = ISSUE.search(line)
-        if issue:
-            problems.append(f"{path}:{no}: tracker issue number `{issue.group(0)}` in a reference (the log may name it)")
+    line_limit(path, text, REFERENCE_MAX_LINES,
+               f"{path} is the current reference (latest figures, their commands and commits, the goals); "
+               f"move dated runs to {REFERENCES[path]}", problems)
+    no_issue_numbers(path, text, "a reference (the log may name it)", problems)
 
 
 def yaml_docs(root: Path, path: str, problems: list[str]) -> list:

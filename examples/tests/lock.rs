@@ -32,8 +32,8 @@ fn the_nodes_take_turns_and_every_section_has_a_greater_token() {
         assert!(token > last_token, "token {token} after {last_token}: {stdout}");
         last_token = token;
         by_node[usize::from(node == "b")] += 1;
-        for step in 1..=3 {
-            assert_eq!(section[step], format!("node {node}: step {step} of 3 (token {token})"), "{stdout}");
+        for (step, line) in (1..=3).zip(&section[1..4]) {
+            assert_eq!(*line, format!("node {node}: step {step} of 3 (token {token})"), "{stdout}");
         }
         assert_eq!(section[4], format!("node {node}: done, releasing (token {token})"), "{stdout}");
     }
