@@ -3,7 +3,7 @@
 
 Usage: python3 scripts/check_spec.py [--issue-numbers] [--verbose] [--root DIR]
 
-What it checks (stdlib only, no build, well under a second on this tree):
+What it checks (the standard library, and PyYAML for (g); no build; about a second on this tree):
 
 (a) Every rule id used anywhere in the repository is defined in docs/SPEC.md. A rule is
     defined by a heading `### S1: ...`; the families (S, D, T, ...) are the letters of the
@@ -34,6 +34,10 @@ What it checks (stdlib only, no build, well under a second on this tree):
     compiles them, `no_run` where they would connect or run forever), and neither names a
     tracker issue.
 
+(f) Always: the two references, BENCHMARKS.md and RELIABILITY.md, stay references: at most 300
+    lines each (the dated runs go to their logs, docs/log/benchmarks.md and
+    docs/log/reliability.md) and no tracker issue number.
+
 (g) Always: the deployment files say what the code does (PyYAML reads them; without it the
     check fails, naming the package). deploy/kubernetes/simba-service.yaml: 3 replicas; the
     probes are the mount point of examples/service.rs plus the paths the dashboard router
@@ -44,10 +48,6 @@ What it checks (stdlib only, no build, well under a second on this tree):
     servers of scripts/backends.sh on its default ports with its settings, and
     scripts/compose.env exports the URLs backends.sh would, under names the tests read. Every
     `SIMBA_<TABLE>__<KEY>` variable in them is a key of examples/simba.toml.
-
-(f) Always: the two references, BENCHMARKS.md and RELIABILITY.md, stay references: at most 300
-    lines each (the dated runs go to their logs, docs/log/benchmarks.md and
-    docs/log/reliability.md) and no tracker issue number.
 
 Output: one line per problem, `path:line: ...` naming the id or the text, then the summary
 `spec check: N ids used, M defined, K undefined`. Exit status 1 when there is a problem, 2
