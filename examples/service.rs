@@ -119,9 +119,23 @@ async fn main() -> anyhow::Result<()> {
     let listen: SocketAddr = std::env::var("SERVICE_LISTEN").unwrap_or_else(|_| "127.0.0.1:8080".into()).parse()?;
     let service = Service::start(listen, config()?, SharedShop::default()).await?;
     info!("the dashboard: http://{}/simba (probes: /simba/livez, /simba/readyz)", service.addr);
-    tokio::signal::ctrl_c().await?;
+    stop_signal().await?;
     info!("shutting down: handing the jobs over");
     service.stop().await
+}
+
+/// Ctrl-C, or SIGTERM (what `docker stop` and Kubernetes send before they kill the process).
+async fn stop_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await
 }
 
 #[cfg(test)]

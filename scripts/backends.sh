@@ -612,6 +612,8 @@ install_missing() {
   # Not a server: the fault suite's clock-rate skew runs (SIMBA_FAULT_CLOCK_RATE) start the
   # node processes under libfaketime's LD_PRELOAD library.
   compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || pkgs+=(libfaketime)
+  # Not a server: scripts/check_spec.py reads deploy/ and scripts/docker-compose.yml with PyYAML.
+  python3 -c 'import yaml' 2>/dev/null || pkgs+=(python3-yaml)
   command -v faketime >/dev/null || pkgs+=(faketime)
   ((${#pkgs[@]})) || return 0
   ((EUID == 0)) || die "missing packages (${pkgs[*]}) and not root: install them first"

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The project's benchmark command: starts the private test servers (scripts/backends.sh),
-# builds simba-bench in release, runs P1-P7 (BENCHMARKS.md explains them), writes
-# BENCHMARKS.md and benches/*.svg at the repository root, then stops the servers.
+# builds simba-bench in release, runs P1-P13 (BENCHMARKS.md explains them), writes the run's
+# report, target/bench/BENCHMARKS.md and target/bench/benches/*.svg, then stops the servers.
+# BENCHMARKS.md at the repository root is the reference: its tables are copied from a report,
+# each naming the commit it was measured at (the dated runs: docs/log/benchmarks.md).
 #
 #   bash scripts/bench.sh                      # full run, about 35 min on 2 cores from a fresh clone
 #   SIMBA_BENCH_QUICK=1 bash scripts/bench.sh  # smoke run with small sizes, ~2 min
 #   bash scripts/bench.sh --only p2,p4         # some measures only (arguments go to simba-bench)
-#   bash scripts/bench.sh --only p5,p6 --out target/bench-p5p6   # issue 15 items 4-5 only; the partial
-#                                              # report goes to that directory, BENCHMARKS.md stays as it is
+#   bash scripts/bench.sh --only p5,p6 --out target/bench-p5p6   # P5 and P6 only; the partial
+#                                              # report goes to that directory
 #   ... --backends sqlite,postgres,redis       # P5 and P6 on some backends only (or SIMBA_BENCH_BACKENDS)
 #   SIMBA_BENCH_P5_SLOTS=100                   # P5 slots per backend (full: 60, quick: 10)
 #   SIMBA_BENCH_P6_RENEW_MS=5000,600           # P6 renewal periods (default 5000: the default timing)
@@ -33,5 +35,5 @@ export SIMBA_BENCH_SETUP_SECS=$((SECONDS - started))
 # (6 quiet phases of 60 s), P6 at 1,024 partitions, P8, P9 (60 s per backend), P10 and P11; on
 # 3 December 2026 they reached P11, the last, after 1,800 s, the bound this line had then, and
 # were cut without a report. An hour leaves room on a slower or busier machine.
-timeout "${SIMBA_BENCH_TIMEOUT:-3600}" "$bin" --out . "$@"
-echo "bench.sh: done in $((SECONDS - started)) s (BENCHMARKS.md, benches/*.svg)"
+timeout "${SIMBA_BENCH_TIMEOUT:-3600}" "$bin" --out target/bench "$@"
+echo "bench.sh: done in $((SECONDS - started)) s (the report: target/bench/BENCHMARKS.md, or the --out given)"

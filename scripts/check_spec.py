@@ -3,7 +3,7 @@
 
 Usage: python3 scripts/check_spec.py [--issue-numbers] [--verbose] [--root DIR]
 
-What it checks (stdlib only, no build, well under a second on this tree):
+What it checks (the standard library, and PyYAML for (g); no build; about a second on this tree):
 
 (a) Every rule id used anywhere in the repository is defined in docs/SPEC.md. A rule is
     defined by a heading `### S1: ...`; the families (S, D, T, ...) are the letters of the
@@ -24,8 +24,8 @@ What it checks (stdlib only, no build, well under a second on this tree):
 (d) With --issue-numbers: no tracker issue number (`issue 12`, `issues 12 and 13`,
     `issue #12`, `(issue 38 item 4)`) in a Rust comment (`//`, `///`, `//!`, `/* */`,
     `#[doc = "..."]`) or in a Markdown document, except the history records: the ADRs
-    (docs/adr/), RELIABILITY.md and BENCHMARKS.md, which are dated logs where naming the
-    work that led to a decision or a measurement is provenance. String literals and
+    (docs/adr/) and the logs (docs/log/), which are dated records where naming the work that
+    led to a decision or a measurement is provenance. String literals and
     identifiers in code, and shell or TOML comments, are not checked.
 
 (e) Always: the landing page and the guide stay a newcomer's documents: README.md has at most
@@ -33,6 +33,21 @@ What it checks (stdlib only, no build, well under a second on this tree):
     docs/guide/*.md) is marked `ignore` (their Rust blocks are doctests: `cargo test --doc`
     compiles them, `no_run` where they would connect or run forever), and neither names a
     tracker issue.
+
+(f) Always: the two references, BENCHMARKS.md and RELIABILITY.md, stay references: at most 300
+    lines each (the dated runs go to their logs, docs/log/benchmarks.md and
+    docs/log/reliability.md) and no tracker issue number.
+
+(g) Always: the deployment files say what the code does (PyYAML reads them; without it the
+    check fails, naming the package). deploy/kubernetes/simba-service.yaml: 3 replicas; the
+    probes are the mount point of examples/service.rs plus the paths the dashboard router
+    serves, and its test requests them; the container port is SERVICE_LISTEN's, the probes'
+    and the Service's; the backend URL comes from the Secret of secret.example.yaml;
+    terminationGracePeriodSeconds is longer than preStop. deploy/docker-compose.yml: 3
+    replicas of deploy/Dockerfile's service on its PostgreSQL. scripts/docker-compose.yml: the
+    servers of scripts/backends.sh on its default ports with its settings, and
+    scripts/compose.env exports the URLs backends.sh would, under names the tests read. Every
+    `SIMBA_<TABLE>__<KEY>` variable in them is a key of examples/simba.toml.
 
 Output: one line per problem, `path:line: ...` naming the id or the text, then the summary
 `spec check: N ids used, M defined, K undefined`. Exit status 1 when there is a problem, 2
@@ -53,7 +68,7 @@ from pathlib import Path
 SPEC = "docs/SPEC.md"
 
 # Documents exempt from the issue-number check (c): dated history records.
-HISTORY = ("docs/adr/", "RELIABILITY.md", "BENCHMARKS.md")
+HISTORY = ("docs/adr/", "docs/log/")
 
 # Never scanned: generated or binary files, fuzz inputs.
 SKIP_PREFIXES = ("target/", "fuzz/corpus/", "fuzz/artifacts/", "fuzz/target/", ".git/")
@@ -74,6 +89,10 @@ README = "README.md"
 README_MAX_LINES = 250
 GUIDE_PREFIXES = ("simba/src/guide/", "docs/guide/")
 FENCE = re.compile(r"^\s*(?:```|~~~)+\s*([^\n`]*)$")
+
+# The references (check (f)): current figures and goals; their dated runs are in docs/log/.
+REFERENCES = {"BENCHMARKS.md": "docs/log/benchmarks.md", "RELIABILITY.md": "docs/log/reliability.md"}
+REFERENCE_MAX_LINES = 300
 
 # Rust lexing, just enough to tell comments from code and strings.
 RUST_TOKEN = re.compile(
@@ -275,15 +294,25 @@ def rustdoc_issue_numbers(path: str, text: str, problems: list[str]) -> None:
             )
 
 
+def line_limit(path: str, text: str, limit: int, advice: str, problems: list[str]) -> None:
+    """A document longer than `limit` lines is a problem, with `advice` on where the rest goes."""
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    if lines > limit:
+        problems.append(f"{path}:{lines}: {lines} lines, more than {limit}: {advice}")
+
+
+def no_issue_numbers(path: str, text: str, where: str, problems: list[str]) -> None:
+    for no, line in enumerate(text.splitlines(), 1):
+        issue = ISSUE.search(line)
+        if issue:
+            problems.append(f"{path}:{no}: tracker issue number `{issue.group(0)}` in {where}")
+
+
 def docs_shape(path: str, text: str, problems: list[str]) -> None:
     """Check (e) for README.md and the guide's chapters."""
     if path == README:
-        lines = text.count("\n") + (0 if text.endswith("\n") else 1)
-        if lines > README_MAX_LINES:
-            problems.append(
-                f"{path}:{lines}: {lines} lines, more than {README_MAX_LINES}: README.md is the landing page, "
-                f"move the details into a guide chapter (simba/src/guide/)"
-            )
+        line_limit(path, text, README_MAX_LINES,
+                   "README.md is the landing page, move the details into a guide chapter (simba/src/guide/)", problems)
     for no, line in enumerate(text.splitlines(), 1):
         fence = FENCE.match(line)
         if fence and "ignore" in [w.strip() for w in fence.group(1).split(",")]:
@@ -291,9 +320,187 @@ def docs_shape(path: str, text: str, problems: list[str]) -> None:
                 f"{path}:{no}: a code block marked `ignore`: make it a doctest that compiles (hidden `# ` setup "
                 f"lines, `no_run` where it would connect to a server or run forever)"
             )
-        issue = ISSUE.search(line)
-        if issue:
-            problems.append(f"{path}:{no}: tracker issue number `{issue.group(0)}` in a user document")
+    no_issue_numbers(path, text, "a user document", problems)
+
+
+def reference_shape(path: str, text: str, problems: list[str]) -> None:
+    """Check (f) for BENCHMARKS.md and RELIABILITY.md."""
+    line_limit(path, text, REFERENCE_MAX_LINES,
+               f"{path} is the current reference (latest figures, their commands and commits, the goals); "
+               f"move dated runs to {REFERENCES[path]}", problems)
+    no_issue_numbers(path, text, "a reference (the log may name it)", problems)
+
+
+def yaml_docs(root: Path, path: str, problems: list[str]) -> list:
+    try:
+        import yaml  # PyYAML: Debian python3-yaml, or pip install pyyaml
+    except ImportError:
+        problems.append(f"{path}:1: cannot check it: PyYAML is missing (Debian: apt-get install python3-yaml)")
+        return []
+    text = read_text(root / path)
+    if text is None:
+        problems.append(f"{path}:1: missing")
+        return []
+    try:
+        return [d for d in yaml.safe_load_all(text) if d]
+    except yaml.YAMLError as e:
+        problems.append(f"{path}:1: not valid YAML: {e}")
+        return []
+
+
+def config_keys(root: Path) -> dict:
+    import tomllib
+    with open(root / "examples/simba.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def env_names_known(root: Path, path: str, names, problems: list[str]) -> None:
+    """Every `SIMBA_<TABLE>__<KEY>` name is a key of examples/simba.toml (which lists every key)."""
+    keys = config_keys(root)
+    for name in names:
+        if not (name.startswith("SIMBA_") and "__" in name) or name.startswith("SIMBA_TEST_"):
+            continue
+        node = keys
+        for part in name[len("SIMBA_"):].lower().split("__"):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            problems.append(f"{path}:1: {name} names no key of examples/simba.toml: the runtime would refuse it")
+
+
+def listen_port(value: str) -> int:
+    return int(value.rsplit(":", 1)[1])
+
+
+def k8s_container(docs, problems: list[str], path: str):
+    kinds = {d.get("kind"): d for d in docs}
+    for kind in ("Deployment", "Service", "PodDisruptionBudget"):
+        if kind not in kinds:
+            problems.append(f"{path}:1: no {kind}")
+    dep = kinds.get("Deployment") or {}
+    if dep.get("spec", {}).get("replicas") != 3:
+        problems.append(f"{path}:1: the Deployment runs {dep.get('spec', {}).get('replicas')} replicas, not 3")
+    pod = dep.get("spec", {}).get("template", {}).get("spec", {})
+    containers = pod.get("containers") or [{}]
+    return kinds, pod, containers[0]
+
+
+def check_k8s(root: Path, problems: list[str]) -> None:
+    path = "deploy/kubernetes/simba-service.yaml"
+    docs = yaml_docs(root, path, problems)
+    if not docs:
+        return
+    kinds, pod, c = k8s_container(docs, problems, path)
+    env = {e["name"]: e for e in c.get("env", [])}
+    env_names_known(root, path, env, problems)
+    service_rs = read_text(root / "examples/service.rs") or ""
+    mount = re.search(r'\.nest\("(/[^"]*)"', service_rs)
+    router = read_text(root / "simba/src/dashboard/http.rs") or ""
+    for probe, route in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+        got = c.get(probe, {}).get("httpGet", {}).get("path")
+        want = (mount.group(1) if mount else "?") + route
+        if got != want or f'.route("{route}"' not in router or f'"GET", "{want}"' not in service_rs:
+            problems.append(f"{path}:1: {probe} path {got}: want {want}, served by the dashboard router and requested by the service example's test")
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
+    listen = env.get("SERVICE_LISTEN", {}).get("value", ":0")
+    if ports.get("http") != listen_port(listen) or '"SERVICE_LISTEN"' not in service_rs:
+        problems.append(f"{path}:1: containerPort http {ports.get('http')} is not SERVICE_LISTEN's ({listen})")
+    for probe in ("livenessProbe", "readinessProbe"):
+        if c.get(probe, {}).get("httpGet", {}).get("port") not in ("http", ports.get("http")):
+            problems.append(f"{path}:1: {probe} asks another port than the container's")
+    svc_ports = kinds.get("Service", {}).get("spec", {}).get("ports", [{}])
+    if any(p.get("targetPort") not in ("http", ports.get("http")) for p in svc_ports):
+        problems.append(f"{path}:1: the Service targets another port than the container's")
+    check_k8s_secret(root, path, env, problems)
+    stop = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+    pre = int(stop[1]) if len(stop) == 2 and stop[0] == "sleep" else 0
+    if not pre or pod.get("terminationGracePeriodSeconds", 30) <= pre:
+        problems.append(f"{path}:1: terminationGracePeriodSeconds must leave time after a preStop sleep")
+    dockerfile = read_text(root / "deploy/Dockerfile") or ""
+    if f"ENV SERVICE_LISTEN=0.0.0.0:{ports.get('http')}" not in dockerfile or f"EXPOSE {ports.get('http')}" not in dockerfile:
+        problems.append(f"deploy/Dockerfile:1: SERVICE_LISTEN and EXPOSE are not the manifest's port {ports.get('http')}")
+
+
+def check_k8s_secret(root: Path, path: str, env: dict, problems: list[str]) -> None:
+    ref = env.get("SIMBA_BACKEND__URL", {}).get("valueFrom", {}).get("secretKeyRef", {})
+    secrets = yaml_docs(root, "deploy/kubernetes/secret.example.yaml", problems)
+    names = {(d.get("metadata", {}).get("name"), k) for d in secrets if d.get("kind") == "Secret" for k in d.get("stringData", {})}
+    if (ref.get("name"), ref.get("key")) not in names:
+        problems.append(f"{path}:1: SIMBA_BACKEND__URL does not come from the Secret of secret.example.yaml: {ref}")
+
+
+def check_deploy_compose(root: Path, problems: list[str]) -> None:
+    path = "deploy/docker-compose.yml"
+    docs = yaml_docs(root, path, problems)
+    services = docs[0].get("services", {}) if docs else {}
+    replicas = {n: s for n, s in services.items() if s.get("build", {}).get("dockerfile") == "deploy/Dockerfile"}
+    if docs and len(replicas) != 3:
+        problems.append(f"{path}:1: {len(replicas)} replicas of deploy/Dockerfile's service, not 3")
+    pg = services.get("postgres", {}).get("environment", {})
+    want = f"postgres://{pg.get('POSTGRES_USER')}:{pg.get('POSTGRES_PASSWORD')}@postgres:5432/{pg.get('POSTGRES_DB')}"
+    nodes, host_ports = set(), set()
+    for name, s in replicas.items():
+        env = s.get("environment", {})
+        env_names_known(root, path, env, problems)
+        if env.get("SIMBA_BACKEND__URL") != want:
+            problems.append(f"{path}:1: {name}: SIMBA_BACKEND__URL is not the compose PostgreSQL ({want})")
+        for mapping in s.get("ports", []):
+            host, _, container = str(mapping).rpartition(":")
+            host_ports.add(host)
+            if int(container) != listen_port(env.get("SERVICE_LISTEN", ":0")):
+                problems.append(f"{path}:1: {name} publishes {container}, not SERVICE_LISTEN's port")
+        nodes.add(env.get("SIMBA_NODE"))
+    if len(nodes) != len(replicas) or len(host_ports) != len(replicas):
+        problems.append(f"{path}:1: the replicas need distinct SIMBA_NODE names and host ports")
+    dockerfile = read_text(root / "deploy/Dockerfile") or ""
+    if not re.search(r"--example service --features [a-z,]*\bpostgres\b", dockerfile):
+        problems.append("deploy/Dockerfile:1: does not build the service example with the postgres feature")
+
+
+def backends_defaults(text: str) -> tuple[dict, dict]:
+    """backends.sh's default ports (by variable stem) and URL templates (by server name)."""
+    ports = {m.group(1): int(m.group(2)) for m in re.finditer(r"^([A-Z_]+)_PORT=\$\{SIMBA_BACKENDS_\1_PORT:-\$\(\(OFF \+ (\d+)\)\)\}", text, re.M)}
+    urls = {}
+    for m in re.finditer(r'^\s+([a-z| -]+)\) echo "([a-z]+://[^"$]*\$p[^"]*)" ;;', text, re.M):
+        for name in m.group(1).split("|"):
+            urls[name.strip()] = m.group(2)
+    return ports, urls
+
+
+#: scripts/docker-compose.yml's settings that must be backends.sh's too (the flags as written there).
+COMPOSE_SETTINGS = {
+    "postgres": ["fsync=off", "synchronous_commit=off"],
+    "redis": ["--maxmemory-policy noeviction"],
+    "redis-evicting": ["--maxmemory 64mb --maxmemory-policy allkeys-lru"],
+    "redis-persistent": ["--appendonly yes --appendfsync always"],
+    "etcd": ["--heartbeat-interval=50 --election-timeout=500", "--unsafe-no-fsync"],
+}
+
+
+def check_test_compose(root: Path, problems: list[str]) -> None:
+    path = "scripts/docker-compose.yml"
+    docs = yaml_docs(root, path, problems)
+    services = docs[0].get("services", {}) if docs else {}
+    script = read_text(root / "scripts/backends.sh") or ""
+    ports, urls = backends_defaults(script)
+    exports = dict(re.findall(r"^export (\w+)=(\S+)$", read_text(root / "scripts/compose.env") or "", re.M))
+    tests = "".join(read_text(root / p) or "" for p in repo_files(root) if p.startswith("tests/") and p.endswith(".rs"))
+    for name, s in services.items():
+        stem = name.upper().replace("-", "_")
+        mapped = [str(m).split(":") for m in s.get("ports", [])]
+        if not mapped or mapped[0][:2] != ["127.0.0.1", str(ports.get(stem))]:
+            problems.append(f"{path}:1: {name} is published on {mapped}, not 127.0.0.1:{ports.get(stem)} as in backends.sh")
+        text = str(s.get("command", "")) + str(s.get("environment", ""))
+        for flag in COMPOSE_SETTINGS.get(name, []):
+            if flag not in text or flag.split(" ")[0] not in script:
+                problems.append(f"{path}:1: {name} lacks backends.sh's `{flag}`")
+        var, url = f"SIMBA_TEST_{stem}_URL", urls.get(name, "?").replace("$p", str(ports.get(stem)))
+        if exports.get(var) != url or var not in tests:
+            problems.append(f"scripts/compose.env:1: {var} should be {url} (as backends.sh prints), read by a test")
+    for zk, cap in (("zk", "ZK_MAX_SESSION_MS"), ("zk-capped", "ZK_CAPPED_MAX_SESSION_MS")):
+        ms = re.search(rf"^{cap}=(?:\$\{{\w+:-)?(\d+)", script, re.M)
+        extra = str(services.get(zk, {}).get("environment", {}).get("ZOO_CFG_EXTRA", ""))
+        if not ms or f"maxSessionTimeout={ms.group(1)}" not in extra or exports.get(f"SIMBA_TEST_{cap}") != ms.group(1):
+            problems.append(f"{path}:1: {zk}'s maxSessionTimeout and SIMBA_TEST_{cap} are not backends.sh's")
 
 
 def main() -> int:
@@ -325,6 +532,8 @@ def main() -> int:
         id_uses(path, text, families, spec_refs if path == SPEC else uses)
         if path == README or (path.startswith(GUIDE_PREFIXES) and path.endswith(".md")):
             docs_shape(path, text, problems)
+        if path in REFERENCES:
+            reference_shape(path, text, problems)
         if path.endswith(".rs"):
             rust_texts.append(text)
             if path.startswith(LIBRARY_SOURCES):
@@ -343,6 +552,9 @@ def main() -> int:
         for path, no in spec_refs[rid]:
             problems.append(f"{path}:{no}: rule id {rid} is cited by the spec but not defined in it")
     tested = check_tested(spec_text, rust_texts, problems)
+    check_k8s(root, problems)
+    check_deploy_compose(root, problems)
+    check_test_compose(root, problems)
 
     for p in problems:
         print(p)

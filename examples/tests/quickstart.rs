@@ -5,18 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The quickstart binary, beside this test's (`target/<profile>/examples/`): `cargo test`
-/// builds the package's examples with its tests.
+mod common;
+
+/// The quickstart binary.
 fn quickstart() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    let profile = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
-    let bin = profile.join("examples").join(format!("quickstart{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo test -p simba-examples` (which builds it) or `cargo build --example quickstart`",
-        bin.display()
-    );
-    bin
+    common::example("quickstart")
 }
 
 /// The quickstart for `secs` seconds in `dir`, with every `SIMBA_*` variable removed but `env`.

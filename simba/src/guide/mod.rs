@@ -12,9 +12,13 @@
 //! 5. [`correctness`]: the local deadline, fencing, the failure table, what the verification
 //!    covers.
 //! 6. `testing`: testing your jobs with `simba::testing` (feature `testing`).
+//! 7. `deployment`: replicas on one store, probes, stopping (SIGTERM, preStop, the grace period
+//!    against the lease), a Kubernetes manifest and a docker-compose file (`deploy/`).
+//! 8. [`telemetry`]: Simba's spans, and exporting them to OpenTelemetry over OTLP.
 //!
 //! The contract, rule by rule, is `docs/SPEC.md`; the figures are in `BENCHMARKS.md` and
-//! `RELIABILITY.md`, each with the command that regenerates it. The design records,
+//! `RELIABILITY.md`, each with the command that regenerates it and the commit it was measured
+//! at (the dated runs behind them: `docs/log/`). The design records,
 //! `docs/adr/`: 0001 the engine (the sans-I/O core crate `simba_core` and its async shell,
 //! keep-alive digest), 0002 the SQL data model, 0003 jobs (registry, scheduler, fenced cron
 //! slots, partition groups), 0004 Redis, 0005 ZooKeeper, 0006 the protocol model, 0007
@@ -46,3 +50,12 @@ pub mod correctness {}
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 #[doc = include_str!("testing.md")]
 pub mod testing {}
+
+// Its example serves the dashboard's router (feature `dashboard`).
+#[cfg(feature = "dashboard")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
+#[doc = include_str!("deployment.md")]
+pub mod deployment {}
+
+#[doc = include_str!("telemetry.md")]
+pub mod telemetry {}

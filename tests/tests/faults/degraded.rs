@@ -535,7 +535,7 @@ async fn network_zookeeper() {
 }
 
 /// PostgreSQL under the 50 ms +- 25 ms jitter the other backends run: FAILS one bound, the
-/// graceful handover (RELIABILITY.md, "Issue 16: degraded networks"). Sessions now open and
+/// graceful handover (RELIABILITY.md, "Degraded networks"). Sessions now open and
 /// renew over the 50-150 ms round trip (the open is one simple query, the renewal connection is
 /// opened ahead and survives a timed-out renewal), and failover stays within its bound; a
 /// stopped holder's release and the new leader's first calls, on pool connections that prepare

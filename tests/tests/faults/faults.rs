@@ -974,7 +974,7 @@ async fn clock_skew_slow_redis() {
 /// valid. The run ASSERTS that it observed such overlapping terms (and still 0 stale writes
 /// accepted: the fence refuses the old token). Ignored in the test command (each fault shows
 /// an overlap only when a contender's retry, every 200-400 ms, falls in the ~30 ms window:
-/// 3 in 40 and 8 in 60 in the runs of RELIABILITY.md); run it with `--ignored`: 60 link faults by
+/// 3 in 40 and 8 in 60 in the runs of RELIABILITY.md, "Clock-rate skew", and its log); run it with `--ignored`: 60 link faults by
 /// default, so that a run without one is rare (about 1% at the lower rate).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "expected-to-overlap demonstration, a documented command (RELIABILITY.md)"]
