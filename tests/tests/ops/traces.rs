@@ -12,10 +12,13 @@ use tracing::{Subscriber, info_span};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
-/// Every span created (its name and its parent's name) and every `follows_from` link.
+/// A span's name and its parent's.
+type Created = (String, Option<String>);
+
+/// Every span created and every `follows_from` link (the span's name, the followed one's).
 #[derive(Clone, Default)]
 struct Spans {
-    created: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    created: Arc<Mutex<Vec<Created>>>,
     follows: Arc<Mutex<Vec<(String, String)>>>,
 }
 
