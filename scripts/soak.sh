@@ -15,7 +15,8 @@
 # sample, and the run fails when /metrics grew by more than SIMBA_SOAK_MAX_METRICS_GROWTH_PCT
 # (default 5) percent over the same window. SIMBA_SOAK_LEASE_LABELS and SIMBA_SOAK_IDLE_TIMEOUT
 # set `[metrics] lease_labels` and `idle_timeout` (defaults: the library's, "jobs" and 26h);
-# SIMBA_SOAK_METRICS=off runs without either listener.
+# SIMBA_SOAK_METRICS=off runs without either listener, SIMBA_SOAK_DASHBOARD=off without the
+# dashboard only.
 #
 #   bash scripts/soak.sh                                  # SQLite in a temporary directory
 #   SIMBA_SOAK_URL=redis://127.0.0.1:56379 bash scripts/soak.sh   # a running server
@@ -35,6 +36,7 @@ alloc=${SIMBA_SOAK_ALLOC:-glibc}
 profile=${SIMBA_SOAK_PROFILE:-release}
 max_metrics_growth=${SIMBA_SOAK_MAX_METRICS_GROWTH_PCT:-5}
 with_metrics=${SIMBA_SOAK_METRICS:-on}
+with_dashboard=${SIMBA_SOAK_DASHBOARD:-$with_metrics}
 case $alloc in
   glibc) features=() ;;
   mimalloc) features=(--features mimalloc) ;;
@@ -62,10 +64,11 @@ if [ "$with_metrics" = on ]; then
     printf '\n[metrics]\nlisten = "127.0.0.1:0"\n'
     [ -n "${SIMBA_SOAK_LEASE_LABELS:-}" ] && printf 'lease_labels = "%s"\n' "$SIMBA_SOAK_LEASE_LABELS"
     [ -n "${SIMBA_SOAK_IDLE_TIMEOUT:-}" ] && printf 'idle_timeout = "%s"\n' "$SIMBA_SOAK_IDLE_TIMEOUT"
-    printf '\n[dashboard]\nlisten = "127.0.0.1:0"\n'
+    [ "$with_dashboard" = on ] && printf '\n[dashboard]\nlisten = "127.0.0.1:0"\n'
+    true
   } >>"$dir/simba.toml"
 fi
-echo "soak: ${secs} s on ${url%%\?*}, ${profile} build, allocator ${alloc}, metrics and dashboard ${with_metrics} (lease_labels ${SIMBA_SOAK_LEASE_LABELS:-default}, idle_timeout ${SIMBA_SOAK_IDLE_TIMEOUT:-default}), samples every 10 s (elapsed_s rss_kib open_fds locks_taken cron_runs partition_terms group_joins metrics_bytes metrics_series state_bytes)"
+echo "soak: ${secs} s on ${url%%\?*}, ${profile} build, allocator ${alloc}, metrics ${with_metrics}, dashboard ${with_dashboard} (lease_labels ${SIMBA_SOAK_LEASE_LABELS:-default}, idle_timeout ${SIMBA_SOAK_IDLE_TIMEOUT:-default}), samples every 10 s (elapsed_s rss_kib open_fds locks_taken cron_runs partition_terms group_joins metrics_bytes metrics_series state_bytes)"
 (cd "$dir" && SIMBA_CONFIG="$dir/simba.toml" SIMBA_SOAK_SECS=$secs RUST_LOG=warn "$bin") | tee "$dir/soak.log"
 awk -v max="$max_growth" -v secs="$secs" -v warmup="$warmup" -v mmax="$max_metrics_growth" -v metered="$with_metrics" '
   $1 == "soak" && $2 == "held" { held = $3; of = $5 }
