@@ -3,10 +3,9 @@
 //! shape it parses: the number goes up when a field changes meaning or goes away (an added
 //! field keeps it).
 
-use chrono::{DateTime, SecondsFormat};
 use serde::Serialize;
 use simba::job::{NodeRegistry, RegistryReport, registry_versions};
-use simba::job_store::RunRecord;
+use simba::job_store::{RunRecord, RunRecordJson};
 
 use crate::output::Failure;
 
@@ -16,47 +15,12 @@ pub(crate) const SCHEMA: u32 = 1;
 /// An instant (milliseconds since the epoch) as RFC 3339 in UTC with milliseconds, as every
 /// `--json` output prints instants; `None` stays null.
 pub(crate) fn time(ms: Option<i64>) -> Option<String> {
-    ms.and_then(DateTime::from_timestamp_millis).map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    simba::job_store::rfc3339_ms(ms)
 }
 
-/// One run record: the fields of the dashboard's `/api/jobs` records, so a script reads both
-/// alike.
-#[derive(Debug, Serialize)]
-pub(crate) struct Record<'a> {
-    job: &'a str,
-    slot: Option<String>,
-    slot_ms: i64,
-    kind: &'static str,
-    outcome: &'static str,
-    attempt: u32,
-    attempts: u32,
-    session: &'a str,
-    node: &'a str,
-    token: u64,
-    started: Option<String>,
-    ended: Option<String>,
-    error: Option<&'a str>,
-}
-
-impl<'a> From<&'a RunRecord> for Record<'a> {
-    fn from(r: &'a RunRecord) -> Self {
-        Record {
-            job: &r.job,
-            slot: time(Some(r.slot_ms)),
-            slot_ms: r.slot_ms,
-            kind: r.kind.as_str(),
-            outcome: r.outcome.as_str(),
-            attempt: r.attempt,
-            attempts: r.attempts,
-            session: &r.session,
-            node: &r.node,
-            token: r.token,
-            started: time(r.started_ms),
-            ended: time(r.ended_ms),
-            error: r.error.as_deref(),
-        }
-    }
-}
+/// One run record: the library's [`RunRecordJson`], the type the dashboard's `/api/jobs`
+/// returns too, so a script reads both alike.
+pub(crate) type Record<'a> = RunRecordJson<'a>;
 
 /// `simba history JOB --json`.
 #[derive(Debug, Serialize)]

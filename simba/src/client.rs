@@ -43,13 +43,34 @@ pub struct Simba {
     pub(crate) shared: Arc<Shared>,
 }
 
-/// Builds a [`Simba`] client.
-#[must_use]
+/// Builds a [`Simba`] client: on a backend value with [`backend`](SimbaBuilder::backend)
+/// then [`build`](SimbaBuilder::build), or on a URL with [`url`](SimbaBuilder::url) then
+/// [`connect`](SimbaBuilder::connect).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), simba::Error> {
+/// use std::time::Duration;
+/// use simba::backend::namespace::Namespace;
+/// use simba::{Simba, SimbaConfig};
+///
+/// let simba = Simba::builder()
+///     .url("postgres://simba@db-host/simba")
+///     .namespace(Namespace::new("billing-svc")?)
+///     .config(SimbaConfig::builder().lease_duration(Duration::from_secs(15)).build()?)
+///     .connect()
+///     .await?;
+/// simba.close().await;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a builder does nothing until `build` or `connect` is called"]
 pub struct SimbaBuilder {
     config: SimbaConfig,
     backend: Option<SharedBackend>,
+    url: Option<BackendUrl>,
     seed: Option<u64>,
     namespace: Option<Namespace>,
+    lease_labels: crate::metrics::LeaseLabels,
 }
 
 impl SimbaBuilder {
@@ -59,9 +80,33 @@ impl SimbaBuilder {
         self
     }
 
-    /// The backend (required).
+    /// The backend, for [`build`](SimbaBuilder::build) (or [`url`](SimbaBuilder::url) for
+    /// [`connect`](SimbaBuilder::connect)).
     pub fn backend<B: Backend>(mut self, backend: B) -> Self {
         self.backend = Some(Arc::new(backend));
+        self
+    }
+
+    /// The backend's URL, for [`connect`](SimbaBuilder::connect): `memory://`,
+    /// `sqlite://path/to/file.db`, `postgres://...`, `mysql://...`, `redis://...`,
+    /// `zk://host:port/chroot` or `etcd://host:port`, each with its cargo feature (see
+    /// [`Simba::connect`]).
+    pub fn url(mut self, url: impl AsRef<str>) -> Self {
+        self.url = Some(BackendUrl::new(url.as_ref()));
+        self
+    }
+
+    /// [`url`](SimbaBuilder::url), parsed already.
+    pub(crate) fn backend_url(mut self, url: BackendUrl) -> Self {
+        self.url = Some(url);
+        self
+    }
+
+    /// Which terms carry their lease name as a metrics label (rule O4; default
+    /// [`LeaseLabels::Jobs`](crate::metrics::LeaseLabels::Jobs)). `[metrics] lease_labels` in
+    /// `simba.toml`.
+    pub fn lease_labels(mut self, lease_labels: crate::metrics::LeaseLabels) -> Self {
+        self.lease_labels = lease_labels;
         self
     }
 
@@ -92,14 +137,47 @@ impl SimbaBuilder {
         self
     }
 
+    /// Connects to the backend named by [`url`](SimbaBuilder::url) and starts the client, as
+    /// [`build`](SimbaBuilder::build) does. A backend given with
+    /// [`backend`](SimbaBuilder::backend) is used as is, without a URL.
+    pub async fn connect(mut self) -> Result<Simba, Error> {
+        if self.backend.is_some() {
+            return self.build();
+        }
+        let Some(url) = self.url.take() else {
+            return Err(crate::ConfigError::new(
+                "no backend: call `SimbaBuilder::url` (e.g. \"postgres://user@host/db\") or `SimbaBuilder::backend`",
+            )
+            .with_key("SimbaBuilder::url")
+            .into());
+        };
+        match crate::backend::connect::connect_known(&url, ConnectOptions::default()).await {
+            Ok(Some(c)) => {
+                self.backend = Some(c.backend());
+                self.build()
+            }
+            Ok(None) => Err(crate::ConfigError::new(format!(
+                "unsupported backend URL `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis://, zk:// or etcd:// (each needs its cargo feature: sqlite, postgres, mysql, redis, zookeeper, etcd)",
+                url.scheme()
+            ))
+            .with_key("backend.url")
+            .into()),
+            Err(source) => Err(Error::Backend { op: "connect", name: None, source }),
+        }
+    }
+
     /// Starts the client: its session actor opens a session in the background. Must be
     /// called inside a Tokio runtime.
     pub fn build(self) -> Result<Simba, Error> {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let backend = self.backend.ok_or_else(|| {
-            crate::ConfigError::new("no backend: call `SimbaBuilder::backend` or use `Simba::connect(url, ..)`")
-                .with_key("SimbaBuilder::backend")
+            crate::ConfigError::new(
+                "no backend: call `SimbaBuilder::backend`, or `SimbaBuilder::url` then `connect().await` instead of \
+                 `build()`",
+            )
+            .with_key("SimbaBuilder::backend")
         })?;
+        crate::metrics::build_info(&backend.describe());
         let backend: SharedBackend = match self.namespace {
             Some(ns) => Arc::new(Namespaced::shared(backend, Some(ns))),
             None => backend,
@@ -122,6 +200,7 @@ impl SimbaBuilder {
             rng: Mutex::new(rng),
             actor: Mutex::new(None),
             backend,
+            lease_metrics: crate::metrics::LeaseMetrics::new(self.lease_labels),
         });
         if let Some(mut rx) = shared.backend.subscribe_releases() {
             let tx = shared.releases.clone();
@@ -150,7 +229,14 @@ impl SimbaBuilder {
 impl Simba {
     /// A builder.
     pub fn builder() -> SimbaBuilder {
-        SimbaBuilder { config: SimbaConfig::default(), backend: None, seed: None, namespace: None }
+        SimbaBuilder {
+            config: SimbaConfig::default(),
+            backend: None,
+            url: None,
+            seed: None,
+            namespace: None,
+            lease_labels: crate::metrics::LeaseLabels::default(),
+        }
     }
 
     /// A client on `backend` with `config`.
@@ -178,15 +264,10 @@ impl Simba {
         namespace: Option<Namespace>,
         config: SimbaConfig,
     ) -> Result<Simba, Error> {
-        match crate::backend::connect::connect_known(url, ConnectOptions::default()).await {
-            Ok(Some(c)) => SimbaBuilder { config, backend: Some(c.backend()), seed: None, namespace }.build(),
-            Ok(None) => Err(crate::ConfigError::new(format!(
-                "unsupported backend URL `{}`: use memory://, sqlite://PATH, postgres://, mysql://, redis://, zk:// or etcd:// (each needs its cargo feature: sqlite, postgres, mysql, redis, zookeeper, etcd)",
-                url.scheme()
-            ))
-            .with_key("backend.url")
-            .into()),
-            Err(source) => Err(Error::Backend { op: "connect", name: None, source }),
+        let b = Simba::builder().config(config).backend_url(url.clone());
+        match namespace {
+            Some(ns) => b.namespace(ns).connect().await,
+            None => b.connect().await,
         }
     }
 
@@ -350,5 +431,42 @@ impl std::fmt::Debug for Simba {
             .field("backend", &self.shared.backend.describe())
             .field("session", &self.session_id())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Rule O10: `url(..).connect()` applies the builder's settings as `backend(..).build()`
+    /// does, and refuses a missing or unsupported URL with the fix.
+    #[tokio::test]
+    async fn o10_the_builder_connects_by_url_with_its_settings() -> Result<(), Error> {
+        let config = SimbaConfig::builder().lease_duration(Duration::from_secs(9)).build()?;
+        let simba = Simba::builder()
+            .url("memory://")
+            .namespace(Namespace::new("billing-svc")?)
+            .config(config)
+            .lease_labels(crate::metrics::LeaseLabels::All)
+            .connect()
+            .await?;
+        assert_eq!(simba.config(), &config);
+        assert!(simba.shared.backend.describe().contains("namespace billing-svc"), "{:?}", simba);
+        let label = simba.shared.lease_metrics.label(&"order-1".into(), false);
+        assert_eq!(
+            label,
+            crate::metrics::lease_label(crate::metrics::LeaseLabels::All, &"order-1".into(), None, false)
+        );
+        let guard = simba.lock("order-1").acquire().await?;
+        guard.release().await?;
+        simba.close().await;
+
+        let e = Simba::builder().connect().await.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("SimbaBuilder::url"), "{e}");
+        let e = Simba::builder().url("gopher://x").connect().await.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("unsupported backend URL `gopher`") && e.contains("postgres://"), "{e}");
+        Ok(())
     }
 }

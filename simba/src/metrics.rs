@@ -7,41 +7,65 @@
 //!
 //! | name | type | labels | meaning |
 //! | --- | --- | --- | --- |
+//! | `simba_build_info` | gauge | `version`, `backend` | 1 per client: the crate version and the backend kind (`postgres`, `redis`, ...) |
 //! | `simba_session_state` | gauge | `state` = opening, live, suspended, closed | 1 for the current state, 0 for the others |
 //! | `simba_renewal_duration_seconds` | histogram | | round trip of each successful keep-alive |
 //! | `simba_renewal_failures_total` | counter | | keep-alives that failed or timed out |
-//! | `simba_terms_gained_total` | counter | `lease` | terms won (elections, locks, partitions) |
-//! | `simba_terms_lost_total` | counter | `lease`, `reason` | terms ended, by [`RevokeReason`] |
+//! | `simba_terms_gained_total` | counter | `kind`, `lease` (see below) | terms won |
+//! | `simba_terms_lost_total` | counter | `kind`, `lease` (see below), `reason` | terms ended, by [`RevokeReason`] |
 //! | `simba_job_runs_total` | counter | `job` | scheduled runs started |
 //! | `simba_job_failures_total` | counter | `job` | runs that returned an error |
-//! | `simba_job_duration_seconds` | histogram | `job` | how long each run took |
-//! | `simba_job_lateness_seconds` | histogram | `job` | how late each run started after its slot |
+//! | `simba_job_duration_seconds` | histogram | `job` | how long each run took (buckets up to a day) |
+//! | `simba_job_lateness_seconds` | histogram | `job` | how late each run started after its slot (buckets up to a day) |
 //! | `simba_partitions_held` | gauge | `group` | partitions of the group this process holds |
 //! | `simba_job_slots_total` | counter | `job`, `outcome` | slots by how they ended (`ran`, `failed`, `declined`, `missed`, ...) |
 //! | `simba_job_paused` | gauge | `job` | 1 while this node's claims find the job paused |
 //! | `simba_job_records_lost_total` | counter | `job` | history records given up: the store did not take them before the end of their term plus a grace (each one is also a warning naming the slot) |
+//! | `simba_job_registry_differences` | gauge | | differences between the live nodes' job registries at the last check |
 //!
 //! `reason` is `stopped`, `stepped_down`, `deadline_passed`, `session_expired` or
 //! `taken_over`. The session gauge describes the last client whose state changed: run one
 //! client per process (the runtime does).
+//!
+//! **Bounded labels** (rule O4). `kind` is `job` (the lease of a scheduled job the runtime
+//! runs), `partition` (a partition of a group the runtime runs), `election` or `lock`. The
+//! `lease` label follows [`LeaseLabels`] (`[metrics] lease_labels`): by default only the
+//! leases of the runtime's jobs and groups carry it, since the code declares them and so
+//! bounds them; a lock taken per order or per tenant is counted under `kind="lock"` alone.
+//! `job` and `group` labels are always there: jobs and groups are named in code.
+//!
+//! **Series that go idle** (rule O5). Simba's own recorder (the one `[metrics] listen`
+//! installs) drops a counter or histogram series that was not updated for
+//! `[metrics] idle_timeout` (default [`DEFAULT_IDLE_TIMEOUT`], a day and two hours, so that a
+//! daily job's series live from one run to the next, a 25-hour day included); gauges are
+//! kept, they state a current value. A series that comes back starts again from zero, which
+//! Prometheus reads as a counter reset. The timeout applies to every series of that recorder,
+//! the application's own included.
+//!
+//! **Buckets** (rule O6). The job histograms have buckets from 1 ms to a day, the renewal
+//! histogram from 1 ms to 60 s; they are set for those names only, so the application's own
+//! histograms recorded through the same recorder keep the exporter's defaults.
 
 use std::time::Duration;
 
-use metrics::{counter, gauge, histogram};
+use metrics::{Label, counter, gauge, histogram};
 
 use crate::{RevokeReason, SessionStatus};
 
 /// Metric names, for exporters and dashboards.
 pub mod names {
+    /// Gauge, labels `version` and `backend`: 1 per client.
+    pub const BUILD_INFO: &str = "simba_build_info";
     /// Gauge, label `state`: 1 for the session's current state.
     pub const SESSION_STATE: &str = "simba_session_state";
     /// Histogram (seconds): round trip of each successful keep-alive.
     pub const RENEWAL_DURATION: &str = "simba_renewal_duration_seconds";
     /// Counter: failed or timed-out keep-alives.
     pub const RENEWAL_FAILURES: &str = "simba_renewal_failures_total";
-    /// Counter, label `lease`: terms won.
+    /// Counter, labels `kind` and (see [`LeaseLabels`](super::LeaseLabels)) `lease`: terms won.
     pub const TERMS_GAINED: &str = "simba_terms_gained_total";
-    /// Counter, labels `lease` and `reason`: terms ended.
+    /// Counter, labels `kind`, `reason` and (see [`LeaseLabels`](super::LeaseLabels)) `lease`:
+    /// terms ended.
     pub const TERMS_LOST: &str = "simba_terms_lost_total";
     /// Counter, label `job`: scheduled runs started.
     pub const JOB_RUNS: &str = "simba_job_runs_total";
@@ -91,12 +115,28 @@ pub(crate) fn renewal_failed() {
     counter!(names::RENEWAL_FAILURES).increment(1);
 }
 
-pub(crate) fn term_gained(lease: &str) {
-    counter!(names::TERMS_GAINED, "lease" => lease.to_owned()).increment(1);
+pub(crate) fn term_gained(lease: &LeaseLabel) {
+    counter!(names::TERMS_GAINED, lease.labels()).increment(1);
 }
 
-pub(crate) fn term_lost(lease: &str, reason: RevokeReason) {
-    counter!(names::TERMS_LOST, "lease" => lease.to_owned(), "reason" => reason_label(reason)).increment(1);
+pub(crate) fn term_lost(lease: &LeaseLabel, reason: RevokeReason) {
+    let mut labels = lease.labels();
+    labels.push(Label::new("reason", reason_label(reason)));
+    counter!(names::TERMS_LOST, labels).increment(1);
+}
+
+/// `simba_build_info{version, backend} 1` for a client on the backend described as
+/// `backend` (its [`describe`](crate::backend::Backend::describe)).
+pub(crate) fn build_info(backend: &str) {
+    gauge!(names::BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "backend" => backend_kind(backend)).set(1.0);
+}
+
+/// The kind of a backend from its description: the scheme of `postgres://host/db`, the first
+/// word otherwise (`memory`), at most 32 characters, so the label never carries a host.
+fn backend_kind(described: &str) -> String {
+    let kind: String =
+        described.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-').take(32).collect();
+    if kind.is_empty() { "other".to_owned() } else { kind.to_ascii_lowercase() }
 }
 
 pub(crate) fn job_started(job: &str, lateness: Duration) {
@@ -143,9 +183,58 @@ impl Drop for PartitionHeld {
     }
 }
 
+/// The default `[metrics] idle_timeout`: a day and two hours, so that the series of a daily
+/// job live from one run to the next (a 25-hour day included).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(26 * 3600);
+
+/// How Simba labels its terms and how its own Prometheus recorder keeps series: the
+/// `[metrics]` table of `simba.toml` besides `listen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MetricsSettings {
+    /// `[metrics] lease_labels` (rule O4): which terms carry their lease name.
+    pub lease_labels: LeaseLabels,
+    /// `[metrics] idle_timeout` (rule O5): a counter or histogram series of Simba's own
+    /// recorder that was not updated for this long is dropped; `None` (`"off"`): kept
+    /// forever. Applies only when Simba installs the recorder (`[metrics] listen`).
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        MetricsSettings { lease_labels: LeaseLabels::default(), idle_timeout: Some(DEFAULT_IDLE_TIMEOUT) }
+    }
+}
+
+impl MetricsSettings {
+    /// With `lease_labels`.
+    #[must_use]
+    pub fn lease_labels(mut self, lease_labels: LeaseLabels) -> Self {
+        self.lease_labels = lease_labels;
+        self
+    }
+
+    /// With `idle_timeout` (`None`: series never go idle).
+    #[must_use]
+    pub fn idle_timeout(mut self, idle_timeout: Option<Duration>) -> Self {
+        self.idle_timeout = idle_timeout;
+        self
+    }
+}
+
+mod labels;
+pub use labels::LeaseLabels;
+#[cfg(test)]
+pub(crate) use labels::lease_label;
+pub(crate) use labels::{LeaseKind, LeaseLabel, LeaseMetrics};
+
 #[cfg(feature = "prometheus")]
 mod endpoint;
 #[cfg(feature = "prometheus")]
-pub(crate) use endpoint::recorder;
+mod listener;
+#[cfg(all(test, feature = "prometheus"))]
+mod tests;
 #[cfg(feature = "prometheus")]
-pub use endpoint::{MetricsServer, serve};
+pub use endpoint::{MAX_CONNECTIONS, MetricsServer, REQUEST_DEADLINE, serve};
+#[cfg(feature = "prometheus")]
+pub(crate) use endpoint::{recorder, recorder_with};

@@ -154,12 +154,26 @@ struct TermInner {
     ended_at: std::sync::OnceLock<Instant>,
     /// Cancelled with the revocation, for code that speaks `CancellationToken`.
     cancel: tokio_util::sync::CancellationToken,
+    /// The labels of its `simba_terms_*` counters (rule O4).
+    metric: crate::metrics::LeaseLabel,
 }
 
 impl Term {
+    #[cfg(test)]
     pub(crate) fn new(name: Arc<str>, token: u64, session: Arc<SessionCell>, now: Instant) -> Self {
+        Term::labelled(name, token, session, now, crate::metrics::LeaseLabel::default())
+    }
+
+    /// A term counted under `metric` (rule O4).
+    pub(crate) fn labelled(
+        name: Arc<str>,
+        token: u64,
+        session: Arc<SessionCell>,
+        now: Instant,
+        metric: crate::metrics::LeaseLabel,
+    ) -> Self {
         let (revoked, _) = watch::channel(None);
-        crate::metrics::term_gained(&name);
+        crate::metrics::term_gained(&metric);
         Term {
             inner: Arc::new(TermInner {
                 id: NEXT_TERM_ID.fetch_add(1, Ordering::Relaxed),
@@ -170,6 +184,7 @@ impl Term {
                 revoked,
                 ended_at: std::sync::OnceLock::new(),
                 cancel: tokio_util::sync::CancellationToken::new(),
+                metric,
             }),
         }
     }
@@ -300,7 +315,7 @@ impl Term {
         });
         if first {
             self.inner.cancel.cancel();
-            crate::metrics::term_lost(&self.inner.name, reason);
+            crate::metrics::term_lost(&self.inner.metric, reason);
         }
         first
     }

@@ -209,6 +209,51 @@ impl RunRecord {
     }
 }
 
+/// A run record as every JSON output shows it (`simba history --json`, `simba jobs --json`,
+/// the dashboard's `/api/jobs`), one type for all of them: the fields of [`RunRecord`]'s
+/// serialization, and its instants again in RFC 3339 for people (`slot`, `started`, `ended`,
+/// [`rfc3339_ms`]).
+///
+/// ```
+/// use simba::job_store::{Outcome, RunRecord, RunRecordJson};
+///
+/// let r = RunRecord::not_run("report", 1_700_000_000_000, Outcome::Missed);
+/// let json = serde_json::to_value(RunRecordJson::from(&r)).expect("strings and numbers");
+/// assert_eq!(json["slot_ms"], 1_700_000_000_000i64);
+/// assert_eq!(json["slot"], "2023-11-14T22:13:20.000Z");
+/// assert_eq!(json["outcome"], "missed");
+/// ```
+#[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
+pub struct RunRecordJson<'a> {
+    /// The record's own fields.
+    #[serde(flatten)]
+    pub record: &'a RunRecord,
+    /// `slot_ms` in RFC 3339.
+    pub slot: Option<String>,
+    /// `started_ms` in RFC 3339.
+    pub started: Option<String>,
+    /// `ended_ms` in RFC 3339.
+    pub ended: Option<String>,
+}
+
+impl<'a> From<&'a RunRecord> for RunRecordJson<'a> {
+    fn from(record: &'a RunRecord) -> Self {
+        RunRecordJson {
+            record,
+            slot: rfc3339_ms(Some(record.slot_ms)),
+            started: rfc3339_ms(record.started_ms),
+            ended: rfc3339_ms(record.ended_ms),
+        }
+    }
+}
+
+/// An instant in unix milliseconds as the JSON outputs print instants: RFC 3339, UTC,
+/// milliseconds (`2023-11-14T22:13:20.000Z`); `None` (or out of range) stays `None`.
+pub fn rfc3339_ms(ms: Option<i64>) -> Option<String> {
+    ms.and_then(chrono::DateTime::from_timestamp_millis).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
 /// `text` cut to at most [`MAX_ERROR_BYTES`] bytes at a character boundary.
 pub fn truncate_error(text: &str) -> String {
     if text.len() <= MAX_ERROR_BYTES {

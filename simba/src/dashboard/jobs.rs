@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::auth::{Action, ActionError, Control};
@@ -14,7 +14,7 @@ use super::text::{human, natural};
 use crate::admin::{AdminError, Jobs};
 use crate::backend::SessionId;
 use crate::job::{Schedule, parse_cron, parse_time_zone};
-use crate::job_store::{RunRecord, group_of};
+use crate::job_store::{RunRecord, RunRecordJson, group_of, rfc3339_ms};
 
 /// The jobs page's data.
 #[derive(Debug, Clone)]
@@ -168,38 +168,19 @@ pub(crate) fn view(reading: &Reading, now: SystemTime) -> JobsView {
     }
 }
 
-/// An instant as `simba jobs --json` prints it (RFC 3339, milliseconds, UTC), or null.
+/// An instant as `simba jobs --json` prints it ([`rfc3339_ms`]), or null.
 pub(crate) fn time_json(ms: Option<i64>) -> Value {
-    ms.and_then(DateTime::from_timestamp_millis)
-        .map_or(Value::Null, |t| Value::String(t.to_rfc3339_opts(SecondsFormat::Millis, true)))
+    rfc3339_ms(ms).map_or(Value::Null, Value::String)
 }
 
 fn system_ms(t: SystemTime) -> Option<i64> {
     t.duration_since(SystemTime::UNIX_EPOCH).ok().and_then(|d| i64::try_from(d.as_millis()).ok())
 }
 
-/// A record as the JSON API and `simba history --json` print it: the fields of
-/// [`RunRecord`]'s `Serialize` (unix milliseconds) plus its instants in RFC 3339 for people
-/// (`slot`, `started`, `ended`).
-#[derive(serde::Serialize)]
-struct RecordJson<'a> {
-    #[serde(flatten)]
-    record: &'a RunRecord,
-    slot: Value,
-    started: Value,
-    ended: Value,
-}
-
-/// A record as `simba history --json` prints it.
+/// A record as `simba history --json` prints it ([`RunRecordJson`]).
 pub(crate) fn record_json(r: &RunRecord) -> Value {
-    let json = RecordJson {
-        record: r,
-        slot: time_json(Some(r.slot_ms)),
-        started: time_json(r.started_ms),
-        ended: time_json(r.ended_ms),
-    };
     // A record holds only strings and numbers: serializing it cannot fail.
-    serde_json::to_value(json).unwrap_or(Value::Null)
+    serde_json::to_value(RunRecordJson::from(r)).unwrap_or(Value::Null)
 }
 
 /// `GET /api/jobs`: per job the fields of `simba jobs --json` (`job`, `paused`, `last_slot`,

@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) attempt_done: tokio::sync::Notify,
     pub(crate) rng: Mutex<StdRng>,
     pub(crate) actor: Mutex<Option<JoinHandle<()>>>,
+    /// How this client's terms are labelled in metrics (rule O4).
+    pub(crate) lease_metrics: crate::metrics::LeaseMetrics,
 }
 
 /// How long a lock name has passed between tasks of this process without going to another
@@ -231,7 +233,8 @@ impl Shared {
                         session.max_released(name),
                     ) == Verdict::Adopt =>
                 {
-                    let term = Term::new(Arc::clone(name), token, session, now);
+                    let metric = self.lease_metrics.label(name, st.elections.contains_key(name));
+                    let term = Term::labelled(Arc::clone(name), token, session, now, metric);
                     st.held.insert(Arc::clone(name), term.clone());
                     Some(term)
                 }

@@ -53,6 +53,10 @@ pub(crate) async fn run_group(simba: Simba, spec: GroupSpec, stop: CancellationT
     let mut leaving: BTreeMap<u32, Worker> = BTreeMap::new();
     let group = simba.group(spec.group.to_string());
     let mut watch = group.watch();
+    // Named in code, so bounded: the partitions' terms carry their lease names (rule O4).
+    for i in 0..spec.partitions {
+        simba.shared.lease_metrics.declare(&spec.lease(i), crate::metrics::LeaseKind::Partition);
+    }
     // Partitions whose release was heard and that no round has tried since: kept across
     // rounds, because the round a release wakes may still see the releaser listed (a member
     // stepping surplus partitions down stays; a node whose membership record is not yet gone
@@ -64,6 +68,9 @@ pub(crate) async fn run_group(simba: Simba, spec: GroupSpec, stop: CancellationT
         tokio::select! {
             _ = stop.cancelled() => {
                 shut_down(&group, held, leaving).await;
+                for i in 0..spec.partitions {
+                    simba.shared.lease_metrics.forget(&spec.lease(i));
+                }
                 return;
             }
             Some(i) = ended_rx.recv() => {

@@ -209,8 +209,7 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             let started = Instant::now();
             crate::metrics::job_started(&self.rec.metric, if attempt == 1 { lateness } else { Duration::ZERO });
             tracing::debug!(job = %self.rec.job, lease = term.name(), token = term.token(), attempt, ?lateness, "job run starting");
-            let span =
-                tracing::info_span!("job", job = %self.rec.job, lease = term.name(), token = term.token(), attempt);
+            let span = run_span(&self.rec.job, term, attempt);
             let fut = ctx.scope(tracing::Instrument::instrument((self.body)(term.clone()), span));
             let result = self.attempt(fut, cancel, rec.as_ref()).await;
             let took = started.elapsed();
@@ -428,6 +427,15 @@ pub(crate) fn is_decline(e: &(dyn std::error::Error + 'static), term: &Term) -> 
         cur = err.source();
     }
     false
+}
+
+/// The span of one run (rule O9): a root of its own, so that an exported trace lasts one run
+/// and not the whole term, linked by `follows_from` to the span current here (the term's
+/// `leader` or `partition` span), so a trace viewer can still walk from the run to its term.
+fn run_span(job: &str, term: &Term, attempt: u32) -> tracing::Span {
+    let span = tracing::info_span!(parent: None, "job", job = %job, lease = term.name(), token = term.token(), attempt);
+    span.follows_from(tracing::Span::current());
+    span
 }
 
 #[cfg(test)]

@@ -1,36 +1,76 @@
 //! The runtime's own HTTP endpoint (feature `prometheus`): `GET /metrics` in the Prometheus
 //! text format and the probes `GET /livez`, `/readyz` and `/healthz` (the alias of `/readyz`,
-//! rule O1; [`crate::probe`] answers them, as it does for the dashboard's router), on one
-//! plain TCP listener. A minimal HTTP/1.1 server (one
-//! request per connection) keeps hyper out of the dependency tree.
+//! rule O1; [`crate::probe`] answers them, as it does for the dashboard's router), served by
+//! axum, the dashboard's HTTP stack. Each connection lives at most [`REQUEST_DEADLINE`] from
+//! its accept to the last byte of its answer, and at most [`MAX_CONNECTIONS`] are open; one
+//! more closes the oldest (rule O8, [`super::listener`]).
 
 use std::net::SocketAddr;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::listener::Bounded;
+use super::{MetricsSettings, names};
 use crate::probe::{self, Probe};
 use crate::{Error, Simba};
 
-/// Histogram buckets, in seconds: from 1 ms (a local renewal) to 60 s (a long job).
-const BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0];
+/// Buckets of the renewal histogram, in seconds: 1 ms (a local store) to 60 s.
+const RENEWAL_BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0];
 
-/// How long a client may take to send its request.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Buckets of the job histograms (duration, lateness), in seconds: 1 ms to a day, so that a
+/// job of hours lands in a bucket of its own instead of the overflow (rule O6).
+pub(crate) const JOB_BUCKETS: [f64; 23] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0,
+    3600.0, 7200.0, 14400.0, 43200.0, 86400.0,
+];
+
+/// How long one connection of the endpoint may live, from its accept to the last byte of
+/// its answer (rule O8): a scrape takes milliseconds; Prometheus's own scrape timeout is
+/// 10 s by default.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How many connections the endpoint keeps open at once (rule O8); one more closes the
+/// oldest. Its descriptors are the process's, which the backend's connections need too.
+pub const MAX_CONNECTIONS: usize = 64;
 
 static RECORDER: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
 
-/// Installs the Prometheus recorder as the process's `metrics` recorder, once; later calls
-/// reuse it. The runtime calls it before it opens its session, so that no early value is
-/// lost (a recorder installed later misses what was recorded before).
+/// The exporter's settings for Simba's recorder: the buckets of Simba's own histograms by
+/// name (the application's keep the exporter's defaults, rule O6) and the idle timeout of
+/// counters and histograms (rule O5).
+pub(crate) fn builder(settings: &MetricsSettings) -> Result<PrometheusBuilder, BuildError> {
+    let job = |name: &str| Matcher::Full(name.to_owned());
+    let builder = PrometheusBuilder::new()
+        .set_buckets_for_metric(job(names::RENEWAL_DURATION), &RENEWAL_BUCKETS)?
+        .set_buckets_for_metric(job(names::JOB_DURATION), &JOB_BUCKETS)?
+        .set_buckets_for_metric(job(names::JOB_LATENESS), &JOB_BUCKETS)?;
+    // Gauges state a current value (the session, partitions held): they stay.
+    Ok(builder.idle_timeout(MetricKindMask::COUNTER | MetricKindMask::HISTOGRAM, settings.idle_timeout))
+}
+
+/// [`recorder_with`] the default settings (a dashboard asked to serve `/metrics`).
 pub(crate) fn recorder() -> Result<PrometheusHandle, Error> {
+    recorder_with(&MetricsSettings::default())
+}
+
+/// Installs the Prometheus recorder as the process's `metrics` recorder, once, with
+/// `settings`; later calls reuse it (and its settings). The runtime calls it before it opens
+/// its session, so that no early value is lost (a recorder installed later misses what was
+/// recorded before).
+pub(crate) fn recorder_with(settings: &MetricsSettings) -> Result<PrometheusHandle, Error> {
     let r = RECORDER.get_or_init(|| {
-        let builder = PrometheusBuilder::new().set_buckets(&BUCKETS).map_err(|e| e.to_string())?;
+        let builder = builder(settings).map_err(|e| e.to_string())?;
         builder.install_recorder().map_err(|e| e.to_string())
     });
     r.clone().map_err(|e| {
@@ -73,8 +113,9 @@ impl Drop for MetricsServer {
     }
 }
 
-/// Installs the Prometheus recorder (once per process) and serves `/metrics`, `/livez`,
-/// `/readyz` and `/healthz` for `simba`'s session on `addr`.
+/// Installs the Prometheus recorder (once per process, default settings when not installed
+/// yet) and serves `/metrics`, `/livez`, `/readyz` and `/healthz` for `simba`'s session on
+/// `addr`.
 pub async fn serve(addr: SocketAddr, simba: &Simba) -> Result<MetricsServer, Error> {
     let handle = recorder()?;
     let listener = TcpListener::bind(addr).await.map_err(|e| {
@@ -85,69 +126,52 @@ pub async fn serve(addr: SocketAddr, simba: &Simba) -> Result<MetricsServer, Err
     })?;
     let addr = listener.local_addr().unwrap_or(addr);
     let stop = CancellationToken::new();
-    let client = simba.clone();
-    let token = stop.clone();
+    let bounded = Bounded::new(listener, REQUEST_DEADLINE, MAX_CONNECTIONS, stop.clone());
+    let app = router(Arc::new(Endpoint { handle, simba: simba.clone() }));
+    let served = axum::serve(bounded, app).with_graceful_shutdown(stop.clone().cancelled_owned());
     let task = tokio::spawn(async move {
-        loop {
-            let (conn, _) = tokio::select! {
-                _ = token.cancelled() => return,
-                accepted = listener.accept() => match accepted {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "metrics endpoint: accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-            };
-            let (handle, client) = (handle.clone(), client.clone());
-            tokio::spawn(async move {
-                if let Err(e) = respond(conn, &handle, &client).await {
-                    tracing::debug!(error = %e, "metrics endpoint: request failed");
-                }
-            });
+        if let Err(e) = served.await {
+            tracing::warn!(error = %e, "metrics endpoint stopped");
         }
     });
     tracing::info!(%addr, "serving /metrics, /livez, /readyz and /healthz");
     Ok(MetricsServer { addr, stop, task })
 }
 
-async fn respond(mut conn: TcpStream, handle: &PrometheusHandle, simba: &Simba) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
-        let n = match tokio::time::timeout(READ_TIMEOUT, conn.read(&mut chunk)).await {
-            Ok(r) => r?,
-            Err(_) => return Ok(()),
-        };
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
+/// What the handlers share.
+struct Endpoint {
+    handle: PrometheusHandle,
+    simba: Simba,
+}
+
+type Shared = State<Arc<Endpoint>>;
+
+fn router(endpoint: Arc<Endpoint>) -> Router {
+    Router::new().route("/metrics", get(metrics)).fallback(other).with_state(endpoint)
+}
+
+async fn metrics(State(ep): Shared) -> Response {
+    ep.handle.run_upkeep();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], ep.handle.render()).into_response()
+}
+
+fn answer(ep: &Endpoint, which: Probe) -> Response {
+    let answer = probe::answer(which, ep.simba.session_status());
+    let code = if answer.ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let mut res = (code, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], answer.body).into_response();
+    res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+/// A probe ([`Probe::at`]), a path that is not served (404 naming the paths), or a method
+/// other than GET (405).
+async fn other(State(ep): Shared, method: Method, uri: Uri) -> Response {
+    if method != Method::GET {
+        return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "GET")], "only GET\n").into_response();
     }
-    let head = String::from_utf8_lossy(&buf);
-    let mut parts = head.lines().next().unwrap_or_default().split_whitespace();
-    let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-    let path = path.split('?').next().unwrap_or_default();
-    let (status, content_type, body) = match (method, path) {
-        ("GET", "/metrics") => {
-            handle.run_upkeep();
-            ("200 OK", "text/plain; version=0.0.4", handle.render())
-        }
-        ("GET", path) => match Probe::at(path) {
-            Some(probe) => {
-                let answer = probe::answer(probe, simba.session_status());
-                let code = if answer.ok { "200 OK" } else { "503 Service Unavailable" };
-                (code, "text/plain; charset=utf-8", answer.body)
-            }
-            None => ("404 Not Found", "text/plain; charset=utf-8", probe::not_found(path, "; metrics: /metrics")),
-        },
-        _ => ("405 Method Not Allowed", "text/plain", "only GET\n".to_owned()),
-    };
-    let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    conn.write_all(response.as_bytes()).await?;
-    conn.shutdown().await
+    if let Some(which) = Probe::at(uri.path()) {
+        return answer(&ep, which);
+    }
+    let body = probe::not_found(uri.path(), "; metrics: /metrics");
+    (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
 }

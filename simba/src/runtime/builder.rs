@@ -12,11 +12,11 @@ use super::plan::{Plan, plan};
 use super::registry;
 use super::running::{RunningRuntime, Servers, watch_control};
 use super::signals::{ShutdownFuture, wait_for_shutdown};
+use crate::Error;
 use crate::backend::BackendUrl;
 use crate::job::{
     JOB_POLICIES, JobPolicy, PARTITIONED_JOBS, PartitionedJob, SCHEDULED_JOBS, ScheduledJob, StateMap, node_name,
 };
-use crate::{Error, Simba};
 
 enum ConfigSource {
     Load,
@@ -71,16 +71,7 @@ impl RuntimeBuilder {
     /// Uses this backend instead of the configuration's `[backend] url` (for tests and for
     /// backends built in code).
     pub fn backend<B: crate::backend::Backend>(mut self, backend: B) -> Self {
-        self.backend = Some(Box::new(move |config, seed, namespace| {
-            let mut b = Simba::builder().backend(backend).config(config);
-            if let Some(ns) = namespace {
-                b = b.namespace(ns);
-            }
-            match seed {
-                Some(s) => b.seed(s).build(),
-                None => b.build(),
-            }
-        }));
+        self.backend = Some(Box::new(move |client: crate::SimbaBuilder| client.backend(backend).build()));
         self
     }
 
@@ -203,7 +194,7 @@ impl RuntimeBuilder {
         check_state(&self.state, &plan, &scheduled, &partitioned)?;
         #[cfg(feature = "prometheus")]
         if config.metrics_listen.is_some() {
-            crate::metrics::recorder()?;
+            crate::metrics::recorder_with(&config.metrics)?;
         }
         // Parsed once: the connection, the dashboard and the log line share it.
         let url = BackendUrl::new(config.backend_url.as_str());

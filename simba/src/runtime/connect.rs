@@ -7,12 +7,21 @@ use super::config::RuntimeConfig;
 use crate::backend::BackendUrl;
 use crate::{Error, Simba};
 
-/// Makes the client from the builder's backend: the session's timing, the jitter seed, the
-/// namespace.
-pub(super) type MakeClient = Box<
-    dyn FnOnce(crate::SimbaConfig, Option<u64>, Option<crate::backend::namespace::Namespace>) -> Result<Simba, Error>
-        + Send,
->;
+/// Makes the client from the builder's backend, given a client builder with the
+/// configuration's settings (timing, jitter seed, namespace, metric labels).
+pub(super) type MakeClient = Box<dyn FnOnce(crate::SimbaBuilder) -> Result<Simba, Error> + Send>;
+
+/// A client builder with the configuration's settings and `seed`.
+fn client(config: &RuntimeConfig, seed: Option<u64>) -> crate::SimbaBuilder {
+    let mut b = Simba::builder().config(config.session).lease_labels(config.metrics.lease_labels);
+    if let Some(ns) = &config.namespace {
+        b = b.namespace(ns.clone());
+    }
+    match seed {
+        Some(s) => b.seed(s),
+        None => b,
+    }
+}
 
 /// The runtime's one client: built by the builder's backend, or connected to `[backend] url`.
 pub(super) async fn connect(
@@ -22,8 +31,8 @@ pub(super) async fn connect(
     url: &BackendUrl,
 ) -> Result<Simba, Error> {
     match backend {
-        Some(make) => make(config.session, seed, config.namespace.clone()),
-        None => connect_within(config, url, || Simba::connect_url(url, config.namespace.clone(), config.session)).await,
+        Some(make) => make(client(config, seed)),
+        None => connect_within(config, url, || client(config, seed).backend_url(url.clone()).connect()).await,
     }
 }
 

@@ -136,6 +136,8 @@ impl JobsHandle {
     fn start_scheduled_in(&self, running: &mut BTreeMap<String, Running>, job: PlannedJob) -> Result<(), Error> {
         let election = self.inner.simba.election(job.lease.clone());
         let simba = self.inner.simba.clone();
+        // Named in code, so bounded: its terms carry the lease name (rule O4).
+        simba.shared.lease_metrics.declare(&job.lease, crate::metrics::LeaseKind::Job);
         let run = job.run;
         let rec = self.recording(&job.name, job.policy);
         let (timer, misfire) = (job.timer, job.misfire);
@@ -260,6 +262,9 @@ impl JobsHandle {
         let taken = self.running().remove(name);
         match taken {
             Some(r) => {
+                if let Running::Scheduled { lease, .. } = &r {
+                    self.inner.simba.shared.lease_metrics.forget(lease);
+                }
                 self.inner.changed.send_modify(|v| *v += 1);
                 stop(r).await;
                 tracing::info!(job = name, "job removed at run time");

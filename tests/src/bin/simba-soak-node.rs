@@ -4,12 +4,18 @@
 //! 15 ms: about 120,000 names in 30 minutes), as a service locking per request does, and every
 //! `SIMBA_SOAK_CHURN_S` (default 60) seconds starts a second runtime (its own session) that
 //! joins the group for half that time and leaves, so the first one's partitions move away and
-//! back. Every 10 s it prints one line, for `SIMBA_SOAK_SECS` (default 1800), then shuts down
-//! gracefully:
+//! back. With `[metrics] listen` and `[dashboard] listen` in its configuration (the soak script
+//! sets both), it scrapes its own `/metrics` and reads the dashboard's `/api/state` at every
+//! sample, as Prometheus and an open page would. Every 10 s it prints one line, for
+//! `SIMBA_SOAK_SECS` (default 1800), then shuts down gracefully:
 //!
 //! ```text
-//! soak <elapsed_s> <rss_kib> <open_fds> <locks_taken> <cron_runs> <partition_terms> <group_joins>
+//! soak <elapsed_s> <rss_kib> <open_fds> <locks_taken> <cron_runs> <partition_terms> <group_joins> <metrics_bytes> <metrics_series> <state_bytes>
 //! ```
+//!
+//! `metrics_bytes` and `metrics_series` are the size of the `/metrics` answer and its number of
+//! series (lines that are no comment), `state_bytes` the size of `/api/state`; each is 0 where
+//! nothing is served.
 
 #![allow(clippy::print_stdout)] // The figures are the point.
 
@@ -57,6 +63,20 @@ fn rss_kib() -> u64 {
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
+}
+
+/// The body of `GET path` on `addr`, empty when nothing answers.
+async fn http_get(addr: Option<std::net::SocketAddr>, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(addr) = addr else { return String::new() };
+    let Ok(mut conn) = tokio::net::TcpStream::connect(addr).await else { return String::new() };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    let mut reply = Vec::new();
+    if conn.write_all(request.as_bytes()).await.is_err() || conn.read_to_end(&mut reply).await.is_err() {
+        return String::new();
+    }
+    let reply = String::from_utf8_lossy(&reply);
+    reply.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -109,17 +129,24 @@ async fn main() -> anyhow::Result<()> {
     };
     let start = Instant::now();
     let mut report = tokio::time::interval(Duration::from_secs(10));
+    let (metrics_at, dashboard_at) = (rt.metrics_addr(), rt.dashboard_addr());
     while start.elapsed() < Duration::from_secs(secs) {
         report.tick().await;
+        let metrics = http_get(metrics_at, "/metrics").await;
+        let series = metrics.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).count();
+        let state = http_get(dashboard_at, "/api/state").await;
         println!(
-            "soak {} {} {} {} {} {} {}",
+            "soak {} {} {} {} {} {} {} {} {} {}",
             start.elapsed().as_secs(),
             rss_kib(),
             open_fds(),
             taken.load(Ordering::Relaxed),
             RUNS.load(Ordering::Relaxed),
             TERMS.load(Ordering::Relaxed),
-            joins.load(Ordering::Relaxed)
+            joins.load(Ordering::Relaxed),
+            metrics.len(),
+            series,
+            state.len()
         );
     }
     churn.abort();

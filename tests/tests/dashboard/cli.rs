@@ -129,3 +129,49 @@ async fn the_runtime_serves_only_when_configured() {
     running.shutdown().await;
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the dashboard stops with the runtime");
 }
+
+fn tick(_: simba::Term) -> simba::job::JobFuture {
+    simba::job::job_future(async { Ok::<(), std::io::Error>(()) })
+}
+
+/// Rule O11: a run record reads the same in `simba history --json` and in the dashboard's
+/// `/api/jobs`: one library type (`RunRecordJson`) prints both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o11_the_tool_and_the_dashboard_print_a_run_record_alike() {
+    use simba::job::{Schedule, ScheduledJob};
+    const TICK: ScheduledJob = ScheduledJob::new("tick", Schedule::FixedRate(Duration::from_millis(200)), &tick);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("simba.db").display());
+    let toml = format!("[backend]\nurl = \"{url}\"\n[dashboard]\nlisten = \"127.0.0.1:0\"\n");
+    let config = RuntimeConfig::from_toml_str(&toml, "simba.toml", Vec::new()).expect("config");
+    let running = Runtime::builder().config(config).without_registry().job(TICK).start().await.expect("start");
+    let addr = running.dashboard_addr().expect("[dashboard] listen");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    running.jobs().remove("tick").await.expect("stop the job: no record changes after this");
+
+    let (code, out, err) = cli(&["simba", "--backend", &url, "history", "tick", "--json"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let history: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let records = history["records"].as_array().expect("records");
+    assert!(records.len() >= 2, "{out}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (code, body) = http(addr, "GET", "/api/jobs", "").await;
+        assert_eq!(code, 200, "{body}");
+        let api: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        let shown = api["jobs"].as_array().and_then(|j| j.iter().find(|j| j["job"] == "tick")).map(|j| &j["records"]);
+        let alike = shown.and_then(|s| s.as_array()).is_some_and(|shown| {
+            records.iter().filter(|r| r["outcome"] == "ran").all(|r| shown.iter().any(|s| s == r))
+        });
+        if alike {
+            let ran = records.iter().find(|r| r["outcome"] == "ran").expect("a run that ended");
+            for key in ["slot", "slot_ms", "started", "started_ms", "ended", "ended_ms", "token", "session", "node"] {
+                assert!(!ran[key].is_null(), "{key} in {ran}");
+            }
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the records differ: {out} vs {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    running.shutdown().await;
+}

@@ -1,5 +1,5 @@
 //! Operations: the `simba` tool, metrics and `/healthz`, the start (with no configuration,
-//! with a backend not up yet), and security (TLS, credentials,
+//! with a backend not up yet), traces, and security (TLS, credentials,
 //! redaction).
 
 mod cli;
@@ -11,3 +11,4 @@ mod namespaces_cli;
 mod no_config;
 mod security;
 mod start;
+mod traces;

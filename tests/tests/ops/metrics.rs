@@ -1,9 +1,10 @@
-//! Metrics and health (ADR 0007, rule O1): the runtime serves `/metrics` and the probes
-//! `/livez`, `/readyz` and `/healthz` when `[metrics] listen` is set; the test scrapes them over
-//! HTTP after a scripted sequence (elect, step down, a failed renewal, an expired session) and
-//! checks each series' value.
+//! Metrics and health (ADR 0007, rules O1, O4, O7, O8): the runtime serves `/metrics` and the
+//! probes `/livez`, `/readyz` and `/healthz` when `[metrics] listen` is set; the first test
+//! scrapes them over HTTP after a scripted sequence (elect, step down, a lock, a failed
+//! renewal, an expired session) and checks each series' value; the second holds the endpoint
+//! with slow and idle clients.
 //!
-//! One test function: the Prometheus recorder is global to the process.
+//! The Prometheus recorder is global to the process: each test names its own jobs and leases.
 
 use std::time::Duration;
 
@@ -50,7 +51,8 @@ fn parts() -> PartitionedJob {
 /// `(status code, body)` of `GET path`.
 async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect to the metrics endpoint");
-    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes()).await.expect("send");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    conn.write_all(request.as_bytes()).await.expect("send");
     let mut reply = String::new();
     conn.read_to_string(&mut reply).await.expect("read");
     let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP reply");
@@ -107,8 +109,12 @@ async fn metrics_and_healthz_after_elect_step_down_and_expire() {
     let m = get(addr, "/metrics").await.1;
     assert_eq!(value(&m, "simba_session_state", &[("state", "live")]), Some(1.0), "{m}");
     assert_eq!(value(&m, "simba_session_state", &[("state", "suspended")]), Some(0.0), "{m}");
-    assert_eq!(value(&m, "simba_terms_gained_total", &[("lease", "tick")]), Some(1.0), "{m}");
-    assert_eq!(value(&m, "simba_terms_gained_total", &[("lease", "grp.2")]), Some(1.0), "{m}");
+    // Rule O4: the runtime's jobs and partitions by name and kind.
+    assert_eq!(value(&m, "simba_terms_gained_total", &[("kind", "job"), ("lease", "tick")]), Some(1.0), "{m}");
+    assert_eq!(value(&m, "simba_terms_gained_total", &[("kind", "partition"), ("lease", "grp.2")]), Some(1.0), "{m}");
+    // Rule O7.
+    let version = [("version", env!("CARGO_PKG_VERSION"))];
+    assert_eq!(value(&m, "simba_build_info", &version), Some(1.0), "{m}");
     let runs = value(&m, "simba_job_runs_total", &[("job", "flaky")]).expect("flaky runs");
     let failures = value(&m, "simba_job_failures_total", &[("job", "flaky")]).expect("flaky failures");
     assert!(runs >= 1.0 && (runs - failures).abs() <= 1.0, "runs {runs}, failures {failures}");
@@ -124,9 +130,18 @@ async fn metrics_and_healthz_after_elect_step_down_and_expire() {
     manual.step_down(Duration::from_secs(60)).await.expect("step down");
     eventually("stepped_down counted", Duration::from_secs(3), async || {
         let m = get(addr, "/metrics").await.1;
-        value(&m, "simba_terms_lost_total", &[("lease", "manual"), ("reason", "stepped_down")]) == Some(1.0)
+        value(&m, "simba_terms_lost_total", &[("kind", "election"), ("reason", "stepped_down")]) == Some(1.0)
     })
     .await;
+    // Rule O4: elections and locks are counted by kind, never by name (a lock per order would
+    // add a series per order).
+    for order in ["order-81723", "order-81724"] {
+        simba.lock(order).acquire().await.expect("lock").release().await.expect("release");
+    }
+    let m = get(addr, "/metrics").await.1;
+    assert!(!m.contains("manual") && !m.contains("order-8172"), "no election or lock name: {m}");
+    assert_eq!(value(&m, "simba_terms_gained_total", &[("kind", "lock")]), Some(2.0), "{m}");
+    assert_eq!(value(&m, "simba_terms_lost_total", &[("kind", "lock"), ("reason", "stopped")]), Some(2.0), "{m}");
 
     // Renewals fail: suspended, /healthz answers 503, failures are counted.
     faults.set(Op::KeepAlive, Fault::Fail);
@@ -164,4 +179,71 @@ async fn metrics_and_healthz_after_elect_step_down_and_expire() {
 
     running.shutdown().await;
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the endpoint stops with the runtime");
+}
+
+/// How long until the endpoint closes `read` (EOF or reset), and what it sent before.
+async fn closed_after(mut read: impl tokio::io::AsyncRead + Unpin) -> (Duration, Vec<u8>) {
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match read.read(&mut buf).await {
+            Ok(0) | Err(_) => return (start.elapsed(), got),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Rule O8: a client that sends one byte a second is cut off at the endpoint's deadline, not
+/// after its whole request; more idle connections than the cap close the oldest of them and
+/// a normal scrape still answers at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o8_slow_and_idle_clients_neither_hold_the_endpoint_nor_stop_a_scrape() {
+    let simba = simba::Simba::new(MemoryBackend::new(), simba::SimbaConfig::default()).expect("client");
+    let server = simba::metrics::serve("127.0.0.1:0".parse().expect("addr"), &simba).await.expect("serve");
+    let addr = server.local_addr();
+    let deadline = simba::metrics::REQUEST_DEADLINE;
+
+    // One byte a second of a request that would take a minute to send.
+    let (read, mut write) = tokio::net::TcpStream::connect(addr).await.expect("connect").into_split();
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: test\r\nX-Pad: {}\r\n\r\n", "x".repeat(40));
+    let dribble = tokio::spawn(async move {
+        for b in request.bytes() {
+            if write.write_all(&[b]).await.is_err() {
+                return;
+            }
+            sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let (after, sent) = closed_after(read).await;
+    dribble.abort();
+    assert!(
+        after >= deadline - Duration::from_secs(1) && after < deadline + Duration::from_secs(2),
+        "cut off after {after:?}"
+    );
+    assert!(!String::from_utf8_lossy(&sent).contains("200 OK"), "never answered: {}", String::from_utf8_lossy(&sent));
+
+    // More idle connections than the cap: the oldest are closed, and a scrape answers at once.
+    let cap = simba::metrics::MAX_CONNECTIONS;
+    let mut idle = Vec::new();
+    for _ in 0..cap + 8 {
+        idle.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+    }
+    sleep(MS(200)).await;
+    let started = Instant::now();
+    let (code, body) = get(addr, "/metrics").await;
+    assert_eq!(code, 200, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(1), "a scrape past the idle ones took {:?}", started.elapsed());
+    let mut closed = 0;
+    for conn in &mut idle {
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(0) | Err(_)) = tokio::time::timeout(MS(20), conn.read(&mut byte)).await {
+            closed += 1;
+        }
+    }
+    // The first nine: eight over the cap, then one more for the scrape.
+    assert!((9..=10).contains(&closed), "{closed} of {} idle connections closed", idle.len());
+
+    server.stop().await;
+    simba.close().await;
 }

@@ -397,7 +397,7 @@ async fn secrets_never_leak() {
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes()).await.unwrap();
+    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
     let mut reply = String::new();
     conn.read_to_string(&mut reply).await.unwrap();
     assert!(reply.starts_with("HTTP/1.1 200"), "GET {path}: {reply}");

@@ -39,6 +39,8 @@ pub(super) struct HistoryTable {
 #[serde(deny_unknown_fields)]
 pub(super) struct MetricsTable {
     pub(super) listen: Option<String>,
+    pub(super) lease_labels: Option<String>,
+    pub(super) idle_timeout: Option<String>,
 }
 
 #[derive(Default, Deserialize)]
@@ -299,6 +301,31 @@ impl Cx<'_> {
             ));
         }
         Ok(addr)
+    }
+
+    /// `[metrics] lease_labels` and `idle_timeout` (rules O4, O5).
+    pub(super) fn metrics_settings(&self, t: &MetricsTable) -> Result<crate::metrics::MetricsSettings, Error> {
+        let mut settings = crate::metrics::MetricsSettings::default();
+        if let Some(l) = &t.lease_labels {
+            settings.lease_labels = l.parse().map_err(|m| self.key_err("metrics", "lease_labels", m))?;
+        }
+        match t.idle_timeout.as_deref() {
+            Some("off") => settings.idle_timeout = None,
+            Some(_) => {
+                let d = self.dur("metrics", "idle_timeout", &t.idle_timeout)?.filter(|d| !d.is_zero()).ok_or_else(
+                    || {
+                        self.key_err(
+                            "metrics",
+                            "idle_timeout",
+                            "must be more than 0 (or \"off\": series never go idle)".into(),
+                        )
+                    },
+                )?;
+                settings.idle_timeout = Some(d);
+            }
+            None => {}
+        }
+        Ok(settings)
     }
 
     /// `[history] retention`.

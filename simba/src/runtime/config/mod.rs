@@ -88,6 +88,9 @@ pub struct RuntimeConfig {
     /// `[metrics] listen`: where the runtime serves `/metrics` and the probes (feature
     /// `prometheus`); `None` (the default): nothing listens.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `[metrics] lease_labels` and `idle_timeout`: how terms are labelled and how long Simba's
+    /// own recorder keeps a series that is not updated (rules O4, O5).
+    pub metrics: crate::metrics::MetricsSettings,
     /// `[dashboard]`: where the runtime serves the web dashboard (feature `dashboard`);
     /// `None` (the default): nothing listens.
     pub dashboard: Option<crate::dashboard::DashboardConfig>,
@@ -135,6 +138,7 @@ impl std::fmt::Debug for RuntimeConfig {
             .field("session", &self.session)
             .field("jobs", &self.jobs)
             .field("metrics_listen", &self.metrics_listen)
+            .field("metrics", &self.metrics)
             .field("dashboard", &self.dashboard)
             .field("history_retention", &self.history_retention)
             .field("namespace", &self.namespace)
@@ -151,6 +155,7 @@ impl Default for RuntimeConfig {
             session: SimbaConfig::default(),
             jobs: BTreeMap::new(),
             metrics_listen: None,
+            metrics: crate::metrics::MetricsSettings::default(),
             dashboard: None,
             history_retention: None,
             namespace: None,
@@ -256,6 +261,7 @@ impl RuntimeConfig {
         let start_timeout =
             cx.dur("backend", "start_timeout", &file.backend.start_timeout)?.unwrap_or(DEFAULT_START_TIMEOUT);
         let backend_url = cx.backend_url(file.backend)?;
+        let metrics = cx.metrics_settings(&file.metrics)?;
         let metrics_listen = cx.metrics_listen(file.metrics.listen)?;
         let dashboard =
             crate::dashboard::resolve(file.dashboard).map_err(|(key, m)| cx.key_err("dashboard", key, m))?;
@@ -266,6 +272,7 @@ impl RuntimeConfig {
             session,
             jobs,
             metrics_listen,
+            metrics,
             dashboard,
             history_retention,
             namespace,

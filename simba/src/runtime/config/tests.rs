@@ -155,6 +155,26 @@ fn metrics_listen() {
     assert!(e.contains("unknown field `lisen`") && e.contains("`listen`"), "{e}");
 }
 
+/// Rules O4, O5: `[metrics] lease_labels` and `idle_timeout`, their defaults, and bad values
+/// with their line.
+#[test]
+fn o4_o5_lease_labels_and_idle_timeout_are_read() {
+    use crate::metrics::{DEFAULT_IDLE_TIMEOUT, LeaseLabels, MetricsSettings};
+    let d = parse("").expect("empty").metrics;
+    assert_eq!(d, MetricsSettings::default());
+    assert_eq!((d.lease_labels, d.idle_timeout), (LeaseLabels::Jobs, Some(DEFAULT_IDLE_TIMEOUT)));
+    let m = parse("[metrics]\nlease_labels = \"all\"\nidle_timeout = \"10m\"\n").expect("valid").metrics;
+    assert_eq!((m.lease_labels, m.idle_timeout), (LeaseLabels::All, Some(Duration::from_secs(600))));
+    let m = parse("[metrics]\nlease_labels = \"none\"\nidle_timeout = \"off\"\n").expect("valid").metrics;
+    assert_eq!((m.lease_labels, m.idle_timeout), (LeaseLabels::None, None));
+    let e = parse("[metrics]\nlease_labels = \"some\"\n").expect_err("unknown").to_string();
+    assert!(e.contains("line 2, [metrics] lease_labels") && e.contains("\"jobs\""), "{e}");
+    let e = parse("[metrics]\n\nidle_timeout = \"0s\"\n").expect_err("zero").to_string();
+    assert!(e.contains("line 3, [metrics] idle_timeout") && e.contains("\"off\""), "{e}");
+    let e = parse("[metrics]\nidle_timeout = \"soon\"\n").expect_err("not a duration").to_string();
+    assert!(e.contains("[metrics] idle_timeout") && e.contains("invalid duration"), "{e}");
+}
+
 /// `[jobs.NAME]` retry, backoff and timeout; bad values name file, line
 /// and key.
 #[test]
