@@ -2,6 +2,8 @@
 //! socket. Its own test binary, with one test, because it reads the process's socket table:
 //! in a binary shared with the metrics and dashboard tests it would see their listeners.
 
+#![allow(clippy::unwrap_used)] // A test: a failure is the panic.
+
 use simba::RuntimeConfig;
 use simba::tck::conformance::unique;
 
