@@ -269,12 +269,13 @@ async fn balanced(s: &Setup, nodes: &[Node], what: &str) -> Duration {
 }
 
 /// Fills each job's history to [`PREFILL`] records older than the run, through the jobs store
-/// in the run's namespace: on SQLite and PostgreSQL the first record (which creates the
-/// tables) and one SQL statement for the rest; elsewhere record by record.
+/// in the run's namespace: on the SQL stores the first record (which creates the tables) and
+/// one SQL statement for the rest; elsewhere record by record.
 async fn prefill(s: &Setup) {
     let started = Instant::now();
     let ns = s.namespace.as_deref().map(|n| Namespace::new(n).expect("a valid namespace"));
-    let client = Simba::connect_in(&s.url, ns, SimbaConfig::default()).await.expect("connect to prefill the history");
+    let client =
+        Simba::connect_in(&s.url, ns.clone(), SimbaConfig::default()).await.expect("connect to prefill the history");
     // At the run's retention: the store's own (the default) would trim every append to it.
     let store = client.job_store().expect("the backend has a jobs store").keeping(RETENTION);
     let base = now_ms() - 60_000;
@@ -286,14 +287,17 @@ async fn prefill(s: &Setup) {
             rec
         };
         assert!(store.append(&record(0)).await.expect("append the first record"), "{job}: a record existed");
-        if s.url.starts_with("sqlite") || s.url.starts_with("postgres") {
-            prefill_sql(s, job, period).await;
+        if ["sqlite", "postgres", "mysql"].iter().any(|scheme| s.url.starts_with(scheme)) {
+            let stored = ns.as_ref().map_or_else(|| job.to_owned(), |n| n.map(job));
+            prefill_sql(s, &stored, period).await;
         } else {
-            // Eight writers at a time; a write the store refuses (MariaDB's trim can deadlock
-            // on concurrent appends of one job) is tried again, as the record writer does.
+            // Eight writers at a time, but one on ZooKeeper, whose store lists a job's records
+            // again whenever another writer changed them.
+            let writers_n = if s.url.starts_with("zk") { 1 } else { 8 };
             let mut writers = tokio::task::JoinSet::new();
-            for w in 0..8 {
-                let (store, recs) = (store.clone(), (1..PREFILL as i64).filter(|n| n % 8 == w).map(record).collect());
+            for w in 0..writers_n {
+                let recs = (1..PREFILL as i64).filter(|n| n % writers_n == w).map(record).collect();
+                let store = store.clone();
                 writers.spawn(append_all(store, recs));
             }
             writers.join_all().await;
@@ -325,7 +329,8 @@ async fn append_all(store: SharedJobStore, recs: Vec<RunRecord>) {
     }
 }
 
-/// Copies `job`'s one record [`PREFILL`]` - 1` times, `period` ms apart, with one SQL statement.
+/// Copies `job`'s one record (`job` as stored: in the run's namespace) [`PREFILL`]` - 1`
+/// times, `period` ms apart, with one SQL statement.
 async fn prefill_sql(s: &Setup, job: &str, period: i64) {
     let columns =
         "job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token, started_ms, ended_ms, error";
@@ -342,6 +347,18 @@ async fn prefill_sql(s: &Setup, job: &str, period: i64) {
              WHERE n < {n}) SELECT {copies} FROM simba_job_run r, s WHERE r.job = ?1"
         );
         sqlx::query(sqlx::AssertSqlSafe(sql)).bind(job).execute(&pool).await.expect("prefill on SQLite");
+        pool.close().await;
+    } else if s.url.starts_with("mysql") {
+        // 0..9999 from four digit tables (no recursion limit to meet).
+        let digit = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL \
+                     SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)";
+        let sql = format!(
+            "INSERT INTO simba_job_run ({columns}) SELECT {copies} FROM simba_job_run r, (SELECT a.d + 10 * b.d + \
+             100 * c.d + 1000 * e.d + 1 AS n FROM {digit} a, {digit} b, {digit} c, {digit} e) s \
+             WHERE r.job = ? AND s.n <= {n}"
+        );
+        let pool = sqlx::MySqlPool::connect(&s.url).await.expect("connect to MySQL");
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(job).execute(&pool).await.expect("prefill on MySQL");
         pool.close().await;
     } else {
         let pool = sqlx::PgPool::connect(&s.url).await.expect("connect to PostgreSQL");
