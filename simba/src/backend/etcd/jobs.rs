@@ -401,15 +401,24 @@ impl JobStore for EtcdJobStore {
         let mut kv = self.backend.kv();
         let keys_only = |p: &str| GetOptions::new().with_range(prefix_end(p)).with_keys_only();
         let a = kv.get(ctl.as_str(), Some(keys_only(&ctl))).await.map_err(|e| self.err("list jobs", &e))?;
-        let b = kv.get(runs.as_str(), Some(keys_only(&runs))).await.map_err(|e| self.err("list jobs", &e))?;
+        // The jobs with records, one key each: the first record key from where the previous
+        // job's keys end. Reading every record key (retention times the jobs) went past the
+        // 4 MiB a gRPC answer may hold at full retention.
+        let mut with_records = Vec::new();
+        let mut from = runs.clone().into_bytes();
+        loop {
+            let first = GetOptions::new().with_range(prefix_end(&runs)).with_keys_only().with_limit(1);
+            let b = kv.get(from.clone(), Some(first)).await.map_err(|e| self.err("list jobs", &e))?;
+            let Some(key) = b.kvs().first().map(|kv| String::from_utf8_lossy(kv.key()).into_owned()) else { break };
+            let Some((job, _)) = key.strip_prefix(runs.as_str()).and_then(|rest| rest.split_once('/')) else { break };
+            from = prefix_end(&format!("{runs}{job}/"));
+            with_records.push(job.to_owned());
+        }
         let mut names: Vec<String> = a
             .kvs()
             .iter()
             .filter_map(|kv| String::from_utf8_lossy(kv.key()).strip_prefix(ctl.as_str()).map(str::to_owned))
-            .chain(b.kvs().iter().filter_map(|kv| {
-                let key = String::from_utf8_lossy(kv.key()).into_owned();
-                key.strip_prefix(runs.as_str()).and_then(|rest| rest.split_once('/')).map(|(j, _)| j.to_owned())
-            }))
+            .chain(with_records)
             .map(|n| unescape_job(&n))
             .collect();
         names.sort();
