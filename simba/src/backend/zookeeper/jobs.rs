@@ -50,6 +50,9 @@ fn runs_path(job: &str) -> String {
 /// A control node as read: its row and version (`None`: missing).
 type Read = (ControlRow, Option<i32>);
 
+/// A job's record names, oldest first, and the `pzxid` of its record node when they were seen.
+type Seen = (i64, Arc<Vec<String>>);
+
 /// The jobs store of a [`ZooKeeperBackend`].
 pub(crate) struct ZkJobStore {
     backend: ZooKeeperBackend,
@@ -60,7 +63,7 @@ pub(crate) struct ZkJobStore {
     watch_task: Mutex<Option<tokio::task::AbortHandle>>,
     /// Each job's record names as this store last saw them, with the `pzxid` of the job's
     /// record node then (the transaction that last added or removed one of its children).
-    seen: Mutex<HashMap<String, (i64, Arc<Vec<String>>)>>,
+    seen: Mutex<HashMap<String, Seen>>,
 }
 
 impl Drop for ZkJobStore {
@@ -203,7 +206,7 @@ impl ZkJobStore {
         }
     }
 
-    fn remember(&self, job: &str, seen: Option<(i64, Arc<Vec<String>>)>) {
+    fn remember(&self, job: &str, seen: Option<Seen>) {
         let mut map = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         match seen {
             Some(s) => map.insert(job.to_owned(), s),
