@@ -195,10 +195,16 @@ async fn p12_phase(
     for _ in 0..P12_RUNTIMES {
         let rt = with_backend!(t, |b| {
             if history && store.is_none() {
-                let s = b.job_store().ok_or_else(|| anyhow!("{label}: no jobs store"))?;
+                // At the scenario's retention: the store's own (the default, 100) would trim
+                // every append of the prefill to it.
+                let s = b.job_store().ok_or_else(|| anyhow!("{label}: no jobs store"))?.keeping(RETENTION);
                 let t0 = Instant::now();
                 prefill(&s, name, RETENTION - 10).await?;
                 *prefill_s = t0.elapsed().as_secs_f64();
+                let kept = s.history(name, RETENTION).await.map_err(|e| anyhow!("{label}: read the history: {e}"))?;
+                if kept.len() != RETENTION - 10 {
+                    bail!("{label}: the prefill left {} records, not {}", kept.len(), RETENTION - 10);
+                }
                 *store = Some(s);
             }
             let timed = Counted::timed(b, Arc::clone(&renewals), history);

@@ -285,6 +285,26 @@ pub async fn jobs_retention_is_configurable<B: Backend>(b: B) {
     ok(store.append(&RunRecord::not_run(&job, T0 + 6, Outcome::Missed)).await, "append");
     let slots: Vec<i64> = ok(store.history(&job, 10).await, "history").iter().map(|r| r.slot_ms - T0).collect();
     assert_eq!(slots, vec![6, 5, 4], "the newest 3 are kept");
+    // A lowered bound: the next write drops every record past it, however many (a store that
+    // looks only at the oldest few records for the one a write at full retention drops must
+    // look further), by an append and by a run's claim and end.
+    let job = unique("job");
+    let wide = store_of(&b).keeping(20);
+    for k in 0..15 {
+        ok(wide.append(&RunRecord::not_run(&job, T0 + k, Outcome::Missed)).await, "append");
+    }
+    ok(store_of(&b).keeping(2).append(&RunRecord::not_run(&job, T0 + 15, Outcome::Missed)).await, "append");
+    let slots: Vec<i64> = ok(wide.history(&job, 20).await, "history").iter().map(|r| r.slot_ms - T0).collect();
+    assert_eq!(slots, vec![15, 14], "a write at retention 2 after 15 records keeps the newest 2");
+    for k in 16..30 {
+        ok(wide.append(&RunRecord::not_run(&job, T0 + k, Outcome::Missed)).await, "append");
+    }
+    let one = store_of(&b).keeping(1);
+    let mut run = claimed(claim(&one, req(&s, &lease, token, &job, T0 + 30, SlotKind::Scheduled)).await, "claim");
+    run.outcome = Outcome::Ran;
+    assert!(ok(one.finish_run(&run).await, "finish_run"));
+    let slots: Vec<i64> = ok(wide.history(&job, 20).await, "history").iter().map(|r| r.slot_ms - T0).collect();
+    assert_eq!(slots, vec![30], "a run claimed and ended at retention 1 keeps its own record only");
     let _ = b.close_session(&s).await;
 }
 

@@ -40,7 +40,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use simba::job_store::{Outcome, RunRecord};
+use simba::backend::namespace::Namespace;
+use simba::job_store::{Outcome, RunRecord, SharedJobStore};
 use simba::{Simba, SimbaConfig};
 use simba_tests::node_log::mono_ns;
 
@@ -80,9 +81,20 @@ struct Setup {
     label: &'static str,
     /// The SQLite store's and ledger's files, whose write locks a stopped process may hold.
     sqlite_files: Vec<PathBuf>,
+    /// The namespace of this run (`[backend] namespace`), on a store shared with earlier runs.
+    namespace: Option<String>,
 }
 
 impl Setup {
+    /// The tool's arguments that name this run's store and namespace.
+    fn target(&self) -> Vec<&str> {
+        let mut args = vec!["--backend", self.url.as_str()];
+        if let Some(ns) = &self.namespace {
+            args.extend(["--namespace", ns.as_str()]);
+        }
+        args
+    }
+
     fn spawn(&self, name: &'static str) -> Node {
         let stderr = std::fs::OpenOptions::new()
             .create(true)
@@ -150,8 +162,12 @@ async fn simba(args: &[&str]) -> (u8, String) {
 
 /// An operator's command (`pause`, `resume`, `trigger`), which must succeed.
 async fn operator(s: &Setup, cmd: &str, job: &str) {
-    let (code, out) = simba(&["--backend", &s.url, cmd, job]).await;
+    let mut args = s.target();
+    args.extend([cmd, job]);
+    let started = Instant::now();
+    let (code, out) = simba(&args).await;
     assert_eq!(code, 0, "{}: simba {cmd} {job} failed: {out}", s.label);
+    eprintln!("{}: simba {cmd} {job} took {:?}", s.label, started.elapsed());
 }
 
 /// One record of `simba history --json`.
@@ -167,9 +183,11 @@ struct Rec {
 }
 
 /// `job`'s newest `limit` records, oldest first, as `simba history JOB --json` prints them.
-async fn history(url: &str, job: &str, limit: usize) -> Vec<Rec> {
+async fn history(s: &Setup, job: &str, limit: usize) -> Vec<Rec> {
     let limit = limit.to_string();
-    let (code, out) = simba(&["--backend", url, "history", job, "--limit", &limit, "--json"]).await;
+    let mut args = s.target();
+    args.extend(["history", job, "--limit", &limit, "--json"]);
+    let (code, out) = simba(&args).await;
     assert_eq!(code, 0, "simba history {job}: {out}");
     let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"));
     let mut recs: Vec<Rec> = v["records"]
@@ -208,7 +226,7 @@ fn table(recs: &[Rec]) -> String {
 async fn wait_for(s: &Setup, t0: i64, what: &str, within: Duration, f: impl Fn(&[Rec]) -> bool) -> Vec<Rec> {
     let start = Instant::now();
     loop {
-        let mut h = history(&s.url, "slow", 200).await;
+        let mut h = history(s, "slow", 200).await;
         h.retain(|r| r.slot_ms >= t0);
         if f(&h) {
             return h;
@@ -253,47 +271,106 @@ async fn balanced(s: &Setup, nodes: &[Node], what: &str) -> Duration {
 }
 
 /// Fills each job's history to [`PREFILL`] records older than the run, through the jobs store
-/// (the first record, which creates the tables) and one SQL statement (the rest).
+/// in the run's namespace: on the SQL stores the first record (which creates the tables) and
+/// one SQL statement for the rest; elsewhere record by record.
 async fn prefill(s: &Setup) {
     let started = Instant::now();
-    let client = Simba::connect(&s.url, SimbaConfig::default()).await.expect("connect to prefill the history");
-    let store = client.job_store().expect("the backend has a jobs store");
+    let ns = s.namespace.as_deref().map(|n| Namespace::new(n).expect("a valid namespace"));
+    let client =
+        Simba::connect_in(&s.url, ns.clone(), SimbaConfig::default()).await.expect("connect to prefill the history");
+    // At the run's retention: the store's own (the default) would trim every append to it.
+    let store = client.job_store().expect("the backend has a jobs store").keeping(RETENTION);
     let base = now_ms() - 60_000;
     for (job, period) in JOBS {
-        let mut rec = RunRecord::not_run(job, base, Outcome::Ran);
-        (rec.attempt, rec.attempts, rec.node) = (1, 1, "prefill".to_owned());
-        (rec.started_ms, rec.ended_ms) = (Some(base), Some(base + 1));
-        assert!(store.append(&rec).await.expect("append the first record"), "{job}: a record existed");
-        let columns =
-            "job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token, started_ms, ended_ms, error";
-        let copies = format!(
-            "r.job, r.kind, r.slot_ms - s.n * {period}, r.outcome, r.attempt, r.attempts, r.session_id, r.node, \
-             r.token, r.started_ms - s.n * {period}, r.ended_ms - s.n * {period}, r.error"
-        );
-        let n = PREFILL - 1;
-        if s.url.starts_with("sqlite") {
-            let opts: sqlx::sqlite::SqliteConnectOptions = s.url.parse().expect("SQLite URL");
-            let pool = sqlx::SqlitePool::connect_with(opts.busy_timeout(Duration::from_secs(5))).await.expect("open");
-            let sql = format!(
-                "INSERT INTO simba_job_run ({columns}) WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s \
-                 WHERE n < {n}) SELECT {copies} FROM simba_job_run r, s WHERE r.job = ?1"
-            );
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(job).execute(&pool).await.expect("prefill on SQLite");
-            pool.close().await;
+        let record = |n: i64| {
+            let mut rec = RunRecord::not_run(job, base - n * period, Outcome::Ran);
+            (rec.attempt, rec.attempts, rec.node) = (1, 1, "prefill".to_owned());
+            (rec.started_ms, rec.ended_ms) = (Some(rec.slot_ms), Some(rec.slot_ms + 1));
+            rec
+        };
+        assert!(store.append(&record(0)).await.expect("append the first record"), "{job}: a record existed");
+        if ["sqlite", "postgres", "mysql"].iter().any(|scheme| s.url.starts_with(scheme)) {
+            let stored = ns.as_ref().map_or_else(|| job.to_owned(), |n| n.map(job));
+            prefill_sql(s, &stored, period).await;
         } else {
-            let pool = sqlx::PgPool::connect(&s.url).await.expect("connect to PostgreSQL");
-            let sql = format!(
-                "INSERT INTO simba_job_run ({columns}) SELECT {copies} FROM simba_job_run r, \
-                 generate_series(1, {n}) AS s(n) WHERE r.job = $1"
-            );
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(job).execute(&pool).await.expect("prefill on PostgreSQL");
-            pool.close().await;
+            // Eight writers at a time, but one on ZooKeeper, whose store lists a job's records
+            // again whenever another writer changed them.
+            let writers_n = if s.url.starts_with("zk") { 1 } else { 8 };
+            let mut writers = tokio::task::JoinSet::new();
+            for w in 0..writers_n {
+                let recs = (1..PREFILL as i64).filter(|n| n % writers_n == w).map(record).collect();
+                let store = store.clone();
+                writers.spawn(append_all(store, recs));
+            }
+            writers.join_all().await;
         }
         let kept = store.history(job, RETENTION).await.expect("read the prefilled history").len();
         assert_eq!(kept, PREFILL, "{}: {job} prefilled", s.label);
     }
     client.close().await;
     eprintln!("{}: history prefilled to {PREFILL} records per job in {:?}", s.label, started.elapsed());
+}
+
+/// Appends `recs` one after the other, each tried up to 5 times while the store is unavailable.
+async fn append_all(store: SharedJobStore, recs: Vec<RunRecord>) {
+    for rec in recs {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match store.append(&rec).await {
+                Ok(inserted) => {
+                    assert!(inserted, "{} {}: a record existed", rec.job, rec.slot_ms);
+                    break;
+                }
+                Err(simba::backend::BackendError::Unavailable { .. }) if tries < 5 => {
+                    tokio::time::sleep(Duration::from_millis(20 * tries)).await;
+                }
+                Err(e) => panic!("prefill {} {} (try {tries}): {e}", rec.job, rec.slot_ms),
+            }
+        }
+    }
+}
+
+/// Copies `job`'s one record (`job` as stored: in the run's namespace) [`PREFILL`]` - 1`
+/// times, `period` ms apart, with one SQL statement.
+async fn prefill_sql(s: &Setup, job: &str, period: i64) {
+    let columns =
+        "job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token, started_ms, ended_ms, error";
+    let copies = format!(
+        "r.job, r.kind, r.slot_ms - s.n * {period}, r.outcome, r.attempt, r.attempts, r.session_id, r.node, \
+         r.token, r.started_ms - s.n * {period}, r.ended_ms - s.n * {period}, r.error"
+    );
+    let n = PREFILL - 1;
+    if s.url.starts_with("sqlite") {
+        let opts: sqlx::sqlite::SqliteConnectOptions = s.url.parse().expect("SQLite URL");
+        let pool = sqlx::SqlitePool::connect_with(opts.busy_timeout(Duration::from_secs(5))).await.expect("open");
+        let sql = format!(
+            "INSERT INTO simba_job_run ({columns}) WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s \
+             WHERE n < {n}) SELECT {copies} FROM simba_job_run r, s WHERE r.job = ?1"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(job).execute(&pool).await.expect("prefill on SQLite");
+        pool.close().await;
+    } else if s.url.starts_with("mysql") {
+        // 0..9999 from four digit tables (no recursion limit to meet).
+        let digit = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL \
+                     SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)";
+        let sql = format!(
+            "INSERT INTO simba_job_run ({columns}) SELECT {copies} FROM simba_job_run r, (SELECT a.d + 10 * b.d + \
+             100 * c.d + 1000 * e.d + 1 AS n FROM {digit} a, {digit} b, {digit} c, {digit} e) s \
+             WHERE r.job = ? AND s.n <= {n}"
+        );
+        let pool = sqlx::MySqlPool::connect(&s.url).await.expect("connect to MySQL");
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(job).execute(&pool).await.expect("prefill on MySQL");
+        pool.close().await;
+    } else {
+        let pool = sqlx::PgPool::connect(&s.url).await.expect("connect to PostgreSQL");
+        let sql = format!(
+            "INSERT INTO simba_job_run ({columns}) SELECT {copies} FROM simba_job_run r, \
+             generate_series(1, {n}) AS s(n) WHERE r.job = $1"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(job).execute(&pool).await.expect("prefill on PostgreSQL");
+        pool.close().await;
+    }
 }
 
 /// A fault: what, on which process, when (host monotonic ns and wall ms), until when (wall),
@@ -323,6 +400,7 @@ async fn every_slot_is_accounted_for_once_at_full_retention_across_faults_and_th
             ledger: ledger.display().to_string(),
             label: "SQLite",
             sqlite_files: vec![db, ledger],
+            namespace: None,
         };
         check(&s).await;
     };
@@ -342,11 +420,75 @@ async fn every_slot_is_accounted_for_once_at_full_retention_across_faults_and_th
             url,
             label: "PostgreSQL",
             sqlite_files: Vec::new(),
+            namespace: None,
         };
         check(&s).await;
         simba_tests::servers::exec(&admin, format!("DROP DATABASE {database} WITH (FORCE)")).await;
     };
     tokio::join!(sqlite, postgres);
+}
+
+/// The stores besides SQLite and PostgreSQL, by their `scripts/backends.sh` names: the label
+/// and the variable of the test server's URL.
+const OTHER_STORES: [(&str, &str, &str); 4] = [
+    ("mysql", "MySQL/MariaDB", "SIMBA_TEST_MYSQL_URL"),
+    ("redis", "Redis", "SIMBA_TEST_REDIS_URL"),
+    ("zk", "ZooKeeper", "SIMBA_TEST_ZK_URL"),
+    ("etcd", "etcd", "SIMBA_TEST_ETCD_URL"),
+];
+
+/// The variable naming the stores of [`the_scenario_holds_on_the_other_stores`].
+const STORES_VAR: &str = "SIMBA_HISTORY_STORES";
+
+/// The scenario on a store whose server is shared with earlier runs (MySQL/MariaDB, Redis,
+/// ZooKeeper, etcd): in a namespace of its own, so that no record of an earlier run counts,
+/// with the fenced ledger in a SQLite file of the run's own.
+async fn on_server(name: &str) {
+    let (_, label, var) = OTHER_STORES
+        .iter()
+        .find(|(n, ..)| *n == name)
+        .unwrap_or_else(|| panic!("{STORES_VAR}: unknown store {name} (one of mysql, redis, zk, etcd)"));
+    let url = simba_tests::servers::required_env(var);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ledger = dir.path().join("ledger.db");
+    let s = Setup {
+        dir: dir.path().to_owned(),
+        url,
+        ledger: ledger.display().to_string(),
+        label,
+        sqlite_files: vec![ledger],
+        namespace: Some(format!("hist-{:012x}", rand::random::<u64>() >> 16)),
+    };
+    check(&s).await;
+}
+
+/// The same scenario on MySQL/MariaDB, Redis, ZooKeeper and etcd, all at the same time, each
+/// in a namespace of its own. A run of its own (the servers must be running; it fails, and
+/// never passes, without `SIMBA_HISTORY_STORES` naming the stores):
+///
+/// ```sh
+/// eval "$(bash scripts/backends.sh start)"
+/// SIMBA_HISTORY_STORES=mysql,redis,zk,etcd \
+///   cargo test -p simba-tests --all-features --test faults history::the_scenario -- --ignored --nocapture
+/// ```
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a run of its own: SIMBA_HISTORY_STORES=mysql,redis,zk,etcd cargo test -p simba-tests --all-features --test faults history::the_scenario -- --ignored --nocapture"]
+async fn the_scenario_holds_on_the_other_stores() {
+    let Ok(wanted) = std::env::var(STORES_VAR) else {
+        panic!("{STORES_VAR} is not set: name the stores to run (mysql,redis,zk,etcd), with their servers started")
+    };
+    let names: Vec<&str> = wanted.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    assert!(!names.is_empty(), "{STORES_VAR} names no store");
+    let _serial = crate::SERIAL.lock().await;
+    // Each store in a task of its own: one that fails (its panic prints its records) does not
+    // stop the others, and the test fails after all ended.
+    let runs = names.iter().map(|n| {
+        let n = (*n).to_owned();
+        tokio::spawn(async move { on_server(&n).await })
+    });
+    let ended = futures_util::future::join_all(runs).await;
+    let failed: Vec<&str> = names.iter().zip(&ended).filter(|(_, e)| e.is_err()).map(|(n, _)| *n).collect();
+    assert!(failed.is_empty(), "the scenario failed on {failed:?} (their records are printed above)");
 }
 
 /// Three nodes on `s.url`; the faults, the operator's commands; then the checks.
@@ -355,9 +497,10 @@ async fn check(s: &Setup) {
     std::fs::write(
         s.dir.join("simba.toml"),
         format!(
-            "[backend]\nurl = \"{}\"\n\n[session]\nlease_duration = \"{}ms\"\nrenew_interval = \"{}ms\"\n\
+            "[backend]\nurl = \"{}\"\n{}\n[session]\nlease_duration = \"{}ms\"\nrenew_interval = \"{}ms\"\n\
              retry_jitter = \"{}ms\"\n\n[history]\nretention = {RETENTION}\n",
             s.url,
+            s.namespace.as_ref().map(|n| format!("namespace = \"{n}\"\n")).unwrap_or_default(),
             LEASE.as_millis(),
             RENEW.as_millis(),
             JITTER.as_millis()
@@ -373,36 +516,42 @@ async fn check(s: &Setup) {
     let took = balanced(s, &nodes, "at the start").await;
     eprintln!("{}: started, partitions 4/4/4 {took:?} after the third run", s.label);
 
-    // 1. kill -9 the node in the middle of a run of `slow`: the newest record is this
-    // second's, running, and the 400 ms run is still going when the answer is back. The look
-    // is timed to come back 150-300 ms into a second.
+    // 1. kill -9 the node in the middle of a run of `slow`: 150-300 ms into a second, the node
+    // that logged the start of this second's run (its claim wrote the `running` record before
+    // the run started) is still in its 400 ms run. The nodes' logs are read, not the store,
+    // whose answer may come too late on a busy machine.
     let started = Instant::now();
-    let mut look = Duration::ZERO;
     let (killed_rec, killed_node) = loop {
         let now = now_ms();
-        let back = (now + look.as_millis() as i64).rem_euclid(1000);
-        if (150..300).contains(&back) {
-            let asked = Instant::now();
-            let h = history(&s.url, "slow", 5).await;
-            look = asked.elapsed();
-            let after = now_ms();
-            let in_run = after.rem_euclid(1000) < 350;
-            if let Some(r) =
-                h.last().filter(|r| in_run && r.outcome == "running" && r.slot_ms == after - after.rem_euclid(1000))
+        if (150..300).contains(&now.rem_euclid(1000)) {
+            let second = now - now.rem_euclid(1000);
+            let logs = s.logs();
+            let run = logs.runs.iter().find(|r| r.slot_ms == second && r.kind == "scheduled");
+            if let Some(i) = run.and_then(|r| nodes.iter().position(|n| n.child.id() == r.pid))
+                && now_ms() - second < 350
             {
-                let i = nodes.iter().position(|n| n.name == r.node).expect("the node of a record");
+                let r = run.expect("the run found");
+                let rec = Rec {
+                    slot_ms: second,
+                    kind: "scheduled".to_owned(),
+                    outcome: "running".to_owned(),
+                    attempt: 1,
+                    node: nodes[i].name.to_owned(),
+                    token: r.token,
+                    error: String::new(),
+                };
                 let (pid, mono, wall) = (nodes[i].child.id(), mono_ns(), now_ms());
                 signal(&nodes[i], "KILL");
                 let _ = nodes[i].child.wait();
                 faults.push(Fault { what: "kill -9", pid, mono, wall, until: wall, exempt: None });
-                break (r.clone(), nodes.remove(i).name);
+                break (rec, nodes.remove(i).name);
             }
         }
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "{}: no run in flight to kill\n{}",
             s.label,
-            table(&history(&s.url, "slow", 20).await)
+            table(&history(s, "slow", 20).await)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
@@ -449,11 +598,13 @@ async fn check(s: &Setup) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     operator(s, "trigger", "slow").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    // The resume takes effect when the store commits it, before the tool returns (it waits
-    // for the holder to confirm, and the holder may start the pending request first): the
-    // pause window ends when the command starts.
+    // The resume takes effect when the store commits it, at some point while the command runs
+    // (and the holder may start the pending request first): the pause window ends when the
+    // command starts, and a slot until it returned (plus two renewal intervals) may or may
+    // not have run.
     let (resumed_at, resumed_mono) = (now_ms(), mono_ns());
     operator(s, "resume", "slow").await;
+    let resume_done = now_ms();
     wait_for(s, t0, "a run after the resume", Duration::from_secs(4), |h| {
         h.iter().any(|r| r.slot_ms > resumed_at && r.outcome == "ran")
     })
@@ -488,22 +639,25 @@ async fn check(s: &Setup) {
         exited(n, Duration::from_secs(10)).await;
     }
     let took = began.elapsed();
-    let ctx = Context { t0, end_wall, paused: (paused_at, paused_mono), resumed: (resumed_at, resumed_mono) };
+    let ctx =
+        Context { t0, end_wall, paused: (paused_at, paused_mono), resumed: (resumed_at, resumed_mono), resume_done };
     verify(s, &ctx, &faults, &killed_rec, killed_node).await;
     eprintln!("{}: the scenario took {took:?} (checks included: {:?})", s.label, began.elapsed());
 }
 
-/// When the run began and ended, and when `slow` was paused and resumed (wall ms, host ns).
+/// When the run began and ended, when `slow` was paused (the command returned) and resumed
+/// (the command started), in wall ms and host ns, and when the resume command returned.
 struct Context {
     t0: i64,
     end_wall: i64,
     paused: (i64, u128),
     resumed: (i64, u128),
+    resume_done: i64,
 }
 
 /// The checks after the nodes stopped.
 async fn verify(s: &Setup, c: &Context, faults: &[Fault], killed_rec: &Rec, killed_node: &str) {
-    let mut h = history(&s.url, "slow", RETENTION + 10).await;
+    let mut h = history(s, "slow", RETENTION + 10).await;
     let kept = h.len();
     h.retain(|r| r.slot_ms >= c.t0);
     let logs = s.logs();
@@ -532,7 +686,7 @@ async fn verify(s: &Setup, c: &Context, faults: &[Fault], killed_rec: &Rec, kill
     while slot <= window_end {
         let paused = slot > paused_at + effect && slot < resumed_at;
         let fuzzy =
-            (slot >= paused_at && slot <= paused_at + effect) || (slot >= resumed_at && slot <= resumed_at + effect);
+            (slot >= paused_at && slot <= paused_at + effect) || (slot >= resumed_at && slot <= c.resume_done + effect);
         match scheduled.get(&slot) {
             None if !paused && !fuzzy => panic!("{}: slot {slot} has no record\n{report}", s.label),
             Some(r) if paused => {
@@ -619,7 +773,7 @@ async fn verify(s: &Setup, c: &Context, faults: &[Fault], killed_rec: &Rec, kill
 
     // Retention: every job keeps at most `retention` records, and the run's are among them.
     for (job, _) in JOBS {
-        let n = if job == "slow" { kept } else { history(&s.url, job, RETENTION + 10).await.len() };
+        let n = if job == "slow" { kept } else { history(s, job, RETENTION + 10).await.len() };
         assert!((PREFILL..=RETENTION).contains(&n), "{}: {job} keeps {n} records (retention {RETENTION})", s.label);
     }
     eprintln!(
@@ -637,7 +791,7 @@ async fn verify(s: &Setup, c: &Context, faults: &[Fault], killed_rec: &Rec, kill
 /// `flaky`: every slot of its window has one record; its attempt is the last the nodes ran;
 /// outside the fault windows it ended as the slot's mode says.
 async fn flaky(s: &Setup, c: &Context, faults: &[Fault], logs: &Logs) {
-    let mut h = history(&s.url, "flaky", 500).await;
+    let mut h = history(s, "flaky", 500).await;
     h.retain(|r| r.slot_ms >= c.t0);
     let report = format!("{} `flaky` records:\n{}\nfaults: {faults:#?}\n{}", s.label, table(&h), s.stderr_tail());
     let by_slot: BTreeMap<i64, &Rec> = h.iter().filter(|r| r.kind == "scheduled").map(|r| (r.slot_ms, r)).collect();

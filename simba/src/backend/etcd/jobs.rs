@@ -81,6 +81,29 @@ fn all(responses: &[TxnOpResponse], i: usize) -> &[KeyValue] {
     }
 }
 
+/// How many of a job's oldest record keys a write reads to find those past retention (one at
+/// full retention; more only after the retention was lowered, when the write reads them all).
+const TRIM_LOOK: i64 = 8;
+
+/// What a record's write read of its job's records: how many besides the record's own, the
+/// oldest keys (the record's own among them if it is one of them), and whether it exists.
+/// `key` is the record key it looked for (a manual slot's is known only after the read, so
+/// its write reads every key).
+struct Runs {
+    key: String,
+    others: usize,
+    oldest: Vec<String>,
+    exists: bool,
+}
+
+impl Runs {
+    /// Every key of the job (`oldest`, sorted) for the record at `key`.
+    fn complete(key: String, oldest: Vec<String>) -> Runs {
+        let exists = oldest.contains(&key);
+        Runs { others: oldest.len().saturating_sub(usize::from(exists)), key, oldest, exists }
+    }
+}
+
 impl EtcdJobStore {
     pub(crate) fn new(backend: EtcdBackend) -> Self {
         let root = backend.inner.keys.slot.strip_suffix("slot/").unwrap_or("simba/").to_owned();
@@ -138,20 +161,68 @@ impl EtcdJobStore {
         names
     }
 
+    /// The reads a write of the record at `key` needs of its job's records under `runs`, in one
+    /// transaction: the [`TRIM_LOOK`] oldest keys with the count of all (a range's count is
+    /// its whole, whatever its limit), and whether `key` exists. Never the whole history: at
+    /// full retention a write drops one record, and reading all `retention` keys for it made
+    /// every claim cost O(retention) in bytes and time.
+    fn runs_reads(runs: &str, key: &str) -> [TxnOp; 2] {
+        let oldest = GetOptions::new()
+            .with_range(prefix_end(runs))
+            .with_keys_only()
+            .with_sort(SortTarget::Key, SortOrder::Ascend)
+            .with_limit(TRIM_LOOK);
+        [TxnOp::get(runs, Some(oldest)), TxnOp::get(key, Some(GetOptions::new().with_keys_only()))]
+    }
+
+    /// What [`runs_reads`](Self::runs_reads) of `key` answered at `i` and `i + 1`.
+    fn runs_read(&self, key: &str, r: &[TxnOpResponse], i: usize) -> Runs {
+        let count = match r.get(i) {
+            Some(TxnOpResponse::Get(g)) => usize::try_from(g.count()).unwrap_or(0),
+            _ => 0,
+        };
+        let exists = first(r, i + 1).is_some();
+        let (key, oldest) = (key.to_owned(), self.names(all(r, i)));
+        Runs { others: count.saturating_sub(usize::from(exists)), key, oldest, exists }
+    }
+
     /// The write of `record` (replacing a record of its identity) and the deletion of the
-    /// oldest records past retention; `existing` are the job's record keys.
-    fn record_ops(&self, record: &RunRecord, existing: &[String]) -> Vec<TxnOp> {
+    /// oldest records past retention; `None` when `runs` read too few of the oldest keys (the
+    /// retention was lowered) or looked for another key: the caller reads them all
+    /// ([`Runs::complete`]).
+    fn record_ops(&self, record: &RunRecord, runs: &Runs) -> Option<Vec<TxnOp>> {
         let key = format!("{}{}", self.runs_prefix(&record.job), record_name(record.slot_ms, record.kind));
-        let mut keys: Vec<&String> = existing.iter().filter(|k| **k != key).collect();
+        if key != runs.key {
+            return None;
+        }
+        let mut keys: Vec<&String> = runs.oldest.iter().filter(|k| **k != key).collect();
+        let excess = (runs.others + 1).saturating_sub(self.retention);
+        // The `excess` oldest of all keys are among those read when the read holds at least
+        // `excess` keys besides the record's own (or every key).
+        if excess > keys.len() && keys.len() < runs.others {
+            return None;
+        }
         keys.push(&key);
         keys.sort();
-        let excess = keys.len().saturating_sub(self.retention);
         let mut ops: Vec<TxnOp> =
             keys[..excess].iter().filter(|k| ***k != key).map(|k| TxnOp::delete(k.as_str(), None)).collect();
         if !keys[..excess].contains(&&key) {
             ops.push(TxnOp::put(key.as_str(), encode_record(record), None));
         }
-        ops
+        Some(ops)
+    }
+
+    /// [`record_ops`](Self::record_ops), reading every key of the job when `runs` holds too few.
+    async fn record_ops_reading(&self, record: &RunRecord, runs: &Runs, what: &str) -> BackendResult<Vec<TxnOp>> {
+        if let Some(ops) = self.record_ops(record, runs) {
+            return Ok(ops);
+        }
+        let prefix = self.runs_prefix(&record.job);
+        let options = GetOptions::new().with_range(prefix_end(&prefix)).with_keys_only();
+        let listed = self.backend.kv().get(prefix.as_str(), Some(options)).await.map_err(|e| self.err(what, &e))?;
+        let key = format!("{prefix}{}", record_name(record.slot_ms, record.kind));
+        let complete = Runs::complete(key, self.names(listed.kvs()));
+        self.record_ops(record, &complete).ok_or_else(|| self.protocol("the job's record keys changed while read"))
     }
 
     async fn control_change<T>(
@@ -192,16 +263,18 @@ impl JobStore for EtcdJobStore {
         let own_key = self.ctl_key(req.job);
         let group_key = group(req.job).map(|g| self.ctl_key(g)).unwrap_or_else(|| own_key.clone());
         let runs = self.runs_prefix(req.job);
+        let record_key = format!("{runs}{}", record_name(req.slot_ms, req.kind));
         let what = format!("claim slot {} of `{}`", req.slot_ms, req.job);
         let mut kv = self.backend.kv();
         for _ in 0..ATTEMPTS {
-            let read = Txn::new().and_then([
+            let mut reads = vec![
                 TxnOp::get(lease_key.as_str(), None),
                 TxnOp::get(own_key.as_str(), None),
                 TxnOp::get(group_key.as_str(), None),
                 TxnOp::get(slot_key.as_str(), None),
-                TxnOp::get(runs.as_str(), Some(GetOptions::new().with_range(prefix_end(&runs)).with_keys_only())),
-            ]);
+            ];
+            reads.extend(Self::runs_reads(&runs, &record_key));
+            let read = Txn::new().and_then(reads);
             let r = kv.txn(read).await.map_err(|e| self.err(&what, &e))?;
             let r = r.op_responses();
             match first(&r, 0) {
@@ -217,7 +290,7 @@ impl JobStore for EtcdJobStore {
                 .and_then(|kv| std::str::from_utf8(kv.value()).ok())
                 .and_then(|v| u64::from_str_radix(v, 16).ok())
                 .map(|v| (v ^ (1 << 63)) as i64);
-            let names = self.names(all(&r, 4));
+            let existing = self.runs_read(&record_key, &r, 4);
             // The core's claim rule decides; this store applies its writes under the fence.
             let Decision { answer, writes } = claim::decide(req.ask(), &own, grp.as_ref(), lease_slot);
             if writes.is_empty() {
@@ -235,7 +308,7 @@ impl JobStore for EtcdJobStore {
             }
             let claim = req.claim_of(answer);
             if let Claim::Claimed(rec) = &claim {
-                ops.extend(self.record_ops(rec, &names));
+                ops.extend(self.record_ops_reading(rec, &existing, &what).await?);
             }
             let write = Txn::new()
                 .when([
@@ -279,17 +352,15 @@ impl JobStore for EtcdJobStore {
         let what = "record a slot";
         let mut kv = self.backend.kv();
         for _ in 0..ATTEMPTS {
-            let listed = kv
-                .get(runs.as_str(), Some(GetOptions::new().with_range(prefix_end(&runs)).with_keys_only()))
-                .await
-                .map_err(|e| self.err(what, &e))?;
-            let names = self.names(listed.kvs());
-            if names.contains(&key) {
+            let read =
+                kv.txn(Txn::new().and_then(Self::runs_reads(&runs, &key))).await.map_err(|e| self.err(what, &e))?;
+            let existing = self.runs_read(&key, read.op_responses().as_slice(), 0);
+            if existing.exists {
                 return Ok(false);
             }
             let write = Txn::new()
                 .when([Compare::version(key.as_str(), CompareOp::Equal, 0)])
-                .and_then(self.record_ops(record, &names));
+                .and_then(self.record_ops_reading(record, &existing, what).await?);
             if kv.txn(write).await.map_err(|e| self.err(what, &e))?.succeeded() {
                 return Ok(true);
             }
@@ -330,15 +401,24 @@ impl JobStore for EtcdJobStore {
         let mut kv = self.backend.kv();
         let keys_only = |p: &str| GetOptions::new().with_range(prefix_end(p)).with_keys_only();
         let a = kv.get(ctl.as_str(), Some(keys_only(&ctl))).await.map_err(|e| self.err("list jobs", &e))?;
-        let b = kv.get(runs.as_str(), Some(keys_only(&runs))).await.map_err(|e| self.err("list jobs", &e))?;
+        // The jobs with records, one key each: the first record key from where the previous
+        // job's keys end. Reading every record key (retention times the jobs) went past the
+        // 4 MiB a gRPC answer may hold at full retention.
+        let mut with_records = Vec::new();
+        let mut from = runs.clone().into_bytes();
+        loop {
+            let first = GetOptions::new().with_range(prefix_end(&runs)).with_keys_only().with_limit(1);
+            let b = kv.get(from.clone(), Some(first)).await.map_err(|e| self.err("list jobs", &e))?;
+            let Some(key) = b.kvs().first().map(|kv| String::from_utf8_lossy(kv.key()).into_owned()) else { break };
+            let Some((job, _)) = key.strip_prefix(runs.as_str()).and_then(|rest| rest.split_once('/')) else { break };
+            from = prefix_end(&format!("{runs}{job}/"));
+            with_records.push(job.to_owned());
+        }
         let mut names: Vec<String> = a
             .kvs()
             .iter()
             .filter_map(|kv| String::from_utf8_lossy(kv.key()).strip_prefix(ctl.as_str()).map(str::to_owned))
-            .chain(b.kvs().iter().filter_map(|kv| {
-                let key = String::from_utf8_lossy(kv.key()).into_owned();
-                key.strip_prefix(runs.as_str()).and_then(|rest| rest.split_once('/')).map(|(j, _)| j.to_owned())
-            }))
+            .chain(with_records)
             .map(|n| unescape_job(&n))
             .collect();
         names.sort();

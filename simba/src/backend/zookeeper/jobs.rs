@@ -15,6 +15,7 @@
 //! `claim_slot`); the `multi` also drops the records past retention. A store written by an
 //! older build has none of these nodes: every job is simply unknown until written.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use simba_core::claim::{self, ControlRow, Decision};
@@ -49,6 +50,9 @@ fn runs_path(job: &str) -> String {
 /// A control node as read: its row and version (`None`: missing).
 type Read = (ControlRow, Option<i32>);
 
+/// A job's record names, oldest first, and the `pzxid` of its record node when they were seen.
+type Seen = (i64, Arc<Vec<String>>);
+
 /// The jobs store of a [`ZooKeeperBackend`].
 pub(crate) struct ZkJobStore {
     backend: ZooKeeperBackend,
@@ -57,6 +61,9 @@ pub(crate) struct ZkJobStore {
     control: Mutex<Option<broadcast::Sender<String>>>,
     ready: WatchReady,
     watch_task: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Each job's record names as this store last saw them, with the `pzxid` of the job's
+    /// record node then (the transaction that last added or removed one of its children).
+    seen: Mutex<HashMap<String, Seen>>,
 }
 
 impl Drop for ZkJobStore {
@@ -87,6 +94,7 @@ impl ZkJobStore {
             control: Mutex::new(None),
             ready: WatchReady::default(),
             watch_task: Mutex::new(None),
+            seen: Mutex::default(),
         }
     }
 
@@ -172,14 +180,60 @@ impl ZkJobStore {
         }
     }
 
+    /// [`names`](Self::names) for a write: the names this store saw last when no child of
+    /// the job's record node was added or removed since (its `pzxid` says so; one small read),
+    /// else listed again. At full retention every write drops a record, and listing all
+    /// `retention` names for each claim made it cost O(retention) on the connection that the
+    /// session's renewals share.
+    async fn names_to_write(&self, client: &zk::Client, job: &str) -> Result<Option<Arc<Vec<String>>>, zk::Error> {
+        let dir = runs_path(job);
+        self.backend.count(1);
+        let Some(stat) = client.check_stat(&dir).await? else { return Ok(None) };
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner).get(job).cloned();
+        if let Some((_, names)) = seen.filter(|(pzxid, _)| *pzxid == stat.pzxid) {
+            return Ok(Some(names));
+        }
+        self.backend.count(1);
+        match client.get_children(&dir).await {
+            Ok((mut names, stat)) => {
+                names.sort();
+                let names = Arc::new(names);
+                self.remember(job, Some((stat.pzxid, Arc::clone(&names))));
+                Ok(Some(names))
+            }
+            Err(zk::Error::NoNode) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn remember(&self, job: &str, seen: Option<Seen>) {
+        let mut map = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        match seen {
+            Some(s) => map.insert(job.to_owned(), s),
+            None => map.remove(job),
+        };
+    }
+
+    /// After a `multi` with [`write_record`](Self::write_record)'s operations committed: the
+    /// names it left, seen at the transaction that created the record (its `czxid` is the
+    /// record node's new `pzxid`); forgotten when it created none.
+    fn wrote(&self, record: &RunRecord, after: Vec<String>, results: &[zk::MultiWriteResult]) {
+        let path = format!("{}/{}", runs_path(&record.job), record_name(record.slot_ms, record.kind));
+        let created = results.iter().find_map(|r| match r {
+            zk::MultiWriteResult::Create { path: p, stat } if *p == path && !stat.is_invalid() => Some(stat.czxid),
+            _ => None,
+        });
+        self.remember(&record.job, created.map(|zxid| (zxid, Arc::new(after))));
+    }
+
     /// Adds to `w` the creation of `record` (replacing a record of its identity) and the
-    /// deletion of the oldest records past retention.
+    /// deletion of the oldest records past retention; answers the names the write leaves.
     fn write_record(
         &self,
         w: &mut zk::MultiWriter<'_>,
         record: &RunRecord,
         names: Option<&[String]>,
-    ) -> Result<(), zk::Error> {
+    ) -> Result<Vec<String>, zk::Error> {
         let persistent = self.backend.inner.spec.persistent();
         let dir = runs_path(&record.job);
         let name = record_name(record.slot_ms, record.kind);
@@ -207,7 +261,7 @@ impl ZkJobStore {
         if !others[..excess].contains(&&name) {
             w.add_create(&format!("{dir}/{name}"), encode_record(record).as_bytes(), &persistent)?;
         }
-        Ok(())
+        Ok(others[excess..].iter().map(|n| (*n).clone()).collect())
     }
 
     async fn try_claim(&self, client: &zk::Client, owner: i64, req: ClaimRequest<'_>) -> Result<Claim, Failure> {
@@ -225,7 +279,7 @@ impl ZkJobStore {
                     }
                 },
                 client.get_data(&slot_node),
-                self.names(client, req.job),
+                self.names_to_write(client, req.job),
             );
             let lease_stat = match lease_stat? {
                 Some(st) if st.ephemeral_owner == owner && u64::try_from(st.czxid).ok() == Some(req.token) => st,
@@ -263,12 +317,18 @@ impl ZkJobStore {
                 }
             }
             let claim = req.claim_of(answer);
-            if let Claim::Claimed(r) = &claim {
-                self.write_record(&mut w, r, names.as_deref())?;
-            }
+            let after = match &claim {
+                Claim::Claimed(r) => Some((r, self.write_record(&mut w, r, names.as_ref().map(|n| n.as_slice()))?)),
+                _ => None,
+            };
             self.backend.count(1);
             match w.commit().await {
-                Ok(_) => return Ok(claim),
+                Ok(results) => {
+                    if let Some((r, after)) = after {
+                        self.wrote(r, after, &results);
+                    }
+                    return Ok(claim);
+                }
                 Err(zk::MultiWriteError::OperationFailed { index: 0, .. }) => return Ok(Claim::NotHolder),
                 // Another writer changed a node read: read again.
                 Err(zk::MultiWriteError::OperationFailed {
@@ -400,15 +460,19 @@ impl JobStore for ZkJobStore {
         let what = "record a slot";
         let name = record_name(record.slot_ms, record.kind);
         for _ in 0..ATTEMPTS {
-            let names = self.names(&client, &record.job).await.map_err(|e| self.err(what, e))?;
-            if names.as_ref().is_some_and(|n| n.contains(&name)) {
+            let names = self.names_to_write(&client, &record.job).await.map_err(|e| self.err(what, e))?;
+            if names.as_ref().is_some_and(|n| n.binary_search(&name).is_ok()) {
                 return Ok(false);
             }
             let mut w = client.new_multi_writer();
-            self.write_record(&mut w, record, names.as_deref()).map_err(|e| self.err(what, e))?;
+            let names = names.as_ref().map(|n| n.as_slice());
+            let after = self.write_record(&mut w, record, names).map_err(|e| self.err(what, e))?;
             self.backend.count(1);
             match w.commit().await {
-                Ok(_) => return Ok(true),
+                Ok(results) => {
+                    self.wrote(record, after, &results);
+                    return Ok(true);
+                }
                 Err(zk::MultiWriteError::OperationFailed {
                     source: zk::Error::NodeExists | zk::Error::NoNode, ..
                 }) => {}
