@@ -93,6 +93,17 @@ impl Outcome {
     }
 }
 
+/// How a node's names map onto `Simba` clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// One client per node for all its names: one session holds several terms.
+    Shared,
+    /// One client per name on each node: each session holds at most one term, so the engine's
+    /// `HashMap` iteration order never decides which of two terms goes first, and a seed
+    /// replays bit for bit when Tokio's generator is seeded (docs/adr/0021).
+    PerName,
+}
+
 /// What a run varies besides its seed.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
@@ -100,11 +111,13 @@ pub struct Options {
     pub length: Duration,
     /// A rule broken on purpose in the core for this run (the model's mutants).
     pub mutant: Option<Mutant>,
+    /// How names map onto clients.
+    pub layout: Layout,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { length: SHORT_RUN, mutant: None }
+        Options { length: SHORT_RUN, mutant: None, layout: Layout::PerName }
     }
 }
 
@@ -542,19 +555,24 @@ async fn simulate(seed: u64, opts: Options) -> Outcome {
         plan: plan(seed, opts.length, config.drift()),
         st: Mutex::new(State::default()),
     });
-    let mut clients = Vec::new();
+    let mut clients: Vec<Arc<Simba>> = Vec::new();
     let mut tasks = Vec::new();
     for node in 0..NODES {
-        let backend = SimBackend { node, world: Arc::clone(&world) };
-        let client = Simba::builder()
-            .backend(backend)
-            .config(config)
-            .seed(key(&[seed, 3, node as u64]))
-            .build()
-            .expect("a simulated client");
-        let client = Arc::new(client);
+        // One client per node, or one per name (then no client holds two terms).
+        let mut client_for = |i: u64| -> Arc<Simba> {
+            if opts.layout == Layout::PerName || clients.len() <= node {
+                let c = Simba::builder()
+                    .backend(SimBackend { node, world: Arc::clone(&world) })
+                    .config(config)
+                    .seed(key(&[seed, 3, node as u64, i]))
+                    .build()
+                    .expect("a simulated client");
+                clients.push(Arc::new(c));
+            }
+            Arc::clone(clients.last().expect("a client was just built"))
+        };
         for (i, name) in ELECTIONS.iter().enumerate() {
-            let e = Arc::new(client.election(*name));
+            let e = Arc::new(client_for(i as u64).election(*name));
             let (w1, w2) = (Arc::clone(&world), Arc::clone(&world));
             let listener = FnListener::new(
                 move |t: &Term| w1.granted(node, t),
@@ -567,8 +585,8 @@ async fn simulate(seed: u64, opts: Options) -> Outcome {
             tasks.push(tokio::spawn(leader(Arc::clone(&world), node, e, rng)));
         }
         let rng = StdRng::seed_from_u64(key(&[seed, 5, node as u64]));
-        tasks.push(tokio::spawn(locker(Arc::clone(&world), node, Arc::clone(&client), rng)));
-        clients.push(client);
+        let client = client_for(ELECTIONS.len() as u64);
+        tasks.push(tokio::spawn(locker(Arc::clone(&world), node, client, rng)));
     }
     sleep(opts.length).await;
     for t in &tasks {
