@@ -314,7 +314,13 @@ impl World {
             *c
         };
         let h = key(&[self.seed, 2, node as u64, op as u64, text_hash(name), n]);
-        let w = self.plan.weather;
+        let mut w = self.plan.weather;
+        if op == Op::Owned {
+            // The listing a digest mismatch asks for is slow as often as not, so that terms are
+            // adopted while it is under way (T3's snapshot rule).
+            w.delay_request = w.delay_request.max(250);
+            w.delay_reply = w.delay_reply.max(250);
+        }
         let roll = h % 1000;
         let delay = Duration::from_micros((h >> 20) % w.max_delay_us.max(1));
         let mut edge = w.lose_request;

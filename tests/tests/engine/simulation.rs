@@ -36,11 +36,11 @@ const REGRESSIONS: &[(u64, Layout, Option<Mutant>, bool)] = &[
     (2, Layout::PerName, Some(Mutant::PruneReleasedInFlight), true),
     (2, Layout::PerName, Some(Mutant::AdoptReleasedToken), true),
     (119, Layout::PerName, Some(Mutant::AdoptLateReply), true),
-    (940, Layout::PerName, Some(Mutant::ReconcileStaleSnapshot), true),
+    (53, Layout::PerName, Some(Mutant::ReconcileStaleSnapshot), true),
     (1, Layout::PerName, None, false),
     (2, Layout::PerName, None, false),
     (119, Layout::PerName, None, false),
-    (940, Layout::PerName, None, false),
+    (53, Layout::PerName, None, false),
 ];
 
 const MUTANTS: [Mutant; 7] = [
