@@ -7,7 +7,8 @@
 //! A failing seed prints the command that replays it. Commands:
 //! - one seed, with its trace:
 //!   `SIMBA_SIM_SEED=<n> cargo test -p simba-tests --test engine simulation::sim_replay_seed -- --nocapture`
-//!   (add `SIMBA_SIM_MUTANT=IgnoreDrift` to run it with a core mutant switched on);
+//!   (add `SIMBA_SIM_MUTANT=IgnoreDrift` to switch a core mutant on, `SIMBA_SIM_LAYOUT=Shared`
+//!   for one client per node);
 //! - the long run (100,000 seeds unless `SIMBA_SIM_SEEDS=<from>..<to>` says otherwise):
 //!   `cargo test --release -p simba-tests --test engine simulation::sim_long -- --ignored --nocapture`.
 
