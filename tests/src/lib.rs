@@ -4,6 +4,7 @@ pub mod model;
 pub mod node_log;
 pub mod proxy;
 pub mod servers;
+pub mod sim;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
