@@ -397,24 +397,18 @@ impl<T: Moment> ElectionMachine<T> {
 /// `on_revoked`; wait until it ran. `reason` is the one the term ends with unless it was lost
 /// meanwhile (the shell then delivers the reason it was lost with).
 fn handover<T>(reason: RevokeReason) -> Vec<Command<T>> {
-    if active(Mutant::ReleaseBeforeTask) {
-        return vec![
-            Command::Revoke(reason),
-            Command::Release,
-            Command::AwaitTask,
-            Command::Status(Status::Candidate),
-            Command::DeliverRevoked(reason),
-            Command::Flush,
-        ];
-    }
-    vec![
+    let mut list = vec![
         Command::Revoke(reason),
         Command::AwaitTask,
         Command::Release,
         Command::Status(Status::Candidate),
         Command::DeliverRevoked(reason),
         Command::Flush,
-    ]
+    ];
+    if active(Mutant::ReleaseBeforeTask) {
+        list.swap(1, 2);
+    }
+    list
 }
 
 #[cfg(test)]
