@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use super::mutants::{Mutant, active};
 use super::{Moment, RevokeReason, Timing};
 
 /// What the election's status shows (`simba::ElectionState`); the leader status is set by the
@@ -396,14 +397,18 @@ impl<T: Moment> ElectionMachine<T> {
 /// `on_revoked`; wait until it ran. `reason` is the one the term ends with unless it was lost
 /// meanwhile (the shell then delivers the reason it was lost with).
 fn handover<T>(reason: RevokeReason) -> Vec<Command<T>> {
-    vec![
+    let mut list = vec![
         Command::Revoke(reason),
         Command::AwaitTask,
         Command::Release,
         Command::Status(Status::Candidate),
         Command::DeliverRevoked(reason),
         Command::Flush,
-    ]
+    ];
+    if active(Mutant::ReleaseBeforeTask) {
+        list.swap(1, 2);
+    }
+    list
 }
 
 #[cfg(test)]
@@ -732,5 +737,16 @@ mod tests {
         let (mut m, t0) = leading();
         let l6 = m.elect_failed(t0);
         assert!(!l6.iter().any(|c| matches!(c, Command::DeliverRevoked(_))), "L6: none for an undeliverable term");
+    }
+    /// The mutant the model checker must catch: the H1 list releases before it waits for the
+    /// task (breaks H1, H5).
+    #[cfg(simba_mutants)]
+    #[test]
+    fn h1_mutant_release_before_task_releases_first() {
+        let (mut m, t0) = leading();
+        let out = crate::mutants::with(Some(Mutant::ReleaseBeforeTask), || m.step_down(t0, ms(0)));
+        assert_eq!(&out[..3], &[Command::Revoke(RevokeReason::SteppedDown), Command::Release, Command::AwaitTask]);
+        let (mut m, t0) = leading();
+        assert_eq!(m.step_down(t0, ms(0))[1], Command::AwaitTask, "off outside `with`");
     }
 }

@@ -40,6 +40,16 @@ pub enum Mutant {
     /// judged for adoption into the session live now (breaks K4; the released-token check of
     /// [`judge_win`](super::ledger::judge_win) is kept).
     AdoptLateReply,
+    /// The H1 handover list of [`ElectionMachine`](super::election::ElectionMachine) releases
+    /// the lease before it waits for the term's task (`Revoke`, `Release`, `AwaitTask`, ...):
+    /// the next holder may win the lease while the task still works under the revoked term
+    /// (breaks H1 and H5).
+    ReleaseBeforeTask,
+    /// [`rebalance::target`](super::rebalance::target) gives the `ceil` share to every rank up to
+    /// `n mod m` inclusive instead of below it (an off-by-one): the shares add up to more than
+    /// `n`, so a member never reaches its share and keeps contending for partitions others hold
+    /// (breaks J6's convergence).
+    CeilShareOffByOne,
 }
 
 #[cfg(simba_mutants)]

@@ -8,11 +8,14 @@
 
 use std::collections::BTreeSet;
 
+use super::mutants::{Mutant, active};
+
 /// How many partitions member `rank` of `members` should hold (J6).
 pub fn target(partitions: u32, members: usize, rank: usize) -> u32 {
     let m = u32::try_from(members.max(1)).unwrap_or(u32::MAX);
     let rank = u32::try_from(rank).unwrap_or(u32::MAX);
-    partitions / m + u32::from(rank < partitions % m)
+    let ceil = rank < partitions % m || (active(Mutant::CeilShareOffByOne) && rank == partitions % m);
+    partitions / m + u32::from(ceil)
 }
 
 /// What one member does in a round.
@@ -139,5 +142,14 @@ mod tests {
             Plan::Acquire { need: 3, candidates: vec![1, 2, 5, 7, 0, 3] }
         );
         assert_eq!(plan(8, &["a", "b"], &"a", &set(&[0, 1, 2, 3]), &set(&[]), &set(&[5])), Plan::Keep);
+    }
+    /// The mutant the model checker must catch: the ceil share goes to one rank too many, so
+    /// the shares add up to more than `n` (breaks J6's convergence).
+    #[cfg(simba_mutants)]
+    #[test]
+    fn j6_mutant_ceil_share_off_by_one_overcounts() {
+        let shares = || (0..2).map(|r| target(3, 2, r)).collect::<Vec<_>>();
+        assert_eq!(crate::mutants::with(Some(Mutant::CeilShareOffByOne), shares), vec![2, 2]);
+        assert_eq!(shares(), vec![2, 1], "off outside `with`");
     }
 }

@@ -55,6 +55,11 @@ pub enum Mutant {
     /// before it applies the release). Breaks K4 the way an unconditional pruning of
     /// `SessionCell::released` would.
     PruneReleasedInFlight,
+    /// Inside the engine's core (`simba_core::election`, the H1 list every handover of the
+    /// `ElectionMachine` returns, which the model executes as the shell does): the lease is
+    /// released before the shell waits for the term's task (breaks H1, H5). With
+    /// [`Config::tasks`].
+    ReleaseBeforeTask,
 }
 
 /// How clock rates are chosen.
@@ -120,6 +125,13 @@ pub struct Config {
     /// is in flight (deferred to the end of the attempt otherwise): the engine's pruning of
     /// `SessionCell::released` (K4; issue 16 item 7). Off in the other configurations.
     pub release_acks: bool,
+    /// Whether an elected term runs a task (a leader task, a partition worker): it runs until
+    /// it returns (at any instant, on its own or at a handover's cancellation) or is aborted
+    /// (H3 at once, H5 at the term's deadline), and a handover waits for it (H1). Off: no
+    /// task (H2), the handover runs in one step.
+    pub tasks: bool,
+    /// The cooldown of every step-down (H4), in node clock units.
+    pub cooldown: i16,
     /// Symmetry reduction over the nodes: a state and its image with the nodes (and their
     /// clock rates) swapped are one. On in every configuration; off only to measure it.
     pub node_symmetry: bool,
@@ -158,6 +170,8 @@ impl Config {
             max_tokens: 2,
             schedule: Schedule::Timers,
             release_acks: false,
+            tasks: false,
+            cooldown: 0,
             node_symmetry: true,
             name_symmetry: true,
             max_depth: None,
@@ -189,6 +203,14 @@ impl Config {
     /// instant, which is where an acquisition overtakes a release), to keep it CI-sized.
     pub fn release_acks() -> Self {
         Config { release_acks: true, max_stragglers: Some(0), ..Config::handover() }
+    }
+
+    /// The election machine with tasks (H1-H5): [`Config::handover`] bounds (all clocks at 3,
+    /// one straggling message, 3 tokens) with every term running a task and step-downs that
+    /// cool down for one tick (3 units): the handover waits for the task (H1) or aborts it at the term's
+    /// deadline (H5), a lost term aborts it at once (H3), a task that returns steps down.
+    pub fn election() -> Self {
+        Config { tasks: true, cooldown: 3, ..Config::handover() }
     }
 
     /// Pauses: all clocks at rate 3, a node may pause for a tick at any instant (replies wait
@@ -308,4 +330,13 @@ pub enum Invariant {
     /// While a node believes its session live (local clock < deadline), the backend has not
     /// expired or closed that session (judged at the same real instant).
     DurableSession,
+    /// No two nodes work under the same name at the same real instant: a node works under a
+    /// name while its term is valid, and while the task of a term it is handing over still
+    /// runs (H1, H5: the next holder does not start while this one still works).
+    ExclusiveWork,
+    /// The handover lists are honoured: a handover releases the lease only after it revoked
+    /// the term (T7) and after the term's task returned or was aborted (H1, H5); a node whose
+    /// election neither leads nor hands over runs no task for the name (H3: a lost term's task
+    /// is aborted at once), and one cooling down after a step-down holds no term (H4).
+    HandoverOrder,
 }

@@ -24,14 +24,15 @@
 //! request stays in the network), which cuts those traces. Every trace within these bounds is
 //! explored, whatever its length.
 
+mod election;
 mod render;
 mod steps;
 
 use std::fmt::Write as _;
 
-use simba_core::Timing;
 use simba_core::attempt::{AttemptSlot, answers_current_attempt};
 use simba_core::session::{Phase, SessionMachine, SessionParts};
+use simba_core::{RevokeReason, Timing};
 
 use super::bag::Bag;
 use super::clock::{NodeTime, UNIT, duration, timing};
@@ -123,6 +124,7 @@ impl LeaseModel {
             Some(Mutant::DeadlineFromArrival) => Some(simba_core::mutants::Mutant::DeadlineFromArrival),
             Some(Mutant::IgnoreDrift) => Some(simba_core::mutants::Mutant::IgnoreDrift),
             Some(Mutant::AdoptLateReply) => Some(simba_core::mutants::Mutant::AdoptLateReply),
+            Some(Mutant::ReleaseBeforeTask) => Some(simba_core::mutants::Mutant::ReleaseBeforeTask),
             Some(Mutant::ReleaseWithoutToken) | None => None,
         };
         simba_core::mutants::with(core, f)
@@ -183,7 +185,10 @@ impl LeaseModel {
         let Some(ss) = s.nodes[i].session.take() else { return };
         let revoked: Vec<(u8, u8)> =
             (0..self.cfg.names).filter(|n| s.nodes[i].terms[*n] != 0).map(|n| (n as u8, s.nodes[i].terms[n])).collect();
-        s.nodes[i].terms = [0; MAX_NAMES];
+        let reason = if why == "DeadlinePassed" { RevokeReason::DeadlinePassed } else { RevokeReason::SessionExpired };
+        for n in 0..self.cfg.names {
+            self.term_lost(s, i, n, reason, log);
+        }
         self.drop_calls(s, i, |m| matches!(m.body, Body::KeepAlive { .. } | Body::Alive { .. } | Body::Expired));
         let close = why == "DeadlinePassed";
         if close {
@@ -221,7 +226,6 @@ impl LeaseModel {
         let n = usize::from(name);
         let node = &mut s.nodes[i];
         node.terms[n] = token;
-        node.retry_at[n] = 0;
         let prev = node.max_adopted[n];
         node.max_adopted[n] = prev.max(token);
         let deadline = node.session.map_or(0, |ss| ss.deadline);
@@ -284,17 +288,28 @@ impl LeaseModel {
                 log.note(|c| format!("n{i}: sends keep-alive(s{sid}) at n{i}={}", c[1 + usize::from(i)]));
             }
             Action::Acquire(i, name) => {
-                let k = usize::from(name);
-                let node = &mut n.nodes[usize::from(i)];
-                let due = self.cfg.schedule == Schedule::Anytime || node.retry_at.get(k).is_some_and(|t| *t == 0);
-                if !running(i) || k >= names || !slot_of(node.attempts[k]).may_begin() || node.terms[k] != 0 || !due {
+                // Any instant: the election's retry comes due now (or a release heard, K2,
+                // ends its wait), and it attempts if its machine says so.
+                let (iu, k) = (usize::from(i), usize::from(name));
+                let live = n.nodes.get(iu).is_some_and(|node| node.session.is_some_and(|ss| ss.deadline > 0));
+                if !running(i) || k >= names || !live {
                     return false;
                 }
-                let Some(ss) = node.session.filter(|ss| ss.deadline > 0) else { return false };
-                node.attempts[k] =
-                    Some(Attempt { sid: ss.sid, expires: self.cfg.renew_interval.min(ss.deadline), detached: false });
-                n.net.push(Msg { node: i, body: Body::Acquire { sid: ss.sid, name }, fate: Fate::Live, age: 0 });
-                log.note(|_| format!("n{i}: sends acquire({}, s{})", name_of(name), ss.sid));
+                let before = n.nodes[iu].attempts[k];
+                match n.nodes[iu].elect[k].phase {
+                    EPhase::Waiting(_) => {
+                        self.feed(n, iu, k, &|m| m.nudge(NodeTime::NOW), log);
+                        self.feed(n, iu, k, &|m| m.session_live(NodeTime::NOW), log);
+                    }
+                    EPhase::Candidate => {
+                        self.feed(n, iu, k, &|m| m.session_live(NodeTime::NOW), log);
+                    }
+                    EPhase::Attempting if before.is_none() => self.begin_attempt(n, iu, k, log),
+                    _ => return false,
+                }
+                if n.nodes[iu].attempts[k] == before {
+                    return false;
+                }
             }
             _ => return false,
         }
@@ -362,8 +377,8 @@ impl LeaseModel {
         for i in 0..NODES as u8 {
             self.send(s, Action::Open(i), log);
             self.send(s, Action::KeepAlive(i), log);
-            for n in 0..self.cfg.names as u8 {
-                self.send(s, Action::Acquire(i, n), log);
+            if s.nodes[usize::from(i)].paused == 0 {
+                self.election_timers(s, usize::from(i), true, log);
             }
         }
     }
@@ -386,7 +401,7 @@ impl LeaseModel {
             for node in &mut m.nodes {
                 node.attempts.swap(0, 1);
                 node.terms.swap(0, 1);
-                node.retry_at.swap(0, 1);
+                node.elect.swap(0, 1);
                 node.max_adopted.swap(0, 1);
                 if let Some(ss) = &mut node.session {
                     ss.ka_held.swap(0, 1);
@@ -418,6 +433,7 @@ impl LeaseModel {
             Action::KeepAlive(i) => Action::KeepAlive(o(i)),
             Action::Acquire(i, n) => Action::Acquire(o(i), k(n)),
             Action::StepDown(i, n) => Action::StepDown(o(i), k(n)),
+            Action::TaskReturns(i, n) => Action::TaskReturns(o(i), k(n)),
             Action::Pause(i, t) => Action::Pause(o(i), t),
             Action::Crash(i) => Action::Crash(o(i)),
             Action::NodeReceives(m) => Action::NodeReceives(permute_msg(m, p)),
@@ -439,38 +455,11 @@ impl LeaseModel {
                 }
                 None
             }
-            Action::StepDown(i, name) => {
-                let k = usize::from(name);
-                if !running(i) || k >= names {
+            Action::StepDown(i, name) | Action::TaskReturns(i, name) => {
+                if !running(i) || usize::from(name) >= names {
                     return None;
                 }
-                let iu = usize::from(i);
-                let node = n.nodes[iu];
-                if node.terms[k] != 0 {
-                    let ss = node.session.expect("a term belongs to the current session");
-                    let t = node.terms[k];
-                    n.nodes[iu].terms[k] = 0;
-                    log.note(|_| format!("n{i}: steps down from {}#{t}: term revoked", name_of(name)));
-                    self.release_won(&mut n, iu, (ss.sid, name, t), "handover (H1, T7)", log);
-                } else if let Some(att) = node.attempts[k].filter(|a| !a.detached) {
-                    // K3 by the engine's own slot (`simba_core::attempt::AttemptSlot`).
-                    let mut slot = slot_of(node.attempts[k]);
-                    self.in_core(|| slot.abandon());
-                    n.nodes[iu].attempts[k] = match slot {
-                        AttemptSlot::Free => None,
-                        _ => Some(Attempt { detached: slot == AttemptSlot::Abandoned, ..att }),
-                    };
-                    for m in &mut n.net {
-                        let of_it = matches!(m.body, Body::Acquire { name: x, .. } | Body::AcqReply { name: x, .. } if x == name);
-                        if usize::from(m.node) == iu && m.fate == Fate::Live && of_it {
-                            m.fate = Fate::Detached;
-                        }
-                    }
-                    log.note(|_| format!("n{i}: steps down while acquiring {}: attempt abandoned", name_of(name)));
-                } else {
-                    return None;
-                }
-                None
+                self.election_action(&mut n, a, log)?
             }
             Action::Pause(i, ticks) => {
                 if !running(i) || ticks == 0 || ticks > self.cfg.max_pause {
@@ -522,6 +511,12 @@ impl LeaseModel {
         };
         if self.cfg.schedule == Schedule::Timers {
             self.eager_sends(&mut n, log);
+        } else {
+            for i in 0..NODES {
+                if n.nodes[i].paused == 0 {
+                    self.election_timers(&mut n, i, false, log);
+                }
+            }
         }
         self.canon(&mut n);
         Some((n, v))
@@ -592,9 +587,9 @@ impl LeaseModel {
                 }
             }
         }
+        self.canon_elections(s);
         if self.cfg.schedule == Schedule::Anytime {
             for node in &mut s.nodes {
-                node.retry_at = [0; MAX_NAMES];
                 if let Some(ss) = &mut node.session {
                     ss.renew_at = 0;
                 }
@@ -605,6 +600,26 @@ impl LeaseModel {
             s.net.dedup_by(|a, b| a == b && matches!(a.body, Body::Close { .. }));
         } else {
             s.net.dedup_by(|a, b| a == b && matches!(a.body, Body::Release { .. } | Body::Close { .. }));
+        }
+    }
+
+    /// The elections' part of [`canon`](Self::canon): a handover's abort instant only matters
+    /// while the task it waits for runs; a wait for the next attempt (K1) only while a session
+    /// is live and the schedule is the engine's timers: without a session, a waiting election
+    /// and a candidate both wait for the next session, whose opening ends every wait (K2), and
+    /// under [`Schedule::Anytime`] any instant may end a wait (the `Acquire` action).
+    fn canon_elections(&self, s: &mut State) {
+        let anytime = self.cfg.schedule == Schedule::Anytime;
+        for node in &mut s.nodes {
+            let no_session = node.session.is_none();
+            for e in &mut node.elect {
+                if !e.task {
+                    e.abort_at = 0;
+                }
+                if (no_session || anytime) && matches!(e.phase, EPhase::Waiting(_)) {
+                    e.phase = EPhase::Candidate;
+                }
+            }
         }
     }
 
@@ -642,6 +657,9 @@ impl LeaseModel {
                 v.extend((0..self.cfg.names as u8).map(|name| Action::Acquire(i, name)));
             }
             v.extend((0..self.cfg.names as u8).map(|name| Action::StepDown(i, name)));
+            if self.cfg.tasks {
+                v.extend((0..self.cfg.names as u8).map(|name| Action::TaskReturns(i, name)));
+            }
             for t in 1..=self.cfg.max_pause {
                 v.push(Action::Pause(i, t));
             }
@@ -693,10 +711,20 @@ pub mod seen {
     pub const BOTH_HELD: u64 = 1 << 11;
     /// With two lease names: each node held a term of a different name at once.
     pub const SPLIT: u64 = 1 << 12;
+    /// A handover waited for the term's task (H1: `AwaitTask` with the task running).
+    pub const TASK_AWAITED: u64 = 1 << 13;
+    /// A handover's task was aborted at the term's deadline (H5).
+    pub const TASK_ABORTED: u64 = 1 << 14;
+    /// A leader's task returned on its own and the election stepped down.
+    pub const TASK_RETURNED: u64 = 1 << 15;
+    /// A term was lost (session ended, taken over) while its task ran: aborted at once (H3).
+    pub const LOST_WITH_TASK: u64 = 1 << 16;
+    /// A step-down's cooldown ran out and the election contended again (H4).
+    pub const COOLDOWN: u64 = 1 << 17;
 
     /// The names of the bits set in `bits`.
     pub fn names(bits: u64) -> Vec<&'static str> {
-        const NAMES: [&str; 13] = [
+        const NAMES: [&str; 18] = [
             "term",
             "later-term",
             "expiry",
@@ -710,6 +738,11 @@ pub mod seen {
             "prune-deferred",
             "both-held",
             "split",
+            "task-awaited",
+            "task-aborted",
+            "task-returned",
+            "lost-with-task",
+            "cooldown",
         ];
         NAMES.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, n)| *n).collect()
     }
@@ -728,6 +761,56 @@ impl LeaseModel {
             }
             n
         };
+        self.observe_elections(s, a, next) | self.observe_lease(s, a, next, terms)
+    }
+
+    /// The [`seen`] bits of the elections (counts only: `next` may be mirrored).
+    fn observe_elections(&self, s: &State, a: Action, next: &State) -> u64 {
+        if !self.cfg.tasks && self.cfg.cooldown == 0 {
+            // Without tasks and cooldowns none of these can happen.
+            return 0;
+        }
+        // (handovers waiting for a task, leaders with a task, elections cooling down)
+        let count = |st: &State| {
+            let mut c = [0u8; 3];
+            for node in &st.nodes {
+                for e in &node.elect {
+                    match e.phase {
+                        EPhase::HandingOver(_) if e.task => c[0] += 1,
+                        EPhase::Leading if e.task => c[1] += 1,
+                        EPhase::CoolingDown(_) => c[2] += 1,
+                        _ => {}
+                    }
+                }
+            }
+            c
+        };
+        let (before, after) = (count(s), count(next));
+        let mut o = 0;
+        if after[0] > 0 {
+            o |= seen::TASK_AWAITED;
+        }
+        if matches!(a, Action::Tick(..)) {
+            if after[0] < before[0] {
+                o |= seen::TASK_ABORTED;
+            }
+            if after[2] < before[2] {
+                o |= seen::COOLDOWN;
+            }
+        }
+        match a {
+            Action::TaskReturns(i, n) if s.nodes[usize::from(i)].elect[usize::from(n)].phase == EPhase::Leading => {
+                o |= seen::TASK_RETURNED;
+            }
+            Action::TaskReturns(..) | Action::StepDown(..) | Action::Crash(_) => {}
+            _ if after[1] < before[1] => o |= seen::LOST_WITH_TASK,
+            _ => {}
+        }
+        o
+    }
+
+    /// The [`seen`] bits of sessions, leases and the network.
+    fn observe_lease(&self, s: &State, a: Action, next: &State, terms: impl Fn(&State) -> usize) -> u64 {
         match a {
             Action::Tick(r, keep) => {
                 let mut o = 0;
@@ -831,9 +914,7 @@ impl Model for LeaseModel {
 
     fn check(&self, s: &State) -> Option<Violation<Invariant>> {
         for n in 0..self.cfg.names {
-            let valid: Vec<usize> = (0..NODES)
-                .filter(|&i| s.nodes[i].terms[n] != 0 && s.nodes[i].session.is_some_and(|ss| ss.deadline > 0))
-                .collect();
+            let valid: Vec<usize> = (0..NODES).filter(|&i| valid_term(&s.nodes[i], n)).collect();
             if valid.len() > 1 {
                 return Some(Violation {
                     invariant: Invariant::TermDisjointness,
@@ -845,6 +926,9 @@ impl Model for LeaseModel {
                     ),
                 });
             }
+        }
+        if let Some(v) = self.check_elections(s) {
+            return Some(v);
         }
         for (i, node) in s.nodes.iter().enumerate() {
             if let Some(ss) = node.session
@@ -862,6 +946,55 @@ impl Model for LeaseModel {
         }
         None
     }
+}
+
+impl LeaseModel {
+    /// The invariants of the elections: exclusive work per name (H1, H5) and the handover
+    /// lists honoured in every state (H3, H4; the release's order is judged when it is sent).
+    fn check_elections(&self, s: &State) -> Option<Violation<Invariant>> {
+        for n in 0..self.cfg.names {
+            let name = name_of(n as u8);
+            if (0..NODES).all(|i| works(&s.nodes[i], n)) {
+                return Some(Violation {
+                    invariant: Invariant::ExclusiveWork,
+                    detail: format!("n0 and n1 both work under {name} (a valid term or its task still running)"),
+                });
+            }
+            for (i, node) in s.nodes.iter().enumerate() {
+                let e = node.elect[n];
+                let holds = matches!(e.phase, EPhase::Leading | EPhase::HandingOver(_));
+                if e.task && !holds {
+                    return Some(Violation {
+                        invariant: Invariant::HandoverOrder,
+                        detail: format!("n{i}'s election of {name} is {:?} but its task still runs (H3)", e.phase),
+                    });
+                }
+                if matches!(e.phase, EPhase::CoolingDown(_)) && node.terms[n] != 0 {
+                    return Some(Violation {
+                        invariant: Invariant::HandoverOrder,
+                        detail: format!(
+                            "n{i} cools down after a step-down but still holds {name}#{} (H4)",
+                            node.terms[n]
+                        ),
+                    });
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Whether `node` holds a valid term of name `n`: adopted, not revoked by a handover, its
+/// session's local deadline not passed.
+fn valid_term(node: &Node, n: usize) -> bool {
+    node.terms[n] != 0 && !node.elect[n].revoked && node.session.is_some_and(|ss| ss.deadline > 0)
+}
+
+/// Whether `node` works under name `n`: a valid term, or the task of a term it is handing
+/// over, until the shell aborts it at the term's deadline (H5).
+fn works(node: &Node, n: usize) -> bool {
+    let e = node.elect[n];
+    valid_term(node, n) || (e.task && matches!(e.phase, EPhase::HandingOver(_)) && e.abort_at > 0)
 }
 
 /// The engine's K3 slot (`simba_core::attempt::AttemptSlot`) of a model attempt.

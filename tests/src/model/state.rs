@@ -261,6 +261,59 @@ pub struct Attempt {
     pub detached: bool,
 }
 
+/// The phase of the engine's election machine (`simba_core::election::ElectionMachine`) of
+/// one name, in the model's compact form: the model rebuilds the core's machine from it for
+/// every event (see `lease::election`) and reads the phase back. Instants are node clock units
+/// relative to the node's clock now, clamped at 0 (due).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum EPhase {
+    /// Wants to attempt once a session is live.
+    #[default]
+    Candidate,
+    /// The machine asked for an acquisition; it is in flight, or waits for the K3 slot.
+    Attempting,
+    /// K1: the next attempt at this instant.
+    Waiting(i16),
+    /// H4: out of contention until this instant.
+    CoolingDown(i16),
+    /// Holds a term.
+    Leading,
+    /// A handover's commands are being executed; then what the machine does next.
+    HandingOver(Then),
+    /// The election ended.
+    Stopped,
+}
+
+/// What an election does once a handover is done (the core's private `Then`, read back by
+/// probing a copy of the machine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Then {
+    /// Contend again after the candidate delay (the task returned).
+    Contend,
+    /// Cool down for this many node clock units (a step-down).
+    CoolDown(i16),
+    /// Stop.
+    Stop,
+}
+
+/// One node's election of one name: the machine's phase and what the shell holds for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Elect {
+    /// The machine's phase.
+    pub phase: EPhase,
+    /// The term's task runs ([`Config::tasks`](super::config::Config::tasks)).
+    pub task: bool,
+    /// The handover revoked the term (it is no longer valid; the session still lists it until
+    /// its release, T7).
+    pub revoked: bool,
+    /// Node clock units until a handover's `AwaitTask` aborts the task: the term's deadline
+    /// when it was revoked (H5).
+    pub abort_at: i16,
+    /// While a handover's `AwaitTask` waits for the task: the index of the next command in
+    /// the handover's list (which the core gives again for the phase's handover), else 0.
+    pub pending: u8,
+}
+
 /// One node (client). Everything but `max_adopted` is lost in a crash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Node {
@@ -274,8 +327,8 @@ pub struct Node {
     pub attempts: [Option<Attempt>; MAX_NAMES],
     /// Token of the held term, per name (0: none). A term belongs to the current session.
     pub terms: [u8; MAX_NAMES],
-    /// Node clock units until the election may attempt again, per name ([`Schedule::Timers`]).
-    pub retry_at: [i16; MAX_NAMES],
+    /// The election of each name (the core's machine and the shell's task and handover).
+    pub elect: [Elect; MAX_NAMES],
     /// Ghost: highest token this node ever adopted, per name (survives crashes).
     pub max_adopted: [u8; MAX_NAMES],
 }
@@ -340,8 +393,29 @@ impl std::hash::Hash for Node {
         }
         state.write_u64(w.value);
         let mut w = Packer::default();
-        w.i16(self.retry_at[0]).i16(self.retry_at[1]).u8(self.max_adopted[0]).u8(self.max_adopted[1]);
+        w.u8(self.max_adopted[0]).u8(self.max_adopted[1]);
+        for e in &self.elect {
+            let (tag, t) = match e.phase {
+                EPhase::Candidate => (0, 0),
+                EPhase::Attempting => (1, 0),
+                EPhase::Waiting(t) => (2, t),
+                EPhase::CoolingDown(t) => (3, t),
+                EPhase::Leading => (4, 0),
+                EPhase::HandingOver(Then::Contend) => (5, 0),
+                EPhase::HandingOver(Then::CoolDown(t)) => (6, t),
+                EPhase::HandingOver(Then::Stop) => (7, 0),
+                EPhase::Stopped => (8, 0),
+            };
+            w.put(4, tag).i16(t);
+        }
         state.write_u64(w.value);
+        for (k, e) in self.elect.iter().enumerate() {
+            if e.task || e.revoked || e.pending != 0 || e.abort_at != 0 {
+                let mut w = Packer::default();
+                w.put(2, k as u64).put(1, u64::from(e.task)).put(1, u64::from(e.revoked)).i16(e.abort_at).u8(e.pending);
+                state.write_u64(w.value);
+            }
+        }
     }
 }
 
@@ -410,8 +484,14 @@ pub enum Action {
     KeepAlive(u8),
     /// A node's election sends an acquisition for a name.
     Acquire(u8, u8),
-    /// A node's election steps down: releases its term, or abandons its attempt.
+    /// A node's election steps down (H4: `ElectionMachine::step_down`): hands its term over
+    /// (H1), or abandons its attempt.
     StepDown(u8, u8),
+    /// The task of a node's term of a name returns ([`Config::tasks`]): on its own (the
+    /// election steps down) or at the cancellation a handover signalled.
+    ///
+    /// [`Config::tasks`]: super::config::Config::tasks
+    TaskReturns(u8, u8),
     /// A node pauses for some ticks (GC, SIGSTOP): its clock runs, it does nothing.
     Pause(u8, u8),
     /// A node crashes and restarts with an empty memory.

@@ -5,8 +5,10 @@
 //! that delays (up to one tick, one message at a time across a tick boundary), reorders and
 //! loses messages; clocks whose rates differ within `drift`; pauses; crashes. Every reachable
 //! state within the bounds of each configuration is checked against term disjointness, token
-//! monotonicity and the durable-session property. Then each deliberately broken rule (a
-//! mutant) must be caught, with a counterexample printed.
+//! monotonicity and the durable-session property, and (with tasks under the terms) exclusive
+//! work and the handover order; each node's elections run the engine's election machine. A
+//! second model drives the engine's rebalance decision for 2 nodes x 3 partitions. Then each
+//! deliberately broken rule (a mutant) must be caught, with a counterexample printed.
 //!
 //! Run with `cargo test -p simba-tests --test engine model_check -- --nocapture` to see the figures
 //! and the traces; `docs/adr/0006-protocol-model.md` explains the model and its bounds. The
@@ -19,7 +21,10 @@ use std::thread;
 use std::time::Instant;
 
 use simba_tests::model::lease::seen;
-use simba_tests::model::{Config, Invariant, LeaseModel, Mutant, Schedule, explore, explore_bounded};
+use simba_tests::model::rebalance::{self, RebalanceModel};
+use simba_tests::model::{
+    Config, Invariant, LeaseModel, Model, Mutant, Schedule, Transition, Violation, explore, explore_bounded,
+};
 
 /// A safety valve: a configuration that reaches this many states fails its test instead of
 /// running for minutes (the bounds below stay far from it).
@@ -152,6 +157,30 @@ fn larger_configurations_hold_exhaustively() {
     );
 }
 
+/// Wider bounds for the election machine and the rebalance, for a release build: the
+/// election with tasks under drift (every mix of clock rates 3 and 4), and the rebalance with
+/// `SIMBA_MODEL_PARTITIONS` partitions (default 5) and 4 sessions (two crashes and rejoins).
+#[test]
+#[ignore = "a release build: SIMBA_MODEL_PARTITIONS=5 cargo test --release -p simba-tests --test engine model_check::wider -- --ignored --nocapture"]
+fn wider_election_and_rebalance_hold() {
+    check_all(
+        vec![(
+            "election machine, tasks, drift",
+            Config { rates: vec![3, 4], ..Config::election() },
+            COMMON | seen::DRIFT | seen::TASK_AWAITED | seen::TASK_ABORTED | seen::LOST_WITH_TASK | seen::COOLDOWN,
+        )],
+        30_000_000,
+    );
+    let partitions = std::env::var("SIMBA_MODEL_PARTITIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let model = RebalanceModel::new(rebalance::Config { partitions, max_sessions: 4, ..rebalance::Config::small() });
+    let r = explore(&model, 30_000_000);
+    eprintln!(
+        "rebalance, 2 nodes x {partitions} partitions, 4 sessions: {} states, {} transitions, depth {}, {:.2?}",
+        r.states, r.transitions, r.depth, r.elapsed
+    );
+    assert!(r.counterexample.is_none() && r.complete, "{:?}", r.counterexample.map(|c| c.violation));
+}
+
 /// Explores `cfg` with `mutant`; a violation of `expected` must be found. Prints the trace.
 fn caught(mutant: Mutant, cfg: Config, expected: Invariant) {
     let model = LeaseModel::new(cfg.with_mutant(mutant));
@@ -251,6 +280,127 @@ fn k4_pruning_while_an_attempt_is_in_flight_is_caught() {
 #[test]
 fn core_adopt_released_token_is_caught() {
     caught(Mutant::AdoptReleasedToken, Config::release_acks(), Invariant::TokenMonotonicity);
+}
+
+/// The election machine with tasks (H1-H5, K1, K3, T7): every node's election of the name is
+/// the engine's `ElectionMachine`, fed the contender's events and its commands executed as the
+/// contender executes them (the model keeps its phase and rebuilds it per event). Every term
+/// runs a task; a step-down (cooling down for a tick, H4) waits for the task or aborts it at
+/// the term's deadline (H1, H5); a term lost any other way aborts it at once (H3); a task
+/// that returns on its own steps down. Besides the three invariants of V1: no two nodes work
+/// under the name at one instant (a valid term, or the task of a term being handed over), and
+/// the handover lists are honoured (revoke, then the task's end, then the release; no task
+/// outside a term; no term while cooling down). Explored completely, and every one of those
+/// behaviours is exercised.
+#[test]
+fn h1_h5_election_machine_with_tasks_holds() {
+    check_all(
+        vec![(
+            "election machine, tasks",
+            Config::election(),
+            COMMON
+                | seen::TASK_AWAITED
+                | seen::TASK_ABORTED
+                | seen::TASK_RETURNED
+                | seen::LOST_WITH_TASK
+                | seen::COOLDOWN,
+        )],
+        MAX_STATES,
+    );
+}
+
+/// H1 broken inside the engine's own election machine: its handover list releases the lease
+/// before it waits for the term's task. The model, which executes the machine's list as the
+/// contender does, sees the release go out while the task still works (and, one step later,
+/// the other node can win the lease while it does).
+#[test]
+fn h1_mutant_release_before_task_is_caught() {
+    caught(Mutant::ReleaseBeforeTask, Config::election(), Invariant::HandoverOrder);
+}
+
+/// What the same mutant leads to when the handover order is not judged: the release frees the
+/// lease while the stepped-down node's task still works, the other node wins it, and two nodes
+/// work under the name at once (H1, H5; `ExclusiveWork`).
+#[test]
+fn h1_mutant_release_before_task_lets_two_nodes_work_at_once() {
+    let model = LeaseModel::new(Config::election().with_mutant(Mutant::ReleaseBeforeTask));
+    let only = Only(model, Invariant::ExclusiveWork);
+    let r = explore(&only, MAX_STATES);
+    let Some(cex) = &r.counterexample else { panic!("two nodes never worked at once ({} states)", r.states) };
+    eprintln!(
+        "mutant ReleaseBeforeTask, judged on exclusive work only: caught after {} states, a trace of {} steps:\n{}",
+        r.states,
+        cex.actions.len(),
+        only.0.render(cex)
+    );
+    assert_eq!(cex.violation.invariant, Invariant::ExclusiveWork);
+}
+
+/// A model judged on one invariant only: the others' violations are ignored, to show where a
+/// mutant caught by another invariant first leads.
+struct Only<M: Model>(M, M::Invariant);
+
+impl<M: Model> Model for Only<M> {
+    type State = M::State;
+    type Action = M::Action;
+    type Invariant = M::Invariant;
+
+    fn initial_states(&self) -> Vec<M::State> {
+        self.0.initial_states()
+    }
+
+    fn successors(&self, state: &M::State, out: &mut Vec<Transition<M::State, M::Action, M::Invariant>>) {
+        self.0.successors(state, out);
+        for t in out.iter_mut() {
+            t.violation = t.violation.take().filter(|v| v.invariant == self.1);
+        }
+    }
+
+    fn check(&self, state: &M::State) -> Option<Violation<M::Invariant>> {
+        self.0.check(state).filter(|v| v.invariant == self.1)
+    }
+}
+
+/// J6 with the engine's rebalance decision (`simba_core::rebalance::plan`, driven as the
+/// group loop drives it): 2 nodes x 3 partitions, joins, a crash and a rejoin, listings that
+/// are stale or in either order, handovers that end later. In every reachable state no
+/// partition is claimed twice, and from every state the members settle into a balanced
+/// assignment once nothing joins or crashes any more.
+#[test]
+fn j6_rebalance_converges_and_never_doubly_holds() {
+    let model = RebalanceModel::new(rebalance::Config::small());
+    let r = explore(&model, MAX_STATES);
+    eprintln!(
+        "rebalance, 2 nodes x 3 partitions: {} states, {} transitions, depth {}, {:.2?}, complete: {}",
+        r.states, r.transitions, r.depth, r.elapsed, r.complete
+    );
+    if let Some(cex) = &r.counterexample {
+        panic!("the rebalance breaks {:?}: {}\n{:?}", cex.violation.invariant, cex.violation.detail, cex.actions);
+    }
+    assert!(r.complete, "not explored completely");
+    let all = rebalance::seen::STEP_DOWN
+        | rebalance::seen::RELEASED_TAKEN
+        | rebalance::seen::STALE_VIEW
+        | rebalance::seen::CRASH
+        | rebalance::seen::CONTENDED;
+    assert_eq!(r.observed & all, all, "a behaviour was never exercised: {:#b}", r.observed);
+}
+
+/// J6 broken inside the engine's `rebalance::target`: the ceil share goes to one rank too many,
+/// the shares add up to more than the partitions, and a member never settles.
+#[test]
+fn j6_mutant_ceil_share_off_by_one_is_caught() {
+    let cfg = rebalance::Config { mutant: Some(rebalance::Mutant::CeilShareOffByOne), ..rebalance::Config::small() };
+    let r = explore(&RebalanceModel::new(cfg), MAX_STATES);
+    let Some(cex) = &r.counterexample else { panic!("the mutant was not caught ({} states)", r.states) };
+    eprintln!(
+        "mutant CeilShareOffByOne: caught after {} states, a trace of {} steps: {:?}: {}",
+        r.states,
+        cex.actions.len(),
+        cex.actions,
+        cex.violation.detail
+    );
+    assert_eq!(cex.violation.invariant, rebalance::Invariant::Converges);
 }
 
 /// The figures of ADR 0006 for the symmetry reduction of the combined configuration: states

@@ -113,8 +113,11 @@ impl LeaseModel {
             if let Some(c) = &mut node.opening {
                 dec(c);
             }
-            for t in &mut node.retry_at {
-                *t = (*t - rn).max(0);
+            for e in &mut node.elect {
+                if let EPhase::Waiting(t) | EPhase::CoolingDown(t) = &mut e.phase {
+                    *t = (*t - rn).max(0);
+                }
+                e.abort_at = (e.abort_at - rn).max(0);
             }
             if let Some(ss) = &mut node.session {
                 ss.deadline = (ss.deadline - rn).max(0);
@@ -151,19 +154,37 @@ impl LeaseModel {
                 self.drop_calls(s, i, |m| matches!(m.body, Body::Open | Body::Opened { .. }));
                 log.note(|_| format!("n{i}: open-session timed out (D2)"));
             }
-            for n in 0..self.cfg.names {
-                let node = &mut s.nodes[i];
-                if node.attempts[n].is_some_and(|a| a.expires == 0) {
-                    node.attempts[n] = None;
-                    node.retry_at[n] = self.cfg.renew_interval / 2;
-                    let name = n as u8;
-                    self.drop_calls(
-                        s,
-                        i,
-                        |m| matches!(m.body, Body::Acquire { name: x, .. } | Body::AcqReply { name: x, .. } if x == name),
-                    );
-                    log.note(|_| format!("n{i}: acquire {} timed out (D2); its reply will be ignored", name_of(name)));
+            let v = self.attempt_timers(s, i, log);
+            violation = violation.or(v);
+        }
+        violation
+    }
+
+    /// The timers of node `i`'s elections at a tick: an acquisition's D2 timeout (the machine
+    /// is told the current attempt ended; an abandoned one only frees its K3 slot), and a
+    /// handover that waits for the task aborting it at the term's deadline (H5).
+    fn attempt_timers(&self, s: &mut State, i: usize, log: &mut Log) -> Option<Violation<Invariant>> {
+        let mut violation = None;
+        for n in 0..self.cfg.names {
+            let node = &mut s.nodes[i];
+            if let Some(a) = node.attempts[n].filter(|a| a.expires == 0) {
+                node.attempts[n] = None;
+                let name = n as u8;
+                self.drop_calls(
+                    s,
+                    i,
+                    |m| matches!(m.body, Body::Acquire { name: x, .. } | Body::AcqReply { name: x, .. } if x == name),
+                );
+                log.note(|_| format!("n{i}: acquire {} timed out (D2); its reply will be ignored", name_of(name)));
+                if !a.detached {
+                    let v = self.feed(s, i, n, &|m| m.attempt_ended(NodeTime::NOW, false, || 0.0), log);
+                    violation = violation.or(v);
                 }
+            }
+            let e = s.nodes[i].elect[n];
+            if e.task && e.abort_at == 0 && matches!(e.phase, EPhase::HandingOver(_)) {
+                log.note(|_| format!("n{i}: the term's deadline passed: task of {} aborted (H5)", name_of(n as u8)));
+                violation = violation.or(self.resume(s, i, n, log));
             }
         }
         violation
@@ -209,7 +230,10 @@ impl LeaseModel {
                             released: [0; MAX_NAMES],
                             acked: [false; MAX_NAMES],
                         });
-                        s.nodes[i].retry_at = [0; MAX_NAMES];
+                        // K2: a new session ends every election's wait.
+                        for n in 0..self.cfg.names {
+                            self.feed(s, i, n, &|m| m.nudge(NodeTime::NOW), log);
+                        }
                     }
                     None => {
                         s.net.push(Msg { node: i as u8, body: Body::Close { sid }, fate: Fate::Live, age: 0 });
@@ -341,7 +365,11 @@ impl LeaseModel {
         let terms: Vec<HeldTerm<'static>> = names
             .clone()
             .filter(|&n| node.terms[n] != 0)
-            .map(|n| HeldTerm { name: name_key(n as u8), token: u64::from(node.terms[n]), revoked: false })
+            .map(|n| HeldTerm {
+                name: name_key(n as u8),
+                token: u64::from(node.terms[n]),
+                revoked: node.elect[n].revoked,
+            })
             .collect();
         let listed: Vec<(String, u64)> = names
             .clone()
@@ -354,8 +382,8 @@ impl LeaseModel {
         for name in judged.taken {
             let Some(n) = index(name) else { continue };
             let t = s.nodes[i].terms[n];
-            s.nodes[i].terms[n] = 0;
             log.note(|_| format!("n{i}: term {}#{t} revoked (TakenOver)", name_of(n as u8)));
+            self.term_lost(s, i, n, simba_core::RevokeReason::TakenOver, log);
         }
         for (name, token) in judged.orphans {
             let Some(n) = index(&name) else { continue };
@@ -387,7 +415,6 @@ impl LeaseModel {
         match fate {
             Fate::Live => {
                 s.nodes[i].attempts[n] = None;
-                s.nodes[i].retry_at[n] = self.cfg.renew_interval / 2;
             }
             Fate::Detached => {
                 // The abandoned attempt's reply frees its K3 slot, if it still holds it (with
@@ -401,7 +428,9 @@ impl LeaseModel {
             }
             Fate::Dropped => {}
         }
-        let AcqResult::Won(t) = result else { return None };
+        let AcqResult::Won(t) = result else {
+            return self.attempt_ended(s, i, n, fate, false, log);
+        };
         let session = s.nodes[i].session;
         let of_current = session.is_some_and(|ss| ss.sid == sid);
         let answers = self.in_core(|| answers_current_attempt(fate == Fate::Live, of_current));
@@ -416,14 +445,33 @@ impl LeaseModel {
             if fate != Fate::Live || !of_current {
                 log.note(|_| format!("n{i}: adopts a reply that does not answer its current attempt (K4 broken)"));
             }
-            return self.adopt(s, i, name, t, log);
+            let v = self.adopt(s, i, name, t, log);
+            return v.or(self.attempt_ended(s, i, n, fate, true, log));
         }
         match fate {
             Fate::Live => self.release_won(s, i, (sid, name, t), "not adoptable (K4)", log),
             Fate::Detached => self.release_won(s, i, (sid, name, t), "late win of an abandoned attempt (K4)", log),
             Fate::Dropped => {}
         }
-        None
+        self.attempt_ended(s, i, n, fate, false, log)
+    }
+
+    /// The election's current attempt ended (its reply, `fate` `Live`): the machine is told
+    /// whether it adopted a term (K1, K4); an abandoned or given-up attempt's reply tells it
+    /// nothing.
+    fn attempt_ended(
+        &self,
+        s: &mut State,
+        i: usize,
+        n: usize,
+        fate: Fate,
+        adopted: bool,
+        log: &mut Log,
+    ) -> Option<Violation<Invariant>> {
+        if fate != Fate::Live {
+            return None;
+        }
+        self.feed(s, i, n, &|m| m.attempt_ended(NodeTime::NOW, adopted, || 0.0), log)
     }
 
     /// The backend processes request `m` (already removed). `None` when a bound forbids it.
