@@ -302,11 +302,12 @@ impl<T: Moment> SessionMachine<T> {
     pub fn renewed(&mut self, now: T, remaining: Duration, digest_matches: bool) -> Vec<Command<T>> {
         let Phase::Live(l) = &mut self.phase else { return Vec::new() };
         let Some(call) = l.call.take() else { return Vec::new() };
-        if now >= l.deadline {
+        let Some(deadline) = advance_deadline(l.deadline, self.timing.deadline(d1_base(call, now), remaining), now)
+        else {
             return self.lost(now, RevokeReason::DeadlinePassed);
-        }
+        };
         let plan = self.timing.renew_plan(remaining);
-        l.deadline = l.deadline.max(self.timing.deadline(d1_base(call, now), remaining));
+        l.deadline = deadline;
         l.period = plan.period;
         l.next = call.sent_at + plan.period;
         let mut out = vec![Command::Extend { deadline: l.deadline, period: l.period }];
@@ -398,6 +399,16 @@ impl<T: Moment> SessionMachine<T> {
         self.phase = Phase::Opening { call: None, retry_at: Some(now + self.open_backoff) };
         self.open_backoff = self.timing.config.next_open_backoff(self.open_backoff);
     }
+}
+
+/// D3, the one place it is decided: the local deadline `current` after a renewal that gives
+/// `new`, answered at `now`. `None` once `current` has passed (a late reply never revives the
+/// session); otherwise the later of the two (the deadline never moves back). The machine
+/// applies it to its own deadline, and the engine's session cell, the copy of that deadline
+/// which terms read, applies it again when it publishes the machine's `Extend` against the
+/// readers' clock.
+pub fn advance_deadline<T: Moment>(current: T, new: T, now: T) -> Option<T> {
+    (now < current).then(|| current.max(new))
 }
 
 /// D1: the base instant of a reply's deadline is when its request was sent, never when the
@@ -555,6 +566,17 @@ mod tests {
         m.tick(at.t(5_000));
         let out = m.renewed(at.t(5_010), Duration::from_secs(2), true);
         assert_eq!(out[0], Command::Extend { deadline: at.t(14_800), period: ms(1_930) / 3 });
+    }
+
+    /// D3 on its own: a renewal answered before the deadline keeps the later deadline; one
+    /// answered at or after it is refused, whatever it gives.
+    #[test]
+    fn d3_advance_deadline_moves_forward_only_while_live() {
+        let at = At(Instant::now());
+        assert_eq!(advance_deadline(at.t(10_000), at.t(12_000), at.t(9_999)), Some(at.t(12_000)));
+        assert_eq!(advance_deadline(at.t(10_000), at.t(8_000), at.t(9_999)), Some(at.t(10_000)));
+        assert_eq!(advance_deadline(at.t(10_000), at.t(12_000), at.t(10_000)), None);
+        assert_eq!(advance_deadline(at.t(10_000), at.t(12_000), at.t(11_000)), None);
     }
 
     /// D4: a grant too short for two renewals renews every third of its local validity and is

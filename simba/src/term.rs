@@ -14,10 +14,17 @@ use crate::backend::SessionId;
 
 pub use simba_core::RevokeReason;
 
-/// One session instance as the engine tracks it: its id and its local deadline.
+/// One session instance as the engine tracks it: its id, its local deadline and renewal
+/// period as published to other tasks, and its K4 record of released tokens.
 ///
-/// The deadline only moves forward, and never once it has passed (rule D3); after the
-/// session ended it is frozen, so every term of this session stays ended (rule T4).
+/// The session machine ([`simba_core::SessionMachine`]) owns the deadline and the period: it
+/// alone computes them (D1, D4) and decides when the session ends (D3, S3). The cell is their
+/// published copy, the one that terms, elections and call timeouts read from any task without
+/// asking the session actor; only that actor writes it, from the machine's `BeginSession`,
+/// `Extend` and `EndSession` commands. Publishing an `Extend` applies the machine's D3 rule
+/// ([`simba_core::session::advance_deadline`]) once more against the readers' clock, so a
+/// reader that saw the deadline pass never sees it revived; after the session ended the
+/// deadline is frozen, so every term of this session stays ended (rule T4).
 pub(crate) struct SessionCell {
     pub(crate) id: SessionId,
     deadline: Mutex<Instant>,
@@ -67,17 +74,21 @@ impl SessionCell {
         !self.ended.load(Ordering::Acquire) && now < self.deadline()
     }
 
-    /// Moves the deadline to `new` if the session is still live at `now` (rule D3: a late
-    /// reply never revives a passed deadline). Returns whether the session is still live.
+    /// Publishes the machine's deadline `new` if the session is still live at `now`, by the
+    /// machine's own D3 rule (a late reply never revives a passed deadline, and the deadline
+    /// never moves back). Returns whether the session is still live.
     pub(crate) fn extend(&self, new: Instant, now: Instant) -> bool {
         let mut d = self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.ended.load(Ordering::Acquire) || now >= *d {
+        if self.ended.load(Ordering::Acquire) {
             return false;
         }
-        if new > *d {
-            *d = new;
+        match simba_core::session::advance_deadline(*d, new, now) {
+            Some(advanced) => {
+                *d = advanced;
+                true
+            }
+            None => false,
         }
-        true
     }
 
     /// Ends the session at `now`: its deadline is frozen at or before `now`.
