@@ -98,9 +98,7 @@ impl Outcome {
 pub enum Layout {
     /// One client per node for all its names: one session holds several terms.
     Shared,
-    /// One client per name on each node: each session holds at most one term, so the engine's
-    /// `HashMap` iteration order never decides which of two terms goes first, and a seed
-    /// replays bit for bit when Tokio's generator is seeded (docs/adr/0021).
+    /// One client per name on each node: each session holds at most one term.
     PerName,
 }
 
@@ -123,14 +121,13 @@ impl Default for Options {
 
 /// Runs `seed` on a fresh single-threaded runtime with paused time and returns its outcome.
 /// The same seed and options give the same outcome.
-#[allow(unexpected_cfgs)] // `tokio_unstable` is Tokio's own cfg, not declared by this workspace.
 pub fn run(seed: u64, opts: Options) -> Outcome {
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_time().start_paused(true);
     // Tokio draws from its own generator where `select!` picks a first branch and where a
-    // `watch` channel spreads its waiters; only `--cfg tokio_unstable` lets it be seeded
-    // (docs/adr/0021). Without it the schedule within one virtual instant is not replayed.
-    #[allow(unexpected_cfgs)] // Tokio's own cfg, not declared by this workspace.
+    // `watch` channel spreads its waiters; only `--cfg tokio_unstable` (set for this
+    // repository's builds by .cargo/config.toml) lets it be seeded (docs/adr/0021). Without it
+    // the schedule within one virtual instant is not replayed.
     #[cfg(tokio_unstable)]
     builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
     let rt = builder.build().expect("a current-thread runtime");

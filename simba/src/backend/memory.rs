@@ -248,8 +248,10 @@ impl Backend for MemoryBackend {
     async fn close_session(&self, session: &SessionId) -> BackendResult<()> {
         let freed: Vec<String> = {
             let mut st = self.state();
-            let freed =
+            let mut freed: Vec<String> =
                 st.leases.iter().filter(|(_, l)| l.session.as_ref() == Some(session)).map(|(n, _)| n.clone()).collect();
+            // In name order, not the map's: a seeded simulation replays bit for bit (ADR 0021).
+            freed.sort();
             st.expire(session);
             freed
         };

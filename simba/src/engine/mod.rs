@@ -13,7 +13,7 @@ pub(crate) mod control;
 pub(crate) mod local;
 pub(crate) mod session;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -129,13 +129,15 @@ pub(crate) struct ClientState {
     /// Where the client is, and its session's status.
     pub(crate) lifecycle: Lifecycle,
     /// Terms held now, including revoked ones whose release is still under way (so that a
-    /// keep-alive does not mistake them for orphans).
-    pub(crate) held: HashMap<Arc<str>, Term>,
+    /// keep-alive does not mistake them for orphans). In name order, so that a session's end
+    /// revokes its terms in the same order every run (a seeded simulation replays, ADR 0021).
+    pub(crate) held: BTreeMap<Arc<str>, Term>,
     /// Names with an acquisition in flight.
     pub(crate) inflight: HashSet<Arc<str>>,
     /// Names in use by an election or a lock on this client (rule L4).
     pub(crate) claims: HashSet<Arc<str>>,
-    pub(crate) elections: HashMap<Arc<str>, Arc<ElectionCtl>>,
+    /// The running elections, in name order (stopped in that order on close).
+    pub(crate) elections: BTreeMap<Arc<str>, Arc<ElectionCtl>>,
     /// Local queues so that tasks of one process take a lock one at a time, each with the
     /// name's local streak.
     pub(crate) lock_queues: HashMap<Arc<str>, Arc<tokio::sync::Mutex<LocalStreak>>>,
