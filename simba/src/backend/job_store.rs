@@ -693,9 +693,11 @@ impl JobStore for SharedJobStore {
 /// Whether a store's own control watch is in place yet. A store that broadcasts control
 /// changes through a watch of its own (ZooKeeper, etcd, Redis) makes a control write wait for
 /// it, bounded, so that the writing node's subscribers hear the change.
+#[cfg(any(feature = "redis", feature = "zookeeper", feature = "etcd"))]
 #[derive(Debug, Default)]
 pub(crate) struct WatchReady(std::sync::Mutex<Option<tokio::sync::watch::Receiver<bool>>>);
 
+#[cfg(any(feature = "redis", feature = "zookeeper", feature = "etcd"))]
 impl WatchReady {
     /// Starts tracking a new watch: the watch task sends `true` once it is in place (and
     /// `false` while it is re-created).
