@@ -12,19 +12,38 @@ use croner::Cron;
 /// At most this many `missed` or `skipped_running` records are written for one gap.
 pub const MAX_GAP_RECORDS: usize = 100;
 
+/// How far [`next_slot`] and [`previous_slot`] step past a repeated local hour, second by
+/// second: the largest DST shift (Antarctica/Troll's two hours) plus one hour.
+const MAX_REPEAT_STEPS: i64 = 3 * 3600;
+
 /// The first slot strictly after `after`, in UTC. Slots are instants: a local time that
 /// occurs twice at a DST fall-back runs at its first occurrence only (croner), one skipped at
 /// a spring-forward runs at the first valid instant after it.
+///
+/// Inside the repeated hour croner answers a local time's first occurrence, which can be
+/// before `after` (America/St_Johns fell back at 00:01 local on 1 November 2009: after
+/// 02:31 UTC, `0 6 * * * *` answered 01:36 UTC). Such an answer already ran or was missed, so
+/// the search moves on a second at a time until it finds a slot after `after`: a schedule never
+/// goes back in time.
 pub fn next_slot(cron: &Cron, tz: Tz, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
     // Slots are whole seconds: croner keeps the sub-second part of its input.
     let after = after.with_nanosecond(0)?;
-    cron.find_next_occurrence(&after.with_timezone(&tz), false).ok().map(|t| t.with_timezone(&Utc))
+    (0..MAX_REPEAT_STEPS).find_map(|step| {
+        let from = after + chrono::Duration::seconds(step);
+        let next = cron.find_next_occurrence(&from.with_timezone(&tz), false).ok()?.with_timezone(&Utc);
+        (next > after).then_some(next)
+    })
 }
 
-/// The latest slot at or before `at`, in UTC.
+/// The latest slot at or before `at`, in UTC (never after it, by the same search as
+/// [`next_slot`], backwards).
 pub fn previous_slot(cron: &Cron, tz: Tz, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let at = at.with_nanosecond(0)?;
-    cron.find_previous_occurrence(&at.with_timezone(&tz), true).ok().map(|t| t.with_timezone(&Utc))
+    (0..MAX_REPEAT_STEPS).find_map(|step| {
+        let from = at - chrono::Duration::seconds(step);
+        let prev = cron.find_previous_occurrence(&from.with_timezone(&tz), true).ok()?.with_timezone(&Utc);
+        (prev <= at).then_some(prev)
+    })
 }
 
 /// The slots strictly between `from` and `to`, oldest first, at most the newest
@@ -313,5 +332,20 @@ mod tests {
         assert_eq!(previous_slot(&c, Tz::UTC, t), Some(utc("2026-11-30T10:00:00Z")));
         assert_eq!(until(utc("2026-11-30T10:00:01Z"), t), ms(600));
         assert_eq!(until(t, utc("2026-11-30T10:00:01Z")), Duration::ZERO);
+    }
+
+    /// A schedule never goes back in time: in St John's repeated hour of 1 November 2009
+    /// (00:01 NDT fell back to 23:01 NST, 02:31 UTC), the next `0 6 * * * *` after 02:31 UTC is
+    /// 00:06 NST, 03:36 UTC; croner alone answers 23:06 NDT, 01:36 UTC. 23:06 NST, the local
+    /// time's second occurrence, is skipped, as every repeated local time is.
+    #[test]
+    fn next_slot_after_a_fall_back_at_an_odd_hour_is_later() {
+        let cron = cron("0 6 * * * *");
+        let tz: Tz = "America/St_Johns".parse().expect("a zone");
+        let after = DateTime::<Utc>::from_timestamp(1_257_042_660, 0).expect("2009-11-01 02:31 UTC");
+        let next = next_slot(&cron, tz, after).expect("a next slot");
+        assert_eq!(next.to_rfc3339(), "2009-11-01T03:36:00+00:00");
+        let prev = previous_slot(&cron, tz, after).expect("a previous slot");
+        assert!(prev <= after, "{prev} is after {after}");
     }
 }

@@ -80,11 +80,8 @@ impl Schedule {
         let Schedule::Cron { expr, time_zone } = self else { return None };
         let cron = super::parse_cron(expr).ok()?;
         let tz = super::parse_time_zone(time_zone.as_deref().unwrap_or("UTC")).ok()?;
-        // croner keeps the fraction of the instant it starts from: start at the whole second.
-        let second = DateTime::<Utc>::from(after).timestamp();
-        let start = DateTime::<Utc>::from_timestamp(second, 0)?.with_timezone(&tz);
-        let next = cron.find_next_occurrence(&start, false).ok()?;
-        Some(std::time::SystemTime::from(next.with_timezone(&Utc)))
+        let next = simba_core::slots::next_slot(&cron, tz, DateTime::<Utc>::from(after))?;
+        Some(std::time::SystemTime::from(next))
     }
 
     /// The cron schedule's time zone name (`None`: UTC, or a fixed rate).

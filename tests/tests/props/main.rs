@@ -12,7 +12,7 @@
 use chrono::{DateTime, TimeZone, Timelike, Utc};
 use proptest::prelude::*;
 use simba::RuntimeConfig;
-use simba::job::{parse_cron, parse_time_zone};
+use simba::job::{Schedule, parse_cron, parse_time_zone};
 use simba::runtime::redact;
 
 /// Keys of `simba.toml` by section, to build files that are near-valid (and so reach past the
@@ -176,7 +176,7 @@ proptest! {
     }
 
     /// A cron of literal second and minute in a time zone with DST (or odd offsets): its next
-    /// slot after any instant is later, falls on its second, and comes within three hours: one
+    /// slot after any instant (`Schedule::next_fire`, the scheduler's `next_slot`) is later, falls on its second, and comes within three hours: one
     /// hour plus the largest DST shift (Antarctica/Troll's two hours; at a fall-back the
     /// repeated local hours are skipped, so that no local time runs twice).
     #[test]
@@ -187,12 +187,11 @@ proptest! {
         at in 0i64..4_102_444_800, // 1970 to 2100
     ) {
         let expr = format!("{sec} {min} * * * *");
-        let cron = parse_cron(&expr).unwrap();
-        let tz = parse_time_zone(zone).unwrap();
+        let schedule = Schedule::Cron { expr: expr.clone().into(), time_zone: Some(zone.into()) };
         let start: DateTime<Utc> = Utc.timestamp_opt(at, 0).unwrap();
-        let next = cron.find_next_occurrence(&start.with_timezone(&tz), false);
-        prop_assert!(next.is_ok(), "{expr} in {zone} after {start}: {next:?}");
-        let next = next.unwrap().with_timezone(&Utc);
+        let next = schedule.next_fire(start.into());
+        prop_assert!(next.is_some(), "{expr} in {zone} after {start}: no next slot");
+        let next = DateTime::<Utc>::from(next.unwrap());
         prop_assert!(next > start, "{expr} in {zone}: {next} is not after {start}");
         prop_assert_eq!(next.second(), sec);
         prop_assert!(next - start <= chrono::Duration::hours(3), "{expr} in {zone}: {next} after {start}");
@@ -243,9 +242,14 @@ fn regression_cases() {
     assert!(simba::validate_name("é").is_err());
     // Found by the property test: the hourly slot across Antarctica/Troll's fall-back (UTC+2 to
     // UTC+0) comes three hours later.
-    let cron = parse_cron("0 0 * * * *").unwrap();
-    let tz = parse_time_zone("Antarctica/Troll").unwrap();
+    let hourly = Schedule::cron_in("0 0 * * * *", "Antarctica/Troll");
     let start = Utc.timestamp_opt(2_550_700_800, 0).unwrap();
-    let next = cron.find_next_occurrence(&start.with_timezone(&tz), false).unwrap().with_timezone(&Utc);
+    let next = DateTime::<Utc>::from(hourly.next_fire(start.into()).unwrap());
     assert!(next > start && next - start <= chrono::Duration::hours(3), "{next}");
+    // Also found by it: in St John's repeated hour (1 November 2009, the fall-back at 00:01
+    // local, 02:31 UTC) croner alone answered a slot before the start (01:36 UTC).
+    let odd = Schedule::cron_in("0 6 * * * *", "America/St_Johns");
+    let start = Utc.timestamp_opt(1_257_042_660, 0).unwrap();
+    let next = DateTime::<Utc>::from(odd.next_fire(start.into()).unwrap());
+    assert_eq!(next.to_rfc3339(), "2009-11-01T03:36:00+00:00");
 }
