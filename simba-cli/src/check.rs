@@ -78,7 +78,7 @@ struct CheckReportJson<'a> {
 #[derive(Serialize)]
 struct CheckJson<'a> {
     check: &'a str,
-    /// `PASS`, `FAIL` or `SKIP`.
+    /// `PASS`, `FAIL`, `WARN` or `SKIP`.
     outcome: &'static str,
     detail: &'a str,
 }
@@ -88,11 +88,14 @@ fn label(o: Outcome) -> &'static str {
         Outcome::Pass => "PASS",
         Outcome::Fail => "FAIL",
         Outcome::Skip => "SKIP",
+        Outcome::Warn => "WARN",
+        _ => "????",
     }
 }
 
 async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) {
     let url = BackendUrl::new(config.backend_url.as_str());
+    transport_checks(&url, config, report);
     let options = ConnectOptions::for_reading();
     let connected = match tokio::time::timeout(cli.timeout, simba::backend::connect(&url, options)).await {
         Ok(Ok(c)) => c,
@@ -141,6 +144,27 @@ async fn backend_checks(cli: &Cli, config: &RuntimeConfig, report: &mut Report) 
     namespace_check(backend, config.namespace.as_ref(), cli.timeout, report).await;
     lifetime_check(backend, config.session.lease_duration(), &notes, cli.timeout, report).await;
     registry_check(backend, cli.timeout, report).await;
+}
+
+/// Rule B7: what the URL and the listeners leave in plain text or unverified. A warning, not a
+/// failure: a private network may be the operator's choice.
+fn transport_checks(url: &BackendUrl, config: &RuntimeConfig, report: &mut Report) {
+    let found = simba::backend::transport_warnings(url);
+    if found.is_empty() {
+        report.add("transport", Outcome::Pass, "verified TLS, or every host is this machine");
+    } else {
+        let detail = found.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        report.add("transport", Outcome::Warn, detail);
+    }
+    if config.metrics_listen.is_none() && config.dashboard.is_none() {
+        return;
+    }
+    let wide = config.listener_warnings();
+    if wide.is_empty() {
+        report.add("listeners", Outcome::Pass, "every listener is on loopback");
+    } else {
+        report.add("listeners", Outcome::Warn, wide.join("; "));
+    }
 }
 
 /// The live nodes run the same jobs with the same settings.

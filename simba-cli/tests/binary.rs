@@ -151,3 +151,25 @@ async fn watch_on_a_terminal_redraws() {
     assert_eq!(code, 0, "{}", text(&err));
     assert_eq!(text(&out).matches("\x1b[2J\x1b[H").count(), 2, "{}", text(&out));
 }
+
+/// Rule B7: `check` names a backend URL that sends its password in plain text beyond this
+/// machine (without showing the password), and a listener beyond loopback; neither is a
+/// failure by itself.
+#[tokio::test]
+async fn check_names_plain_text_transport() {
+    // TEST-NET-1 (RFC 5737): never routed, so the connection fails after the transport line.
+    let o = simba(&["check", "--timeout", "1s", "--backend", "postgres://simba:hunter2@192.0.2.1:5432/simba"]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{out}{}", text(&o.stderr));
+    assert!(out.contains("WARN  transport") && out.contains("sslmode=verify-full"), "{out}");
+    assert!(!out.contains("hunter2"), "{out}");
+
+    let (dir, url) = store().await;
+    let config = dir.path().join("simba.toml");
+    std::fs::write(&config, "[dashboard]\nlisten = \"0.0.0.0:9465\"\n").unwrap_or_else(|e| panic!("{e}"));
+    let o = simba(&["check", "-c", &config.display().to_string(), "--backend", &url]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "a warning is not a failure: {out}{}", text(&o.stderr));
+    assert!(out.contains("PASS  transport"), "{out}");
+    assert!(out.contains("WARN  listeners") && out.contains("TLS proxy"), "{out}");
+}

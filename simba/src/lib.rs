@@ -15,6 +15,8 @@ mod group;
 pub mod guide;
 pub mod job;
 pub mod job_store;
+#[cfg(any(feature = "dashboard", feature = "prometheus"))]
+mod listener;
 mod lock;
 pub mod metrics;
 mod name;

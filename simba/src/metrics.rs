@@ -230,11 +230,11 @@ pub(crate) use labels::{LeaseKind, LeaseLabel, LeaseMetrics};
 
 #[cfg(feature = "prometheus")]
 mod endpoint;
-#[cfg(feature = "prometheus")]
-mod listener;
 #[cfg(all(test, feature = "prometheus"))]
 mod tests;
+#[cfg(all(feature = "prometheus", feature = "dashboard"))]
+pub(crate) use endpoint::recorder;
+#[cfg(feature = "prometheus")]
+pub(crate) use endpoint::recorder_with;
 #[cfg(feature = "prometheus")]
 pub use endpoint::{MAX_CONNECTIONS, MetricsServer, REQUEST_DEADLINE, serve};
-#[cfg(feature = "prometheus")]
-pub(crate) use endpoint::{recorder, recorder_with};

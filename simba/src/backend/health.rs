@@ -10,6 +10,7 @@ use std::time::Duration;
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CheckOutcome {
     /// The setting is safe.
     Pass,
@@ -17,6 +18,9 @@ pub enum CheckOutcome {
     Fail,
     /// Not checked here (the server does not tell, or the check does not apply).
     Skip,
+    /// Works, but is unsafe in a setting the check cannot see (rule B7: plain text beyond
+    /// this machine); the detail says what to change. Not a failure.
+    Warn,
 }
 
 /// One checked setting: a name, how it came out, and what was found (or what to do).

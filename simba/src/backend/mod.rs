@@ -24,6 +24,7 @@ use tokio::sync::broadcast;
 pub use connect::{ConnectOptions, Connected, connect};
 pub use health::{CheckOutcome, Health, HealthCheck, HealthFuture, HealthNotes, chain as error_chain};
 pub use inspect::{GroupInfo, LeaseInfo, SessionInfo, StoreSnapshot};
+pub use transport::{TransportWarning, listener_warning, transport_warnings};
 pub use url::{BackendUrl, TlsFile, TlsFiles, TlsPem};
 
 pub(crate) mod connect;
@@ -48,6 +49,7 @@ pub use sql::postgres;
 pub use sql::sqlite;
 #[cfg(any(feature = "redis", feature = "zookeeper", feature = "etcd"))]
 mod tls_provider;
+mod transport;
 #[cfg(any(feature = "redis", feature = "zookeeper", feature = "etcd"))]
 pub use tls_provider::install_tls_provider;
 #[cfg(any(feature = "redis", feature = "zookeeper"))]

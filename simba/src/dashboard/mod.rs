@@ -55,7 +55,7 @@ mod text;
 #[cfg(feature = "dashboard")]
 pub(crate) use server::start_for_runtime;
 #[cfg(feature = "dashboard")]
-pub use server::{DashboardServer, serve};
+pub use server::{DashboardServer, HEAD_DEADLINE, MAX_CONNECTIONS, serve};
 
 #[cfg(feature = "dashboard")]
 mod server {
@@ -74,10 +74,20 @@ mod server {
     use super::source::Source;
     use crate::backend::{Backend, BackendUrl, SharedBackend};
     use crate::job::JobSettings;
+    use crate::listener::{Bounded, Limits};
     use crate::{Error, Simba};
 
     /// How long [`DashboardServer::stop`] waits for open connections.
     const STOP_GRACE: Duration = Duration::from_secs(2);
+
+    /// How long a connection to the dashboard's own listener may take, from its accept to the
+    /// first byte of its answer (rule O12): a browser sends its request head at once; a client
+    /// that dribbles it is closed. Once answered, a page's event stream stays open.
+    pub const HEAD_DEADLINE: Duration = Duration::from_secs(10);
+
+    /// At most this many connections to the dashboard's own listener are open; one more closes
+    /// the oldest (rule O12). A page holds one event stream and a request or two.
+    pub const MAX_CONNECTIONS: usize = 64;
 
     /// A running dashboard; stops when [`stop`](DashboardServer::stop) is called or it is
     /// dropped.
@@ -164,7 +174,9 @@ mod server {
         let router = assemble(parts, Options::of_config(config), stop.clone())?;
         let shutdown = stop.clone();
         let task = tokio::spawn(async move {
-            let served = axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await;
+            let bounded =
+                Bounded::new(listener, Limits::request_head(HEAD_DEADLINE, MAX_CONNECTIONS), shutdown.clone());
+            let served = axum::serve(bounded, router).with_graceful_shutdown(shutdown.cancelled_owned()).await;
             if let Err(e) = served {
                 tracing::warn!(error = %e, "dashboard: the server stopped");
             }

@@ -527,3 +527,89 @@ fn the_registry_follows_the_configuration_and_a_store_failure_shows() {
     let report = model.jobs.as_ref().and_then(|v| v.rows().iter().find(|j| j.name == "report").cloned());
     assert_eq!(report.and_then(|r| r.holder).map(|(_, t)| t), Some(5), "the holder of the job's own lease");
 }
+
+/// Reads `conn` until it closes: how long that took from `start` and whether a byte came.
+async fn closed_after(conn: &mut TcpStream, start: tokio::time::Instant) -> (Duration, usize) {
+    let mut buf = [0u8; 4096];
+    let mut got = 0;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), conn.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return (start.elapsed(), got),
+            Ok(Ok(n)) => got += n,
+            Err(_) => panic!("the connection stayed open 30 s"),
+        }
+    }
+}
+
+/// Rule O12: on the dashboard's own listener, a client that dribbles its request head is cut
+/// off at [`super::HEAD_DEADLINE`]; a page's event stream outlives it; more idle connections
+/// than [`super::MAX_CONNECTIONS`] close the oldest, and a page still answers at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o12_the_listener_cuts_dribbled_heads_keeps_event_streams_and_caps_connections() {
+    let (backend, _s) = memory_cluster().await;
+    let server = serve(backend, "memory://", &local()).await.expect("serve");
+    let addr = server.local_addr();
+    let deadline = super::HEAD_DEADLINE;
+
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET /events/leases HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.expect("write");
+
+    // One byte a second of a request head that would take a minute.
+    let start = tokio::time::Instant::now();
+    let (mut read, mut write) = TcpStream::connect(addr).await.expect("connect").into_split();
+    let head = format!("GET / HTTP/1.1\r\nHost: {addr}\r\nX-Pad: {}\r\n\r\n", "x".repeat(40));
+    let dribble = tokio::spawn(async move {
+        for b in head.bytes() {
+            if write.write_all(&[b]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let mut buf = [0u8; 4096];
+    let mut got = 0;
+    let after = loop {
+        match tokio::time::timeout(Duration::from_secs(30), read.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => break start.elapsed(),
+            Ok(Ok(n)) => got += n,
+            Err(_) => panic!("a dribbled head held its connection 30 s"),
+        }
+    };
+    dribble.abort();
+    assert!(
+        after >= deadline - Duration::from_secs(1) && after < deadline + Duration::from_secs(2),
+        "cut off after {after:?}"
+    );
+    assert_eq!(got, 0, "a head never completed gets no answer");
+
+    // The event stream opened before the dribble is still open, past the head deadline.
+    let mut seen = vec![0u8; 65536];
+    let n = tokio::time::timeout(Duration::from_secs(3), stream.read(&mut seen)).await.expect("a frame").expect("read");
+    assert!(n > 0, "the event stream closed at the head deadline");
+
+    // More idle connections than the cap: the oldest close (the event stream among them),
+    // and a page answers at once.
+    let cap = super::MAX_CONNECTIONS;
+    let mut idle = Vec::new();
+    for _ in 0..cap + 8 {
+        idle.push(TcpStream::connect(addr).await.expect("connect"));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let asked = tokio::time::Instant::now();
+    let (code, _, _) = get(addr, "/").await;
+    assert_eq!(code, 200);
+    assert!(asked.elapsed() < Duration::from_secs(1), "a page past the idle ones took {:?}", asked.elapsed());
+    let (_, _) = closed_after(&mut stream, tokio::time::Instant::now()).await;
+    let mut closed = 0;
+    for conn in &mut idle {
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(0) | Err(_)) = tokio::time::timeout(Duration::from_millis(20), conn.read(&mut byte)).await {
+            closed += 1;
+        }
+    }
+    // The stream went first; then eight idle ones (one over the cap each, with the stream's
+    // place taken), then one for the page.
+    assert!((8..=10).contains(&closed), "{closed} of {} idle connections closed", idle.len());
+    server.stop().await;
+}

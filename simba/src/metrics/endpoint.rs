@@ -3,7 +3,7 @@
 //! rule O1; [`crate::probe`] answers them, as it does for the dashboard's router), served by
 //! axum, the dashboard's HTTP stack. Each connection lives at most [`REQUEST_DEADLINE`] from
 //! its accept to the last byte of its answer, and at most [`MAX_CONNECTIONS`] are open; one
-//! more closes the oldest (rule O8, [`super::listener`]).
+//! more closes the oldest (rule O8, `crate::listener`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -20,8 +20,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::listener::Bounded;
 use super::{MetricsSettings, names};
+use crate::listener::{Bounded, Limits};
 use crate::probe::{self, Probe};
 use crate::{Error, Simba};
 
@@ -126,7 +126,7 @@ pub async fn serve(addr: SocketAddr, simba: &Simba) -> Result<MetricsServer, Err
     })?;
     let addr = listener.local_addr().unwrap_or(addr);
     let stop = CancellationToken::new();
-    let bounded = Bounded::new(listener, REQUEST_DEADLINE, MAX_CONNECTIONS, stop.clone());
+    let bounded = Bounded::new(listener, Limits::whole_exchange(REQUEST_DEADLINE, MAX_CONNECTIONS), stop.clone());
     let app = router(Arc::new(Endpoint { handle, simba: simba.clone() }));
     let served = axum::serve(bounded, app).with_graceful_shutdown(stop.clone().cancelled_owned());
     let task = tokio::spawn(async move {

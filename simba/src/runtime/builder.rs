@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::config::RuntimeConfig;
-use super::connect::{MakeClient, connect};
+use super::connect::{MakeClient, connect, warn_transport};
 use super::jobs::JobsHandle;
 use super::plan::{Plan, plan};
 use super::registry;
@@ -198,6 +198,7 @@ impl RuntimeBuilder {
         }
         // Parsed once: the connection, the dashboard and the log line share it.
         let url = BackendUrl::new(config.backend_url.as_str());
+        warn_transport(&config, self.backend.is_none().then_some(&url));
         let simba = connect(self.backend, self.seed, &config, &url).await?;
         let servers = match Servers::start(&simba, &config, &url, &plan).await {
             Ok(s) => s,

@@ -36,6 +36,18 @@ pub(super) async fn connect(
     }
 }
 
+/// Rule B7: says at `warn` what the configuration leaves in plain text or unverified: the
+/// backend URL's transport (when the runtime connects it; a builder's backend is the
+/// application's), and listeners beyond loopback.
+pub(super) fn warn_transport(config: &RuntimeConfig, url: Option<&BackendUrl>) {
+    for w in url.map(crate::backend::transport_warnings).unwrap_or_default() {
+        tracing::warn!(backend = %url.map_or("", BackendUrl::redacted), setting = w.setting, "{}", w.detail);
+    }
+    for w in config.listener_warnings() {
+        tracing::warn!("{w}");
+    }
+}
+
 /// Whether `e` is a backend that could not be reached (worth another try), as opposed to one
 /// that answered how it is misconfigured, or a configuration error.
 fn unavailable(e: &Error) -> bool {

@@ -166,6 +166,17 @@ impl Default for RuntimeConfig {
 }
 
 impl RuntimeConfig {
+    /// Rule B7: one line per dashboard or metrics listener this configuration opens beyond
+    /// this machine (plain HTTP: a TLS proxy belongs in front). The runtime logs them at
+    /// `warn` when it starts; `simba check` prints them.
+    pub fn listener_warnings(&self) -> Vec<String> {
+        let listeners = [
+            ("[metrics] listen", self.metrics_listen),
+            ("[dashboard] listen", self.dashboard.as_ref().map(|d| d.listen)),
+        ];
+        listeners.into_iter().filter_map(|(what, addr)| crate::backend::listener_warning(what, addr?)).collect()
+    }
+
     /// Loads the configuration as [`crate::run`] does: the file named by `SIMBA_CONFIG`, else
     /// `./simba.toml` if it exists, else the built-in values; then `SIMBA_*` overrides.
     ///

@@ -355,3 +355,17 @@ fn start_timeout_is_read_and_checked() {
         .to_string();
     assert!(e.contains("start_timeout") && e.contains("invalid duration \"soon\""), "{e}");
 }
+
+/// Rule B7: the listeners a configuration opens beyond loopback are named, with the fix;
+/// loopback ones are not.
+#[test]
+fn b7_listeners_beyond_loopback_are_named() {
+    let c = parse("[backend]\nurl = \"sqlite://x.db\"\n[metrics]\nlisten = \"127.0.0.1:9464\"\n[dashboard]\nlisten = \"0.0.0.0:9465\"\n")
+        .expect("parses");
+    let w = c.listener_warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].starts_with("[dashboard] listen = 0.0.0.0:9465") && w[0].contains("TLS proxy"), "{w:?}");
+    let c = parse("[backend]\nurl = \"sqlite://x.db\"\n[metrics]\nlisten = \"10.1.2.3:9464\"\n").expect("parses");
+    assert_eq!(c.listener_warnings().len(), 1);
+    assert!(parse("[backend]\nurl = \"sqlite://x.db\"\n").expect("parses").listener_warnings().is_empty());
+}
