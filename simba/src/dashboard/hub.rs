@@ -1,7 +1,7 @@
 //! The refresh loop: one reader per dashboard, however many pages are open. It reads the
-//! source every [`REFRESH`] while a page is live (an open event stream) and every
-//! [`IDLE_REFRESH`] otherwise, so that the token history stays current without putting a
-//! viewer's load on the store when nobody looks.
+//! source every [`REFRESH`] while a page is live (an open event stream), and only when asked
+//! otherwise (a page or probe request, an action): a dashboard nobody looks at puts no load on
+//! the store (rule O13). The token history therefore holds what was seen while someone looked.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -16,8 +16,6 @@ use super::source::Source;
 
 /// Time between reads while a page is open: a change shows within this plus one read.
 pub(crate) const REFRESH: Duration = Duration::from_millis(500);
-/// Time between reads while no page is open.
-pub(crate) const IDLE_REFRESH: Duration = Duration::from_secs(5);
 /// How long a request waits for a fresh reading before it shows the last one.
 const FRESH_WAIT: Duration = Duration::from_secs(4);
 
@@ -25,13 +23,15 @@ const FRESH_WAIT: Duration = Duration::from_secs(4);
 pub(crate) struct Hub {
     tx: watch::Sender<Arc<Model>>,
     wake: Notify,
+    /// Notified after each read: a request waits on it without counting as a viewer.
+    read_done: Notify,
 }
 
 impl Hub {
     pub(crate) fn new(backend: String, actions: bool) -> Arc<Hub> {
         let first =
             Model { backend, now: SystemTime::now(), error: None, last_ok: None, actions, cluster: None, jobs: None };
-        Arc::new(Hub { tx: watch::channel(Arc::new(first)).0, wake: Notify::new() })
+        Arc::new(Hub { tx: watch::channel(Arc::new(first)).0, wake: Notify::new(), read_done: Notify::new() })
     }
 
     /// Asks for a read now (after an action, so that the page shows its effect at once).
@@ -47,24 +47,34 @@ impl Hub {
     }
 
     /// The latest model, after waiting for a new reading if it is older than [`REFRESH`] (a
-    /// page opened on an idle dashboard shows the present, not five seconds ago).
+    /// page opened on an idle dashboard shows the present, not the last time someone looked).
     pub(crate) async fn fresh(&self) -> Arc<Model> {
-        let mut rx = self.tx.subscribe();
-        let current = Arc::clone(&rx.borrow_and_update());
+        let current = Arc::clone(&self.tx.borrow());
         let age = SystemTime::now().duration_since(current.now).unwrap_or_default();
         if age < REFRESH && current.cluster.is_some() {
             return current;
         }
+        // Registered before the wake, so the read's notification cannot be missed; not a
+        // receiver of the model, so a request never counts as a viewer (rule O13).
+        let done = self.read_done.notified();
+        tokio::pin!(done);
+        done.as_mut().enable();
         self.wake.notify_one();
-        match tokio::time::timeout(FRESH_WAIT, rx.changed()).await {
-            Ok(Ok(())) => Arc::clone(&rx.borrow()),
-            _ => current,
+        match tokio::time::timeout(FRESH_WAIT, done).await {
+            Ok(()) => Arc::clone(&self.tx.borrow()),
+            Err(_) => current,
         }
     }
 
-    /// Reads `source` until `stop`.
+    /// Reads `source` until `stop`: every [`REFRESH`] while a viewer is subscribed, else
+    /// only when woken (rule O13).
     pub(crate) async fn run(self: Arc<Self>, source: Arc<dyn Source>, stop: CancellationToken) {
         let mut tracker = Tracker::default();
+        // Idle from the start: the first page or probe request asks for the first read.
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = self.wake.notified() => {}
+        }
         loop {
             let started = Instant::now();
             let result = tokio::select! {
@@ -88,10 +98,11 @@ impl Hub {
                 }
             }
             self.tx.send_replace(Arc::new(next));
-            let period = if self.tx.receiver_count() > 0 { REFRESH } else { IDLE_REFRESH };
+            self.read_done.notify_waiters();
+            let viewers = self.tx.receiver_count() > 0;
             tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = tokio::time::sleep_until(started + period) => {}
+                _ = tokio::time::sleep_until(started + REFRESH), if viewers => {}
                 // A new viewer or a page request: read now (but not more often than REFRESH).
                 _ = self.wake.notified() => {
                     tokio::select! {

@@ -613,3 +613,47 @@ async fn o12_the_listener_cuts_dribbled_heads_keeps_event_streams_and_caps_conne
     assert!((8..=10).contains(&closed), "{closed} of {} idle connections closed", idle.len());
     server.stop().await;
 }
+
+/// Counts its reads.
+#[derive(Default)]
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl Source for Counting {
+    fn read(&self) -> BoxFuture<'_, Result<Reading, String>> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async { Ok(Reading::default()) })
+    }
+    fn describe(&self) -> String {
+        "memory://".into()
+    }
+}
+
+/// Rule O13: a dashboard nobody looks at never reads the store; a request reads once; an
+/// open event stream reads every `REFRESH`; when the last viewer leaves, reading stops.
+#[tokio::test(start_paused = true)]
+async fn o13_the_store_is_read_only_while_someone_looks() {
+    use super::hub::{Hub, REFRESH};
+    let source = Arc::new(Counting::default());
+    let reads = || source.0.load(std::sync::atomic::Ordering::SeqCst);
+    let hub = Hub::new("memory://".into(), false);
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(Arc::clone(&hub).run(Arc::clone(&source) as Arc<dyn Source>, stop.clone()));
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(reads(), 0, "no viewer, no request: no read");
+
+    let _ = hub.fresh().await;
+    assert_eq!(reads(), 1, "a request reads once");
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(reads(), 1, "and then nothing while nobody looks");
+
+    let viewer = hub.subscribe();
+    tokio::time::sleep(REFRESH * 10 + REFRESH / 2).await;
+    let watched = reads() - 1;
+    assert!((10..=11).contains(&watched), "{watched} reads in ten refresh periods with a viewer");
+    drop(viewer);
+    tokio::time::sleep(REFRESH * 2).await;
+    let after = reads();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(reads(), after, "the last viewer left: reading stopped");
+    stop.cancel();
+}

@@ -402,3 +402,49 @@ async fn killed_and_restarted_server_without_persistence() {
     e.stop().await;
     c.close().await;
 }
+
+/// Rule O13: `inspect` walks the key space in short scripts of one `SCAN` page each, not one
+/// script over every key, and still lists every held lease once, with its holder, among many
+/// keys that are not leases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o13_redis_inspect_reads_in_pages() {
+    let url = url_or_skip!("SIMBA_TEST_REDIS_URL");
+    let _serial = SERIAL.lock().await;
+    let prefix = unique("o13");
+    let b =
+        RedisBackend::connect_with(&url, RedisOptions::default().key_prefix(prefix.clone())).await.expect("connect");
+    let s = open(&b).await;
+    let mut held = Vec::new();
+    for i in 0..2_500 {
+        let name = format!("order-{i}");
+        let t = won(&b, &s, &name).await;
+        held.push((name, t));
+    }
+    // 10,000 keys under the prefix that are none of simba's kinds.
+    let fill = "for i = 1, tonumber(ARGV[2]) do redis.call('SET', ARGV[1] .. i, 'x') end";
+    cli(&url, &["EVAL", fill, "0", &format!("{prefix}:other:"), "10000"]);
+    let keys: usize = cli(&url, &["DBSIZE"]).parse().expect("DBSIZE");
+
+    let before = info(&url).get("evalsha").copied().unwrap_or(0);
+    let snap = b.inspect().await.expect("inspect");
+    let calls = info(&url).get("evalsha").copied().unwrap_or(0) - before;
+    eprintln!("O13 on Redis: {keys} keys in the database, inspect took {calls} script calls");
+    // One page is SCAN's COUNT 1000 (a hint): at least one call per 2,000 keys, never one in all.
+    assert!(calls as usize >= keys / 2_000 && calls > 1, "{calls} calls for {keys} keys");
+    let mut listed: Vec<(String, u64)> = snap.leases.iter().map(|l| (l.name.clone(), l.token)).collect();
+    listed.sort();
+    held.sort();
+    assert_eq!(listed, held, "every held lease once, with its token");
+    assert!(snap.leases.iter().all(|l| l.session == s));
+    assert_eq!(snap.sessions.iter().filter(|x| x.id == s).count(), 1);
+    b.close_session(&s).await.expect("close");
+    cli(
+        &url,
+        &[
+            "EVAL",
+            "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end",
+            "0",
+            &format!("{prefix}:*"),
+        ],
+    );
+}

@@ -1,6 +1,12 @@
-//! `inspect` on Redis: one read-only Lua script that walks the session, lease and group keys
-//! with `SCAN` (ADR 0007). Atomic, like every script; it blocks the server for the walk, a
-//! few milliseconds per thousand keys, so it suits an operator's tool, not a hot path.
+//! `inspect` on Redis: a read-only Lua script called once per page of the key space (ADR 0007,
+//! rule O13). Each call runs one `SCAN` step of [`INSPECT_PAGE`] over the prefix's keys and
+//! reads the session, lease and group keys it found; the client calls it again with the
+//! cursor until the walk ends. A script blocks the server while it runs, so a page stays short
+//! (about a millisecond) whatever the store's size, and renewals interleave between pages.
+//!
+//! Not atomic across pages: a lease taken or released during the walk may be seen in either
+//! state (SCAN returns every key present for the whole walk at least once), which a view of a
+//! live store tolerates; a session is reported live if it was when its page was read.
 
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime};
@@ -10,84 +16,112 @@ use redis::Script;
 use super::RedisBackend;
 use crate::backend::{BackendResult, GroupInfo, LeaseInfo, SessionId, SessionInfo, StoreSnapshot};
 
-/// `ARGV[1]` the key prefix with its trailing `:`. Returns `{seconds, microseconds,
-/// sessions, leases, members}` where sessions is `[id, pttl]*`, leases `[name, session,
-/// token]*` (held leases only) and members `[group, session]*` (live sessions only), all as
-/// strings. Writes nothing.
+/// How many keys one call of the script asks `SCAN` for (its `COUNT`).
+pub(crate) const INSPECT_PAGE: usize = 1000;
+
+/// `ARGV[1]` the key prefix with its trailing `:`, `ARGV[2]` the cursor (`0` to start),
+/// `ARGV[3]` the page size. Returns `{seconds, microseconds, next cursor, sessions, leases,
+/// members}` where sessions is `[id, pttl]*`, leases `[name, session, token]*` (held leases
+/// only) and members `[group, session]*` (live sessions only), all as strings; the next
+/// cursor is `0` when the walk is done. Writes nothing.
 const INSPECT: &str = r"
 local p = ARGV[1]
-local glob = string.gsub(p, '([%*%?%[%]\\])', '\\%1')
+local glob = string.gsub(p, '([%*%?%[%]\])', '\%1')
 local now = redis.call('TIME')
 local sessions, leases, members = {}, {}, {}
-local function walk(prefix, f)
-  local cursor = '0'
-  repeat
-    local r = redis.call('SCAN', cursor, 'MATCH', glob .. prefix .. '*', 'COUNT', 1000)
-    cursor = r[1]
-    for _, k in ipairs(r[2]) do f(k, string.sub(k, #p + #prefix + 1)) end
-  until cursor == '0'
-end
 local function live(id) return redis.call('EXISTS', p .. 'session:' .. id) == 1 end
-walk('session:', function(k, id)
-  local ttl = redis.call('PTTL', k)
-  if ttl > 0 then
-    table.insert(sessions, id)
-    table.insert(sessions, tostring(ttl))
-  end
-end)
-walk('lease:', function(k, name)
-  local v = redis.call('HMGET', k, 'session', 'token')
-  if v[1] and live(v[1]) then
-    table.insert(leases, name)
-    table.insert(leases, v[1])
-    table.insert(leases, tostring(v[2]))
-  end
-end)
-walk('group:', function(k, group)
-  for _, m in ipairs(redis.call('SMEMBERS', k)) do
-    if live(m) then
-      table.insert(members, group)
-      table.insert(members, m)
+local function under(k, kind)
+  local head = p .. kind
+  if string.sub(k, 1, #head) == head then return string.sub(k, #head + 1) end
+  return nil
+end
+local r = redis.call('SCAN', ARGV[2], 'MATCH', glob .. '*', 'COUNT', tonumber(ARGV[3]))
+for _, k in ipairs(r[2]) do
+  local id = under(k, 'session:')
+  local name = under(k, 'lease:')
+  local group = under(k, 'group:')
+  if id then
+    local ttl = redis.call('PTTL', k)
+    if ttl > 0 then
+      table.insert(sessions, id)
+      table.insert(sessions, tostring(ttl))
+    end
+  elseif name then
+    local v = redis.call('HMGET', k, 'session', 'token')
+    if v[1] and live(v[1]) then
+      table.insert(leases, name)
+      table.insert(leases, v[1])
+      table.insert(leases, tostring(v[2]))
+    end
+  elseif group then
+    for _, m in ipairs(redis.call('SMEMBERS', k)) do
+      if live(m) then
+        table.insert(members, group)
+        table.insert(members, m)
+      end
     end
   end
-end)
-return {now[1], now[2], sessions, leases, members}
+end
+return {now[1], now[2], r[1], sessions, leases, members}
 ";
 
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(INSPECT));
 
-type Reply = (String, String, Vec<String>, Vec<String>, Vec<String>);
+type Reply = (String, String, String, Vec<String>, Vec<String>, Vec<String>);
 
 impl RedisBackend {
     pub(super) async fn inspect_store(&self) -> BackendResult<StoreSnapshot> {
+        self.inspect_in_pages(INSPECT_PAGE).await.map(|(snap, _)| snap)
+    }
+
+    /// The walk, `page` keys per call: the snapshot and how many calls it took.
+    pub(crate) async fn inspect_in_pages(&self, page: usize) -> BackendResult<(StoreSnapshot, usize)> {
         let what = "inspect the store";
         let prefix = format!("{}:", self.keys().prefix);
-        let (secs, micros, s, l, m): Reply = self.eval(&SCRIPT, [], [prefix.as_str()], what).await?;
+        let page = page.max(1).to_string();
         let num = |v: &str| v.parse::<u64>().map_err(|_| self.protocol(what, v));
-        let taken_at = SystemTime::UNIX_EPOCH + Duration::from_secs(num(&secs)?) + Duration::from_micros(num(&micros)?);
-        let mut sessions = Vec::new();
-        for c in s.chunks_exact(2) {
-            let remaining = Some(Duration::from_millis(num(&c[1])?));
-            sessions.push(SessionInfo { id: SessionId::new(c[0].as_str()), age: None, remaining });
-        }
-        let mut leases = Vec::new();
-        for c in l.chunks_exact(3) {
-            leases.push(LeaseInfo {
-                name: c[0].clone(),
-                session: SessionId::new(c[1].as_str()),
-                token: num(&c[2])?,
-                acquired_at: None,
-            });
+        let (mut cursor, mut calls, mut taken_at) = ("0".to_owned(), 0, None);
+        let (mut sessions, mut leases, mut members) = (Vec::new(), Vec::new(), Vec::new());
+        loop {
+            let (secs, micros, next, s, l, m): Reply =
+                self.eval(&SCRIPT, [], [prefix.as_str(), cursor.as_str(), page.as_str()], what).await?;
+            calls += 1;
+            if taken_at.is_none() {
+                // The walk's first instant: a lease seen later was held at least then or after.
+                taken_at = Some(
+                    SystemTime::UNIX_EPOCH + Duration::from_secs(num(&secs)?) + Duration::from_micros(num(&micros)?),
+                );
+            }
+            for c in s.chunks_exact(2) {
+                let remaining = Some(Duration::from_millis(num(&c[1])?));
+                sessions.push(SessionInfo { id: SessionId::new(c[0].as_str()), age: None, remaining });
+            }
+            for c in l.chunks_exact(3) {
+                let token = num(&c[2])?;
+                leases.push(LeaseInfo {
+                    name: c[0].clone(),
+                    session: SessionId::new(c[1].as_str()),
+                    token,
+                    acquired_at: None,
+                });
+            }
+            members.extend(m.chunks_exact(2).map(|c| (c[0].clone(), SessionId::new(c[1].as_str()))));
+            if next == "0" {
+                break;
+            }
+            cursor = next;
         }
         let mut groups: Vec<GroupInfo> = Vec::new();
-        for c in m.chunks_exact(2) {
-            let id = SessionId::new(c[1].as_str());
-            match groups.iter_mut().find(|g| g.name == c[0]) {
+        for (name, id) in members {
+            match groups.iter_mut().find(|g| g.name == name) {
                 Some(g) => g.members.push(id),
-                None => groups.push(GroupInfo { name: c[0].clone(), members: vec![id] }),
+                None => groups.push(GroupInfo { name, members: vec![id] }),
             }
         }
-        Ok(StoreSnapshot { taken_at: Some(taken_at), sessions, leases, groups }.normalized())
+        let mut snap = StoreSnapshot { taken_at, sessions, leases, groups }.normalized();
+        // SCAN may return a key twice across pages.
+        snap.leases.dedup_by(|a, b| a.name == b.name);
+        Ok((snap, calls))
     }
 }
 
