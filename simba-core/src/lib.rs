@@ -8,6 +8,8 @@
 //! - [`claim`]: the jobs store's claim rule (which slot or run-now request a claim takes, what
 //!   pause does to it, and what the store writes), the one reference every store follows.
 //! - [`mutants`]: rule breaks the model checker switches on (`--cfg simba_mutants`, this repository's own builds only).
+//! - [`policy`]: the schedule policies (J11-J14): overlap, the catch-up window, start
+//!   jitter, start and end bounds.
 //! - [`slots`]: the slot arithmetic of schedules (cron slots in a time zone, the fixed-rate
 //!   grid, misfire gaps), the wall clock passed in.
 //! - [`timing`]: the formulas of section D and K1 (deadline, renewal plan, call timeout,
@@ -39,6 +41,7 @@ pub mod claim;
 pub mod election;
 pub mod ledger;
 pub mod mutants;
+pub mod policy;
 pub mod rebalance;
 pub mod session;
 pub mod slots;

@@ -33,10 +33,37 @@ impl Kind {
 
     fn options(self) -> &'static [&'static str] {
         match self {
-            Kind::Scheduled => &["cron", "fixed_rate", "time_zone", "lease", "misfire", "retry", "backoff", "timeout"],
-            Kind::Partitioned => {
-                &["group", "partitions", "cron", "fixed_rate", "time_zone", "misfire", "retry", "backoff", "timeout"]
-            }
+            Kind::Scheduled => &[
+                "cron",
+                "fixed_rate",
+                "time_zone",
+                "lease",
+                "misfire",
+                "retry",
+                "backoff",
+                "timeout",
+                "overlap",
+                "catch_up_window",
+                "jitter",
+                "start",
+                "end",
+            ],
+            Kind::Partitioned => &[
+                "group",
+                "partitions",
+                "cron",
+                "fixed_rate",
+                "time_zone",
+                "misfire",
+                "retry",
+                "backoff",
+                "timeout",
+                "overlap",
+                "catch_up_window",
+                "jitter",
+                "start",
+                "end",
+            ],
         }
     }
 
@@ -69,6 +96,26 @@ pub(crate) enum Misfire {
     RunOnce,
 }
 
+/// What a slot that comes due does while a run is in flight (J11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Overlap {
+    Skip,
+    BufferOne,
+    AllowAll,
+    CancelRunning,
+}
+
+/// The slot policies (J11-J14), checked together with the schedule and misfire.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Policies {
+    pub(crate) overlap: Option<Overlap>,
+    pub(crate) catch_up_window: Option<Duration>,
+    pub(crate) jitter: Option<Duration>,
+    /// Unix milliseconds.
+    pub(crate) start_ms: Option<i64>,
+    pub(crate) end_ms: Option<i64>,
+}
+
 /// The validated, final configuration the expansion works from.
 #[derive(Debug, Clone)]
 pub(crate) struct JobConfig {
@@ -82,6 +129,8 @@ pub(crate) struct JobConfig {
     pub(crate) backoff: Option<Duration>,
     /// `timeout = "30s"`.
     pub(crate) timeout: Option<Duration>,
+    /// `overlap`, `catch_up_window`, `jitter`, `start`, `end`.
+    pub(crate) policies: Policies,
     /// What the function takes after the term (and the partition): the run context and
     /// `State<T>` parameters, in order.
     pub(crate) extras: Vec<signature::Extra>,
@@ -123,6 +172,11 @@ struct Configuration {
     retry: Option<Set<u32>>,
     backoff: Option<Set<Duration>>,
     timeout: Option<Set<Duration>>,
+    overlap: Option<Set<Overlap>>,
+    catch_up_window: Option<Set<Duration>>,
+    jitter: Option<Set<Duration>>,
+    start: Option<Set<i64>>,
+    end: Option<Set<i64>>,
     krate: Option<Set<syn::Path>>,
 }
 
@@ -150,6 +204,11 @@ impl Configuration {
             retry: None,
             backoff: None,
             timeout: None,
+            overlap: None,
+            catch_up_window: None,
+            jitter: None,
+            start: None,
+            end: None,
             krate: None,
         }
     }
@@ -170,6 +229,23 @@ impl Configuration {
             "timeout" => {
                 let d = duration_lit(key, value, "\"30s\"")?;
                 set_once(&mut self.timeout, d, key, self.seen)
+            }
+            "overlap" => self.set_overlap(key, value),
+            "catch_up_window" => {
+                let d = duration_lit(key, value, "\"10m\"")?;
+                set_once(&mut self.catch_up_window, d, key, self.seen)
+            }
+            "jitter" => {
+                let d = duration_lit(key, value, "\"30s\"")?;
+                set_once(&mut self.jitter, d, key, self.seen)
+            }
+            "start" => {
+                let ms = instant_lit(key, value)?;
+                set_once(&mut self.start, ms, key, self.seen)
+            }
+            "end" => {
+                let ms = instant_lit(key, value)?;
+                set_once(&mut self.end, ms, key, self.seen)
             }
             "crate" => self.set_crate(key, value),
             "lease" if self.kind == Kind::Scheduled => self.set_lease(key, value),
@@ -248,6 +324,28 @@ impl Configuration {
         set_once(&mut self.misfire, misfire, key, self.seen)
     }
 
+    fn set_overlap(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        use simba_rules::overlap::Policy;
+        let lit = string_lit(key, value, "\"buffer_one\"")?;
+        let overlap = match simba_rules::overlap::parse(&lit.value()) {
+            Some(Policy::Skip) => Overlap::Skip,
+            Some(Policy::BufferOne) => Overlap::BufferOne,
+            Some(Policy::AllowAll) => Overlap::AllowAll,
+            Some(Policy::CancelRunning) => Overlap::CancelRunning,
+            None => {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "unknown overlap policy `{}`; valid policies: {}",
+                        lit.value(),
+                        simba_rules::overlap::VALID
+                    ),
+                ));
+            }
+        };
+        set_once(&mut self.overlap, overlap, key, self.seen)
+    }
+
     fn set_retry(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
         let Expr::Lit(syn::ExprLit { lit: Lit::Int(lit), .. }) = value else {
             return Err(syn::Error::new(
@@ -314,6 +412,7 @@ impl Configuration {
         let schedule = self.schedule()?;
         let misfire = self.misfire.as_ref().map_or(Misfire::Skip, |m| m.value);
         self.check_run_options(schedule.is_some())?;
+        let policies = self.policies(schedule.as_ref(), misfire)?;
         let (retry, backoff, timeout) = (
             self.retry.take().map(|s| s.value),
             self.backoff.take().map(|s| s.value),
@@ -325,7 +424,7 @@ impl Configuration {
             Kind::Scheduled => self.scheduled(func, &name, schedule)?,
             Kind::Partitioned => self.partitioned(schedule)?,
         };
-        Ok(JobConfig { name, misfire, job, retry, backoff, timeout, extras, krate })
+        Ok(JobConfig { name, misfire, job, retry, backoff, timeout, policies, extras, krate })
     }
 
     /// `cron` (with its `time_zone`) or `fixed_rate`, not both; `time_zone` only with `cron`.
@@ -374,6 +473,56 @@ impl Configuration {
             return Err(syn::Error::new(backoff.key, "`backoff` needs `retry = N` beside it (how many retries)"));
         }
         Ok(())
+    }
+
+    /// The slot policies (J11-J14), checked together: they need a schedule; a catch-up window
+    /// needs cron and `misfire = "run_once"`; a fixed rate's jitter is shorter than its
+    /// period; the end is not before the start.
+    fn policies(&mut self, schedule: Option<&Schedule>, misfire: Misfire) -> syn::Result<Policies> {
+        use simba_rules::policies::{WINDOW_NEEDS_CRON, WINDOW_NEEDS_RUN_ONCE, bounds_problem, jitter_problem};
+        let keys = [
+            self.overlap.as_ref().map(|s| s.key),
+            self.catch_up_window.as_ref().map(|s| s.key),
+            self.jitter.as_ref().map(|s| s.key),
+            self.start.as_ref().map(|s| s.key),
+            self.end.as_ref().map(|s| s.key),
+        ];
+        let Some(schedule) = schedule else {
+            return match keys.into_iter().flatten().next() {
+                Some(key) => Err(syn::Error::new(
+                    key,
+                    "`overlap`, `catch_up_window`, `jitter`, `start` and `end` apply to scheduled slots: add `cron` \
+                     or `fixed_rate`, or remove them",
+                )),
+                None => Ok(Policies::default()),
+            };
+        };
+        if let Some(window) = &self.catch_up_window {
+            if matches!(schedule, Schedule::FixedRate(_)) {
+                return Err(syn::Error::new(window.key, WINDOW_NEEDS_CRON));
+            }
+            if misfire != Misfire::RunOnce {
+                return Err(syn::Error::new(window.key, WINDOW_NEEDS_RUN_ONCE));
+            }
+        }
+        if let (Some(jitter), Schedule::FixedRate(period)) = (&self.jitter, schedule)
+            && let Some(m) = jitter_problem(jitter.value.as_millis(), Some(period.as_millis()))
+        {
+            return Err(syn::Error::new(jitter.key, m));
+        }
+        let (start, end) = (self.start.take().map(|s| s.value), self.end.take());
+        if let Some(end) = &end
+            && let Some(m) = bounds_problem(start, Some(end.value))
+        {
+            return Err(syn::Error::new(end.key, m));
+        }
+        Ok(Policies {
+            overlap: self.overlap.take().map(|s| s.value),
+            catch_up_window: self.catch_up_window.take().map(|s| s.value),
+            jitter: self.jitter.take().map(|s| s.value),
+            start_ms: start,
+            end_ms: end.map(|s| s.value),
+        })
     }
 
     /// `#[simba_scheduled]`: a schedule, and a lease (the function's name by default, which
@@ -539,6 +688,18 @@ fn duration_lit(key: &syn::Ident, value: &Expr, example: &str) -> syn::Result<Du
             format!("invalid duration `{text}`: {e}; write a duration such as \"30s\", \"5m\" or \"250ms\""),
         )),
     }
+}
+
+/// An instant written as an RFC 3339 string literal with its offset, as unix milliseconds.
+fn instant_lit(key: &syn::Ident, value: &Expr) -> syn::Result<i64> {
+    let lit = string_lit(key, value, "\"2027-01-01T00:00:00Z\"")?;
+    let text = lit.value();
+    chrono::DateTime::parse_from_rfc3339(&text).map(|t| t.timestamp_millis()).map_err(|e| {
+        syn::Error::new(
+            lit.span(),
+            format!("invalid instant `{text}`: {e}; write an RFC 3339 instant with its offset, e.g. \"2027-01-01T00:00:00Z\""),
+        )
+    })
 }
 
 /// The value as a string literal, or an error naming the option and an example.
@@ -717,6 +878,46 @@ mod tests {
         assert!(no_group.contains("needs a group"), "{no_group}");
         let no_partitions = error(Kind::Partitioned, quote!(group = "g"), &p);
         assert!(no_partitions.contains("needs `partitions = N`"), "{no_partitions}");
+    }
+
+    /// J11-J14: the policy options parse into the configuration, and contradictions are
+    /// refused at the option at fault.
+    #[test]
+    fn j11_j14_policy_options_are_checked_together() {
+        let f = scheduled_fn();
+        let config = parse(
+            Kind::Scheduled,
+            quote!(
+                cron = "0 * * * * *",
+                misfire = "run_once",
+                overlap = "cancel_running",
+                catch_up_window = "5m",
+                jitter = "10s",
+                start = "2027-01-01T00:00:00Z",
+                end = "2027-01-02T00:00:00+01:00"
+            ),
+            &f,
+        )
+        .expect("valid");
+        let p = config.policies;
+        assert_eq!(p.overlap, Some(Overlap::CancelRunning));
+        assert_eq!((p.catch_up_window, p.jitter), (Some(Duration::from_secs(300)), Some(Duration::from_secs(10))));
+        assert_eq!((p.start_ms, p.end_ms), (Some(1_798_761_600_000), Some(1_798_844_400_000)));
+        for (args, says) in [
+            (quote!(cron = "0 * * * * *", overlap = "replace"), "unknown overlap policy `replace`"),
+            (quote!(cron = "0 * * * * *", catch_up_window = "5m"), "set misfire to run_once"),
+            (quote!(fixed_rate = "5s", misfire = "run_once", catch_up_window = "5m"), "a fixed rate has no missed"),
+            (quote!(fixed_rate = "5s", jitter = "5s"), "must be shorter than the fixed rate"),
+            (quote!(cron = "0 * * * * *", jitter = "0s"), "`jitter` must be longer than zero"),
+            (quote!(cron = "0 * * * * *", start = "2027-02-01T00:00:00Z", end = "2027-01-01T00:00:00Z"), "end bound"),
+            (quote!(cron = "0 * * * * *", end = "tomorrow"), "invalid instant `tomorrow`"),
+            (quote!(cron = "0 * * * * *", overlap = "skip", overlap = "skip"), "is set more than once"),
+        ] {
+            let err = error(Kind::Scheduled, args, &f);
+            assert!(err.contains(says), "{err}");
+        }
+        let err = error(Kind::Partitioned, quote!(group = "g", partitions = 2, jitter = "1s"), &partitioned_fn());
+        assert!(err.contains("apply to scheduled slots"), "{err}");
     }
 
     /// A refused option does not also produce a "missing" error for the same option.

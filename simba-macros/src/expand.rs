@@ -8,7 +8,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, PathArguments, ReturnType, Type};
 
-use crate::args::{JobConfig, JobKind, Misfire, Schedule};
+use crate::args::{JobConfig, JobKind, Misfire, Overlap, Policies, Schedule};
 use crate::signature::Extra;
 
 /// The function followed by its registry entry.
@@ -134,6 +134,7 @@ fn registry_entry(func: &ItemFn, config: &JobConfig) -> TokenStream {
     let name = &config.name;
     let krate = &config.krate;
     let misfire = misfire_tokens(krate, config.misfire);
+    let policies = policies_tokens(krate, &config.policies);
     let call = call_parts(func, config);
     let needs = &call.needs;
     match &config.job {
@@ -151,6 +152,7 @@ fn registry_entry(func: &ItemFn, config: &JobConfig) -> TokenStream {
                     #lease,
                     #schedule,
                     #misfire,
+                    #policies,
                     &|term| #run,
                     #needs,
                 );
@@ -177,6 +179,7 @@ fn registry_entry(func: &ItemFn, config: &JobConfig) -> TokenStream {
                     #partitions,
                     #schedule,
                     #misfire,
+                    #policies,
                     &|term, partition| #run,
                     #needs,
                 );
@@ -234,6 +237,37 @@ fn schedule_tokens(krate: &syn::Path, schedule: &Schedule) -> TokenStream {
             }
         }
     }
+}
+
+/// `simba::job::Policies::new()` with each option set (J11-J14), in a `const` context.
+fn policies_tokens(krate: &syn::Path, p: &Policies) -> TokenStream {
+    let dur = |d: std::time::Duration| {
+        let (secs, nanos) = (d.as_secs(), d.subsec_nanos());
+        quote!(::core::time::Duration::new(#secs, #nanos))
+    };
+    let mut out = quote!(#krate::job::Policies::new());
+    if let Some(o) = p.overlap {
+        let variant = match o {
+            Overlap::Skip => quote!(Skip),
+            Overlap::BufferOne => quote!(BufferOne),
+            Overlap::AllowAll => quote!(AllowAll),
+            Overlap::CancelRunning => quote!(CancelRunning),
+        };
+        out = quote!(#out.with_overlap(#krate::job::Overlap::#variant));
+    }
+    if let Some(w) = p.catch_up_window.map(dur) {
+        out = quote!(#out.with_catch_up_window(#w));
+    }
+    if let Some(j) = p.jitter.map(dur) {
+        out = quote!(#out.with_jitter(#j));
+    }
+    if let Some(ms) = p.start_ms {
+        out = quote!(#out.with_start_ms(#ms));
+    }
+    if let Some(ms) = p.end_ms {
+        out = quote!(#out.with_end_ms(#ms));
+    }
+    out
 }
 
 fn misfire_tokens(krate: &syn::Path, misfire: Misfire) -> TokenStream {

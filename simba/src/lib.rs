@@ -62,7 +62,7 @@ pub mod __private {
     use std::borrow::Cow;
 
     pub use crate::job::job_future;
-    use crate::job::{JobContext, JobFuture, Misfire, PartitionedJob, Schedule, ScheduledJob, StateNeed};
+    use crate::job::{JobContext, JobFuture, Misfire, PartitionedJob, Policies, Schedule, ScheduledJob, StateNeed};
     use crate::{BoxError, Term};
 
     /// The context of the run being executed (a manual context outside the runtime, when a
@@ -96,6 +96,7 @@ pub mod __private {
         lease: &'static str,
         schedule: Schedule,
         misfire: Misfire,
+        policies: Policies,
         run: &'static (dyn Fn(Term) -> JobFuture + Send + Sync),
         needs: &'static [StateNeed],
     ) -> ScheduledJob {
@@ -104,18 +105,21 @@ pub mod __private {
             lease: Cow::Borrowed(lease),
             schedule,
             misfire,
+            policies,
             run: crate::job::ScheduledRun::from_static(run),
             needs,
         }
     }
 
     /// The registry entry of a partitioned job, every field given (`const`).
+    #[allow(clippy::too_many_arguments)] // One argument per field: what the macro generates.
     pub const fn partitioned_job(
         name: &'static str,
         group: &'static str,
         partitions: u32,
         schedule: Option<Schedule>,
         misfire: Misfire,
+        policies: Policies,
         run: &'static (dyn Fn(Term, u32) -> JobFuture + Send + Sync),
         needs: &'static [StateNeed],
     ) -> PartitionedJob {
@@ -125,6 +129,7 @@ pub mod __private {
             partitions,
             schedule,
             misfire,
+            policies,
             run: crate::job::PartitionRun::from_static(run),
             needs,
         }

@@ -29,6 +29,8 @@ pub(crate) struct GroupSpec {
     pub(crate) partitions: u32,
     pub(crate) timer: Option<Timer>,
     pub(crate) misfire: Misfire,
+    /// Each partition's slot policies (J11-J14).
+    pub(crate) policies: super::Policies,
     pub(crate) run: PartitionRun,
     /// History and control; each partition records as `{job}/{i}`.
     pub(crate) recording: Recording,
@@ -212,7 +214,7 @@ fn start_worker(
                     simba.clone(),
                     Recording { job: format!("{}/{i}", spec.job).into(), ..spec.recording.clone() },
                     timer,
-                    spec.misfire,
+                    (spec.misfire, spec.policies),
                     term.clone(),
                     move |t: Term| run(t, i),
                 ))),

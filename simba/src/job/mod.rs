@@ -9,6 +9,7 @@ mod clock;
 mod context;
 mod group;
 mod history;
+mod overlap;
 mod policy;
 mod published;
 mod registry;
@@ -19,7 +20,7 @@ mod writer;
 
 pub use clock::WallClock;
 pub use context::JobContext;
-pub use policy::RunPolicy;
+pub use policy::{Overlap, Policies, RunPolicy};
 pub use published::{
     JobKind, JobSettings, NodeRegistry, RegistryReport, compare as compare_registries, versions as registry_versions,
 };

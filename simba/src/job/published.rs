@@ -64,6 +64,10 @@ pub struct JobSettings {
     pub backoff: String,
     /// A run's time limit (`30s`), if any.
     pub timeout: Option<String>,
+    /// The slot policies that differ from the defaults (J11-J14), as `simba.toml` writes
+    /// them (`overlap = buffer_one, jitter = 30s`); `None`: all defaults (and what an older
+    /// build publishes).
+    pub policies: Option<String>,
 }
 
 fn humanize(d: Duration) -> String {
@@ -104,6 +108,7 @@ impl JobSettings {
             retry: policy.attempts.saturating_sub(1),
             backoff: humanize(policy.backoff),
             timeout: policy.timeout.map(humanize),
+            policies: None,
         }
     }
 
@@ -128,7 +133,27 @@ impl JobSettings {
             retry: policy.attempts.saturating_sub(1),
             backoff: humanize(policy.backoff),
             timeout: policy.timeout.map(humanize),
+            policies: None,
         }
+    }
+
+    /// These settings with the slot policies `p` (J11-J14), as the node runs them.
+    pub fn with_policies(mut self, p: &super::Policies) -> Self {
+        let mut parts = Vec::new();
+        if p.overlap != super::Overlap::Skip {
+            parts.push(format!("overlap = {}", p.overlap.as_str()));
+        }
+        if let Some(w) = p.catch_up_window {
+            parts.push(format!("catch_up_window = {}", humanize(w)));
+        }
+        if let Some(j) = p.jitter {
+            parts.push(format!("jitter = {}", humanize(j)));
+        }
+        let at = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+        parts.extend(p.start.map(|t| format!("start = {}", at(t))));
+        parts.extend(p.end.map(|t| format!("end = {}", at(t))));
+        self.policies = (!parts.is_empty()).then(|| parts.join(", "));
+        self
     }
 
     /// The schedule as the scheduler reads it (`None`: a worker without a schedule, or text
@@ -144,7 +169,7 @@ impl JobSettings {
     }
 
     /// The settings as `(field, value)` pairs, in the order differences are told.
-    fn fields(&self) -> [(&'static str, String); 9] {
+    fn fields(&self) -> [(&'static str, String); 10] {
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
         [
             ("kind", self.kind.as_str().to_owned()),
@@ -156,6 +181,7 @@ impl JobSettings {
             ("retry", self.retry.to_string()),
             ("backoff", self.backoff.clone()),
             ("timeout", opt(&self.timeout)),
+            ("policies", self.policies.clone().unwrap_or_else(|| "defaults".to_owned())),
         ]
     }
 }
@@ -330,11 +356,11 @@ pub fn compare(nodes: &[NodeRegistry]) -> Vec<String> {
             let on: Vec<String> = having.iter().map(|n| label(nodes, n)).collect();
             out.push(format!("job `{name}` runs on {} but not on {}", join_labels(&on), join_labels(&lacking)));
         }
-        let settings: Vec<(String, [(&str, String); 9])> = having
+        let settings: Vec<(String, [(&str, String); 10])> = having
             .iter()
             .filter_map(|n| n.jobs.iter().find(|j| j.name == name).map(|j| (label(nodes, n), j.fields())))
             .collect();
-        for i in 0..9 {
+        for i in 0..10 {
             let mut by_value: BTreeMap<&str, Vec<String>> = BTreeMap::new();
             for (who, fields) in &settings {
                 by_value.entry(fields[i].1.as_str()).or_default().push(who.clone());

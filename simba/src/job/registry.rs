@@ -13,6 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::policy::Policies;
 use super::state::StateNeed;
 use crate::{BoxError, Term};
 
@@ -221,6 +222,8 @@ pub struct ScheduledJob {
     pub schedule: Schedule,
     /// Missed slots.
     pub misfire: Misfire,
+    /// Overlap, catch-up window, jitter and bounds (J11-J14).
+    pub policies: Policies,
     /// One run.
     pub run: ScheduledRun,
     /// The application's state it takes ([`State<T>`](crate::State) parameters): the runtime
@@ -241,6 +244,7 @@ impl ScheduledJob {
             lease: Cow::Borrowed(name),
             schedule,
             misfire: Misfire::Skip,
+            policies: Policies::new(),
             run: ScheduledRun::from_static(run),
             needs: &[],
         }
@@ -259,6 +263,7 @@ impl ScheduledJob {
             name,
             schedule,
             misfire: Misfire::Skip,
+            policies: Policies::new(),
             run: ScheduledRun::from_closure(run),
             needs: &[],
         }
@@ -281,6 +286,12 @@ impl ScheduledJob {
         self.needs = needs;
         self
     }
+
+    /// Follows `policies` (overlap, catch-up window, jitter, bounds: J11-J14).
+    pub const fn with_policies(mut self, policies: Policies) -> Self {
+        self.policies = policies;
+        self
+    }
 }
 
 /// A group of `partitions` partitions spread over the live nodes (rules J2, J6). Partition
@@ -300,6 +311,8 @@ pub struct PartitionedJob {
     pub schedule: Option<Schedule>,
     /// Missed slots, when scheduled.
     pub misfire: Misfire,
+    /// Overlap, catch-up window, jitter and bounds of each partition's slots, when scheduled.
+    pub policies: Policies,
     /// The worker.
     pub run: PartitionRun,
     /// The application's state it takes ([`State<T>`](crate::State) parameters).
@@ -321,6 +334,7 @@ impl PartitionedJob {
             partitions,
             schedule: None,
             misfire: Misfire::Skip,
+            policies: Policies::new(),
             run: PartitionRun::from_static(run),
             needs: &[],
         }
@@ -339,6 +353,7 @@ impl PartitionedJob {
             partitions,
             schedule: None,
             misfire: Misfire::Skip,
+            policies: Policies::new(),
             run: PartitionRun::from_closure(run),
             needs: &[],
         }
@@ -366,6 +381,12 @@ impl PartitionedJob {
     /// Takes the application's state types `needs` (the runtime checks them at start).
     pub const fn with_needs(mut self, needs: &'static [StateNeed]) -> Self {
         self.needs = needs;
+        self
+    }
+
+    /// Follows `policies` (overlap, catch-up window, jitter, bounds: J11-J14).
+    pub const fn with_policies(mut self, policies: Policies) -> Self {
+        self.policies = policies;
         self
     }
 }

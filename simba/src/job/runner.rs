@@ -66,6 +66,9 @@ enum Attempt {
     LateOk,
     /// The body did not complete within the grace, or returned an error during it.
     TimedOut(Option<String>),
+    /// A newer slot replaced the run (`overlap = "cancel_running"`, J11): it was signalled,
+    /// and stopped within the grace (`true`) or was dropped after it (`false`).
+    Replaced(bool),
 }
 
 /// Runs the slots of one job in one term, one at a time (J5): each slot is claimed, run in
@@ -98,11 +101,18 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     /// pause-aware, and writing the `running` record), then runs its attempts, each ending
     /// with a record of its outcome. Returns whether the slot ran (false: not claimed).
     pub(crate) async fn run(&self, slot: Slot) -> bool {
+        self.run_replaceable(slot, &CancellationToken::new()).await
+    }
+
+    /// [`run`](Self::run), for a run that a newer slot may replace (`overlap =
+    /// "cancel_running"`, J11): when `replaced` fires the run gets its cancellation signal, then
+    /// [`RunPolicy::GRACE`], and is recorded `cancelled` (never retried).
+    pub(crate) async fn run_replaceable(&self, slot: Slot, replaced: &CancellationToken) -> bool {
         let Claimed::Run(running) = self.claim(slot).await else { return false };
         if slot.kind == SlotKind::Manual {
             tracing::info!(job = %self.rec.job, token = self.term.token(), "running the job now, as requested");
         }
-        self.attempts(running, slot).await;
+        self.attempts(running, slot, replaced).await;
         true
     }
 
@@ -180,7 +190,7 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     }
 
     /// Runs one claimed slot to its end: attempts, backoff, timeout, and its record.
-    async fn attempts(&self, claimed: Option<RunRecord>, slot: Slot) {
+    async fn attempts(&self, claimed: Option<RunRecord>, slot: Slot, replaced: &CancellationToken) {
         let (term, kind) = (&self.term, slot.kind);
         let slot_ms = claimed.as_ref().map_or(slot.at.timestamp_millis(), |r| r.slot_ms);
         let attempts = self.rec.policy.attempts.max(1);
@@ -211,13 +221,13 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             tracing::debug!(job = %self.rec.job, lease = term.name(), token = term.token(), attempt, ?lateness, "job run starting");
             let span = run_span(&self.rec.job, term, attempt);
             let fut = ctx.scope(tracing::Instrument::instrument((self.body)(term.clone()), span));
-            let result = self.attempt(fut, cancel, rec.as_ref()).await;
+            let result = self.attempt(fut, cancel, rec.as_ref(), replaced).await;
             let took = started.elapsed();
             let (outcome, error) = self.outcome_of(&result, kind);
             let failed = matches!(outcome, Outcome::Failed | Outcome::TimedOut);
             crate::metrics::job_finished(&self.rec.metric, took, failed);
             self.log_outcome((attempt, attempts), outcome, error.as_deref(), took);
-            let retry = failed && attempt < attempts && term.is_valid();
+            let retry = failed && attempt < attempts && term.is_valid() && !replaced.is_cancelled();
             let wait = self.rec.policy.backoff_before(attempt + 1, self.simba.random_unit());
             let retry = retry && term.remaining() > wait;
             let final_outcome = if retry { Outcome::Retried } else { outcome };
@@ -234,6 +244,17 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             tracing::info!(job = %self.rec.job, attempt, attempts, backoff = ?wait, "retrying the failed run");
             tokio::select! {
                 _ = term.cancelled() => return,
+                _ = replaced.cancelled() => {
+                    // Replaced while waiting to retry: the slot ends here, as cancelled.
+                    if let Some(r) = rec.as_mut() {
+                        r.outcome = Outcome::Cancelled;
+                        r.ended_ms = Some(self.rec.now().timestamp_millis());
+                        r.error = Some(REPLACED.to_owned());
+                        self.rec.finish(r, term);
+                    }
+                    crate::metrics::job_slot(&self.rec.metric, Outcome::Cancelled);
+                    return;
+                }
                 _ = sleep(wait) => {}
             }
             if !term.is_valid() {
@@ -250,6 +271,7 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
         fut: impl std::future::Future<Output = Result<(), BoxError>>,
         cancel: CancellationToken,
         rec: Option<&RunRecord>,
+        replaced: &CancellationToken,
     ) -> Attempt {
         tokio::pin!(fut);
         let deadline = self.rec.policy.timeout.map(|t| Instant::now() + t);
@@ -269,17 +291,17 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             metric: Arc::clone(&self.rec.metric),
         };
         let mut revoked_seen = false;
-        let out = self.attempt_inner(fut, cancel, rec, &mut timed_out, &mut revoked_seen).await;
+        let out = self.attempt_inner(fut, (cancel, replaced), rec, &mut timed_out, &mut revoked_seen).await;
         guard.disarm();
         out
     }
 
-    /// [`attempt`](Self::attempt)'s race of the run against the term's revocation and the
-    /// timeout.
+    /// [`attempt`](Self::attempt)'s race of the run against the term's revocation, the
+    /// timeout and a newer slot replacing it (`replaced`, J11).
     async fn attempt_inner(
         &self,
         fut: impl std::future::Future<Output = Result<(), BoxError>>,
-        cancel: CancellationToken,
+        (cancel, replaced): (CancellationToken, &CancellationToken),
         rec: Option<&RunRecord>,
         timed_out: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
         revoked_seen: &mut bool,
@@ -301,6 +323,14 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
                         r.ended_ms = Some(self.rec.now().timestamp_millis());
                         r.error = Some(format!("term lost: {reason}"));
                         self.rec.finish(&r, term);
+                    }
+                }
+                _ = replaced.cancelled() => {
+                    cancel.cancel();
+                    tokio::select! {
+                        biased;
+                        _ = &mut fut => return Attempt::Replaced(true),
+                        _ = sleep(RunPolicy::GRACE) => return Attempt::Replaced(false),
                     }
                 }
                 _ = timed_out.as_mut() => {
@@ -344,6 +374,14 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
                 Some(r) if !graceful(r) => (Outcome::Cancelled, Some(format!("term lost: {r}: {e}"))),
                 _ => (Outcome::Failed, Some(e.to_string())),
             },
+            Attempt::Replaced(stopped) => (
+                Outcome::Cancelled,
+                Some(if *stopped {
+                    format!("{REPLACED}; it stopped after its cancellation signal")
+                } else {
+                    format!("{REPLACED}; it was dropped {:?} after its cancellation signal", RunPolicy::GRACE)
+                }),
+            ),
             Attempt::TimedOut(then) => (
                 Outcome::TimedOut,
                 timeout.map(|t| match then {
@@ -368,6 +406,9 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
         }
     }
 }
+
+/// What the record of a run replaced by a newer slot says (J11).
+const REPLACED: &str = "replaced: a newer slot came due and overlap is cancel_running";
 
 /// Records a slot as `cancelled` when its run is dropped before it ended: through the job's
 /// writer, whose queue takes a record without a runtime (the future may be dropped by a
@@ -475,7 +516,7 @@ mod tests {
             sleep(body).await;
             result.map_err(BoxError::from)
         };
-        let out = runner.attempt(fut, CancellationToken::new(), None).await;
+        let out = runner.attempt(fut, CancellationToken::new(), None, &CancellationToken::new()).await;
         runner.outcome_of(&out, SlotKind::Scheduled)
     }
 

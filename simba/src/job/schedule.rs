@@ -10,13 +10,15 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
-use simba_core::slots::{CronSlots, FixedRateSlots, term_start_gap, until};
+use simba_core::policy::{TermStart, jitter, term_start};
+use simba_core::slots::{CronSlots, FixedRateSlots, next_slot, until};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
 use super::history::Recording;
+use super::overlap::InFlight;
 use super::runner::{Slot, SlotRunner};
-use super::{JobFuture, Misfire, Schedule};
+use super::{JobFuture, Misfire, Policies, Schedule};
 use crate::job_store::{Outcome, SlotKind};
 use crate::{Simba, Term};
 
@@ -75,8 +77,9 @@ impl Timer {
     }
 }
 
-/// Runs `run` on `timer` for as long as `term` is valid, one run at a time (J5). Returns when
-/// the term is cancelled (the election then hands over, H1) or ends.
+/// Runs `run` on `timer` for as long as `term` is valid (J5), under the job's `misfire` and
+/// slot policies (J11-J14). Returns when the term is cancelled (the election then hands over,
+/// H1) or ends; runs still in flight are awaited first.
 ///
 /// Every slot is handed to the term's [`SlotRunner`], which claims it (one store round trip:
 /// fenced, monotonic, pause-aware, and writing the `running` record), runs it and ends it with
@@ -86,16 +89,17 @@ pub(crate) async fn run_scheduled(
     simba: Simba,
     mut rec: Recording,
     timer: Timer,
-    misfire: Misfire,
+    (misfire, policies): (Misfire, Policies),
     term: Term,
-    run: impl Fn(Term) -> JobFuture,
+    run: impl Fn(Term) -> JobFuture + Send + Sync,
 ) -> Result<(), crate::BoxError> {
     let mut run_now = RunNowRequests(rec.control.take());
     let runner = SlotRunner::new(simba, rec, term, run);
     manual(&runner).await;
+    let mut runs = InFlight::new(&runner, policies.overlap);
     match timer {
-        Timer::Fixed(period) => run_fixed(&runner, &mut run_now, period).await,
-        Timer::Cron { cron, tz } => run_cron(&runner, &mut run_now, &cron, tz, misfire).await,
+        Timer::Fixed(period) => run_fixed(&mut runs, &mut run_now, period, &policies).await,
+        Timer::Cron { cron, tz } => run_cron(&mut runs, &mut run_now, (&cron, tz), misfire, &policies).await,
     }
 }
 
@@ -117,99 +121,140 @@ impl RunNowRequests {
     }
 }
 
+/// Waits until `due` (the monotonic clock) while the runs in flight progress and run-now
+/// requests come in. `false`: the term was cancelled (the runs in flight were awaited).
+async fn wait_until<F: Fn(Term) -> JobFuture + Send + Sync>(
+    runs: &mut InFlight<'_, F>,
+    run_now: &mut RunNowRequests,
+    due: Instant,
+) -> bool {
+    let term = runs.term().clone();
+    loop {
+        tokio::select! {
+            _ = term.cancelled() => {
+                runs.drain(true).await;
+                return false;
+            }
+            _ = sleep_until(due) => return true,
+            _ = run_now.changed() => runs.manual().await,
+            _ = runs.ended() => {}
+        }
+    }
+}
+
 /// The fixed-rate loop of [`run_scheduled`]: slots on the grid of `period` from the term's
-/// start ([`FixedRateSlots`]).
-async fn run_fixed<F: Fn(Term) -> JobFuture>(
-    runner: &SlotRunner<F>,
+/// start ([`FixedRateSlots`]), each started up to the jitter after its tick (J13), none
+/// outside the bounds (J14).
+async fn run_fixed<F: Fn(Term) -> JobFuture + Send + Sync>(
+    runs: &mut InFlight<'_, F>,
     run_now: &mut RunNowRequests,
     period: Duration,
+    policies: &Policies,
 ) -> Result<(), crate::BoxError> {
-    let (rec, term) = (runner.records(), runner.term());
+    let (rec, term) = (runs.records().clone(), runs.term().clone());
     let start = Instant::now();
     let start_wall = rec.now();
     // Claimed slots must grow across terms even if this node's wall clock is behind
     // the previous holder's: name them after the last claimed one.
-    let last = match rec.last_slot_ms(term).await {
+    let last = match rec.last_slot_ms(&term).await {
         Ok(last) => last,
         Err(e) => {
             tracing::warn!(job = %rec.job, error = %e, "cannot read the job's last slot; the store still refuses a claim of any slot at or before the last one claimed");
             None
         }
     };
+    let (bounds, max_jitter) = (policies.bounds(), policies.jitter.unwrap_or_default());
     let mut slots = FixedRateSlots::new(period, start_wall, last);
     loop {
-        let due = start + slots.due();
-        loop {
-            tokio::select! {
-                _ = term.cancelled() => return Ok(()),
-                _ = sleep_until(due) => break,
-                _ = run_now.changed() => manual(runner).await,
-            }
-        }
-        if !term.is_valid() {
+        let named = slots.name();
+        let delay = jitter(&rec.job, named.0, max_jitter, Some(period));
+        if !wait_until(runs, run_now, start + slots.due() + delay).await || !term.is_valid() {
             return Ok(());
         }
-        let slot = Slot::fixed_rate(slots.name());
-        let ran = runner.run(slot).await;
+        let slot = Slot::fixed_rate(named);
+        if bounds.ended(slot.at) {
+            tracing::info!(job = %rec.metric, "the job's end bound passed; it will not run again");
+            wait_until(runs, run_now, Instant::now() + Duration::from_secs(u32::MAX.into())).await;
+            return Ok(());
+        }
+        let ran = if bounds.contains(slot.at) { runs.due(slot).await } else { None };
         // One record for the slots that passed while the run was in flight.
-        rec.skipped_run(&slots.advance(start.elapsed()), ran.then_some(slot.at), term);
+        rec.skipped_run(&slots.advance(start.elapsed()), ran, &term);
     }
 }
 
-/// The cron loop of [`run_scheduled`]: the misfire gap at the term's start, then each slot
-/// claimed once across the cluster ([`CronSlots`]).
-async fn run_cron<F: Fn(Term) -> JobFuture>(
-    runner: &SlotRunner<F>,
+/// The cron loop of [`run_scheduled`]: the misfire gap at the term's start (with the
+/// catch-up window, J12), then each slot claimed once across the cluster ([`CronSlots`]),
+/// started up to the jitter after its instant (J13), none outside the bounds (J14).
+async fn run_cron<F: Fn(Term) -> JobFuture + Send + Sync>(
+    runs: &mut InFlight<'_, F>,
     run_now: &mut RunNowRequests,
-    cron: &Cron,
-    tz: Tz,
+    (cron, tz): (&Cron, Tz),
     misfire: Misfire,
+    policies: &Policies,
 ) -> Result<(), crate::BoxError> {
-    let (rec, term) = (runner.records(), runner.term());
-    let (gap, catch_up, now) = gap_at_term_start(rec, term, cron, tz, misfire).await;
-    for s in gap {
-        rec.append(s, Outcome::Missed, term);
-    }
-    if let Some(slot) = catch_up
+    let (rec, term) = (runs.records().clone(), runs.term().clone());
+    let (start, now) = gap_at_term_start(&rec, &term, (cron, tz), misfire, policies).await;
+    record_term_start(&rec, &term, &start, policies);
+    if let Some(slot) = start.catch_up
         && term.is_valid()
     {
-        runner.run(Slot::at(slot, SlotKind::CaughtUp)).await;
+        runs.runner().run(Slot::at(slot, SlotKind::CaughtUp)).await;
     }
-    let mut slots = CronSlots::at_term_start(now, catch_up);
+    let (bounds, max_jitter) = (policies.bounds(), policies.jitter.unwrap_or_default());
+    let mut slots = CronSlots::at_term_start(now, start.catch_up);
     // The last slot this loop ran, which the slots skipped next passed behind.
     let mut in_flight = None;
     loop {
         let (skipped, next) = slots.next(cron, tz, rec.now());
         // Slots that passed while the previous run was in flight: one record.
-        rec.skipped_run(&skipped, in_flight.take(), term);
-        let Some(slot) = next else {
-            tracing::warn!(job = %rec.metric, "the cron expression has no further slot; the job will not run again");
-            term.cancelled().await;
+        let skipped: Vec<_> = skipped.into_iter().filter(|s| bounds.contains(*s)).collect();
+        rec.skipped_run(&skipped, in_flight.take(), &term);
+        let Some(slot) = bounds.next_cron(cron, tz, next) else {
+            let why =
+                if next.is_some() { "the job's end bound passed" } else { "the cron expression has no further slot" };
+            tracing::warn!(job = %rec.metric, "{why}; the job will not run again");
+            wait_until(runs, run_now, Instant::now() + Duration::from_secs(u32::MAX.into())).await;
             return Ok(());
         };
+        let until_next = next_slot(cron, tz, slot).and_then(|n| (n - slot).to_std().ok());
+        let starts = slot
+            + chrono::Duration::from_std(jitter(&rec.job, slot.timestamp_millis(), max_jitter, until_next))
+                .unwrap_or_default();
         // Sleep on the monotonic clock, then re-check the wall clock: it may have
         // been adjusted while we slept.
         loop {
-            let wait = until(slot, rec.now());
+            let wait = until(starts, rec.now());
             if wait.is_zero() {
                 break;
             }
-            tokio::select! {
-                _ = term.cancelled() => return Ok(()),
-                _ = sleep_until(Instant::now() + wait) => {}
-                _ = run_now.changed() => manual(runner).await,
+            if !wait_until(runs, run_now, Instant::now() + wait).await {
+                return Ok(());
             }
         }
         slots.take(slot);
         if !term.is_valid() {
+            runs.drain(true).await;
             return Ok(());
         }
         // The slot runs at most once across the cluster: claim it with the term's
         // token; a slot claimed by another term (another node, or a node whose wall
         // clock is behind) is skipped.
-        if runner.run(Slot::at(slot, SlotKind::Scheduled)).await {
-            in_flight = Some(slot);
+        in_flight = runs.due(Slot::at(slot, SlotKind::Scheduled)).await;
+    }
+}
+
+/// Records the slots of a term's start gap: `missed`, saying so for those older than the
+/// catch-up window (J12).
+fn record_term_start(rec: &Recording, term: &Term, start: &TermStart, policies: &Policies) {
+    if let Some(w) = policies.catch_up_window {
+        let why = format!("older than the catch-up window ({}) when the term started", humantime::format_duration(w));
+        for s in &start.expired {
+            rec.append_with(*s, Outcome::Missed, Some(why.clone()), term);
         }
+    }
+    for s in &start.missed {
+        rec.append(*s, Outcome::Missed, term);
     }
 }
 
@@ -222,9 +267,10 @@ async fn manual<F: Fn(Term) -> JobFuture>(runner: &SlotRunner<F>) {
     runner.run(Slot::at(rec.now(), SlotKind::Manual)).await;
 }
 
-/// At the start of a term: the slots nobody ran since the last claimed one (`missed`), and
-/// the slot to run once for them under [`Misfire::RunOnce`] (not itself reported missed), and
-/// the instant the gap ends (the term's slots start after it).
+/// At the start of a term: the slots nobody ran since the last claimed one (`missed`, those
+/// older than the catch-up window apart, J12), the slot to run once for them under
+/// [`Misfire::RunOnce`] (not itself reported missed), and the instant the gap ends (the
+/// term's slots start after it). Slots outside the bounds are left out (J14).
 /// Without a store (or history for this job) there is no gap to see; `RunOnce` then tries
 /// the latest slot, which the slot claim refuses if it already ran.
 ///
@@ -237,15 +283,15 @@ async fn manual<F: Fn(Term) -> JobFuture>(runner: &SlotRunner<F>) {
 async fn gap_at_term_start(
     rec: &Recording,
     term: &Term,
-    cron: &Cron,
-    tz: Tz,
+    (cron, tz): (&Cron, Tz),
     misfire: Misfire,
-) -> (Vec<DateTime<Utc>>, Option<DateTime<Utc>>, DateTime<Utc>) {
+    policies: &Policies,
+) -> (TermStart, DateTime<Utc>) {
     let run_once = misfire == Misfire::RunOnce;
+    let (window, bounds) = (policies.catch_up_window, policies.bounds());
     if rec.store.is_none() {
         let now = rec.now();
-        let (gap, catch_up) = term_start_gap(cron, tz, None, now, run_once);
-        return (gap, catch_up, now);
+        return (term_start(cron, tz, None, now, run_once, window, &bounds), now);
     }
     let mut pause = LAST_SLOT_RETRY.0;
     let mut tries = 0u32;
@@ -257,9 +303,8 @@ async fn gap_at_term_start(
                     tracing::info!(job = %rec.job, tries, "read the job's last slot; looking for missed slots");
                 }
                 let now = rec.now();
-                let (gap, catch_up) =
-                    term_start_gap(cron, tz, last.and_then(DateTime::from_timestamp_millis), now, run_once);
-                return (gap, catch_up, now);
+                let last = last.and_then(DateTime::from_timestamp_millis);
+                return (term_start(cron, tz, last, now, run_once, window, &bounds), now);
             }
             Err(e) if tries == 1 => {
                 tracing::warn!(job = %rec.job, error = %e, "cannot read the job's last slot; asking again before the term's first slot")
@@ -267,11 +312,11 @@ async fn gap_at_term_start(
             Err(e) => tracing::debug!(job = %rec.job, error = %e, tries, "cannot read the job's last slot yet"),
         }
         tokio::select! {
-            _ = term.cancelled() => return (Vec::new(), None, rec.now()),
+            _ = term.cancelled() => return (TermStart::default(), rec.now()),
             _ = tokio::time::sleep(pause) => {}
         }
         if !term.is_valid() {
-            return (Vec::new(), None, rec.now());
+            return (TermStart::default(), rec.now());
         }
         pause = (pause * 2).min(LAST_SLOT_RETRY.1);
     }

@@ -140,10 +140,10 @@ impl JobsHandle {
         simba.shared.lease_metrics.declare(&job.lease, crate::metrics::LeaseKind::Job);
         let run = job.run;
         let rec = self.recording(&job.name, job.policy);
-        let (timer, misfire) = (job.timer, job.misfire);
+        let (timer, misfire, policies) = (job.timer, job.misfire, job.policies);
         election.run_while_leader(move |term: Term| {
             let run = run.clone();
-            run_scheduled(simba.clone(), rec.clone(), timer.clone(), misfire, term, move |t| run(t))
+            run_scheduled(simba.clone(), rec.clone(), timer.clone(), (misfire, policies), term, move |t| run(t))
         })?;
         running.insert(job.name, Running::Scheduled { lease: job.lease, election, settings: job.settings });
         self.inner.changed.send_modify(|v| *v += 1);

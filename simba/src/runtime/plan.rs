@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 
 use super::config::{JobOverride, RuntimeConfig};
 use crate::job::{
-    GroupSpec, JobPolicy, JobSettings, Misfire, PartitionedJob, Recording, RunPolicy, Schedule, ScheduledJob, Timer,
+    GroupSpec, JobPolicy, JobSettings, Misfire, PartitionedJob, Policies, Recording, RunPolicy, Schedule, ScheduledJob,
+    Timer,
 };
 use crate::{ConfigError, Error};
 
@@ -18,6 +19,8 @@ pub(super) struct PlannedJob {
     pub(super) timer: Timer,
     pub(super) misfire: Misfire,
     pub(super) policy: RunPolicy,
+    /// Overlap, catch-up window, jitter, bounds (J11-J14).
+    pub(super) policies: Policies,
     pub(super) run: crate::job::ScheduledRun,
     /// What the node publishes about it (item 5).
     pub(super) settings: JobSettings,
@@ -130,14 +133,16 @@ pub(super) fn plan_scheduled(
     let spec = o.schedule.clone().unwrap_or_else(|| j.schedule.clone());
     let timer = Timer::new(&spec).map_err(|m| schedule_error(config, &j.name, &spec, m))?;
     let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(&j.name, policies, &o));
+    let slot_policies = slot_policies(config, &j.name, &o, j.policies, &spec, misfire)?;
     Ok(Some(PlannedJob {
         name: j.name.to_string(),
         lease: j.lease.to_string(),
         timer,
         misfire,
         policy,
+        policies: slot_policies,
         run: j.run.clone(),
-        settings: JobSettings::scheduled(&j.name, &j.lease, &spec, misfire, &policy),
+        settings: JobSettings::scheduled(&j.name, &j.lease, &spec, misfire, &policy).with_policies(&slot_policies),
     }))
 }
 
@@ -171,13 +176,28 @@ pub(super) fn plan_group(
         None => None,
     };
     let (misfire, policy) = (o.misfire.unwrap_or(j.misfire), policy_of(&j.name, policies, &o));
-    let settings = JobSettings::partitioned(&j.name, &j.group, partitions, spec.as_ref(), misfire, &policy);
+    let slot_policies = match &spec {
+        Some(s) => slot_policies(config, &j.name, &o, j.policies, s, misfire)?,
+        None if o.policies(j.policies) != Policies::new() => {
+            let key = format!("jobs.{}", &*j.name);
+            let msg = format!(
+                "[jobs.{}]: overlap, catch_up_window, jitter, start and end apply to scheduled slots, and this \
+                 worker runs once per term: add cron or fixed_rate, or remove them",
+                &*j.name
+            );
+            return Err(config_error(config, Some(&key), msg));
+        }
+        None => Policies::new(),
+    };
+    let settings = JobSettings::partitioned(&j.name, &j.group, partitions, spec.as_ref(), misfire, &policy)
+        .with_policies(&slot_policies);
     let spec = GroupSpec {
         job: j.name.as_ref().into(),
         group: j.group.as_ref().into(),
         partitions,
         timer,
         misfire,
+        policies: slot_policies,
         run: j.run.clone(),
         recording: Recording {
             metric: j.name.as_ref().into(),
@@ -236,6 +256,26 @@ fn schedule_error(config: &RuntimeConfig, job: &str, spec: &Schedule, msg: Strin
     };
     let key = format!("jobs.{job}.{leaf}");
     config_error(config, Some(&key), format!("[jobs.{job}]: {msg}"))
+}
+
+/// The slot policies of job `name` (J11-J14): the code's, then the `[jobs.NAME]` keys,
+/// checked together with the effective schedule and misfire.
+fn slot_policies(
+    config: &RuntimeConfig,
+    name: &str,
+    o: &JobOverride,
+    code: Policies,
+    spec: &Schedule,
+    misfire: Misfire,
+) -> Result<Policies, Error> {
+    let p = o.policies(code);
+    match p.problem(spec, misfire) {
+        None => Ok(p),
+        Some((option, reason)) => {
+            let key = format!("jobs.{name}.{option}");
+            Err(config_error(config, Some(&key), format!("[jobs.{name}] {option}: {reason}")))
+        }
+    }
 }
 
 /// The retry and timeout options of job `name`: the macro's (or the builder's), then the
@@ -343,5 +383,38 @@ mod tests {
         assert_eq!((settings[0].lease.as_str(), settings[0].partitions), ("report-lease", None));
         assert_eq!((settings[1].lease.as_str(), settings[1].partitions), ("bill", Some(4)));
         assert_eq!(settings[1].parsed_schedule(), None, "a worker without a schedule");
+    }
+
+    /// J11-J14: policies that contradict the effective schedule or misfire (the code's, the
+    /// file's, or both) are refused before anything starts, naming the key.
+    #[test]
+    fn j11_j14_contradictions_are_refused_by_the_plan() {
+        use crate::job::Policies;
+        let every = |s: u64| Schedule::FixedRate(std::time::Duration::from_secs(s));
+        let cron = ScheduledJob::new("report", Schedule::cron("0 * * * * *"), &noop);
+        let refused = |toml: &str, job: &ScheduledJob| {
+            let config = RuntimeConfig::from_toml_str(toml, "simba.toml", Vec::new()).expect("config");
+            plan(&config, std::slice::from_ref(job), &[], &[]).err().map(|e| e.to_string())
+        };
+        let e = refused("[jobs.report]\ncatch_up_window = \"5m\"\n", &cron).expect("misfire skip");
+        assert!(e.contains("jobs.report] catch_up_window") && e.contains("set misfire to run_once"), "{e}");
+        assert_eq!(refused("[jobs.report]\ncatch_up_window = \"5m\"\nmisfire = \"run_once\"\n", &cron), None);
+        let e = refused("[jobs.report]\nfixed_rate = \"10s\"\njitter = \"10s\"\n", &cron).expect("jitter");
+        assert!(e.contains("jobs.report] jitter") && e.contains("shorter than the fixed rate"), "{e}");
+        // The code's policy, made contradictory by the file's schedule.
+        let rate = ScheduledJob::new("report", every(60), &noop)
+            .with_policies(Policies::new().with_jitter(std::time::Duration::from_secs(30)));
+        assert_eq!(refused("", &rate), None);
+        let e = refused("[jobs.report]\nfixed_rate = \"20s\"\n", &rate).expect("the file's rate");
+        assert!(
+            e.contains("[jobs.report] jitter")
+                && e.contains("(30000 ms) must be shorter than the fixed rate (20000 ms)"),
+            "{e}"
+        );
+        let group = PartitionedJob::new("g", 2, &|_t, _i| crate::job::job_future(async {}));
+        let config =
+            RuntimeConfig::from_toml_str("[jobs.g]\noverlap = \"allow_all\"\n", "simba.toml", Vec::new()).expect("c");
+        let e = plan(&config, &[], &[group], &[]).err().expect("no schedule").to_string();
+        assert!(e.contains("runs once per term"), "{e}");
     }
 }

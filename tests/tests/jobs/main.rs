@@ -5,6 +5,7 @@ mod history;
 mod jobs;
 mod macros;
 mod namespaced;
+mod policies;
 mod records;
 mod registry;
 mod state;

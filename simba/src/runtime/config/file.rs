@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::diagnostics::Cx;
 use super::{JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY};
-use crate::job::{Misfire, Schedule, parse_cron, parse_time_zone};
+use crate::job::{Misfire, Overlap, Schedule, parse_cron, parse_time_zone};
 use crate::{Error, SimbaConfig};
 
 #[derive(Debug, Default, Deserialize)]
@@ -93,6 +93,37 @@ pub(super) struct JobTable {
     retry: Option<u32>,
     backoff: Option<String>,
     timeout: Option<String>,
+    overlap: Option<String>,
+    catch_up_window: Option<String>,
+    jitter: Option<String>,
+    /// An RFC 3339 string, or a TOML date-time.
+    start: Option<toml::Value>,
+    end: Option<toml::Value>,
+}
+
+/// The overlap policy named `name` (J11).
+pub(super) fn overlap_of(name: &str) -> Option<Overlap> {
+    use simba_rules::overlap::Policy;
+    Some(match simba_rules::overlap::parse(name)? {
+        Policy::Skip => Overlap::Skip,
+        Policy::BufferOne => Overlap::BufferOne,
+        Policy::AllowAll => Overlap::AllowAll,
+        Policy::CancelRunning => Overlap::CancelRunning,
+    })
+}
+
+/// A bound's instant: an RFC 3339 string or a TOML date-time with its offset (J14).
+fn instant(v: &toml::Value) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let text = match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Datetime(d) => d.to_string(),
+        other => {
+            return Err(format!("expected an instant, found {} (write e.g. 2027-01-01T00:00:00Z)", other.type_str()));
+        }
+    };
+    chrono::DateTime::parse_from_rfc3339(&text).map(|t| t.with_timezone(&chrono::Utc)).map_err(|e| {
+        format!("invalid instant {text:?}: {e} (write an RFC 3339 instant with its offset, e.g. 2027-01-01T00:00:00Z)")
+    })
 }
 
 impl Cx<'_> {
@@ -205,7 +236,7 @@ impl Cx<'_> {
         if timeout.is_some_and(|d| d.is_zero()) {
             return Err(bad("timeout", "timeout must be greater than zero (leave it out for no timeout)".into()));
         }
-        Ok(JobOverride {
+        let mut o = JobOverride {
             enabled: j.enabled,
             schedule,
             misfire,
@@ -213,7 +244,34 @@ impl Cx<'_> {
             retry: j.retry,
             backoff,
             timeout,
-        })
+            ..JobOverride::default()
+        };
+        self.job_policies(&section, j, &mut o)?;
+        Ok(o)
+    }
+
+    /// `[jobs.NAME]`'s policy keys (J11-J14), each checked alone; their combination with the
+    /// job's schedule and misfire is checked by the plan, which knows the code's values.
+    fn job_policies(&self, section: &str, j: &JobTable, o: &mut JobOverride) -> Result<(), Error> {
+        let bad = |key: &str, msg: String| self.key_err(section, key, msg);
+        o.overlap = match j.overlap.as_deref() {
+            None => None,
+            Some(name) => Some(overlap_of(name).ok_or_else(|| {
+                bad("overlap", format!("unknown overlap policy {name:?}: use {}", simba_rules::overlap::VALID))
+            })?),
+        };
+        o.catch_up_window = self.dur(section, "catch_up_window", &j.catch_up_window)?;
+        if o.catch_up_window.is_some_and(|d| d.is_zero()) {
+            return Err(bad("catch_up_window", "must be longer than zero (leave it out for no window)".into()));
+        }
+        o.jitter = self.dur(section, "jitter", &j.jitter)?;
+        o.start = j.start.as_ref().map(|v| instant(v).map_err(|m| bad("start", m))).transpose()?;
+        o.end = j.end.as_ref().map(|v| instant(v).map_err(|m| bad("end", m))).transpose()?;
+        let ms = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.timestamp_millis());
+        if let Some(m) = simba_rules::policies::bounds_problem(ms(o.start), ms(o.end)) {
+            return Err(bad("end", m.to_owned()));
+        }
+        Ok(())
     }
 
     /// `[backend]`: the URL with the user, password and TLS keys folded in; empty when no URL

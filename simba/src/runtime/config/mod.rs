@@ -66,6 +66,28 @@ pub struct JobOverride {
     pub backoff: Option<Duration>,
     /// `timeout = "30s"`: a run that outlives it is cancelled and recorded `timed_out`.
     pub timeout: Option<Duration>,
+    /// `overlap = "buffer_one"`: what a slot does while a run is in flight (J11).
+    pub overlap: Option<crate::job::Overlap>,
+    /// `catch_up_window = "10m"`: missed slots older than it are not caught up (J12).
+    pub catch_up_window: Option<Duration>,
+    /// `jitter = "30s"`: the longest start jitter of a slot (J13).
+    pub jitter: Option<Duration>,
+    /// `start = 2027-01-01T00:00:00Z`: no slot before it (J14).
+    pub start: Option<chrono::DateTime<chrono::Utc>>,
+    /// `end = "2027-12-31T23:59:59Z"`: no slot after it (J14).
+    pub end: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl JobOverride {
+    /// `policies` with this override's policy keys applied.
+    pub(crate) fn policies(&self, mut policies: crate::job::Policies) -> crate::job::Policies {
+        policies.overlap = self.overlap.unwrap_or(policies.overlap);
+        policies.catch_up_window = self.catch_up_window.or(policies.catch_up_window);
+        policies.jitter = self.jitter.or(policies.jitter);
+        policies.start = self.start.or(policies.start);
+        policies.end = self.end.or(policies.end);
+        policies
+    }
 }
 
 /// The runtime's configuration, resolved from a file (or the built-in values) and the

@@ -369,3 +369,47 @@ fn b7_listeners_beyond_loopback_are_named() {
     assert_eq!(c.listener_warnings().len(), 1);
     assert!(parse("[backend]\nurl = \"sqlite://x.db\"\n").expect("parses").listener_warnings().is_empty());
 }
+
+/// J11-J14 keys of `[jobs.NAME]`: read (an instant as a string or a TOML date-time, also from
+/// the environment), each bad value refused naming the file, line and key with what to write;
+/// their combination with the job's schedule and misfire is the plan's check
+/// (`j11_j14_contradictions_are_refused_by_the_plan`).
+#[test]
+fn j11_j14_policy_keys() {
+    use crate::job::Overlap;
+    let c = parse(
+        "[jobs.report]\noverlap = \"cancel_running\"\ncatch_up_window = \"10m\"\njitter = \"30s\"\n\
+         start = 2027-01-01T00:00:00Z\nend = \"2027-12-31T23:59:59+01:00\"\n",
+    )
+    .expect("valid");
+    let r = &c.jobs["report"];
+    assert_eq!(r.overlap, Some(Overlap::CancelRunning));
+    assert_eq!((r.catch_up_window, r.jitter), (Some(Duration::from_secs(600)), Some(Duration::from_secs(30))));
+    assert_eq!(r.start.map(|t| t.to_rfc3339()).as_deref(), Some("2027-01-01T00:00:00+00:00"));
+    assert_eq!(r.end.map(|t| t.to_rfc3339()).as_deref(), Some("2027-12-31T22:59:59+00:00"));
+    let c = RuntimeConfig::from_toml_str(
+        "",
+        "simba.toml",
+        vec![
+            ("SIMBA_JOBS__REPORT__OVERLAP".into(), "allow_all".into()),
+            ("SIMBA_JOBS__REPORT__START".into(), "2027-01-01T00:00:00Z".into()),
+        ],
+    )
+    .expect("from the environment");
+    assert_eq!(c.jobs["report"].overlap, Some(Overlap::AllowAll));
+    assert!(c.jobs["report"].start.is_some());
+    for (text, key, says) in [
+        ("overlap = \"replace\"", "overlap", "\"buffer_one\", \"allow_all\", \"cancel_running\""),
+        ("catch_up_window = \"0s\"", "catch_up_window", "longer than zero"),
+        ("jitter = \"soon\"", "jitter", "invalid duration"),
+        ("start = \"2027-01-01 00:00\"", "start", "RFC 3339 instant with its offset"),
+        ("start = 2027-01-01", "start", "RFC 3339 instant with its offset"),
+        ("end = 42", "end", "expected an instant, found integer"),
+        ("start = \"2027-06-01T00:00:00Z\"\nend = \"2027-01-01T00:00:00Z\"", "end", "end bound is before the start"),
+    ] {
+        let e = parse(&format!("[jobs.report]\n{text}\n")).expect_err(text).to_string();
+        assert!(e.contains("simba.toml: line ") && e.contains(key) && e.contains(says), "{text}: {e}");
+    }
+    let e = parse("[jobs.report]\noverlapp = \"skip\"\n").expect_err("a typo").to_string();
+    assert!(e.contains("line 2") && e.contains("unknown field `overlapp`") && e.contains("`overlap`"), "{e}");
+}

@@ -1,0 +1,305 @@
+//! Schedule policies (ADR 0020, rules J11-J14), pure: the state of a job's runs and the wall
+//! clock are passed in, decisions come out. The job runner of the `simba` crate asks these
+//! functions and does what they answer; a schedule stored as data will ask the same ones.
+//!
+//! - [`on_due`]: what a slot that comes due does while runs of the job are in flight (J11,
+//!   the overlap policy).
+//! - [`term_start`]: which slots of a term's start gap are missed, older than the catch-up
+//!   window, or caught up (J12, with the misfire policy of R5).
+//! - [`jitter`]: how long after its instant a slot starts, the same on every node (J13).
+//! - [`Bounds`]: the first and the last instant a job has slots at (J14).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use croner::Cron;
+
+use crate::slots::{next_slot, term_start_gap};
+
+/// What a slot that comes due does while a run of the same job is in flight (J11).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Overlap {
+    /// The slot does not run (`skipped_running`), the behaviour before policies existed.
+    #[default]
+    Skip,
+    /// At most one slot waits for the runs in flight and starts when they end; a slot that
+    /// comes while one already waits is skipped.
+    BufferOne,
+    /// The slot starts beside the runs in flight (at most [`MAX_OVERLAPPING_RUNS`] at once).
+    AllowAll,
+    /// The runs in flight are cancelled (recorded `cancelled`), then the slot starts.
+    CancelRunning,
+}
+
+impl Overlap {
+    /// The policy's name, as `overlap = "..."` writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overlap::Skip => "skip",
+            Overlap::BufferOne => "buffer_one",
+            Overlap::AllowAll => "allow_all",
+            Overlap::CancelRunning => "cancel_running",
+        }
+    }
+}
+
+/// The most runs of one job `allow_all` lets overlap; a slot that comes due beyond them is
+/// skipped, so a job whose runs hang cannot pile up without bound.
+pub const MAX_OVERLAPPING_RUNS: usize = 100;
+
+/// What a slot that came due does ([`on_due`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// Claim it and start its run now.
+    Start,
+    /// It does not run: recorded `skipped_running` (R9).
+    Skip,
+    /// It waits for the runs in flight; it is claimed and starts when the last one ends.
+    Buffer,
+    /// Cancel the runs in flight (each recorded `cancelled`), then claim it and start it.
+    CancelThenStart,
+}
+
+/// J11: what a slot that comes due does under `overlap`, with `running` runs of the job in
+/// flight and a slot already waiting (`buffered`, `buffer_one` only).
+pub fn on_due(overlap: Overlap, running: usize, buffered: bool) -> Due {
+    if running == 0 && !buffered {
+        return Due::Start;
+    }
+    match overlap {
+        Overlap::Skip => Due::Skip,
+        Overlap::BufferOne if buffered => Due::Skip,
+        Overlap::BufferOne => Due::Buffer,
+        Overlap::AllowAll if running < MAX_OVERLAPPING_RUNS => Due::Start,
+        Overlap::AllowAll => Due::Skip,
+        Overlap::CancelRunning => Due::CancelThenStart,
+    }
+}
+
+/// J11: whether the waiting slot starts now that `running` runs are in flight.
+pub fn start_buffered(running: usize, buffered: bool) -> bool {
+    buffered && running == 0
+}
+
+/// The slots of a term's start gap, split by the catch-up window (J12) and the bounds (J14).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TermStart {
+    /// Older than the catch-up window: recorded `missed`, saying so. Oldest first.
+    pub expired: Vec<DateTime<Utc>>,
+    /// Within the window, not run: recorded `missed`. Oldest first.
+    pub missed: Vec<DateTime<Utc>>,
+    /// The one slot to run for them (misfire `run_once`, within the window), as `caught_up`.
+    pub catch_up: Option<DateTime<Utc>>,
+}
+
+/// J12 (with R5's misfire rule, [`term_start_gap`]): at a term's start at wall-clock `now`,
+/// with the job's last claimed slot `last`: the slots since then that nobody ran, those older
+/// than `window` (at `now`) apart, and the slot to catch up under `run_once`, which must be
+/// within the window (a job that never ran missed nothing: its catch-up slot out of the window
+/// is dropped, not recorded). Slots outside `bounds` were never slots and are left out (J14).
+pub fn term_start(
+    cron: &Cron,
+    tz: Tz,
+    last: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    run_once: bool,
+    window: Option<Duration>,
+    bounds: &Bounds,
+) -> TermStart {
+    let (gap, catch_up) = term_start_gap(cron, tz, last, now, run_once);
+    let oldest = window.and_then(|w| chrono::Duration::from_std(w).ok()).map(|w| now - w);
+    let expired = |s: &DateTime<Utc>| oldest.is_some_and(|o| *s < o);
+    let mut out = TermStart::default();
+    // The catch-up slot out of the window was missed like the others, except for a job that
+    // never ran, which missed nothing (R5).
+    let dropped = catch_up.filter(|s| last.is_some() && expired(s));
+    for s in gap.into_iter().chain(dropped).filter(|s| bounds.contains(*s)) {
+        if expired(&s) { out.expired.push(s) } else { out.missed.push(s) }
+    }
+    out.catch_up = catch_up.filter(|s| !expired(s) && bounds.contains(*s));
+    out
+}
+
+/// FNV-1a, 64 bits: a hash that is the same on every node, build and platform (the standard
+/// library's hasher is seeded per process). Frozen by a test: changing it moves every slot's
+/// start.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes.iter().fold(OFFSET, |h, b| (h ^ u64::from(*b)).wrapping_mul(PRIME))
+}
+
+/// J13: how long after its instant slot `slot_ms` of job `job` starts: a whole number of
+/// milliseconds from 0 to `max`, fixed by a hash of the job's name and the slot (every node
+/// computes the same instant), and always less than `until_next` (the time from this slot to
+/// the next one), so a jittered slot never starts after the next slot's instant.
+pub fn jitter(job: &str, slot_ms: i64, max: Duration, until_next: Option<Duration>) -> Duration {
+    let cap = until_next.map_or(u128::MAX, |d| d.as_millis().saturating_sub(1));
+    let bound = max.as_millis().min(cap);
+    if bound == 0 {
+        return Duration::ZERO;
+    }
+    let mut bytes = Vec::with_capacity(job.len() + 9);
+    bytes.extend_from_slice(job.as_bytes());
+    // A separator no job name holds, so `ab` + slot never hashes as `a` + another slot.
+    bytes.push(0xff);
+    bytes.extend_from_slice(&slot_ms.to_be_bytes());
+    let ms = u128::from(fnv1a64(&bytes)) % (bound + 1);
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// J14: the instants a job has slots between, both included: none before `start`, none after
+/// `end`. A slot outside is not a slot: it neither runs nor is recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bounds {
+    /// The first instant a slot may be at.
+    pub start: Option<DateTime<Utc>>,
+    /// The last instant a slot may be at.
+    pub end: Option<DateTime<Utc>>,
+}
+
+impl Bounds {
+    /// Whether `slot` is within the bounds.
+    pub fn contains(&self, slot: DateTime<Utc>) -> bool {
+        self.start.is_none_or(|s| slot >= s) && self.end.is_none_or(|e| slot <= e)
+    }
+
+    /// Whether every slot at or after `slot` is past the end.
+    pub fn ended(&self, slot: DateTime<Utc>) -> bool {
+        self.end.is_some_and(|e| slot > e)
+    }
+
+    /// The cron slot to wait for instead of `next`: the first slot at or after the start when
+    /// `next` is before it, `None` when it is past the end.
+    pub fn next_cron(&self, cron: &Cron, tz: Tz, next: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+        let next = match (next, self.start) {
+            (Some(n), Some(s)) if n < s => next_slot(cron, tz, s - chrono::Duration::milliseconds(1)),
+            (n, _) => n,
+        }?;
+        (!self.ended(next)).then_some(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).map(|d| d.with_timezone(&Utc)).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn cron(expr: &str) -> Cron {
+        croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Required)
+            .build()
+            .parse(expr)
+            .expect("cron")
+    }
+
+    /// J11: with nothing in flight every policy starts the slot; with a run in flight skip
+    /// skips, buffer_one buffers one slot and skips the next, allow_all starts up to the cap,
+    /// cancel_running cancels; a buffered slot starts when the last run ends.
+    #[test]
+    fn j11_overlap_decisions() {
+        use Overlap::*;
+        for o in [Skip, BufferOne, AllowAll, CancelRunning] {
+            assert_eq!(on_due(o, 0, false), Due::Start, "{o:?}");
+        }
+        assert_eq!(on_due(Skip, 1, false), Due::Skip);
+        assert_eq!(on_due(BufferOne, 1, false), Due::Buffer);
+        assert_eq!(on_due(BufferOne, 1, true), Due::Skip, "one waits at most");
+        assert_eq!(on_due(BufferOne, 0, true), Due::Skip, "the waiting slot goes first");
+        assert_eq!(on_due(AllowAll, 3, false), Due::Start);
+        assert_eq!(on_due(AllowAll, MAX_OVERLAPPING_RUNS - 1, false), Due::Start);
+        assert_eq!(on_due(AllowAll, MAX_OVERLAPPING_RUNS, false), Due::Skip);
+        assert_eq!(on_due(CancelRunning, 1, false), Due::CancelThenStart);
+        assert!(start_buffered(0, true));
+        assert!(!start_buffered(1, true) && !start_buffered(0, false));
+        let names: Vec<&str> = [Skip, BufferOne, AllowAll, CancelRunning].iter().map(|o| o.as_str()).collect();
+        assert_eq!(names, ["skip", "buffer_one", "allow_all", "cancel_running"]);
+    }
+
+    /// J12: at a term's start at 10:10:30, last claimed 10:00, one slot a minute, a window of
+    /// 5 minutes: 10:01-10:05 are older than 10:05:30 (expired), 10:06-10:10 are in the window;
+    /// run_once runs 10:10; a window shorter than the time since the newest slot leaves
+    /// nothing to catch up.
+    #[test]
+    fn j12_catch_up_window_splits_the_gap() {
+        let c = cron("0 * * * * *");
+        let (now, last) = (utc("2026-12-02T10:10:30Z"), Some(utc("2026-12-02T10:00:00Z")));
+        let all = Bounds::default();
+        let minute = |m: u32| utc(&format!("2026-12-02T10:{m:02}:00Z"));
+        let window = Some(Duration::from_secs(300));
+        let t = term_start(&c, Tz::UTC, last, now, true, window, &all);
+        assert_eq!(t.expired, (1..=5).map(minute).collect::<Vec<_>>());
+        assert_eq!(t.missed, (6..=9).map(minute).collect::<Vec<_>>());
+        assert_eq!(t.catch_up, Some(minute(10)));
+        let t = term_start(&c, Tz::UTC, last, now, false, window, &all);
+        assert_eq!((t.expired.len(), t.missed.len(), t.catch_up), (5, 5, None), "skip: all missed");
+        let t = term_start(&c, Tz::UTC, last, now, true, Some(Duration::from_secs(20)), &all);
+        assert_eq!((t.expired.len(), t.missed, t.catch_up), (10, vec![], None), "10:10 is 30 s old");
+        let t = term_start(&c, Tz::UTC, last, now, true, None, &all);
+        assert_eq!((t.expired.len(), t.missed.len(), t.catch_up), (0, 9, Some(minute(10))), "no window: R5");
+        // A job that never ran: run_once tries the latest slot, within the window only.
+        let t = term_start(&c, Tz::UTC, None, now, true, Some(Duration::from_secs(20)), &all);
+        assert_eq!(t, TermStart::default());
+        // Bounds: slots before the start were never slots.
+        let b = Bounds { start: Some(minute(8)), end: None };
+        let t = term_start(&c, Tz::UTC, last, now, true, window, &b);
+        assert_eq!((t.expired, t.missed, t.catch_up), (vec![], vec![minute(8), minute(9)], Some(minute(10))));
+    }
+
+    /// J13: frozen values (a change moves every jittered slot on every node); bounded by the
+    /// maximum and below the time to the next slot; spread over the range.
+    #[test]
+    fn j13_jitter_is_a_frozen_hash_bounded_by_max_and_the_next_slot() {
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+        let max = Duration::from_secs(10);
+        let slot = 1_780_000_000_000;
+        assert_eq!(jitter("report", slot, max, None), jitter("report", slot, max, None), "the same on every call");
+        let frozen: Vec<u64> =
+            (0..4).map(|i| jitter("report", slot + i * 60_000, max, None).as_millis() as u64).collect();
+        assert_eq!(frozen, FROZEN);
+        assert_eq!(jitter("report", slot, Duration::ZERO, None), Duration::ZERO);
+        assert_eq!(jitter("report", slot, max, Some(Duration::from_millis(1))), Duration::ZERO);
+        for i in 0..1000 {
+            let j = jitter("report", slot + i * 1000, max, Some(Duration::from_secs(2)));
+            assert!(j < Duration::from_secs(2), "{j:?}: never at or past the next slot");
+            assert!(jitter("x", slot + i, max, None) <= max);
+        }
+        let spread: std::collections::BTreeSet<u64> =
+            (0..1000).map(|i| jitter("report", slot + i * 1000, max, None).as_secs()).collect();
+        assert_eq!(spread.len(), 10, "every second of 0..10 s is used: {spread:?}");
+        assert_ne!(jitter("report", slot, max, None), jitter("reports", slot, max, None));
+    }
+
+    /// The jitter of `report`'s four slots from 1_780_000_000_000 a minute apart, at most 10 s.
+    const FROZEN: [u64; 4] = [7082, 641, 383, 1451];
+
+    /// J14: no slot before the start, none after the end; the next cron slot moves to the
+    /// first at or after the start, and there is none past the end.
+    #[test]
+    fn j14_bounds() {
+        let c = cron("0 * * * * *");
+        let b = Bounds { start: Some(utc("2026-12-02T10:00:30Z")), end: Some(utc("2026-12-02T10:03:00Z")) };
+        assert!(!b.contains(utc("2026-12-02T10:00:00Z")));
+        assert!(b.contains(utc("2026-12-02T10:01:00Z")) && b.contains(utc("2026-12-02T10:03:00Z")));
+        assert!(!b.contains(utc("2026-12-02T10:04:00Z")) && b.ended(utc("2026-12-02T10:04:00Z")));
+        let next = |n: &str| b.next_cron(&c, Tz::UTC, Some(utc(n)));
+        assert_eq!(next("2026-12-02T09:00:00Z"), Some(utc("2026-12-02T10:01:00Z")), "the first after the start");
+        assert_eq!(next("2026-12-02T10:02:00Z"), Some(utc("2026-12-02T10:02:00Z")));
+        assert_eq!(next("2026-12-02T10:04:00Z"), None, "past the end");
+        assert_eq!(b.next_cron(&c, Tz::UTC, None), None);
+        let exact = Bounds { start: Some(utc("2026-12-02T10:00:00Z")), end: None };
+        assert_eq!(
+            exact.next_cron(&c, Tz::UTC, Some(utc("2026-12-02T09:00:00Z"))),
+            Some(utc("2026-12-02T10:00:00Z")),
+            "a start on a slot includes it"
+        );
+        assert!(Bounds::default().contains(utc("1970-01-01T00:00:00Z")));
+    }
+}

@@ -1,0 +1,159 @@
+//! The runs of one job in flight during one term, and what a slot that comes due does beside
+//! them (rule J11): the decision is the core's ([`on_due`]); this shell starts, buffers,
+//! cancels and awaits the runs. Every run goes through the term's [`SlotRunner`], so each
+//! slot is still claimed once through the ledger (J5), whatever overlaps.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use chrono::{DateTime, Utc};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use simba_core::policy::{Due, Overlap, on_due, start_buffered};
+use tokio_util::sync::CancellationToken;
+
+use super::history::Recording;
+use super::registry::JobFuture;
+use super::runner::{Slot, SlotRunner};
+use crate::Term;
+use crate::job_store::SlotKind;
+
+/// A run in flight: its slot, and whether it ran (false: its claim was refused).
+type Run<'r> = Pin<Box<dyn Future<Output = (Slot, bool)> + Send + 'r>>;
+
+/// The runs of one job in flight in one term (J11). Its futures progress only while polled:
+/// the slot loops poll [`ended`](Self::ended) in every wait.
+pub(super) struct InFlight<'r, F> {
+    runner: &'r SlotRunner<F>,
+    overlap: Overlap,
+    runs: FuturesUnordered<Run<'r>>,
+    /// The signals that replace the runs in flight (`cancel_running`).
+    replace: Vec<CancellationToken>,
+    /// The slot waiting for the runs in flight (`buffer_one`).
+    buffered: Option<Slot>,
+    /// Slots skipped while runs were in flight, recorded as one `skipped_running` (R9) when
+    /// the last of those runs ends.
+    skipped: Vec<DateTime<Utc>>,
+    /// The newest slot that ran, which skipped slots passed behind.
+    last_ran: Option<DateTime<Utc>>,
+}
+
+impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
+    pub(super) fn new(runner: &'r SlotRunner<F>, overlap: Overlap) -> Self {
+        InFlight {
+            runner,
+            overlap,
+            runs: FuturesUnordered::new(),
+            replace: Vec::new(),
+            buffered: None,
+            skipped: Vec::new(),
+            last_ran: None,
+        }
+    }
+
+    /// The term's slot runner.
+    pub(super) fn runner(&self) -> &'r SlotRunner<F> {
+        self.runner
+    }
+
+    /// The term the runs run under.
+    pub(super) fn term(&self) -> &'r Term {
+        self.runner.term()
+    }
+
+    /// The job's records.
+    pub(super) fn records(&self) -> &'r Recording {
+        self.runner.records()
+    }
+
+    /// The control version moved: a run-now request may be pending. It is a `manual` slot,
+    /// which follows the overlap policy like the others; one that would be skipped is not
+    /// claimed and stays pending in the store.
+    pub(super) async fn manual(&mut self) {
+        let rec = self.runner.records();
+        if rec.store.is_none() || !self.runner.term().is_valid() {
+            return;
+        }
+        self.due(Slot::at(rec.now(), SlotKind::Manual)).await;
+    }
+
+    /// `slot` came due: starts, skips, buffers it or replaces the runs in flight with it, as
+    /// the core decides. Under `skip` (the behaviour before policies) a started run is
+    /// awaited here, so no slot comes due while it runs: the loop then reports the slots it
+    /// passed (R9). Returns the slot that ran when it was awaited.
+    pub(super) async fn due(&mut self, slot: Slot) -> Option<DateTime<Utc>> {
+        match on_due(self.overlap, self.runs.len(), self.buffered.is_some()) {
+            Due::Start => self.start(slot),
+            Due::Skip if slot.kind == SlotKind::Manual => {
+                tracing::debug!(job = %self.runner.records().job, "a run-now request waits: runs are in flight");
+            }
+            Due::Skip => {
+                let (job, overlap) = (&self.runner.records().job, self.overlap.as_str());
+                tracing::debug!(%job, slot = %slot.at, runs = self.runs.len(), overlap, "slot skipped: runs are in flight");
+                self.skipped.push(slot.at);
+            }
+            Due::Buffer => self.buffered = Some(slot),
+            Due::CancelThenStart => {
+                tracing::info!(job = %self.runner.records().job, slot = %slot.at, runs = self.runs.len(), "a new slot replaces the runs in flight (overlap = cancel_running)");
+                for r in self.replace.drain(..) {
+                    r.cancel();
+                }
+                self.drain(false).await;
+                self.start(slot);
+            }
+        }
+        if self.overlap == Overlap::Skip {
+            self.drain(false).await;
+            return self.last_ran.take();
+        }
+        None
+    }
+
+    fn start(&mut self, slot: Slot) {
+        let (runner, replaced) = (self.runner, CancellationToken::new());
+        self.replace.push(replaced.clone());
+        self.runs.push(Box::pin(async move {
+            let ran = runner.run_replaceable(slot, &replaced).await;
+            (slot, ran)
+        }));
+    }
+
+    /// Completes when a run in flight ended (never when none is), having handled its end.
+    /// Cancel-safe: the runs stay in flight when this future is dropped.
+    pub(super) async fn ended(&mut self) {
+        match self.runs.next().await {
+            Some(end) => self.on_end(end, true),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Awaits every run in flight; the waiting slot starts when they end if `closing` is
+    /// false (at the end of the term it is left unclaimed: the next holder finds it).
+    pub(super) async fn drain(&mut self, closing: bool) {
+        while let Some(end) = self.runs.next().await {
+            self.on_end(end, !closing);
+        }
+    }
+
+    /// A run ended: once none is in flight, the skipped slots get their one record and the
+    /// waiting slot starts (if `start_next`).
+    fn on_end(&mut self, (slot, ran): (Slot, bool), start_next: bool) {
+        if ran && self.last_ran.is_none_or(|l| l < slot.at) {
+            self.last_ran = Some(slot.at);
+        }
+        if !self.runs.is_empty() {
+            return;
+        }
+        self.replace.clear();
+        let (rec, term) = (self.runner.records(), self.runner.term());
+        let skipped = std::mem::take(&mut self.skipped);
+        rec.skipped_run(&skipped, if skipped.is_empty() { None } else { self.last_ran }, term);
+        if start_buffered(self.runs.len(), self.buffered.is_some())
+            && start_next
+            && let Some(next) = self.buffered.take()
+            && term.is_valid()
+        {
+            self.start(next);
+        }
+    }
+}
