@@ -142,6 +142,12 @@ async fn wait_until<F: Fn(Term) -> JobFuture + Send + Sync>(
     }
 }
 
+/// Serves run-now requests and the runs in flight until the term is cancelled: the job has no
+/// further slot (its end bound passed, or its cron expression has none).
+async fn idle<F: Fn(Term) -> JobFuture + Send + Sync>(runs: &mut InFlight<'_, F>, run_now: &mut RunNowRequests) {
+    while wait_until(runs, run_now, Instant::now() + Duration::from_secs(86_400)).await {}
+}
+
 /// The fixed-rate loop of [`run_scheduled`]: slots on the grid of `period` from the term's
 /// start ([`FixedRateSlots`]), each started up to the jitter after its tick (J13), none
 /// outside the bounds (J14).
@@ -174,7 +180,7 @@ async fn run_fixed<F: Fn(Term) -> JobFuture + Send + Sync>(
         let slot = Slot::fixed_rate(named);
         if bounds.ended(slot.at) {
             tracing::info!(job = %rec.metric, "the job's end bound passed; it will not run again");
-            wait_until(runs, run_now, Instant::now() + Duration::from_secs(u32::MAX.into())).await;
+            idle(runs, run_now).await;
             return Ok(());
         }
         let ran = if bounds.contains(slot.at) { runs.due(slot).await } else { None };
@@ -214,7 +220,7 @@ async fn run_cron<F: Fn(Term) -> JobFuture + Send + Sync>(
             let why =
                 if next.is_some() { "the job's end bound passed" } else { "the cron expression has no further slot" };
             tracing::warn!(job = %rec.metric, "{why}; the job will not run again");
-            wait_until(runs, run_now, Instant::now() + Duration::from_secs(u32::MAX.into())).await;
+            idle(runs, run_now).await;
             return Ok(());
         };
         let until_next = next_slot(cron, tz, slot).and_then(|n| (n - slot).to_std().ok());

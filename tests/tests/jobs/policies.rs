@@ -316,6 +316,29 @@ async fn j13_a_jittered_slot_starts_at_its_hash_on_every_node() {
     assert!(delays.iter().any(|d| *d != delays[0]), "the delays differ by slot: {delays:?}");
 }
 
+/// J13 on a fixed rate, by its formula: each tick of a 10 s rate starts
+/// `jitter(job, slot, 4 s, 10 s)` after its instant on the grid.
+#[tokio::test(start_paused = true)]
+async fn j13_a_fixed_rate_slot_starts_its_hash_after_its_tick() {
+    let (clock, t0) = clock();
+    let store = MemoryBackend::new();
+    let max = S(4);
+    let job = ScheduledJob::from_closure("p_jitter_rate", Schedule::FixedRate(S(10)), quick)
+        .with_policies(Policies::new().with_jitter(max));
+    let a = node(&store, 1, clock, &job, "").await;
+    sleep(S(45)).await;
+    a.shutdown().await;
+    let starts = starts_of("p_jitter_rate", t0);
+    assert!(starts.len() >= 4, "{starts:?}");
+    for w in starts.windows(2) {
+        assert_eq!((w[1].0 - w[0].0).num_milliseconds(), 10_000, "slots stay on the grid: {starts:?}");
+    }
+    for (slot, start, _) in &starts {
+        let want = simba_core::policy::jitter("p_jitter_rate", slot.timestamp_millis(), max, Some(S(10)));
+        assert_eq!((*start - *slot).to_std().ok(), Some(want), "slot {slot}: {starts:?}");
+    }
+}
+
 /// J14: a one-second cron bounded to [5 s, 8 s] after the base: slots 5, 6, 7 and 8 run,
 /// none before, none after, and nothing is recorded outside the bounds; a job whose start
 /// is after its term's start records no missed slot before it.
