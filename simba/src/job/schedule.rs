@@ -174,7 +174,11 @@ async fn run_fixed<F: Fn(Term) -> JobFuture + Send + Sync>(
     loop {
         let named = slots.name();
         let delay = jitter(&rec.job, named.0, max_jitter, Some(period));
-        if !wait_until(runs, run_now, start + slots.due() + delay).await || !term.is_valid() {
+        if !wait_until(runs, run_now, start + slots.due() + delay).await {
+            return Ok(());
+        }
+        if !term.is_valid() {
+            runs.drain(true).await;
             return Ok(());
         }
         let slot = Slot::fixed_rate(named);

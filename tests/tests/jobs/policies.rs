@@ -56,6 +56,12 @@ fn note_start(term: &Term) {
     STARTS.lock().unwrap_or_else(PoisonError::into_inner).push(entry);
 }
 
+/// A wall clock 5 s behind [`clock`]'s: a node on it would run the slots of the last 5 s
+/// again after a failover if the claim let it (J5).
+fn behind() -> WallClock {
+    WallClock::follow_tokio_from(base() - chrono::Duration::seconds(5))
+}
+
 /// Job `job`'s runs: (slot, wall-clock start on the clock that read `base()` at `t0`, session).
 fn starts_of(job: &str, t0: tokio::time::Instant) -> Vec<(DateTime<Utc>, DateTime<Utc>, String)> {
     let all = STARTS.lock().unwrap_or_else(PoisonError::into_inner);
@@ -174,16 +180,18 @@ fn assert_each_slot_once(job: &str, h: &[RunRecord], starts: &[(DateTime<Utc>, D
 }
 
 /// J11 and J5, `allow_all`: runs of 2.2 s on a one-second cron overlap (three in flight), every
-/// slot starts on its instant and runs once; after the holder crashes the other node takes
-/// over and still runs no slot twice (each claimed once through the ledger).
+/// slot starts on its instant and runs once; after the holder crashes the other node, whose
+/// wall clock is 5 s behind, takes over and still runs no slot twice (each claimed once
+/// through the ledger).
 #[tokio::test(start_paused = true)]
 async fn j11_j5_allow_all_overlaps_and_runs_each_slot_once_across_a_failover() {
     let (clock, t0) = clock();
     let store = MemoryBackend::new();
     let job = every_second("p_all", slow, Overlap::AllowAll);
     let a = node(&store, 1, clock, &job, "").await;
-    let b = node(&store, 2, clock, &job, "").await;
-    sleep(MS(6_000)).await;
+    sleep(MS(500)).await;
+    let b = node(&store, 2, behind(), &job, "").await;
+    sleep(MS(5_500)).await;
     let before = starts_of("p_all", t0);
     assert!(before.len() >= 5, "{before:?}");
     for (slot, start, _) in &before {
@@ -205,7 +213,7 @@ async fn j11_j5_allow_all_overlaps_and_runs_each_slot_once_across_a_failover() {
 /// J11 and J5, `cancel_running`, by its formula: a run that stops at its cancellation signal
 /// is replaced on the next slot's instant; one that ignores it is dropped after the one-second
 /// grace, and the next slot starts 1 s late. The replaced runs are recorded `cancelled` with
-/// the reason; after a failover no slot runs twice.
+/// the reason; after a failover to a node whose wall clock is 5 s behind no slot runs twice.
 #[tokio::test(start_paused = true)]
 async fn j11_j5_cancel_running_replaces_the_run_in_flight() {
     for (name, late) in [("p_cancel", 0), ("p_cancel_stubborn", 1_000)] {
@@ -214,8 +222,9 @@ async fn j11_j5_cancel_running_replaces_the_run_in_flight() {
         let job = ScheduledJob::from_closure(name, Schedule::cron("*/3 * * * * *"), long)
             .with_policies(Policies::new().with_overlap(Overlap::CancelRunning));
         let a = node(&store, 1, clock, &job, "").await;
-        let b = node(&store, 2, clock, &job, "").await;
-        sleep(MS(10_000)).await;
+        sleep(MS(500)).await;
+        let b = node(&store, 2, behind(), &job, "").await;
+        sleep(MS(9_500)).await;
         let starts = starts_of(name, t0);
         assert_eq!(offsets(&starts)[..3], [(0, 0), (3_000, 3_000 + late), (6_000, 6_000 + late)], "{name}: {starts:?}");
         let h = history(&store, name).await;
@@ -336,6 +345,35 @@ async fn j13_a_fixed_rate_slot_starts_its_hash_after_its_tick() {
     for (slot, start, _) in &starts {
         let want = simba_core::policy::jitter("p_jitter_rate", slot.timestamp_millis(), max, Some(S(10)));
         assert_eq!((*start - *slot).to_std().ok(), Some(want), "slot {slot}: {starts:?}");
+    }
+}
+
+fn shard(term: Term, _partition: u32) -> simba::job::JobFuture {
+    quick(term)
+}
+
+/// J13 for a partitioned job: each partition's slots start by the hash of the partition's
+/// job name `{name}/{i}`, so partitions on one cron spread their starts.
+#[tokio::test(start_paused = true)]
+async fn j13_partitions_jitter_by_their_own_job_name() {
+    let (clock, t0) = clock();
+    let store = MemoryBackend::new();
+    let max = S(4);
+    let group = simba::job::PartitionedJob::from_closure("p_shards", 2, shard)
+        .with_schedule(Schedule::cron("*/10 * * * * *"))
+        .with_policies(Policies::new().with_jitter(max));
+    let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
+    let b = Runtime::builder().config(config).without_registry().backend(store.clone()).seed(1).wall_clock(clock);
+    let r = b.partitioned(group).start().await.expect("start");
+    sleep(S(35)).await;
+    r.shutdown().await;
+    for i in 0..2 {
+        let starts = starts_of(&format!("p_shards.{i}"), t0);
+        assert!(starts.len() >= 2, "partition {i}: {starts:?}");
+        for (slot, start, _) in &starts {
+            let want = simba_core::policy::jitter(&format!("p_shards/{i}"), slot.timestamp_millis(), max, Some(S(10)));
+            assert_eq!((*start - *slot).to_std().ok(), Some(want), "partition {i}, slot {slot}");
+        }
     }
 }
 
