@@ -188,8 +188,10 @@ async fn run_fixed<F: Fn(Term) -> JobFuture + Send + Sync>(
             return Ok(());
         }
         let ran = if bounds.contains(slot.at) { runs.due(slot).await } else { None };
-        // One record for the slots that passed while the run was in flight.
-        rec.skipped_run(&slots.advance(start.elapsed()), ran, &term);
+        // One record for the slots that passed while the run was in flight (none outside
+        // the bounds: those are not slots).
+        let skipped: Vec<_> = slots.advance(start.elapsed()).into_iter().filter(|s| bounds.contains(*s)).collect();
+        rec.skipped_run(&skipped, ran, &term);
     }
 }
 
