@@ -7,6 +7,7 @@
 //!   keeps it until its reply or its timeout).
 //! - [`claim`]: the jobs store's claim rule (which slot or run-now request a claim takes, what
 //!   pause does to it, and what the store writes), the one reference every store follows.
+//! - [`cron`]: the one cron parser and time-zone lookup (the macros' settings).
 //! - [`mutants`]: rule breaks the model checker switches on (`--cfg simba_mutants`, this repository's own builds only).
 //! - [`slots`]: the slot arithmetic of schedules (cron slots in a time zone, the fixed-rate
 //!   grid, misfire gaps), the wall clock passed in.
@@ -17,6 +18,8 @@
 //! - [`ledger`]: the lease ledger's rules (K3, K4, T6): the released-token record, whether a
 //!   won lease becomes a term, what a reconcile revokes and releases.
 //! - [`rebalance`]: the J6 decision of a partition group's member in one round.
+//! - [`schedules`]: schedules stored as data: the id rule, the partition of an id, the
+//!   check of a spec and a payload, the fires of a spec.
 //! - [`session`]: the session machine (S1-S5, D1-D5): opening, renewing, suspending and
 //!   ending the client's one session.
 //!
@@ -36,10 +39,12 @@ use std::time::Duration;
 
 pub mod attempt;
 pub mod claim;
+pub mod cron;
 pub mod election;
 pub mod ledger;
 pub mod mutants;
 pub mod rebalance;
+pub mod schedules;
 pub mod session;
 pub mod slots;
 pub mod timing;
