@@ -118,6 +118,12 @@ pub(crate) enum Command {
         /// The job name (`JOB` or `JOB/i`; a group runs every partition once).
         job: String,
     },
+    /// Schedules stored as data: list, get, create, update, delete, pause, resume, and the
+    /// audit trail of who changed what.
+    #[command(
+        after_help = "Example:\n  simba schedules list\n  simba schedules pause tenant-4711.report --note 'db migration' --as alice"
+    )]
+    Schedules(crate::schedules::SchedulesArgs),
     /// Print a shell completion script for `simba` (needs no backend).
     #[command(after_help = "\
 Examples:

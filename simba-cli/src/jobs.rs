@@ -117,7 +117,7 @@ fn time(ms: Option<i64>) -> String {
 }
 
 /// Left-aligned columns, two spaces apart.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {

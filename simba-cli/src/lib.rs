@@ -17,6 +17,7 @@ mod json;
 mod namespaces;
 mod output;
 mod render;
+mod schedules;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -127,6 +128,9 @@ async fn execute(
     }
     if let Some(cmd) = cli.command.jobs() {
         return jobs::run(&cmd, &backend, &url, cli.json, cli.timeout, out).await;
+    }
+    if let Command::Schedules(args) = &cli.command {
+        return schedules::run(args, &backend, cli.json, out).await;
     }
     let read = render::Read { backend: &backend, url: &url, namespace, timeout: cli.timeout };
     match &cli.command {

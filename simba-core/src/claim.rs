@@ -91,6 +91,14 @@ pub enum Ask {
     Slot(i64),
     /// The pending run-now request of the job or its group (the slot is the request's).
     RunNow,
+    /// A slot of a schedule stored as data (ADR 0020, rule A5), at this instant, unix
+    /// milliseconds, claimed under its partition's lease and token. The schedule's own ledger
+    /// (`own.last_slot`, the control row of `schedule/<id>`) is the only ledger: the
+    /// partition's lease carries many schedules, so its last slot is neither read nor
+    /// written. Pause as for [`Ask::Slot`]: `own.paused` is the schedule's pause (the store
+    /// reads it where it keeps it), and the group's row is the row of `schedule`, which pauses
+    /// every schedule.
+    ScheduleSlot(i64),
 }
 
 /// What the claim answers (after the store's fence let it through).
@@ -149,18 +157,8 @@ impl Decision {
 pub fn decide(ask: Ask, own: &ControlRow, group: Option<&ControlRow>, lease_slot: Option<i64>) -> Decision {
     let paused = own.paused || group.is_some_and(|g| g.paused);
     match ask {
-        Ask::Slot(slot_ms) => {
-            if own.last_slot.max(lease_slot).is_some_and(|last| last >= slot_ms) {
-                return Decision::nothing(Answer::AlreadyClaimed);
-            }
-            let writes = Writes {
-                own: Some(ControlRow { last_slot: Some(slot_ms), ..*own }),
-                lease_slot: Some(slot_ms),
-                bump_version: false,
-            };
-            let answer = if paused { Answer::Paused } else { Answer::Claimed { slot_ms } };
-            Decision { answer, writes }
-        }
+        Ask::Slot(slot_ms) => slot(slot_ms, own, own.last_slot.max(lease_slot), Some(slot_ms), paused),
+        Ask::ScheduleSlot(slot_ms) => slot(slot_ms, own, own.last_slot, None, paused),
         Ask::RunNow => {
             let from_group = group.and_then(|g| own.group_pending(g));
             let Some(slot_ms) = own.pending().max(from_group) else {
@@ -177,6 +175,22 @@ pub fn decide(ask: Ask, own: &ControlRow, group: Option<&ControlRow>, lease_slot
             }
         }
     }
+}
+
+/// A scheduled slot at `slot_ms` against the ledger `last`: already claimed at or before it;
+/// otherwise the job's ledger moves (and the lease's last slot to `lease_write`), claimed or,
+/// when paused, consumed without a run.
+fn slot(slot_ms: i64, own: &ControlRow, last: Option<i64>, lease_write: Option<i64>, paused: bool) -> Decision {
+    if last.is_some_and(|last| last >= slot_ms) {
+        return Decision::nothing(Answer::AlreadyClaimed);
+    }
+    let writes = Writes {
+        own: Some(ControlRow { last_slot: Some(slot_ms), ..*own }),
+        lease_slot: lease_write,
+        bump_version: false,
+    };
+    let answer = if paused { Answer::Paused } else { Answer::Claimed { slot_ms } };
+    Decision { answer, writes }
 }
 
 #[cfg(test)]
@@ -370,5 +384,44 @@ mod tests {
         assert_eq!(c.set_paused(true), (true, false));
         assert_eq!(c.set_paused(true), (false, true));
         assert_eq!(c.set_paused(false), (true, true));
+    }
+
+    /// A5: a schedule's slot is checked against the schedule's own ledger only: the
+    /// partition lease's last slot (other schedules of the partition, or `claim_slot`) neither
+    /// refuses it nor moves; the ledger moves; pause (the schedule's or `schedule`'s) consumes it.
+    #[test]
+    fn a5_schedule_slot_uses_the_schedules_own_ledger() {
+        let own = ControlRow { last_slot: Some(T - 1000), ..requested(1, T - 5, 0) };
+        assert_eq!(
+            decide(Ask::ScheduleSlot(T), &own, None, Some(T + 60_000)),
+            claimed(T, ControlRow { last_slot: Some(T), ..own }, None, false),
+            "a later slot of another schedule on the partition's lease does not refuse it"
+        );
+        assert_eq!(
+            decide(Ask::ScheduleSlot(T), &row(), None, None),
+            claimed(T, ControlRow { last_slot: Some(T), ..row() }, None, false),
+            "a schedule's first slot"
+        );
+        let ledger = ControlRow { last_slot: Some(T), ..row() };
+        assert_eq!(decide(Ask::ScheduleSlot(T), &ledger, None, None), nothing(Answer::AlreadyClaimed));
+        assert_eq!(decide(Ask::ScheduleSlot(T - 1), &ledger, None, Some(T - 9)), nothing(Answer::AlreadyClaimed));
+        let paused = ControlRow { paused: true, ..row() };
+        let consumed = Decision {
+            answer: Answer::Paused,
+            writes: Writes {
+                own: Some(ControlRow { last_slot: Some(T), ..paused }),
+                lease_slot: None,
+                bump_version: false,
+            },
+        };
+        assert_eq!(decide(Ask::ScheduleSlot(T), &paused, None, None), consumed);
+        let all_paused = ControlRow { paused: true, ..row() };
+        assert_eq!(
+            decide(Ask::ScheduleSlot(T), &row(), Some(&all_paused), None).answer,
+            Answer::Paused,
+            "`schedule` paused pauses every schedule"
+        );
+        let after = decide(Ask::ScheduleSlot(T), &own, None, None).writes.own.unwrap_or_default();
+        assert_eq!(after.pending(), Some(T - 5), "a run-now request stays pending");
     }
 }

@@ -7,6 +7,7 @@
 //!   keeps it until its reply or its timeout).
 //! - [`claim`]: the jobs store's claim rule (which slot or run-now request a claim takes, what
 //!   pause does to it, and what the store writes), the one reference every store follows.
+//! - [`cron`]: the one cron parser and time-zone lookup (the macros' settings).
 //! - [`mutants`]: rule breaks the model checker switches on (`--cfg simba_mutants`, this repository's own builds only).
 //! - [`policy`]: the schedule policies (J11-J14): overlap, the catch-up window, start
 //!   jitter, start and end bounds.
@@ -19,6 +20,8 @@
 //! - [`ledger`]: the lease ledger's rules (K3, K4, T6): the released-token record, whether a
 //!   won lease becomes a term, what a reconcile revokes and releases.
 //! - [`rebalance`]: the J6 decision of a partition group's member in one round.
+//! - [`schedules`]: schedules stored as data: the id rule, the partition of an id, the
+//!   check of a spec and a payload, the fires of a spec.
 //! - [`session`]: the session machine (S1-S5, D1-D5): opening, renewing, suspending and
 //!   ending the client's one session.
 //!
@@ -38,11 +41,13 @@ use std::time::Duration;
 
 pub mod attempt;
 pub mod claim;
+pub mod cron;
 pub mod election;
 pub mod ledger;
 pub mod mutants;
 pub mod policy;
 pub mod rebalance;
+pub mod schedules;
 pub mod session;
 pub mod slots;
 pub mod timing;

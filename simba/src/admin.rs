@@ -1,5 +1,6 @@
 //! Operating jobs from a service's own code: the operations of `simba jobs`,
-//! `simba history`, `simba pause`, `simba resume` and `simba trigger`, for an admin endpoint.
+//! `simba history`, `simba pause`, `simba resume` and `simba trigger`, for an admin endpoint;
+//! and schedules stored as data ([`Schedules`]: `simba schedules ...`).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -23,7 +24,11 @@ use tokio::time::Instant;
 
 use crate::backend::{Backend, BackendError};
 use crate::job::RegistryReport;
+
+mod schedules;
+
 use crate::job_store::{JobState, RunRecord, SharedJobStore, group_of};
+pub use schedules::{MAX_FIRES, MAX_PAGE, Page, ScheduleError, Schedules};
 
 /// Why an operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -277,6 +277,16 @@ impl Simba {
         self.shared.backend.job_store()
     }
 
+    /// The backend's schedule store (schedules stored as data), where the backend has one.
+    pub fn schedule_store(&self) -> Option<crate::schedule_store::SharedScheduleStore> {
+        self.shared.backend.schedule_store()
+    }
+
+    /// The backend's description, for errors (no secrets).
+    pub(crate) fn backend_description(&self) -> String {
+        self.shared.backend.describe()
+    }
+
     /// The timing configuration.
     pub fn config(&self) -> &SimbaConfig {
         &self.shared.config

@@ -23,6 +23,7 @@ mod name;
 #[cfg(any(feature = "dashboard", feature = "prometheus"))]
 mod probe;
 pub mod runtime;
+pub mod schedule_store;
 mod secret;
 mod suggest;
 mod term;

@@ -104,6 +104,9 @@ impl Backend for Connected {
     fn job_store(&self) -> Option<SharedJobStore> {
         self.backend.job_store()
     }
+    fn schedule_store(&self) -> Option<crate::backend::schedule_store::SharedScheduleStore> {
+        self.backend.schedule_store()
+    }
     fn describe(&self) -> String {
         self.backend.describe()
     }

@@ -32,6 +32,8 @@ struct Inner {
     releases: broadcast::Sender<String>,
     control: broadcast::Sender<String>,
     max_ttl: Option<Duration>,
+    /// The schedule store (ADR 0020): apart from the leases, which it never reads.
+    schedules: super::memory_schedules::MemorySchedules,
 }
 
 #[derive(Default)]
@@ -100,7 +102,15 @@ impl MemoryBackend {
     fn build(max_ttl: Option<Duration>) -> Self {
         let (releases, _) = broadcast::channel(1024);
         let (control, _) = broadcast::channel(1024);
-        MemoryBackend { inner: Arc::new(Inner { state: Mutex::default(), releases, control, max_ttl }) }
+        MemoryBackend {
+            inner: Arc::new(Inner {
+                state: Mutex::default(),
+                releases,
+                control,
+                max_ttl,
+                schedules: super::memory_schedules::MemorySchedules::default(),
+            }),
+        }
     }
 
     /// Keeps at most `records` history records per job in this store (and every clone of it;
@@ -350,6 +360,10 @@ impl Backend for MemoryBackend {
 
     fn job_store(&self) -> Option<SharedJobStore> {
         Some(crate::backend::job_store::SharedJobStore::new(self.jobs()))
+    }
+
+    fn schedule_store(&self) -> Option<crate::backend::schedule_store::SharedScheduleStore> {
+        Some(crate::backend::schedule_store::SharedScheduleStore::new(self.inner.schedules.clone()))
     }
 
     fn describe(&self) -> String {

@@ -36,9 +36,11 @@ mod inspect;
 mod job_codec;
 pub(crate) mod job_store;
 pub mod memory;
+mod memory_schedules;
 pub mod namespace;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub(crate) mod schedule_store;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod sql;
 #[cfg(feature = "mysql")]
@@ -310,6 +312,13 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// The store's schedule store (schedules stored as data, ADR 0020), where the backend has
+    /// one; `None` (the default) where schedules are not supported by this store yet (rule A8:
+    /// the API then says so, naming the store).
+    fn schedule_store(&self) -> Option<self::schedule_store::SharedScheduleStore> {
+        None
+    }
+
     /// A short description for logs and errors (no secrets).
     fn describe(&self) -> String;
 }
@@ -340,6 +349,7 @@ pub(crate) trait DynBackend: Send + Sync + 'static {
     fn inspect(&self) -> BoxFuture<'_, BackendResult<StoreSnapshot>>;
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>>;
     fn job_store(&self) -> Option<self::job_store::SharedJobStore>;
+    fn schedule_store(&self) -> Option<self::schedule_store::SharedScheduleStore>;
     fn describe(&self) -> String;
 }
 
@@ -388,6 +398,9 @@ impl<B: Backend> DynBackend for B {
     }
     fn job_store(&self) -> Option<self::job_store::SharedJobStore> {
         Backend::job_store(self)
+    }
+    fn schedule_store(&self) -> Option<self::schedule_store::SharedScheduleStore> {
+        Backend::schedule_store(self)
     }
     fn describe(&self) -> String {
         Backend::describe(self)

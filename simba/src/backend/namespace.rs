@@ -373,6 +373,16 @@ impl Backend for Namespaced {
         }))
     }
 
+    /// The inner store seen from this namespace's space (rule A8: ids, partition counts,
+    /// change counters and audit trails are per namespace).
+    fn schedule_store(&self) -> Option<crate::backend::schedule_store::SharedScheduleStore> {
+        let inner = self.inner.schedule_store()?;
+        Some(match &self.namespace {
+            Some(ns) => inner.in_space(ns.as_str()),
+            None => inner,
+        })
+    }
+
     fn describe(&self) -> String {
         match &self.namespace {
             Some(ns) => format!("{} (namespace {ns})", self.inner.describe()),

@@ -3,13 +3,11 @@
 //! record so that each cron slot runs at most once across the cluster (J5): the slot runner
 //! (`runner.rs`) claims each slot these loops hand it.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
-use croner::parser::{CronParser, Seconds, Year};
 use simba_core::policy::{TermStart, jitter, term_start};
 use simba_core::slots::{CronSlots, FixedRateSlots, next_slot, until};
 use tokio::sync::watch;
@@ -22,35 +20,8 @@ use super::{JobFuture, Misfire, Policies, Schedule};
 use crate::job_store::{Outcome, SlotKind};
 use crate::{Simba, Term};
 
-/// The croner parser with the settings of `simba_rules::cron`, the ones the macros check
-/// cron strings with at compile time.
-fn cron_parser() -> CronParser {
-    use simba_rules::cron::{Field, SECONDS, YEAR};
-    let seconds = match SECONDS {
-        Field::Required => Seconds::Required,
-        Field::Optional => Seconds::Optional,
-        Field::Disallowed => Seconds::Disallowed,
-    };
-    let year = match YEAR {
-        Field::Required => Year::Required,
-        Field::Optional => Year::Optional,
-        Field::Disallowed => Year::Disallowed,
-    };
-    CronParser::builder().seconds(seconds).year(year).build()
-}
-
-/// Parses a 6-field cron expression with seconds (the macros use the same parser).
-pub fn parse_cron(expr: &str) -> Result<Cron, String> {
-    cron_parser().parse(expr).map_err(|e| {
-        format!("invalid cron expression {expr:?} (6 fields with seconds first, e.g. \"0 */5 * * * *\"): {e}")
-    })
-}
-
-/// Parses an IANA time zone name.
-pub fn parse_time_zone(name: &str) -> Result<Tz, String> {
-    Tz::from_str(name)
-        .map_err(|_| format!("unknown time zone {name:?}: use an IANA name such as \"Europe/Berlin\" or \"UTC\""))
-}
+// One parser for code-defined jobs and stored schedules: the core's (`simba_core::cron`).
+pub use simba_core::cron::{parse_cron, parse_time_zone};
 
 /// A validated [`Schedule`]: the cron expression parsed and the time zone looked up, once,
 /// before the job starts (the scheduler's form of the one schedule type, not a second one).

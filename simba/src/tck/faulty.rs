@@ -250,6 +250,9 @@ impl<B: Backend> Backend for FaultyBackend<B> {
             Jobs::Given(store) => Some(store.clone()),
         }
     }
+    fn schedule_store(&self) -> Option<crate::schedule_store::SharedScheduleStore> {
+        self.inner.schedule_store()
+    }
     fn describe(&self) -> String {
         format!("faulty({})", self.inner.describe())
     }

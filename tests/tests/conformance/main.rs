@@ -14,5 +14,6 @@ mod memory;
 mod mysql;
 mod postgres;
 mod redis;
+mod schedules;
 mod sqlite;
 mod zookeeper;

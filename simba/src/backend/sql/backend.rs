@@ -96,6 +96,11 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
     fn jobs(&self) -> Option<SharedJobStore> {
         Some(self.store().job_store(None))
     }
+
+    /// [`Backend::schedule_store`]: the schedule store, on every SQL backend.
+    fn schedules(&self) -> Option<crate::backend::schedule_store::SharedScheduleStore> {
+        Some(self.store().schedule_store())
+    }
 }
 
 impl<B: SqlBackend> Backend for B {
@@ -165,6 +170,10 @@ impl<B: SqlBackend> Backend for B {
 
     fn job_store(&self) -> Option<SharedJobStore> {
         self.jobs()
+    }
+
+    fn schedule_store(&self) -> Option<crate::backend::schedule_store::SharedScheduleStore> {
+        self.schedules()
     }
 
     fn describe(&self) -> String {

@@ -11,7 +11,7 @@
 //! The files: this one holds [`SqlStore`] and its shared calls ([`SqlCalls`]); `backend.rs`
 //! the one implementation of [`Backend`](super::Backend) for the three, over the hooks of
 //! `SqlBackend`; `dialect.rs` the statement templates and their rendering; `jobs.rs` the
-//! generic jobs store; `release_watch.rs` the release watch of SQLite and MySQL; `server.rs`
+//! generic jobs store; `schedules.rs` the generic schedule store; `release_watch.rs` the release watch of SQLite and MySQL; `server.rs`
 //! what PostgreSQL and MySQL share beyond statements (URL checks, connection errors). Each
 //! dialect is a folder, `sqlite/`, `postgres/`, `mysql/`, holding all of its SQL as `.sql`
 //! files (lease schema, jobs schema, stored routines, its own statements) that its
@@ -36,6 +36,7 @@ pub mod mysql;
 pub mod postgres;
 #[cfg(any(feature = "sqlite", feature = "mysql"))]
 mod release_watch;
+pub(crate) mod schedules;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod server;
 #[cfg(feature = "sqlite")]
@@ -282,10 +283,12 @@ pub(crate) trait SqlCalls: Send + Sync + 'static {
     /// [`JobStore::subscribe_control`](super::job_store::JobStore::subscribe_control) with
     /// receivers of `control` where the database broadcasts control changes.
     fn job_store(&self, control: Option<tokio::sync::broadcast::Sender<String>>) -> super::job_store::SharedJobStore;
+    /// The schedule store on this database.
+    fn schedule_store(&self) -> super::schedule_store::SharedScheduleStore;
 }
 
 // What the shared calls and the jobs store need of a driver; every sqlx driver of simba has it.
-impl<D: jobs::JobDialect> SqlCalls for SqlStore<D>
+impl<D: schedules::ScheduleDialect> SqlCalls for SqlStore<D>
 where
     for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
     <D::Db as Database>::Arguments: IntoArguments<D::Db>,
@@ -383,6 +386,10 @@ where
             Some(control) => store.with_control(control),
             None => store,
         })
+    }
+
+    fn schedule_store(&self) -> super::schedule_store::SharedScheduleStore {
+        super::schedule_store::SharedScheduleStore::new(schedules::SqlScheduleStore::new(self.clone()))
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::LazyLock;
 
 use super::super::dialect::{Dialect, Placeholders, Shared, Stmt, script};
 use super::super::jobs::{JobDialect, JobStatements, job_statements};
+use super::super::schedules::{ScheduleDialect, ScheduleStatements, schedule_statements};
 use crate::backend::{HeldDigest, SessionId};
 
 /// MySQL's spelling of the shared statements: positional `?` and `ON DUPLICATE KEY UPDATE`;
@@ -127,6 +128,17 @@ impl JobDialect for MySqlDialect {
     const SCHEMA_PRESENT: &'static str = include_str!("jobs_schema_present.sql").trim_ascii_end();
     const SCRIPT_DELIMITER: bool = true;
     job_statements!(MySqlDialect);
+}
+
+impl ScheduleDialect for MySqlDialect {
+    const SCHEDULE_SCHEMA: &'static str = include_str!("schedules_schema.sql");
+    const SCHEDULE_SCHEMA_PRESENT: &'static str = include_str!("schedules_schema_present.sql").trim_ascii_end();
+    /// The four tables (their indexes are part of them).
+    const SCHEDULE_OBJECTS: usize = 4;
+    /// An existing row is locked by the update of nothing, as the upsert of a new one.
+    const KEEP_SPACE: &'static str = "ON DUPLICATE KEY UPDATE space = space";
+    const BUMP_CHANGE: &'static str = "ON DUPLICATE KEY UPDATE counter = counter + 1";
+    schedule_statements!(MySqlDialect);
 }
 
 /// The claim on MySQL/MariaDB: one `CALL` of a stored procedure, whose transaction starts and

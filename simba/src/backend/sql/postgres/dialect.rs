@@ -11,6 +11,7 @@ use std::sync::LazyLock;
 
 use super::super::dialect::{Dialect, Placeholders, Shared, Stmt, script};
 use super::super::jobs::{JobDialect, JobStatements, job_statements};
+use super::super::schedules::{ScheduleDialect, ScheduleStatements, schedule_statements};
 use crate::backend::SessionId;
 
 /// PostgreSQL's spelling of the shared statements: release and close notify the names they
@@ -163,6 +164,16 @@ impl JobDialect for PgDialect {
     const JOB_INDEXES: usize = 1;
     const SCHEMA_PRESENT: &'static str = include_str!("jobs_schema_present.sql").trim_ascii_end();
     job_statements!(PgDialect);
+}
+
+impl ScheduleDialect for PgDialect {
+    const SCHEDULE_SCHEMA: &'static str = include_str!("schedules_schema.sql");
+    const SCHEDULE_SCHEMA_PRESENT: &'static str = include_str!("schedules_schema_present.sql").trim_ascii_end();
+    const SCHEDULE_OBJECTS: usize = 8;
+    const KEEP_SPACE: &'static str = "ON CONFLICT (space) DO NOTHING";
+    const BUMP_CHANGE: &'static str =
+        "ON CONFLICT (space, part) DO UPDATE SET counter = simba_schedule_change.counter + 1";
+    schedule_statements!(PgDialect);
 }
 
 /// The claim on PostgreSQL: one call of a PL/pgSQL function, so the claim's row locks live

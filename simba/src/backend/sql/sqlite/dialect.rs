@@ -9,6 +9,7 @@ use std::sync::LazyLock;
 
 use super::super::dialect::{Dialect, Placeholders, Shared, Stmt, script};
 use super::super::jobs::{JobDialect, JobStatements, job_statements};
+use super::super::schedules::{ScheduleDialect, ScheduleStatements, schedule_statements};
 
 /// SQLite's spelling of the shared statements.
 #[derive(Debug)]
@@ -50,6 +51,17 @@ impl JobDialect for SqliteDialect {
     /// command, every node after the first) never waits for the file's write lock to start.
     const SCHEMA_PRESENT: &'static str = include_str!("jobs_schema_present.sql").trim_ascii_end();
     job_statements!(SqliteDialect);
+}
+
+impl ScheduleDialect for SqliteDialect {
+    const SCHEDULE_SCHEMA: &'static str = include_str!("schedules_schema.sql");
+    /// Read without the write lock, as the jobs tables' check.
+    const SCHEDULE_SCHEMA_PRESENT: &'static str = include_str!("schedules_schema_present.sql").trim_ascii_end();
+    const SCHEDULE_OBJECTS: usize = 8;
+    const KEEP_SPACE: &'static str = "ON CONFLICT (space) DO NOTHING";
+    const BUMP_CHANGE: &'static str =
+        "ON CONFLICT (space, part) DO UPDATE SET counter = simba_schedule_change.counter + 1";
+    schedule_statements!(SqliteDialect);
 }
 
 /// Schema, rule B3 (`schema.sql`). Every statement is idempotent, so any number of processes

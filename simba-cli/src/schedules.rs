@@ -1,0 +1,428 @@
+//! `simba schedules list|get|create|update|delete|pause|resume|audit`: schedules stored as
+//! data, through [`simba::admin::Schedules`]. Every change names who made it (`--as`, else
+//! the OS user) in the store's audit trail.
+//!
+//! Exit codes: 0 done (also for pausing a paused schedule, which says so); 1 refused: bad
+//! input (nothing stored), an unknown or existing id, a store without schedules; 3 the store
+//! did not answer, or failed.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use simba::admin::{Page, ScheduleError, Schedules, Toggle};
+use simba::backend::Backend;
+use simba::schedule_store::{AuditRecord, ListQuery, Misfire, Policies, Schedule, ScheduleSpec};
+
+use crate::json;
+use crate::output::{Failure, emit};
+
+/// `simba schedules ...`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct SchedulesArgs {
+    /// Who makes the change, for the audit trail (default: the OS user, $USER or $LOGNAME).
+    #[arg(long = "as", global = true, value_name = "WHO")]
+    pub(crate) who: Option<String>,
+    #[command(subcommand)]
+    pub(crate) command: SchedulesCommand,
+}
+
+/// The schedules subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum SchedulesCommand {
+    /// Schedules ordered by id, a page at a time, filtered by handler or id prefix.
+    #[command(
+        after_help = "Example:\n  simba schedules list --prefix tenant-47 -n 50\n  simba schedules list --handler report --after tenant-4711.report"
+    )]
+    List {
+        /// Only schedules of this handler.
+        #[arg(long, value_name = "NAME")]
+        handler: Option<String>,
+        /// Only ids starting with this.
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
+        /// Only ids after this one (the `next` of the previous page).
+        #[arg(long, value_name = "ID")]
+        after: Option<String>,
+        /// How many (at most 1000).
+        #[arg(long, short = 'n', value_name = "N", default_value_t = 50)]
+        limit: usize,
+    },
+    /// One schedule, with its next fires.
+    #[command(after_help = "Example:\n  simba schedules get tenant-4711.report --fires 3")]
+    Get {
+        /// The schedule id.
+        id: String,
+        /// How many next fires to show.
+        #[arg(long, value_name = "N", default_value_t = 5)]
+        fires: usize,
+    },
+    /// Create a schedule (refused with the reason, nothing stored, when anything is wrong).
+    #[command(
+        after_help = "Example:\n  simba schedules create tenant-4711.report --handler report \\\n    --cron '0 0 9 * * MON' --time-zone Europe/Berlin --payload '{\"tenant\": 4711}' --as alice"
+    )]
+    Create {
+        /// The schedule id (the lease-name rule: A-Z a-z 0-9 . _ : -).
+        id: String,
+        #[command(flatten)]
+        def: Definition,
+    },
+    /// Change a schedule's handler, timing, payload or misfire policy (what is not given stays).
+    #[command(after_help = "Example:\n  simba schedules update tenant-4711.report --cron '0 30 8 * * MON-FRI'")]
+    Update {
+        /// The schedule id.
+        id: String,
+        #[command(flatten)]
+        def: Definition,
+    },
+    /// Delete a schedule.
+    #[command(after_help = "Example:\n  simba schedules delete tenant-4711.report --note 'tenant left'")]
+    Delete {
+        /// The schedule id.
+        id: String,
+        /// Why, for the audit trail.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+    },
+    /// Pause a schedule: its slots pass without a run until it is resumed.
+    #[command(after_help = "Example:\n  simba schedules pause tenant-4711.report --note 'db migration' --as alice")]
+    Pause {
+        /// The schedule id.
+        id: String,
+        /// Why (kept with the pause and in the audit trail).
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+    },
+    /// Resume a paused schedule.
+    #[command(after_help = "Example:\n  simba schedules resume tenant-4711.report")]
+    Resume {
+        /// The schedule id.
+        id: String,
+        /// A note for the audit trail.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+    },
+    /// The audit trail: who created, changed, paused, resumed or deleted what, newest first.
+    #[command(after_help = "Example:\n  simba schedules audit tenant-4711.report -n 10")]
+    Audit {
+        /// Only this schedule's records.
+        id: Option<String>,
+        /// How many records.
+        #[arg(long, short = 'n', value_name = "N", default_value_t = 20)]
+        limit: usize,
+    },
+}
+
+/// What a create sets and an update may change.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct Definition {
+    /// The handler that runs the slots.
+    #[arg(long, value_name = "NAME")]
+    handler: Option<String>,
+    /// A 6-field cron expression, seconds first (e.g. '0 0 9 * * MON').
+    #[arg(long, value_name = "EXPR", conflicts_with = "every")]
+    cron: Option<String>,
+    /// The cron expression's IANA time zone (default UTC).
+    #[arg(long, value_name = "ZONE", requires = "cron")]
+    time_zone: Option<String>,
+    /// A fixed rate instead of a cron expression (e.g. 90s; 1 s to 366 days).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    every: Option<Duration>,
+    /// The handler's input, JSON text (at most 16 KiB; default null).
+    #[arg(long, value_name = "JSON")]
+    payload: Option<String>,
+    /// What to do with slots missed while no node held the schedule: skip or run_once.
+    #[arg(long, value_name = "POLICY", value_parser = parse_misfire)]
+    misfire: Option<Misfire>,
+}
+
+fn parse_misfire(s: &str) -> Result<Misfire, String> {
+    match s {
+        "skip" => Ok(Misfire::Skip),
+        "run_once" => Ok(Misfire::RunOnce),
+        _ => Err("expected skip or run_once".to_owned()),
+    }
+}
+
+impl Definition {
+    /// A new schedule `id` from these options: the handler and a timing are required.
+    fn create(&self, id: &str) -> Result<Schedule, Failure> {
+        let Some(handler) = &self.handler else {
+            return Err(Failure::usage("a new schedule needs --handler NAME"));
+        };
+        let Some(spec) = self.spec() else {
+            return Err(Failure::usage("a new schedule needs --cron EXPR (with --time-zone ZONE) or --every DURATION"));
+        };
+        let s = Schedule::new(id, handler.clone(), spec);
+        Ok(self.apply(s))
+    }
+
+    /// `current` with what these options change.
+    fn update(&self, current: Schedule) -> Schedule {
+        let mut s = self.apply(current);
+        if let Some(handler) = &self.handler {
+            s.handler.clone_from(handler);
+        }
+        if let Some(spec) = self.spec() {
+            s.spec = spec;
+        }
+        s
+    }
+
+    fn apply(&self, mut s: Schedule) -> Schedule {
+        if let Some(payload) = &self.payload {
+            s.payload.clone_from(payload);
+        }
+        if let Some(m) = self.misfire {
+            s.policies = Policies::default().with_misfire(m);
+        }
+        s
+    }
+
+    fn spec(&self) -> Option<ScheduleSpec> {
+        match (&self.cron, self.every) {
+            (Some(expr), _) => {
+                Some(ScheduleSpec::cron(expr.clone(), self.time_zone.clone().unwrap_or_else(|| "UTC".into())))
+            }
+            (None, Some(every)) => Some(ScheduleSpec::fixed_rate(every)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Who acts: `--as`, else the OS user, else `simba-cli`.
+fn who(args: &SchedulesArgs) -> String {
+    args.who
+        .clone()
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .or_else(|| std::env::var("LOGNAME").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "simba-cli".to_owned())
+}
+
+/// Runs `args` on `backend`.
+pub(crate) async fn run(
+    args: &SchedulesArgs,
+    backend: &impl Backend,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> Result<u8, Failure> {
+    let api = Schedules::for_backend(backend).map_err(failure)?;
+    // The tool does not link the service's handlers: only their names' syntax is checked, and
+    // the namespace's partition count is the one its first create wrote.
+    let api = match api.store().partitions().await.map_err(|e| failure(e.into()))? {
+        Some(p) => api.with_partitions(p).map_err(failure)?,
+        None => api,
+    };
+    let who = who(args);
+    let text = match &args.command {
+        SchedulesCommand::List { handler, prefix, after, limit } => {
+            let mut q = ListQuery::first(*limit);
+            q.handler.clone_from(handler);
+            q.prefix.clone_from(prefix);
+            q.after.clone_from(after);
+            let page = api.list(q).await.map_err(failure)?;
+            if json { json::pretty(&ListJson { schema: json::SCHEMA, page: &page })? } else { list_table(&page) }
+        }
+        SchedulesCommand::Get { id, fires } => {
+            let s = api.get(id).await.map_err(failure)?;
+            let next = api.next_fires(id, *fires).await.map_err(failure)?;
+            shown(&s, &next, json)?
+        }
+        SchedulesCommand::Create { id, def } => {
+            let s = api.create(def.create(id)?, &who).await.map_err(failure)?;
+            changed("created", &s, json)?
+        }
+        SchedulesCommand::Update { id, def } => {
+            let current = api.get(id).await.map_err(failure)?;
+            let s = api.update(def.update(current), &who).await.map_err(failure)?;
+            changed("updated", &s, json)?
+        }
+        SchedulesCommand::Delete { id, note } => {
+            api.delete(id, &who, note.as_deref()).await.map_err(failure)?;
+            let said = format!("deleted schedule `{id}`");
+            if json { json::line(&Said { schema: json::SCHEMA, id, message: &said })? } else { said + "\n" }
+        }
+        SchedulesCommand::Pause { id, note } => {
+            toggled(id, &api.pause(id, &who, note.as_deref()).await.map_err(failure)?, json)?
+        }
+        SchedulesCommand::Resume { id, note } => {
+            toggled(id, &api.resume(id, &who, note.as_deref()).await.map_err(failure)?, json)?
+        }
+        SchedulesCommand::Audit { id, limit } => {
+            let records = api.audit(id.as_deref(), *limit).await.map_err(failure)?;
+            if json { json::pretty(&AuditJson::new(&records))? } else { audit_table(&records) }
+        }
+    };
+    emit(out, &text)
+}
+
+/// Refusals (bad input, unknown or existing ids, no schedule store) exit 1; the store
+/// failing exits 3.
+fn failure(e: ScheduleError) -> Failure {
+    match e {
+        e @ ScheduleError::Store(_) => Failure::unreachable(e.to_string()),
+        e => Failure::refused(e.to_string()),
+    }
+}
+
+fn time(ms: i64) -> String {
+    json::time(Some(ms)).unwrap_or_else(|| "-".to_owned())
+}
+
+fn list_table(page: &Page) -> String {
+    if page.schedules.is_empty() {
+        return "no schedules\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = page
+        .schedules
+        .iter()
+        .map(|s| {
+            vec![
+                s.id.clone(),
+                s.handler.clone(),
+                s.spec.to_string(),
+                if s.paused { "yes".to_owned() } else { "no".to_owned() },
+                s.partition.to_string(),
+                s.revision.to_string(),
+            ]
+        })
+        .collect();
+    let mut text = crate::jobs::table(&["ID", "HANDLER", "WHEN", "PAUSED", "PARTITION", "REVISION"], &rows);
+    if let Some(next) = &page.next {
+        text.push_str(&format!("more: simba schedules list --after {next}\n"));
+    }
+    text
+}
+
+fn shown(s: &Schedule, next: &[i64], json: bool) -> Result<String, Failure> {
+    if json {
+        return json::pretty(&ScheduleJson {
+            schema: json::SCHEMA,
+            schedule: s,
+            next_fires: next.iter().map(|t| time(*t)).collect(),
+        });
+    }
+    let mut text = format!(
+        "id          {}\nhandler     {}\nwhen        {}\npayload     {}\npolicies    misfire {}\npaused      {}\npartition   {}\nrevision    {}\ncreated     {} by {}\nupdated     {} by {}\n",
+        s.id,
+        s.handler,
+        s.spec,
+        s.payload,
+        serde_json::to_value(s.policies)
+            .ok()
+            .and_then(|p| p["misfire"].as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        match (&s.paused, &s.pause_note) {
+            (true, Some(note)) => format!("yes ({note})"),
+            (true, None) => "yes".to_owned(),
+            (false, _) => "no".to_owned(),
+        },
+        s.partition,
+        s.revision,
+        time(s.created_ms),
+        s.created_by,
+        time(s.updated_ms),
+        s.updated_by,
+    );
+    let fires: Vec<String> = next.iter().map(|t| time(*t)).collect();
+    text.push_str(&format!("next fires  {}\n", if fires.is_empty() { "none".to_owned() } else { fires.join(", ") }));
+    Ok(text)
+}
+
+fn changed(what: &str, s: &Schedule, json: bool) -> Result<String, Failure> {
+    let said = format!("{what} schedule `{}` ({}, handler `{}`, revision {})", s.id, s.spec, s.handler, s.revision);
+    if json {
+        json::line(&ScheduleJson { schema: json::SCHEMA, schedule: s, next_fires: Vec::new() })
+    } else {
+        Ok(said + "\n")
+    }
+}
+
+fn toggled(id: &str, t: &Toggle, json: bool) -> Result<String, Failure> {
+    let said = match (t.paused, t.changed) {
+        (true, true) => {
+            format!("paused schedule `{id}`: its slots pass without a run until `simba schedules resume {id}`")
+        }
+        (true, false) => format!("schedule `{id}` was already paused; its note is updated"),
+        (false, true) => format!("resumed schedule `{id}`"),
+        (false, false) => format!("schedule `{id}` was not paused; nothing changed"),
+    };
+    if json {
+        json::line(&json::Toggled {
+            schema: json::SCHEMA,
+            job: id,
+            paused: t.paused,
+            changed: t.changed,
+            message: &said,
+        })
+    } else {
+        Ok(said + "\n")
+    }
+}
+
+fn audit_table(records: &[AuditRecord]) -> String {
+    if records.is_empty() {
+        return "no audit records\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|r| {
+            vec![
+                time(r.at_ms),
+                r.who.clone(),
+                r.action.to_string(),
+                r.target.clone(),
+                r.note.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    crate::jobs::table(&["WHEN", "WHO", "ACTION", "SCHEDULE", "NOTE"], &rows)
+}
+
+/// `simba schedules list --json`.
+#[derive(Serialize)]
+struct ListJson<'a> {
+    schema: u32,
+    #[serde(flatten)]
+    page: &'a Page,
+}
+
+/// `simba schedules get|create|update --json`: the stored schedule and its next fires.
+#[derive(Serialize)]
+struct ScheduleJson<'a> {
+    schema: u32,
+    schedule: &'a Schedule,
+    next_fires: Vec<String>,
+}
+
+/// `simba schedules delete --json`.
+#[derive(Serialize)]
+struct Said<'a> {
+    schema: u32,
+    id: &'a str,
+    message: &'a str,
+}
+
+/// `simba schedules audit --json`, newest first, instants also in RFC 3339.
+#[derive(Serialize)]
+struct AuditJson<'a> {
+    schema: u32,
+    records: Vec<AuditLine<'a>>,
+}
+
+#[derive(Serialize)]
+struct AuditLine<'a> {
+    #[serde(flatten)]
+    record: &'a AuditRecord,
+    at: String,
+}
+
+impl<'a> AuditJson<'a> {
+    fn new(records: &'a [AuditRecord]) -> Self {
+        AuditJson {
+            schema: json::SCHEMA,
+            records: records.iter().map(|r| AuditLine { record: r, at: time(r.at_ms) }).collect(),
+        }
+    }
+}

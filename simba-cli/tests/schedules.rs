@@ -1,0 +1,129 @@
+//! `simba schedules ...` against a SQLite file, in-process (rules A3, A6, A7 through the tool):
+//! create with `--as`, get with next fires, list, update, pause with a note, resume, the audit
+//! trail, delete, and the refusals (bad input, unknown ids) with their exit codes.
+
+use serde_json::Value;
+
+/// A SQLite store that exists (the tool never creates one), in a directory that goes away.
+async fn store() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("sqlite://{}", dir.path().join("simba.db").display());
+    drop(simba::backend::sqlite::SqliteBackend::connect(&url).await.unwrap_or_else(|e| panic!("{e}")));
+    (dir, url)
+}
+
+/// Runs `simba --backend URL ARGS...`: (exit code, stdout, stderr).
+async fn simba(url: &str, args: &[&str]) -> (u8, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let all = ["simba", "--backend", url].into_iter().chain(args.iter().copied());
+    let code = simba_cli::run(all, &mut out, &mut err).await;
+    (code, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned())
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[tokio::test]
+async fn a7_schedules_commands_on_sqlite() {
+    let (_dir, url) = store().await;
+    let create = [
+        "schedules",
+        "create",
+        "tenant-4711.report",
+        "--handler",
+        "report",
+        "--cron",
+        "0 0 9 * * MON",
+        "--time-zone",
+        "Europe/Berlin",
+        "--payload",
+        r#"{"tenant": 4711}"#,
+        "--as",
+        "alice",
+    ];
+    let (code, out, err) = simba(&url, &create).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "created schedule `tenant-4711.report` (cron \"0 0 9 * * MON\" in Europe/Berlin, handler `report`, revision 1)\n"
+    );
+    let (code, _, err) = simba(&url, &create).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("schedule `tenant-4711.report` exists; nothing was stored"), "{err}");
+
+    let (code, out, _) = simba(&url, &["--json", "schedules", "get", "tenant-4711.report", "--fires", "2"]).await;
+    assert_eq!(code, 0);
+    let v = json(&out);
+    assert_eq!(v["schedule"]["created_by"], "alice");
+    assert_eq!(
+        v["schedule"]["spec"],
+        serde_json::json!({"kind": "cron", "expr": "0 0 9 * * MON", "time_zone": "Europe/Berlin"})
+    );
+    assert_eq!(v["schedule"]["payload"], r#"{"tenant": 4711}"#);
+    assert_eq!(v["schedule"]["partition"], 49, "fnv1a64 mod 64 (A2)");
+    let fires: Vec<&str> = v["next_fires"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    assert_eq!(fires.len(), 2);
+    assert!(fires.iter().all(|f| f.ends_with(":00:00.000Z")), "{fires:?}");
+
+    let (code, out, _) =
+        simba(&url, &["schedules", "create", "other", "--handler", "sweep", "--every", "90s", "--as", "bob"]).await;
+    assert_eq!(code, 0, "{out}");
+    let (code, out, _) = simba(&url, &["schedules", "list"]).await;
+    assert_eq!(code, 0);
+    assert!(out.starts_with("ID"), "{out}");
+    assert!(out.contains("other") && out.contains("every 90000 ms") && out.contains("tenant-4711.report"), "{out}");
+    let (_, out, _) = simba(&url, &["--json", "schedules", "list", "-n", "1"]).await;
+    let v = json(&out);
+    assert_eq!((v["schedules"][0]["id"].as_str(), v["next"].as_str()), (Some("other"), Some("other")));
+
+    let (code, out, err) =
+        simba(&url, &["schedules", "update", "tenant-4711.report", "--cron", "0 30 8 * * MON-FRI", "--as", "carol"])
+            .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("cron \"0 30 8 * * MON-FRI\" in UTC") && out.contains("revision 2"), "{out}");
+    let (code, out, _) =
+        simba(&url, &["schedules", "pause", "tenant-4711.report", "--note", "db migration", "--as", "dave"]).await;
+    assert_eq!(code, 0);
+    assert!(out.starts_with("paused schedule `tenant-4711.report`"), "{out}");
+    let (_, out, _) = simba(&url, &["schedules", "get", "tenant-4711.report"]).await;
+    assert!(out.contains("paused      yes (db migration)") && out.contains("by dave"), "{out}");
+    let (code, _, _) = simba(&url, &["schedules", "resume", "tenant-4711.report", "--as", "dave"]).await;
+    assert_eq!(code, 0);
+
+    // Refusals: bad input exits 1 with the reason; an unknown id names the nearest.
+    let (code, _, err) =
+        simba(&url, &["schedules", "create", "x", "--handler", "report", "--cron", "0 9 * * MON", "--as", "e"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("6 fields") && err.contains("nothing was stored"), "{err}");
+    let (code, _, err) = simba(&url, &["schedules", "pause", "tenant-4711.reprot", "--as", "e"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("did you mean `tenant-4711.report`?"), "{err}");
+    let (code, _, err) = simba(&url, &["schedules", "create", "y", "--handler", "report"]).await;
+    assert_eq!(code, 2, "a usage error: {err}");
+
+    let (code, out, _) = simba(&url, &["schedules", "delete", "other", "--note", "done", "--as", "bob"]).await;
+    assert_eq!((code, out.as_str()), (0, "deleted schedule `other`\n"));
+    let (code, out, _) = simba(&url, &["--json", "schedules", "audit"]).await;
+    assert_eq!(code, 0);
+    let v = json(&out);
+    let trail: Vec<(String, String, String)> = v["records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| (r["who"].to_string(), r["action"].to_string(), r["target"].to_string()))
+        .collect();
+    let expected = [
+        ("bob", "delete", "other"),
+        ("dave", "resume", "tenant-4711.report"),
+        ("dave", "pause", "tenant-4711.report"),
+        ("carol", "update", "tenant-4711.report"),
+        ("bob", "create", "other"),
+        ("alice", "create", "tenant-4711.report"),
+    ]
+    .map(|(w, a, t)| (format!("\"{w}\""), format!("\"{a}\""), format!("\"{t}\"")));
+    assert_eq!(trail, expected);
+    assert_eq!(v["records"][0]["note"], "done");
+    let (_, out, _) = simba(&url, &["schedules", "audit", "tenant-4711.report", "-n", "1"]).await;
+    assert!(out.contains("dave") && out.contains("resume") && !out.contains("alice"), "{out}");
+}
