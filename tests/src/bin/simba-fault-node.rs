@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use simba::fencing::{PostgresFence, RedisFence, SqliteFence};
 use simba::{Term, simba_scheduled};
-use simba_tests::lincheck::{Recorder, RecordingBackend};
 use simba_tests::node_log::{clock_check, log, mono_ns, to_mono};
 use tokio::sync::OnceCell;
 
@@ -173,30 +172,5 @@ async fn main() -> anyhow::Result<()> {
     }
     // SIMBA_HISTORY_LOG=FILE: every lease operation goes through the history checker's
     // recorder (rule V4), which appends it to FILE.
-    match std::env::var_os("SIMBA_HISTORY_LOG") {
-        Some(path) => {
-            let rec = Recorder::to_file(std::path::Path::new(&path))?;
-            let backend = connect_retrying().await?;
-            simba::Runtime::builder().backend(RecordingBackend::new(backend, rec)).run().await?;
-        }
-        None => simba::run().await?,
-    }
-    Ok(())
-}
-
-/// The backend `SIMBA_BACKEND__URL` names, connected as the runtime would: a node started
-/// while the server restarts (a server kill) waits for it, up to 30 s.
-async fn connect_retrying() -> anyhow::Result<simba::backend::Connected> {
-    let url = simba::backend::BackendUrl::new(&std::env::var("SIMBA_BACKEND__URL")?);
-    let start = tokio::time::Instant::now();
-    loop {
-        match simba::backend::connect(&url, simba::backend::ConnectOptions::default()).await {
-            Ok(b) => return Ok(b),
-            Err(e @ simba::backend::BackendError::Unavailable { .. }) if start.elapsed() < Duration::from_secs(30) => {
-                tracing::warn!(error = %e, "the backend is unavailable; trying again");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
+    simba_tests::lincheck::run_node().await
 }

@@ -46,8 +46,8 @@ fn report_head(run: &str, verdict: &str) {
 /// violation (printing where the search stopped). An unknown verdict is reported, not failed.
 pub(crate) fn check_run(backend: &str, log: &Path) -> Checked {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    if let Some(dir) = std::env::var_os("SIMBA_FAULT_NODE_LOGS") {
-        // Kept beside the nodes' logs, to check again (`check_a_kept_history`).
+    if let Some(dir) = std::env::var_os("SIMBA_CHECKER_KEEP").or_else(|| std::env::var_os("SIMBA_FAULT_NODE_LOGS")) {
+        // Kept (beside the nodes' logs), to check again (`check_a_kept_history`).
         let _ = std::fs::create_dir_all(&dir);
         let _ = std::fs::write(Path::new(&dir).join(format!("history-{backend}.log")), &text);
     }
@@ -63,8 +63,8 @@ pub(crate) fn check_run(backend: &str, log: &Path) -> Checked {
     checked
 }
 
-/// Checks a history kept by a fault run (`SIMBA_FAULT_NODE_LOGS=DIR` keeps
-/// `DIR/history-BACKEND.log`): `SIMBA_CHECK_HISTORY=FILE cargo test -p simba-tests
+/// Checks a history kept by a fault run (`SIMBA_CHECKER_KEEP=DIR` or `SIMBA_FAULT_NODE_LOGS=DIR`
+/// keeps `DIR/history-BACKEND.log`): `SIMBA_CHECK_HISTORY=FILE cargo test -p simba-tests
 /// --all-features --test faults checker::check_a_kept_history -- --ignored --nocapture`.
 #[test]
 #[ignore = "checks the file SIMBA_CHECK_HISTORY names"]
