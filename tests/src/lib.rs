@@ -1,5 +1,6 @@
 //! Shared helpers for simba's integration tests.
 
+pub mod lincheck;
 pub mod model;
 pub mod node_log;
 pub mod proxy;

@@ -16,7 +16,8 @@
 //! to the host's clock with that factor (`simba_tests::node_log::to_mono` says why).
 //!
 //! The backend and timing come from `SIMBA_CONFIG` / `SIMBA_*` overrides as for any simba
-//! binary.
+//! binary. With `SIMBA_HISTORY_LOG` the node records every lease operation it makes to that
+//! file for the history checker (`simba_tests::lincheck`).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -169,6 +170,7 @@ async fn main() -> anyhow::Result<()> {
     if let Err(e) = fence().await {
         tracing::warn!(error = %e, "the ledger is not reachable yet; the job will retry");
     }
-    simba::run().await?;
-    Ok(())
+    // SIMBA_HISTORY_LOG=FILE: every lease operation goes through the history checker's
+    // recorder (rule V4), which appends it to FILE.
+    simba_tests::lincheck::run_node().await
 }

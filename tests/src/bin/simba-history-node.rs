@@ -143,6 +143,7 @@ async fn main() -> anyhow::Result<()> {
     {
         tracing::warn!(error = %e, "the ledger is not reachable yet; the job will retry");
     }
-    simba::run().await?;
-    Ok(())
+    // SIMBA_HISTORY_LOG=FILE: every lease operation goes through the history checker's
+    // recorder (rule V4).
+    simba_tests::lincheck::run_node().await
 }

@@ -424,6 +424,7 @@ async fn run(backend: &str, url: String, server: Option<Server>, ledger: Option<
     let mut report = Report::default();
     check(backend, &log, &mut report);
     print_table(backend, rounds, &rows, &report);
+    crate::checker::check_run(backend, &s.history_log());
     assert_eq!(report.stale_accepted, 0, "[{backend}] the ledger accepted stale writes");
     assert_eq!(report.overlaps, 0, "[{backend}] two terms were valid at once");
     assert_eq!(report.token_regressions, 0, "[{backend}] tokens went backwards");

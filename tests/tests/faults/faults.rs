@@ -218,6 +218,11 @@ impl Suite {
         self.dir.path().join("nodes.log")
     }
 
+    /// Where the nodes record their lease operations for the history checker (`checker.rs`).
+    pub(crate) fn history_log(&self) -> PathBuf {
+        self.dir.path().join("history.log")
+    }
+
     pub(crate) async fn spawn(&self) -> Node {
         let (url, proxy) = match self.upstream {
             Some(up) => {
@@ -248,6 +253,7 @@ impl Suite {
             .env("SIMBA_LEDGER", &self.ledger)
             .env("SIMBA_LEDGER_ID", &self.ledger_id)
             .env("SIMBA_NODE_LOG", self.log())
+            .env("SIMBA_HISTORY_LOG", self.history_log())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -593,6 +599,7 @@ async fn run(
     // real clock; the store's expiry is not stretched.
     let stretch = skew.as_ref().map_or(1.0, |k| (1.0 / k.rate).max(1.0));
     print_report(backend, seed, count, &report, stretch);
+    crate::checker::check_run(backend, &s.history_log());
     if let Some(k) = &skew {
         check_clocks(backend, &log, k, spawned_from);
         let line = format!(

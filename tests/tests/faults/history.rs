@@ -106,6 +106,7 @@ impl Setup {
             .env("SIMBA_CONFIG", self.dir.join("simba.toml"))
             .env("SIMBA_NODE", name)
             .env("SIMBA_NODE_LOG", self.dir.join(format!("{name}.log")))
+            .env("SIMBA_HISTORY_LOG", self.dir.join("history.log"))
             .env("SIMBA_LEDGER", &self.ledger)
             .env("SIMBA_LEDGER_ID", "history")
             .env("RUST_LOG", "warn")
@@ -642,6 +643,7 @@ async fn check(s: &Setup) {
     let ctx =
         Context { t0, end_wall, paused: (paused_at, paused_mono), resumed: (resumed_at, resumed_mono), resume_done };
     verify(s, &ctx, &faults, &killed_rec, killed_node).await;
+    crate::checker::check_run(&format!("history scenario, {}", s.label), &s.dir.join("history.log"));
     eprintln!("{}: the scenario took {took:?} (checks included: {:?})", s.label, began.elapsed());
 }
 

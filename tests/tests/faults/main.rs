@@ -5,6 +5,7 @@
 //! The fault suite and the multi-process test start node processes and time failovers, so
 //! they take [`SERIAL`] and never run at the same time.
 
+mod checker;
 mod degraded;
 mod faults;
 mod history;
