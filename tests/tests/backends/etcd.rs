@@ -499,3 +499,51 @@ async fn a_revoked_session_is_expired_everywhere() {
     assert!(!b.release(&s, &unique("s3"), 1).await.expect("release"));
     b.close_session(&s).await.expect("closing a revoked session succeeds");
 }
+
+/// Issue 38: the control watch broadcasts control changes (a run-now request, a pause), not
+/// the claims that rewrite a job's control row (the ledger's last slot, a request taken). A
+/// claim heard as a change woke every job's scheduler of every holder for a run-now claim
+/// after every claim of a 100 ms job, and in the operator scenario a real request then waited
+/// more than 5 s for its holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_watch_broadcasts_control_changes_and_not_claims() {
+    use simba::job_store::{Claim, ClaimRequest, SlotKind};
+    let url = url_or_skip!("SIMBA_TEST_ETCD_URL");
+    let _serial = SERIAL.lock().await;
+    let prefix = unique("simba-test");
+    let b = connect(&format!("{url}/{prefix}")).await;
+    let store = b.job_store().expect("etcd has a jobs store");
+    let mut rx = store.subscribe_control().expect("etcd broadcasts control changes");
+    let s = open(&b).await;
+    let job = unique("job");
+    let token = won(&b, &s, &job).await;
+    // The watch is in place once a change made now is heard.
+    store.set_paused(&job, false).await.expect("create the control row");
+    let first = timeout(Duration::from_secs(5), rx.recv()).await;
+    assert!(matches!(&first, Ok(Ok(n)) if *n == job), "the control row's creation was not heard: {first:?}");
+    let now = chrono::Utc::now().timestamp_millis();
+    for (i, slot_ms) in [now, now + 100, now + 200].into_iter().enumerate() {
+        let req = ClaimRequest {
+            session: &s,
+            lease: &job,
+            token,
+            job: &job,
+            slot_ms,
+            kind: SlotKind::Scheduled,
+            node: "n",
+            started_ms: slot_ms,
+            attempts: 1,
+        };
+        let claimed = store.claim_run(req).await.expect("claim");
+        assert!(matches!(claimed, Claim::Claimed(_)), "claim {i}: {claimed:?}");
+    }
+    let heard = timeout(Duration::from_millis(700), rx.recv()).await;
+    assert!(heard.is_err(), "a claim was broadcast as a control change: {heard:?}");
+    store.trigger(&job, now + 300).await.expect("trigger");
+    let heard = timeout(Duration::from_secs(5), rx.recv()).await;
+    assert!(matches!(&heard, Ok(Ok(n)) if *n == job), "the run-now request was not heard: {heard:?}");
+    store.set_paused(&job, true).await.expect("pause");
+    let heard = timeout(Duration::from_secs(5), rx.recv()).await;
+    assert!(matches!(&heard, Ok(Ok(n)) if *n == job), "the pause was not heard: {heard:?}");
+    b.close_session(&s).await.expect("close");
+}

@@ -594,6 +594,11 @@ async fn check(s: &Setup) {
     // 4. Pause for 4 s, with a run-now request made while paused, then resume: nothing runs
     // in between (within two renewal intervals of the change: SQLite does not broadcast it),
     // and the request runs once after the resume.
+    // The pause takes effect when the store commits it, at some point while the command runs:
+    // a slot from the command's start until it returned (plus two renewal intervals) may or
+    // may not have run (on etcd the command takes about 20 ms, and a slot's claim right after
+    // the commit is refused without a record).
+    let pause_started = now_ms();
     operator(s, "pause", "slow").await;
     let (paused_at, paused_mono) = (now_ms(), mono_ns());
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -640,8 +645,14 @@ async fn check(s: &Setup) {
         exited(n, Duration::from_secs(10)).await;
     }
     let took = began.elapsed();
-    let ctx =
-        Context { t0, end_wall, paused: (paused_at, paused_mono), resumed: (resumed_at, resumed_mono), resume_done };
+    let ctx = Context {
+        t0,
+        end_wall,
+        pause_started,
+        paused: (paused_at, paused_mono),
+        resumed: (resumed_at, resumed_mono),
+        resume_done,
+    };
     verify(s, &ctx, &faults, &killed_rec, killed_node).await;
     crate::checker::check_run(&format!("history scenario, {}", s.label), &s.dir.join("history.log"));
     eprintln!("{}: the scenario took {took:?} (checks included: {:?})", s.label, began.elapsed());
@@ -652,6 +663,8 @@ async fn check(s: &Setup) {
 struct Context {
     t0: i64,
     end_wall: i64,
+    /// When the pause command started (wall ms).
+    pause_started: i64,
     paused: (i64, u128),
     resumed: (i64, u128),
     resume_done: i64,
@@ -687,8 +700,8 @@ async fn verify(s: &Setup, c: &Context, faults: &[Fault], killed_rec: &Rec, kill
     let mut slot = window_start;
     while slot <= window_end {
         let paused = slot > paused_at + effect && slot < resumed_at;
-        let fuzzy =
-            (slot >= paused_at && slot <= paused_at + effect) || (slot >= resumed_at && slot <= c.resume_done + effect);
+        let fuzzy = (slot >= c.pause_started && slot <= paused_at + effect)
+            || (slot >= resumed_at && slot <= c.resume_done + effect);
         match scheduled.get(&slot) {
             None if !paused && !fuzzy => panic!("{}: slot {slot} has no record\n{report}", s.label),
             Some(r) if paused => {

@@ -55,6 +55,19 @@ impl Drop for EtcdJobStore {
     }
 }
 
+/// Whether a put of a control row is a control change that holders must hear: a pause, a
+/// resume or a run-now request (`paused` or `trigger_id` moved), or a row that is new or whose
+/// previous value is compacted or unreadable. A claim rewrites its job's row too (the ledger's
+/// `last_slot`, a request taken): broadcasting those woke every job's scheduler of every holder
+/// for a run-now claim about ten times a second with a 100 ms job, each a read of the job's
+/// records, and under load a real request then waited seconds for its holder (R4).
+fn control_moved(prev: Option<&KeyValue>, now: &KeyValue) -> bool {
+    match (prev.and_then(|p| decode_control(p.value())), decode_control(now.value())) {
+        (Some(prev), Some(now)) => prev.paused != now.paused || prev.trigger_id != now.trigger_id,
+        _ => true,
+    }
+}
+
 /// The end of the range of keys that start with `prefix`.
 fn prefix_end(prefix: &str) -> Vec<u8> {
     let mut end = prefix.as_bytes().to_vec();
@@ -87,8 +100,8 @@ const TRIM_LOOK: i64 = 8;
 
 /// What a record's write read of its job's records: how many besides the record's own, the
 /// oldest keys (the record's own among them if it is one of them), and whether it exists.
-/// `key` is the record key it looked for (a manual slot's is known only after the read, so
-/// its write reads every key).
+/// `key` is the record key it looked for (a manual slot's is known only after the read: its
+/// write then looks for its own key alone, [`EtcdJobStore::record_ops_reading`]).
 struct Runs {
     key: String,
     others: usize,
@@ -218,6 +231,23 @@ impl EtcdJobStore {
             return Ok(ops);
         }
         let prefix = self.runs_prefix(&record.job);
+        let key = format!("{prefix}{}", record_name(record.slot_ms, record.kind));
+        if key != runs.key {
+            // A run-now claim's record is at the request's slot, not the one the read looked
+            // for: look for that key alone, and keep the count and the oldest keys read. Reading
+            // every key of the job instead (10,000 at full retention) took longer than the
+            // claim's call timeout on a busy machine, so the holder gave up every run-now claim
+            // (the operator scenario on etcd, R3).
+            let keys_only = GetOptions::new().with_keys_only().with_count_only();
+            let found = self.backend.kv().get(key.as_str(), Some(keys_only)).await.map_err(|e| self.err(what, &e))?;
+            let exists = found.count() > 0;
+            let total = runs.others + usize::from(runs.exists);
+            let own =
+                Runs { key, others: total.saturating_sub(usize::from(exists)), oldest: runs.oldest.clone(), exists };
+            if let Some(ops) = self.record_ops(record, &own) {
+                return Ok(ops);
+            }
+        }
         let options = GetOptions::new().with_range(prefix_end(&prefix)).with_keys_only();
         let listed = self.backend.kv().get(prefix.as_str(), Some(options)).await.map_err(|e| self.err(what, &e))?;
         let key = format!("{prefix}{}", record_name(record.slot_ms, record.kind));
@@ -464,8 +494,10 @@ impl JobStore for EtcdJobStore {
         let task = runtime.spawn(async move {
             loop {
                 let opened = async {
-                    let mut stream =
-                        client.clone().watch(prefix.as_str(), Some(WatchOptions::new().with_prefix())).await?;
+                    // With each put's previous value, so that a claim's write (the ledger, a
+                    // request taken) is told from a control change (`control_moved`).
+                    let options = WatchOptions::new().with_prefix().with_prev_key();
+                    let mut stream = client.clone().watch(prefix.as_str(), Some(options)).await?;
                     // Wait for the server to confirm the watch.
                     while let Some(r) = stream.message().await? {
                         if r.created() {
@@ -491,6 +523,7 @@ impl JobStore for EtcdJobStore {
                     for e in r.events() {
                         if e.event_type() == EventType::Put
                             && let Some(kv) = e.kv()
+                            && control_moved(e.prev_kv(), kv)
                             && let Some(name) = String::from_utf8_lossy(kv.key()).strip_prefix(prefix.as_str())
                         {
                             let _ = forward.send(unescape_job(name));

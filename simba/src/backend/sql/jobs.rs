@@ -343,6 +343,11 @@ pub(crate) struct SqlJobStore<D: JobDialect> {
     /// Where the backend forwards the names of jobs whose control changed (PostgreSQL's
     /// listener); `None` where the database cannot broadcast.
     control: Option<broadcast::Sender<String>>,
+    /// The pool that writes history records after their claim (`finish_run`, `append` and
+    /// their trims), where it is not the lease calls' pool: on SQLite one connection with
+    /// `synchronous = NORMAL` (ADR 0015, addendum), so that these commits do not sync the disk
+    /// while they hold the file's write lock. Claims and control changes stay on `sql`'s pool.
+    records: Option<sqlx::Pool<D::Db>>,
     dialect: PhantomData<D>,
 }
 
@@ -360,8 +365,16 @@ impl<D: JobDialect> SqlJobStore<D> {
             schema: std::sync::Arc::default(),
             statements: D::job_statements(),
             control: None,
+            records: None,
             dialect: PhantomData,
         }
+    }
+
+    /// This store, writing history records after their claim through `records` (ADR 0015,
+    /// addendum: SQLite's connection with `synchronous = NORMAL`).
+    pub(crate) fn with_record_pool(mut self, records: sqlx::Pool<D::Db>) -> Self {
+        self.records = Some(records);
+        self
     }
 
     /// This store, answering [`JobStore::subscribe_control`] with receivers of `control`.
@@ -608,7 +621,8 @@ where
     /// failed on a unique key (an append of a record that exists: nothing was added); answers
     /// `answer` of the rows `stmt` affected (`None` for that unique violation). On SQLite both
     /// run in one `BEGIN IMMEDIATE` transaction: the file's write lock is taken once and held
-    /// for two indexed statements, never for a scan of the history.
+    /// for two indexed statements, never for a scan of the history; on a file, on the records'
+    /// own connection, whose commit does not sync the disk ([`with_record_pool`](Self::with_record_pool)).
     async fn write_and_trim(
         &self,
         stmt: &'static Stmt,
@@ -622,7 +636,12 @@ where
         let keep = [Param::Text(job), Param::Int(self.keep())];
         let unique = |e: &sqlx::Error| e.as_database_error().is_some_and(|d| d.is_unique_violation());
         if D::WRITE_AND_TRIM_IN_TRANSACTION {
-            let mut tx = self.begin(what).await?;
+            let pool = self.records.as_ref().unwrap_or_else(|| self.sql.pool());
+            let begun = match D::BEGIN {
+                Some(begin) => pool.begin_with(begin).await,
+                None => pool.begin().await,
+            };
+            let mut tx = begun.map_err(self.sql.err(what))?;
             let args = self.args(stmt, params)?;
             let done = match sqlx::query_with(stmt.sql(), args).execute(&mut *tx).await {
                 Ok(done) => Some(D::rows_affected(&done)),
@@ -904,6 +923,7 @@ where
     fn keeping(&self, records: usize) -> crate::backend::job_store::SharedJobStore {
         let mut store = Self::with_retention(self.sql.clone(), records);
         store.control.clone_from(&self.control);
+        store.records.clone_from(&self.records);
         crate::backend::job_store::SharedJobStore::new(store)
     }
 

@@ -171,3 +171,57 @@ async fn history_at_maximum_retention_keeps_the_newest_records() {
         jobs.iter().map(|j| (j.job.as_str(), j.last.as_ref().map(|r| r.slot_ms))).collect();
     assert_eq!(newest, vec![("other", Some(999_900)), ("tick", Some(2_000_000_000))]);
 }
+
+/// ADR 0015, addendum: on a file, the history records after their claim (`finish_run`,
+/// `append`) are written by a connection of their own with `synchronous = NORMAL` (they do
+/// not sync the disk under the file's write lock), while the lease calls and the claim stay on
+/// the pool with `synchronous = FULL`. The claim opens no connection of the records' pool; the
+/// finish does.
+#[tokio::test]
+async fn history_records_after_the_claim_commit_unsynced_and_the_claim_synced() {
+    let db = TempFile::new();
+    let backend = SqliteBackend::connect(&db.url()).await.unwrap();
+    let records = backend.records.clone().expect("a file has a records pool");
+    let store = backend.job_store().unwrap();
+    let synchronous = |pool: sqlx::SqlitePool| async move {
+        let (v,): (i64,) = sqlx::query_as("PRAGMA synchronous").fetch_one(&pool).await.unwrap();
+        v
+    };
+    assert_eq!(synchronous(backend.pool().clone()).await, 2, "the lease calls' pool syncs every commit (FULL)");
+    let session = backend.open_session(Duration::from_secs(30)).await.unwrap().id;
+    let Ok(crate::backend::Acquire::Won(token)) = backend.acquire(&session, "tick").await else {
+        panic!("the free lease is won")
+    };
+    let req = ClaimRequest {
+        session: &session,
+        lease: "tick",
+        token,
+        job: "tick",
+        slot_ms: 1_000,
+        kind: SlotKind::Scheduled,
+        node: "n",
+        started_ms: 1_000,
+        attempts: 1,
+    };
+    let Claim::Claimed(mut record) = store.claim_run(req).await.unwrap() else { panic!("claimed") };
+    assert_eq!(records.size(), 0, "the claim wrote through the records' connection");
+    record.outcome = Outcome::Ran;
+    record.ended_ms = Some(1_010);
+    assert!(store.finish_run(&record).await.unwrap());
+    assert!(store.keeping(5).append(&RunRecord::not_run("tick", 2_000, Outcome::Missed)).await.unwrap());
+    assert_eq!(records.size(), 1, "the finish and the append share one connection of their own");
+    assert_eq!(synchronous(records).await, 1, "history records after the claim commit without a sync (NORMAL)");
+    let h = store.history("tick", 10).await.unwrap();
+    let outcomes: Vec<(i64, Outcome)> = h.iter().map(|r| (r.slot_ms, r.outcome)).collect();
+    assert_eq!(outcomes, vec![(2_000, Outcome::Missed), (1_000, Outcome::Ran)], "the lease pool reads what they wrote");
+}
+
+/// An in-memory database lives in the pool's one connection: no records pool there.
+#[tokio::test]
+async fn an_in_memory_database_writes_history_on_its_one_connection() {
+    let backend = SqliteBackend::connect("sqlite::memory:").await.unwrap();
+    assert!(backend.records.is_none());
+    let store = backend.job_store().unwrap();
+    assert!(store.append(&RunRecord::not_run("tick", 2_000, Outcome::Missed)).await.unwrap());
+    assert_eq!(store.history("tick", 10).await.unwrap().len(), 1);
+}

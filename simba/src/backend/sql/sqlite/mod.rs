@@ -31,14 +31,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteTransaction,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteTransaction,
 };
 use sqlx::{AssertSqlSafe, ConnectOptions};
 
 use super::backend::{Releases, SqlBackend};
 use super::dialect::Dialect;
+use super::jobs::SqlJobStore;
 use super::release_watch::{self, Probe, ReleaseWatch};
 use super::{SqlStore, digest};
+use crate::backend::job_store::SharedJobStore;
 use crate::backend::{Acquire, BackendError, BackendResult, HeldDigest, KeepAlive, SessionId};
 pub(crate) use dialect::SqliteDialect;
 use dialect::{BEGIN_IMMEDIATE, OWN, SCHEMA, SCHEMA_PRESENT};
@@ -65,6 +68,10 @@ const MAX_CONNECTIONS: u32 = 4;
 pub struct SqliteBackend {
     sql: SqlStore<SqliteDialect>,
     watch: ReleaseWatch,
+    /// The jobs store's connection for history records after their claim, opened at its first
+    /// write: `synchronous = NORMAL` (ADR 0015, addendum). `None` for an in-memory database,
+    /// which lives in the pool's one connection.
+    records: Option<SqlitePool>,
 }
 
 /// How often the release watch looks at `PRAGMA data_version` while a candidate waits.
@@ -206,8 +213,12 @@ impl SqliteBackend {
             in_memory: is_in_memory(&pool.connect_options()),
             description: Arc::clone(&description),
         };
-        let backend =
-            SqliteBackend { sql: SqlStore::new(pool, description), watch: ReleaseWatch::new(probe, WATCH_TICK) };
+        let records = (!is_in_memory(&pool.connect_options())).then(|| records_pool(&pool.connect_options()));
+        let backend = SqliteBackend {
+            sql: SqlStore::new(pool, description),
+            watch: ReleaseWatch::new(probe, WATCH_TICK),
+            records,
+        };
         backend.create_schema().await?;
         tracing::debug!(backend = %backend.sql.description(), "SQLite backend ready");
         Ok(backend)
@@ -244,6 +255,20 @@ impl SqliteBackend {
     async fn begin_immediate(&self, what: &'static str) -> BackendResult<SqliteTransaction<'static>> {
         self.pool().begin_with(BEGIN_IMMEDIATE).await.map_err(self.sql.err(what))
     }
+}
+
+/// The pool of history writes after their claim (`finish_run`, `append` and their trims): one
+/// connection, opened at its first use, with the lease pool's options but `synchronous =
+/// NORMAL`. In WAL mode such a commit appends to the WAL without syncing it, so it holds the
+/// file's write lock for microseconds instead of a disk sync, which every node's renewal
+/// waited behind (BENCHMARKS.md P12). What a power loss can take: the history records
+/// committed after the last synced commit of any connection (a renewal, a claim, an
+/// acquisition: each syncs the whole WAL, these frames included), never a lease, a token or a
+/// claim, which stay `FULL` (ADR 0015, addendum).
+fn records_pool(options: &SqliteConnectOptions) -> SqlitePool {
+    SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_lazy_with(options.clone().synchronous(SqliteSynchronous::Normal))
 }
 
 /// SQLITE_BUSY (5) and its extended codes (BUSY_RECOVERY 261, BUSY_SNAPSHOT 517, BUSY_TIMEOUT 773).
@@ -349,6 +374,15 @@ impl SqlBackend for SqliteBackend {
 
     fn releases(&self) -> Releases<'_> {
         Releases::Watch(&self.watch)
+    }
+
+    /// The jobs store, its history records after the claim written through [`records_pool`].
+    fn jobs(&self) -> Option<SharedJobStore> {
+        let store = SqlJobStore::new(self.sql.clone());
+        Some(SharedJobStore::new(match &self.records {
+            Some(records) => store.with_record_pool(records.clone()),
+            None => store,
+        }))
     }
 }
 
