@@ -79,6 +79,9 @@ pub mod names {
     pub const PARTITIONS_HELD: &str = "simba_partitions_held";
     /// Counter, labels `job` and `outcome`: slots by how they ended.
     pub const JOB_SLOTS: &str = "simba_job_slots_total";
+    /// Counter, labels `job` and `result`: slot claims by the store's answer (`claimed`,
+    /// `paused`, `already_claimed`, `not_holder`, `failed`, `timed_out`).
+    pub const JOB_CLAIMS: &str = "simba_job_claims_total";
     /// Gauge, label `job`: 1 while the job is paused, as this node's claims see it.
     pub const JOB_PAUSED: &str = "simba_job_paused";
     /// Counter, label `job`: history records given up because the store did not take them in
@@ -146,6 +149,35 @@ pub(crate) fn job_started(job: &str, lateness: Duration) {
 
 pub(crate) fn job_slot(job: &str, outcome: crate::job_store::Outcome) {
     counter!(names::JOB_SLOTS, "job" => job.to_owned(), "outcome" => outcome.as_str()).increment(1);
+}
+
+/// How the store answered a slot's claim (the `result` label of
+/// [`JOB_CLAIMS`](names::JOB_CLAIMS)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ClaimResult {
+    Claimed,
+    Paused,
+    AlreadyClaimed,
+    NotHolder,
+    Failed,
+    TimedOut,
+}
+
+impl ClaimResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Claimed => "claimed",
+            Self::Paused => "paused",
+            Self::AlreadyClaimed => "already_claimed",
+            Self::NotHolder => "not_holder",
+            Self::Failed => "failed",
+            Self::TimedOut => "timed_out",
+        }
+    }
+}
+
+pub(crate) fn job_claim(job: &str, result: ClaimResult) {
+    counter!(names::JOB_CLAIMS, "job" => job.to_owned(), "result" => result.as_str()).increment(1);
 }
 
 pub(crate) fn job_record_lost(job: &str) {

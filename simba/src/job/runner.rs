@@ -19,7 +19,9 @@ use super::history::Recording;
 use super::policy::RunPolicy;
 use super::registry::JobFuture;
 use super::writer::{Queued, Write, WriterTx};
+use crate::backend::BackendResult;
 use crate::job_store::{Claim, ClaimRequest, Outcome, RunRecord, SlotKind, truncate_error};
+use crate::metrics::ClaimResult;
 use crate::{BoxError, Error, RevokeReason, Simba, Term};
 
 /// One slot, as a slot loop hands it to the runner.
@@ -134,7 +136,13 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             attempts: self.rec.policy.attempts.max(1),
         };
         let job = &self.rec.job;
-        match tokio::time::timeout(to, store.claim_run(req)).await {
+        let answer = tokio::time::timeout(to, store.claim_run(req)).await;
+        let result = claim_result(&answer);
+        // A run-now check that finds no request pending ran nothing and claimed nothing.
+        if !(kind == SlotKind::Manual && result == ClaimResult::AlreadyClaimed) {
+            crate::metrics::job_claim(&self.rec.metric, result);
+        }
+        match answer {
             Ok(Ok(Claim::Claimed(rec))) => {
                 crate::metrics::job_paused(job, false);
                 Claimed::Run(Some(rec))
@@ -176,7 +184,14 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             return Claimed::Run(None);
         }
         let slot_ms = slot.ms;
-        match self.simba.claim_slot(&self.term, slot_ms).await {
+        let answer = self.simba.claim_slot(&self.term, slot_ms).await;
+        let result = match &answer {
+            Ok(true) => ClaimResult::Claimed,
+            Ok(false) => ClaimResult::AlreadyClaimed,
+            Err(_) => ClaimResult::Failed,
+        };
+        crate::metrics::job_claim(&self.rec.metric, result);
+        match answer {
             Ok(true) => Claimed::Run(None),
             Ok(false) => {
                 tracing::info!(job = %self.rec.metric, slot_ms, "slot already ran (or the term ended); skipping it");
@@ -477,6 +492,19 @@ fn run_span(job: &str, term: &Term, attempt: u32) -> tracing::Span {
     let span = tracing::info_span!(parent: None, "job", job = %job, lease = term.name(), token = term.token(), attempt);
     span.follows_from(tracing::Span::current());
     span
+}
+
+/// The `result` label of a claim's answer (R2): what the store said, that it failed, or that
+/// it did not answer within the call timeout.
+fn claim_result(answer: &Result<BackendResult<Claim>, tokio::time::error::Elapsed>) -> ClaimResult {
+    match answer {
+        Ok(Ok(Claim::Claimed(_))) => ClaimResult::Claimed,
+        Ok(Ok(Claim::Paused)) => ClaimResult::Paused,
+        Ok(Ok(Claim::AlreadyClaimed)) => ClaimResult::AlreadyClaimed,
+        Ok(Ok(Claim::NotHolder)) => ClaimResult::NotHolder,
+        Ok(Err(_)) => ClaimResult::Failed,
+        Err(_) => ClaimResult::TimedOut,
+    }
 }
 
 #[cfg(test)]

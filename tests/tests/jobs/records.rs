@@ -6,7 +6,8 @@
 //! in-memory store behind a jobs store that fails on demand, under paused Tokio time (the
 //! scheduler's wall clock follows Tokio's). Tests are named by item.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -340,6 +341,69 @@ async fn item2_a_claim_whose_answer_was_lost_is_recorded_missed() {
     let missed: Vec<&RunRecord> = h.iter().filter(|r| r.outcome == Outcome::Missed).collect();
     assert_eq!(missed.len(), 1, "{h:?}");
     assert!(missed[0].error.as_deref().unwrap_or("").starts_with("the store did not answer"), "{h:?}");
+}
+
+/// Counts `simba_job_claims_total` by its `result` label (the test's own recorder).
+#[derive(Default)]
+struct Claims(Mutex<BTreeMap<String, Arc<AtomicU64>>>);
+
+impl Claims {
+    fn counts(&self) -> BTreeMap<String, u64> {
+        let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        all.iter().map(|(k, v)| (k.clone(), v.load(Ordering::SeqCst))).collect()
+    }
+}
+
+impl metrics::Recorder for Claims {
+    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        if key.name() != simba::metrics::names::JOB_CLAIMS {
+            return metrics::Counter::noop();
+        }
+        let label = |n: &str| key.labels().find(|l| l.key() == n).map(|l| l.value().to_owned());
+        assert_eq!(label("job").as_deref(), Some("r_claims"), "{key:?}");
+        let result = label("result").unwrap_or_else(|| panic!("no result label: {key:?}"));
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        metrics::Counter::from_arc(Arc::clone(all.entry(result).or_default()))
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+    fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+/// R2: every claim is counted in `simba_job_claims_total{job, result}` by how the store
+/// answered: claimed, paused, failed (the store refused the call), timed out (the answer never
+/// came); one count per slot of the window, none twice. Slots at 1 s..9 s: 1 and 2 claimed,
+/// 3 and 4 refused (the store is down from 2.5 s to 4.5 s), 5's answer lost (to 5.5 s), 6 and 7
+/// claimed, 8 and 9 paused (from 7.2 s); the node stops at 9.2 s.
+#[tokio::test(start_paused = true)]
+async fn r2_every_claim_is_counted_by_its_answer() {
+    let recorder = Claims::default();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let a = node(&store, &faults, every_second("r_claims", tick), None).await;
+    sleep(MS(2_500)).await;
+    faults.down.store(true, Ordering::SeqCst);
+    sleep(MS(2_000)).await;
+    faults.down.store(false, Ordering::SeqCst);
+    faults.lose_claim_replies.store(true, Ordering::SeqCst);
+    sleep(MS(1_000)).await;
+    faults.lose_claim_replies.store(false, Ordering::SeqCst);
+    sleep(MS(1_700)).await;
+    let was_paused = store.jobs().set_paused("r_claims", true).await.map_err(|e| e.to_string()).expect("pause");
+    assert!(!was_paused);
+    sleep(MS(2_000)).await;
+    a.shutdown().await;
+    let counts = recorder.counts();
+    let want: BTreeMap<String, u64> =
+        [("claimed", 4), ("failed", 2), ("timed_out", 1), ("paused", 2)].map(|(k, n)| (k.to_owned(), n)).into();
+    assert_eq!(counts, want);
 }
 
 static LATE_RUNS: AtomicU32 = AtomicU32::new(0);
