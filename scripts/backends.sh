@@ -8,6 +8,9 @@
 #   scripts/backends.sh env              print the exports: eval "$(scripts/backends.sh env)"
 #   scripts/backends.sh restart NAME     (re)start one server, reusing its data dir
 #   scripts/backends.sh pid NAME         print the PID of one server (exit 1 if not running)
+#   scripts/backends.sh start-replicated  a 3-member etcd cluster and a 3-server ZooKeeper ensemble,
+#                                         durable (scripts/replicated.sh); stop-replicated, env-replicated,
+#                                         leader etcd-cluster|zk-ensemble (the member that leads now)
 #
 # Servers (NAME): postgres, mysql (MariaDB), redis, redis-evicting, zk, zk-capped, zk-tls, etcd,
 # etcd-tls, and for the reliability tests (RELIABILITY.md): redis-persistent (AOF, fsync always),
@@ -73,6 +76,10 @@ ZK_CAPPED_MAX_SESSION_MS=${SIMBA_BACKENDS_ZK_CAPPED_MAX_SESSION_MS:-3000}
 START_TIMEOUT=${SIMBA_BACKENDS_START_TIMEOUT:-60}   # seconds, per server
 STOP_TIMEOUT=${SIMBA_BACKENDS_STOP_TIMEOUT:-10}     # seconds before SIGKILL
 
+# The replicated stores' members (etcd-r1..3, zk-r1..3), their ports and commands.
+# shellcheck source=scripts/replicated.sh
+. "$(dirname "$SCRIPT")/replicated.sh"
+
 log() { printf 'backends: %s\n' "$*" >&2; }
 die() { printf 'backends: error: %s\n' "$*" >&2; exit 1; }
 
@@ -95,6 +102,7 @@ canon() {
     redis-expired | redis_expired) echo redis-expired ;;
     redis-wronghost | redis_wronghost) echo redis-wronghost ;;
     zk-mtls | zk_mtls) echo zk-mtls ;;
+    etcd-r[123] | zk-r[123]) echo "$1" ;;
     *) die "unknown server '$1' (one of: ${NAMES[*]})" ;;
   esac
 }
@@ -225,6 +233,7 @@ alive() {
 # Is PID really this server (and not an unrelated process that reused a stale PID)?
 owns() {
   local name=$1 pid=$2 cmd marker
+  if is_replica "$name"; then repl_owns "$name" "$pid"; return; fi
   cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
   case $name in
     postgres) marker="-D $(dir_of postgres)" ;;
@@ -260,6 +269,7 @@ zk_cmd() { # zk_cmd PORT WORD -> the 4-letter-word answer
 
 ready() {
   local name=$1 p; p=$(port_of "$1")
+  if is_replica "$name"; then repl_ready "$name"; return; fi
   case $name in
     postgres)
       timeout 4 "$(pg_bin)/pg_isready" -q -t 3 -h 127.0.0.1 -p "$p" -U postgres -d postgres >/dev/null 2>&1 ;;
@@ -514,6 +524,8 @@ spawn_one() {
         -Dzookeeper.ssl.trustStore.location="$t/ca.pem" -Dzookeeper.ssl.trustStore.type=PEM \
         -Dzookeeper.ssl.clientAuth=none ;;
     etcd | etcd-tls) spawn_etcd "$name" ;;
+    etcd-r[123]) spawn_etcd_member "$name" ;;
+    zk-r[123]) spawn_zk_member "$name" ;;
     # Every write appended and fsynced before the reply: a kill -9 loses no token.
     redis-persistent) spawn_redis redis-persistent --maxmemory-policy noeviction --appendonly yes --appendfsync always ;;
     redis-mtls)
@@ -744,7 +756,7 @@ cmd_stop() {
   [[ ${1:-} == --clean ]] && clean=1
   [[ -d $BASE ]] || { log "nothing to stop: $BASE does not exist"; return 0; }
   lock
-  for n in "${NAMES[@]}"; do
+  for n in "${NAMES[@]}" "${REPL_NAMES[@]}"; do
     if [[ -n $(running_pid "$n") ]]; then
       (stop_one "$n"; log "$n: stopped") &
     else
@@ -765,7 +777,7 @@ cmd_stop() {
 cmd_status() {
   local n pid r st
   printf '%-15s %-6s %-8s %s\n' NAME PORT PID READY
-  for n in "${NAMES[@]}"; do
+  for n in "${NAMES[@]}" "${REPL_NAMES[@]}"; do
     pid=$(running_pid "$n")
     r=no
     if [[ -n $pid ]]; then
@@ -795,7 +807,11 @@ case ${1:-} in
   env) cmd_env ;;
   restart) cmd_restart "${2:-}" ;;
   pid) cmd_pid "${2:-}" ;;
+  start-replicated) cmd_start_replicated ;;
+  stop-replicated) cmd_stop_replicated ;;
+  env-replicated) if [[ -f $BASE/replicated.env.sh ]]; then cat "$BASE/replicated.env.sh"; else repl_env_text; fi ;;
+  leader) repl_leader "${2:-}" ;;
   *)
-    sed -n '2,15p' "$SCRIPT" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,18p' "$SCRIPT" | sed 's/^# \{0,1\}//' >&2
     exit 2 ;;
 esac

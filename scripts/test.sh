@@ -32,6 +32,10 @@ PROTOC=/nonexistent cargo check -q -p simba-sched-cli --bin simba
 trap 'bash scripts/backends.sh stop >/dev/null 2>&1 || true' EXIT
 servers_env=$(bash scripts/backends.sh start)
 eval "$servers_env"
+# The replicated stores (a 3-member etcd cluster, a 3-server ZooKeeper ensemble; ADR 0029):
+# `stop` above stops them too.
+replicated_env=$(bash scripts/backends.sh start-replicated)
+eval "$replicated_env"
 browser_env=$(bash scripts/browser.sh install)
 eval "$browser_env"
 # Every backend test runs: one whose server is missing fails instead of printing SKIPPED.

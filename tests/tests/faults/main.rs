@@ -1,6 +1,6 @@
 //! Faults with real processes (rule V2): the fault suite, the multi-process cron test, the
-//! multi-process history test (issue 12), degraded networks (issue 16 item 2) and the fault
-//! proxy itself.
+//! multi-process history test (issue 12), degraded networks (issue 16 item 2), replicated stores
+//! with their leader faulted (ADR 0029) and the fault proxy itself.
 //!
 //! The fault suite and the multi-process test start node processes and time failovers, so
 //! they take [`SERIAL`] and never run at the same time.
@@ -12,6 +12,7 @@ mod history;
 mod history_servers;
 mod multiprocess;
 mod proxy;
+mod replicated;
 mod storage;
 
 /// Held by every test that runs node processes against shared servers and times them.
