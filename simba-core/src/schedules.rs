@@ -44,6 +44,24 @@ pub fn job_name(id: &str) -> String {
     format!("{JOB_PREFIX}{id}")
 }
 
+/// Whether the job name `job` is a schedule's (`schedule/<id>`, or `<namespace>~schedule/<id>`
+/// as a namespaced store sees it): its slots are claimed with
+/// [`Ask::ScheduleSlot`](crate::claim::Ask), on the schedule's own ledger (rule A5). A
+/// code-defined job's name cannot look like one: `/` and `~` are not in the lease-name
+/// alphabet, and a job named `schedule` is refused by the runtime.
+///
+/// ```
+/// use simba_core::schedules::is_schedule_job;
+/// assert!(is_schedule_job("schedule/tenant-4711"));
+/// assert!(is_schedule_job("billing-svc~schedule/tenant-4711"));
+/// assert!(!is_schedule_job("billing/3") && !is_schedule_job("schedule") && !is_schedule_job("x~myschedule/1"));
+/// ```
+pub fn is_schedule_job(job: &str) -> bool {
+    let Some((group, id)) = job.rsplit_once('/') else { return false };
+    let group = group.rsplit_once('~').map_or(group, |(_, g)| g);
+    !id.is_empty() && group == JOB_PREFIX.trim_end_matches('/')
+}
+
 /// Checks a schedule id (rule A1): the lease-name rule (T1), 1 to 128 characters of
 /// `[A-Za-z0-9._:-]`, not `.` or `..`. The error names the id and says what is wrong.
 ///

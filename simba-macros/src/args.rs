@@ -23,48 +23,33 @@ const MAX_RETRY: u32 = 100;
 /// The most partitions a group may have.
 const MAX_PARTITIONS: u32 = 100_000;
 
+/// How a scheduled slot runs, in both macros: `misfire`, `retry`, `backoff`, `timeout`.
+const RUN_OPTIONS: &[&str] = &["misfire", "retry", "backoff", "timeout"];
+
+/// The slot policies (J11-J14), in both macros.
+const POLICY_OPTIONS: &[&str] = &["overlap", "catch_up_window", "jitter", "start", "end"];
+
 impl Kind {
     fn attr(self) -> &'static str {
         match self {
             Kind::Scheduled => "#[simba_scheduled]",
             Kind::Partitioned => "#[simba_partitioned]",
+            Kind::Handler => "#[simba_handler]",
         }
     }
 
-    fn options(self) -> &'static [&'static str] {
-        match self {
-            Kind::Scheduled => &[
-                "cron",
-                "fixed_rate",
-                "time_zone",
-                "lease",
-                "misfire",
-                "retry",
-                "backoff",
-                "timeout",
-                "overlap",
-                "catch_up_window",
-                "jitter",
-                "start",
-                "end",
-            ],
-            Kind::Partitioned => &[
-                "group",
-                "partitions",
-                "cron",
-                "fixed_rate",
-                "time_zone",
-                "misfire",
-                "retry",
-                "backoff",
-                "timeout",
-                "overlap",
-                "catch_up_window",
-                "jitter",
-                "start",
-                "end",
-            ],
-        }
+    /// Every option of the macro, as error messages list them: its own, then the run options
+    /// and the slot policies the two job macros share (one list each).
+    fn options(self) -> Vec<&'static str> {
+        let (own, shared): (&[&'static str], &[&[&'static str]]) = match self {
+            Kind::Scheduled => (&["cron", "fixed_rate", "time_zone", "lease"], &[RUN_OPTIONS, POLICY_OPTIONS]),
+            Kind::Partitioned => {
+                (&["group", "partitions", "cron", "fixed_rate", "time_zone"], &[RUN_OPTIONS, POLICY_OPTIONS])
+            }
+            // A handler has no schedule: its schedules are data, with their own policies.
+            Kind::Handler => (&["name"], &[]),
+        };
+        own.iter().chain(shared.iter().flat_map(|list| list.iter())).copied().collect()
     }
 
     /// A hint for an option that belongs to the other macro.
@@ -73,6 +58,10 @@ impl Kind {
             (Kind::Scheduled, "group" | "partitions") => "; `group` and `partitions` belong to `#[simba_partitioned]`",
             (Kind::Partitioned, "lease") => {
                 "; a partitioned job has no `lease`: partition `i` is guarded by the lease `{group}.{i}`"
+            }
+            (Kind::Handler, _) if Kind::Scheduled.options().contains(&option) => {
+                "; a handler has no schedule of its own: schedules naming it are data, created with their spec and \
+                 policies (`simba::admin::Schedules`, `simba schedules create`)"
             }
             _ => "",
         }
@@ -89,12 +78,8 @@ pub(crate) enum Schedule {
     FixedRate(Duration),
 }
 
-/// What to do with missed cron slots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Misfire {
-    Skip,
-    RunOnce,
-}
+/// What to do with missed cron slots: the rules crate's one type.
+pub(crate) use simba_rules::misfire::Policy as Misfire;
 
 /// What a slot that comes due does while a run is in flight (J11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,11 +124,23 @@ pub(crate) struct JobConfig {
     pub(crate) krate: syn::Path,
 }
 
-/// What differs between the two macros.
+/// What differs between the macros.
 #[derive(Debug, Clone)]
 pub(crate) enum JobKind {
-    Scheduled { lease: String, schedule: Schedule },
-    Partitioned { group: String, partitions: u32, schedule: Option<Schedule> },
+    Scheduled {
+        lease: String,
+        schedule: Schedule,
+    },
+    Partitioned {
+        group: String,
+        partitions: u32,
+        schedule: Option<Schedule>,
+    },
+    /// `#[simba_handler]`: the name schedules refer to, and the payload's type as written.
+    Handler {
+        name: String,
+        payload: Box<syn::Type>,
+    },
 }
 
 /// A value together with the span of the option that set it.
@@ -178,6 +175,8 @@ struct Configuration {
     start: Option<Set<i64>>,
     end: Option<Set<i64>>,
     krate: Option<Set<syn::Path>>,
+    /// `#[simba_handler(name = "...")]`.
+    handler_name: Option<Set<String>>,
 }
 
 /// The one helper that refuses a repeated option.
@@ -210,13 +209,18 @@ impl Configuration {
             start: None,
             end: None,
             krate: None,
+            handler_name: None,
         }
     }
 
     /// Applies one `name = value` option.
     fn set(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
         self.seen += 1;
-        match key.to_string().as_str() {
+        let name = key.to_string();
+        if self.kind == Kind::Handler && !matches!(name.as_str(), "name" | "crate") {
+            return Err(unknown_option(self.kind, key.span(), &name));
+        }
+        match name.as_str() {
             "cron" => self.set_cron(key, value),
             "fixed_rate" => self.set_fixed_rate(key, value),
             "time_zone" => self.set_time_zone(key, value),
@@ -251,6 +255,7 @@ impl Configuration {
             "lease" if self.kind == Kind::Scheduled => self.set_lease(key, value),
             "group" if self.kind == Kind::Partitioned => self.set_group(key, value),
             "partitions" if self.kind == Kind::Partitioned => self.set_partitions(key, value),
+            "name" if self.kind == Kind::Handler => self.set_handler_name(key, value),
             other => Err(unknown_option(self.kind, key.span(), other)),
         }
     }
@@ -308,8 +313,7 @@ impl Configuration {
     fn set_misfire(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
         let lit = string_lit(key, value, "\"skip\"")?;
         let misfire = match simba_rules::misfire::parse(&lit.value()) {
-            Some(simba_rules::misfire::Policy::Skip) => Misfire::Skip,
-            Some(simba_rules::misfire::Policy::RunOnce) => Misfire::RunOnce,
+            Some(policy) => policy,
             None => {
                 return Err(syn::Error::new(
                     lit.span(),
@@ -375,6 +379,16 @@ impl Configuration {
         set_once(&mut self.krate, path, key, self.seen)
     }
 
+    fn set_handler_name(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
+        let lit = string_lit(key, value, "\"send_report\"")?;
+        let name = lit.value();
+        if let Some(reason) = name_problem(&name) {
+            let reason = reason.replace("a lease name", "a handler name");
+            return Err(syn::Error::new(lit.span(), format!("invalid handler name `{name}`: {reason}")));
+        }
+        set_once(&mut self.handler_name, name, key, self.seen)
+    }
+
     fn set_group(&mut self, key: &syn::Ident, value: &Expr) -> syn::Result<()> {
         let lit = string_lit(key, value, "\"billing\"")?;
         let group = lit.value();
@@ -423,6 +437,7 @@ impl Configuration {
         let job = match self.kind {
             Kind::Scheduled => self.scheduled(func, &name, schedule)?,
             Kind::Partitioned => self.partitioned(schedule)?,
+            Kind::Handler => self.handler(func, &name)?,
         };
         Ok(JobConfig { name, misfire, job, retry, backoff, timeout, policies, extras, krate })
     }
@@ -553,6 +568,30 @@ impl Configuration {
         Ok(JobKind::Scheduled { lease, schedule })
     }
 
+    /// `#[simba_handler]`: a name (the function's by default, which must then be a valid
+    /// handler name: the lease-name rule, as schedules store it) and the payload's type.
+    fn handler(self, func: &ItemFn, name: &str) -> syn::Result<JobKind> {
+        let name = match self.handler_name {
+            Some(set) => set.value,
+            None => {
+                if let Some(reason) = name_problem(name) {
+                    return Err(syn::Error::new(
+                        func.sig.ident.span(),
+                        format!(
+                            "the function name `{name}` is the default handler name, but it is not a valid \
+                             handler name ({}); set one with `name = \"...\"`",
+                            reason.replace("a lease name", "a handler name")
+                        ),
+                    ));
+                }
+                name.to_owned()
+            }
+        };
+        let payload = signature::payload(func)
+            .ok_or_else(|| syn::Error::new(func.sig.paren_token.span.join(), "a handler takes a payload"))?;
+        Ok(JobKind::Handler { name, payload: Box::new(payload.clone()) })
+    }
+
     /// `#[simba_partitioned]`: a group and a partition count whose last lease name fits T1;
     /// `misfire` only with a schedule.
     fn partitioned(self, schedule: Option<Schedule>) -> syn::Result<JobKind> {
@@ -638,6 +677,7 @@ fn example(kind: Kind) -> &'static str {
     match kind {
         Kind::Scheduled => "`#[simba_scheduled(cron = \"0 */5 * * * *\", lease = \"reports\")]`",
         Kind::Partitioned => "`#[simba_partitioned(group = \"billing\", partitions = 16)]`",
+        Kind::Handler => "`#[simba_handler(name = \"send_report\")]`",
     }
 }
 

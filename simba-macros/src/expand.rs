@@ -1,5 +1,5 @@
 //! Code generation from a validated [`JobConfig`]: the function unchanged, plus one registry
-//! entry in `simba::job::SCHEDULED_JOBS` or `PARTITIONED_JOBS`. The generated code names only
+//! entry in `simba::job::SCHEDULED_JOBS`, `PARTITIONED_JOBS` or `HANDLERS`. The generated code names only
 //! public registry types and the `#[doc(hidden)]` `simba::__private` support module, through
 //! the crate path of the configuration (`::simba` unless `crate = "..."` says otherwise).
 
@@ -128,7 +128,24 @@ fn run_call(ident: &syn::Ident, partition: TokenStream, c: &Call) -> TokenStream
     }
 }
 
-/// The job's static in `SCHEDULED_JOBS` or `PARTITIONED_JOBS`.
+/// A handler's run: the payload deserialised into the function's payload type (a decode
+/// error ends the run, recorded `failed`), then the call with the extras.
+fn handler_call(ident: &syn::Ident, payload: &Type, name: &str, c: &Call) -> TokenStream {
+    let Call { term, extra_args, lets, krate_out, output_span, .. } = c;
+    let payload_at = payload.span();
+    let decode = quote_spanned! {payload_at=>
+        let __simba_payload: #payload = #krate_out::__private::payload::<#payload>(&payload, #name)?;
+    };
+    quote_spanned! {*output_span=>
+        #krate_out::__private::job_future(async move {
+            #lets
+            #decode
+            #krate_out::__private::into_job_result(#ident(#term, __simba_payload #extra_args).await)
+        })
+    }
+}
+
+/// The job's static in `SCHEDULED_JOBS`, `PARTITIONED_JOBS` or `HANDLERS`.
 fn registry_entry(func: &ItemFn, config: &JobConfig) -> TokenStream {
     let ident = &func.sig.ident;
     let name = &config.name;
@@ -154,6 +171,21 @@ fn registry_entry(func: &ItemFn, config: &JobConfig) -> TokenStream {
                     #misfire,
                     #policies,
                     &|term| #run,
+                    #needs,
+                );
+            }
+        }
+        JobKind::Handler { name: handler, payload } => {
+            let run = handler_call(ident, payload, handler, &call);
+            let static_ident = format_ident!("__SIMBA_HANDLER_{}", name.to_uppercase());
+            quote! {
+                #[#krate::__private::linkme::distributed_slice(#krate::job::HANDLERS)]
+                #[linkme(crate = #krate::__private::linkme)]
+                #[doc(hidden)]
+                #[allow(non_upper_case_globals)]
+                static #static_ident: #krate::job::Handler = #krate::__private::handler(
+                    #handler,
+                    &|term, payload| #run,
                     #needs,
                 );
             }
@@ -270,11 +302,19 @@ fn policies_tokens(krate: &syn::Path, p: &Policies) -> TokenStream {
     out
 }
 
+/// The misfire policy's variant of `simba::job::Misfire` (the rules crate's type, which may
+/// grow): its name (`run_once`) in upper camel case (`RunOnce`).
 fn misfire_tokens(krate: &syn::Path, misfire: Misfire) -> TokenStream {
-    match misfire {
-        Misfire::Skip => quote!(#krate::job::Misfire::Skip),
-        Misfire::RunOnce => quote!(#krate::job::Misfire::RunOnce),
-    }
+    let camel: String = misfire
+        .name()
+        .split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars.next().map(|first| first.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
+        })
+        .collect();
+    let variant = format_ident!("{camel}");
+    quote!(#krate::job::Misfire::#variant)
 }
 
 /// `tokens` with every token at `span`.

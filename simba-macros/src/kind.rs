@@ -6,4 +6,5 @@
 pub(crate) enum Kind {
     Scheduled,
     Partitioned,
+    Handler,
 }

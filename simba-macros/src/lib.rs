@@ -1,4 +1,5 @@
-//! Attribute macros for the `simba` crate: `#[simba_scheduled]` and `#[simba_partitioned]`.
+//! Attribute macros for the `simba` crate: `#[simba_scheduled]`, `#[simba_partitioned]` and
+//! `#[simba_handler]`.
 //!
 //! Use them through the `simba` crate (`use simba::{simba_scheduled, simba_partitioned};`),
 //! which re-exports them: the code they generate names `::simba`, or the path given with
@@ -27,6 +28,12 @@ pub fn simba_scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn simba_partitioned(args: TokenStream, item: TokenStream) -> TokenStream {
     entry(Kind::Partitioned, args, item)
+}
+
+#[doc = include_str!("docs/handler.md")]
+#[proc_macro_attribute]
+pub fn simba_handler(args: TokenStream, item: TokenStream) -> TokenStream {
+    entry(Kind::Handler, args, item)
 }
 
 /// Parses, validates and expands; on any error, emits the function unchanged plus the errors,

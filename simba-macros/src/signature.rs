@@ -1,6 +1,7 @@
 //! The checks of the annotated function's signature: `async fn NAME(term: &Term) -> R` for a
 //! scheduled job, `async fn NAME(term: &Term, partition: u32) -> R` for a partitioned one,
-//! each optionally followed by the run context (`ctx: &JobContext`) and the application's
+//! `async fn NAME(term: &Term, payload: T) -> R` for a handler (`T` deserialised from the
+//! schedule's JSON payload), each optionally followed by the run context (`ctx: &JobContext`) and the application's
 //! state (`State<T>` parameters), in any order.
 //! What the macro cannot see (that `&Term` really is `simba::Term`, that `R` is `()` or a
 //! `Result`, that the future is `Send`) the compiler checks on the generated call, whose
@@ -17,6 +18,7 @@ pub(crate) fn check(kind: Kind, func: &ItemFn) -> syn::Result<()> {
     let expected = match kind {
         Kind::Scheduled => "`async fn name(term: &Term) -> R`",
         Kind::Partitioned => "`async fn name(term: &Term, partition: u32) -> R`",
+        Kind::Handler => "`async fn name(term: &Term, payload: T) -> R`",
     };
     check_header(&func.sig, expected)?;
     check_params(kind, &func.sig, expected)
@@ -74,8 +76,9 @@ fn check_params(kind: Kind, sig: &syn::Signature, expected: &str) -> syn::Result
         return Err(syn::Error::new(
             sig.paren_token.span.join(),
             format!(
-                "a job takes {wanted} parameter{} first, then optionally the run context (`ctx: &JobContext`) and \
+                "{} takes {wanted} parameter{} first, then optionally the run context (`ctx: &JobContext`) and \
                  application state (`State<T>`), found {}: write {expected}",
+                if kind == Kind::Handler { "a handler" } else { "a job" },
                 plural(wanted),
                 params.len()
             ),
@@ -100,6 +103,11 @@ fn check_params(kind: Kind, sig: &syn::Signature, expected: &str) -> syn::Result
             "the second parameter is the partition's index and must be `u32`: `partition: u32`",
         ));
     }
+    if kind == Kind::Handler
+        && let Some(payload) = typed.get(1)
+    {
+        check_payload(&payload.ty)?;
+    }
     extras_of(&typed[wanted.min(typed.len())..]).map(|_| ())
 }
 
@@ -117,12 +125,46 @@ fn check_term(ty: &Type) -> syn::Result<()> {
     }
 }
 
-/// How many parameters come first: the term, and a partitioned job's index.
+/// A handler's payload: an owned value the schedule's JSON deserialises into (the compiler
+/// checks `serde::de::DeserializeOwned` on the generated call), not a reference, the run
+/// context or the application's state (those come after it).
+fn check_payload(ty: &Type) -> syn::Result<()> {
+    let what = if matches!(ty, Type::Reference(_)) || last_ident(ty).is_some_and(|i| i == "JobContext") {
+        "a reference"
+    } else if is_state(ty) {
+        "`State<T>`"
+    } else {
+        return Ok(());
+    };
+    Err(syn::Error::new(
+        ty.span(),
+        format!(
+            "the second parameter is the schedule's payload, an owned type deserialised from its JSON \
+             (`payload: Report` with `#[derive(serde::Deserialize)]`, or `serde_json::Value`), not {what}; the run \
+             context and `State<T>` come after it"
+        ),
+    ))
+}
+
+/// How many parameters come first: the term, and a partitioned job's index or a handler's
+/// payload.
 fn required(kind: Kind) -> usize {
     match kind {
         Kind::Scheduled => 1,
-        Kind::Partitioned => 2,
+        Kind::Partitioned | Kind::Handler => 2,
     }
+}
+
+/// A handler's payload type: its second parameter's (checked by [`check`] first).
+pub(crate) fn payload(func: &ItemFn) -> Option<&Type> {
+    func.sig
+        .inputs
+        .iter()
+        .filter_map(|p| match p {
+            FnArg::Typed(t) => Some(&*t.ty),
+            FnArg::Receiver(_) => None,
+        })
+        .nth(1)
 }
 
 /// The parameters after the required ones: each the run context (a shared reference, once)

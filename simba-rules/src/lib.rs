@@ -58,13 +58,27 @@ pub mod cron {
 
 /// The misfire policy names, as written in `misfire = "..."` and in `simba.toml`.
 pub mod misfire {
-    /// What to do with cron slots missed while the job could not run.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    /// What to do with cron slots missed while the job could not run: the one misfire type
+    /// of the workspace (`simba::job::Misfire` and `simba::schedule_store::Misfire` re-export
+    /// it).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    #[non_exhaustive]
     pub enum Policy {
-        /// Missed slots are skipped (the default).
+        /// Missed slots are skipped; the next slot runs on time (the default).
+        #[default]
         Skip,
-        /// The latest missed slot runs once.
+        /// The latest missed slot runs once, at once, then the job continues on time.
         RunOnce,
+    }
+
+    impl Policy {
+        /// The policy's name, as `misfire = "..."` and `simba.toml` write it.
+        pub const fn name(self) -> &'static str {
+            match self {
+                Policy::Skip => SKIP,
+                Policy::RunOnce => RUN_ONCE,
+            }
+        }
     }
 
     /// The name of [`Policy::Skip`].
@@ -180,6 +194,9 @@ mod tests {
         assert_eq!(misfire::parse(misfire::SKIP), Some(misfire::Policy::Skip));
         assert_eq!(misfire::parse(misfire::RUN_ONCE), Some(misfire::Policy::RunOnce));
         assert_eq!(misfire::parse("Skip"), None);
+        for p in [misfire::Policy::Skip, misfire::Policy::RunOnce] {
+            assert_eq!(misfire::parse(p.name()), Some(p));
+        }
     }
 
     /// J11, J13, J14: the overlap names and the checks both crates share.

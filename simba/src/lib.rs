@@ -47,7 +47,7 @@ pub use runtime::{Runtime, RuntimeBuilder, RuntimeConfig, run};
 pub use term::{RevokeReason, Term};
 
 #[doc(inline)]
-pub use simba_macros::{simba_partitioned, simba_scheduled};
+pub use simba_macros::{simba_handler, simba_partitioned, simba_scheduled};
 
 /// The README's examples, compiled and run as doctests (`cargo test --doc`), so the landing
 /// page cannot drift from the API.
@@ -63,7 +63,9 @@ pub mod __private {
     use std::borrow::Cow;
 
     pub use crate::job::job_future;
-    use crate::job::{JobContext, JobFuture, Misfire, PartitionedJob, Policies, Schedule, ScheduledJob, StateNeed};
+    use crate::job::{
+        Handler, JobContext, JobFuture, Misfire, PartitionedJob, Policies, Schedule, ScheduledJob, StateNeed,
+    };
     use crate::{BoxError, Term};
 
     /// The context of the run being executed (a manual context outside the runtime, when a
@@ -89,6 +91,21 @@ pub mod __private {
     /// state is missing, so the outcome is converted here).
     pub fn into_job_result<O: crate::job::JobOutcome>(outcome: O) -> Result<(), BoxError> {
         outcome.into_job_result()
+    }
+
+    /// The payload of handler `handler`'s run, deserialised from the schedule's JSON into `T`
+    /// (the error names the handler and the type; the run is recorded `failed`).
+    pub fn payload<T: serde::de::DeserializeOwned>(payload: &str, handler: &str) -> Result<T, BoxError> {
+        crate::job::decode_payload(payload, handler)
+    }
+
+    /// The registry entry of a handler, every field given (`const`).
+    pub const fn handler(
+        name: &'static str,
+        run: &'static (dyn Fn(Term, std::sync::Arc<str>) -> JobFuture + Send + Sync),
+        needs: &'static [StateNeed],
+    ) -> Handler {
+        Handler::new(name, run).with_needs(needs)
     }
 
     /// The registry entry of a scheduled job, every field given (`const`).

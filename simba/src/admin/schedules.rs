@@ -178,6 +178,15 @@ impl Schedules {
         self
     }
 
+    /// Refuses a create or an update naming a handler that this binary does not register
+    /// with `#[simba_handler]` (the link-time registry): for a service that creates schedules
+    /// where its handlers are linked. A running node's
+    /// [`RunningRuntime::schedules`](crate::runtime::RunningRuntime::schedules) also knows the
+    /// handlers added to its builder.
+    pub fn with_registered_handlers(self) -> Self {
+        self.with_handlers(crate::job::HANDLERS.iter().map(|h| h.name.to_string()))
+    }
+
     /// The store this operates on.
     pub fn store(&self) -> &SharedScheduleStore {
         &self.store

@@ -291,11 +291,20 @@ pub struct ClaimRequest<'a> {
 
 impl ClaimRequest<'_> {
     /// What this claim asks the core's claim rule ([`simba_core::claim::decide`]) for.
+    /// A schedule's slot (its job name `schedule/<id>`) asks for
+    /// [`Ask::ScheduleSlot`]: the schedule's own ledger only, since its partition's lease
+    /// carries many schedules (rule A5).
     pub(crate) fn ask(&self) -> Ask {
         match self.kind {
+            SlotKind::Scheduled | SlotKind::CaughtUp if self.is_schedule_slot() => Ask::ScheduleSlot(self.slot_ms),
             SlotKind::Scheduled | SlotKind::CaughtUp => Ask::Slot(self.slot_ms),
             SlotKind::Manual => Ask::RunNow,
         }
+    }
+
+    /// Whether this is the claim of a schedule's scheduled or caught-up slot (rule A5).
+    pub(crate) fn is_schedule_slot(&self) -> bool {
+        self.kind != SlotKind::Manual && simba_core::schedules::is_schedule_job(self.job)
     }
 
     /// The answer to this claim when the claim rule answered `answer`: a claimed one carries
@@ -551,6 +560,12 @@ impl<J: JobStore> DynJobStore for J {
 pub struct SharedJobStore(Arc<dyn DynJobStore>);
 
 impl SharedJobStore {
+    /// Whether `self` and `other` are handles of one store (not two stores on one database).
+    #[cfg(test)]
+    pub(crate) fn same(&self, other: &SharedJobStore) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// Erases `store`.
     pub fn new(store: impl JobStore) -> Self {
         SharedJobStore(Arc::new(store))

@@ -11,9 +11,10 @@ use simba_core::schedules::{Fires, Spec};
 use crate::backend::BackendResult;
 
 pub use simba_core::schedules::{DEFAULT_PARTITIONS, MAX_PAYLOAD_BYTES, partition_of};
-/// What a schedule does with slots missed while no node held its partition: the misfire
-/// policy of code-defined jobs, by the names `simba.toml` and the macros use (`skip`,
-/// `run_once`).
+/// What a schedule does with slots missed while no node held its partition: the one misfire
+/// type of code-defined jobs (`simba::job::Misfire` is the same type), by the names
+/// `simba.toml` and the macros use (`skip`, `run_once`). Re-exported from the rules crate
+/// rather than from `job`, so the backend layer does not name the jobs runtime.
 pub use simba_rules::misfire::Policy as Misfire;
 
 /// How many audit records a store keeps per namespace unless told otherwise.
@@ -126,10 +127,7 @@ mod misfire_name {
     use super::Misfire;
 
     pub(super) fn serialize<S: Serializer>(m: &Misfire, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(match m {
-            Misfire::Skip => simba_rules::misfire::SKIP,
-            Misfire::RunOnce => simba_rules::misfire::RUN_ONCE,
-        })
+        s.serialize_str(m.name())
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Misfire, D::Error> {
@@ -302,7 +300,7 @@ impl AuditRecord {
 }
 
 /// Which schedules a [`ScheduleStore::list`] reads: ordered by id, after `after`, at most
-/// `limit`, filtered by handler or by id prefix.
+/// `limit`, filtered by handler, by id prefix or by partition.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ListQuery {
@@ -312,6 +310,8 @@ pub struct ListQuery {
     pub prefix: Option<String>,
     /// Only ids after this one (the last id of the previous page).
     pub after: Option<String>,
+    /// Only schedules of this partition of `simba.schedules` (what a holder loads).
+    pub partition: Option<u32>,
     /// At most this many (0 reads none).
     pub limit: usize,
 }
@@ -334,6 +334,12 @@ impl ListQuery {
         self
     }
 
+    /// This query for the schedules of partition `partition` only.
+    pub fn partition(mut self, partition: u32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
     /// This query for ids after `id` (the next page).
     pub fn after(mut self, id: impl Into<String>) -> Self {
         self.after = Some(id.into());
@@ -346,6 +352,7 @@ impl ListQuery {
         self.handler.as_ref().is_none_or(|h| &s.handler == h)
             && self.prefix.as_ref().is_none_or(|p| s.id.starts_with(p.as_str()))
             && self.after.as_ref().is_none_or(|a| s.id.as_str() > a.as_str())
+            && self.partition.is_none_or(|p| s.partition == p)
     }
 }
 
@@ -568,6 +575,12 @@ pub struct SharedScheduleStore {
 }
 
 impl SharedScheduleStore {
+    /// Whether `self` and `other` are handles of one store (not two stores on one database).
+    #[cfg(test)]
+    pub(crate) fn same(&self, other: &SharedScheduleStore) -> bool {
+        Arc::ptr_eq(&self.store, &other.store)
+    }
+
     /// Erases `store`, seen from the default space.
     pub fn new(store: impl ScheduleStore) -> Self {
         SharedScheduleStore { store: Arc::new(store), space: Arc::from("") }

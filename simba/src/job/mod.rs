@@ -8,6 +8,7 @@
 mod clock;
 mod context;
 mod group;
+mod handler;
 mod history;
 mod overlap;
 mod policy;
@@ -15,11 +16,14 @@ mod published;
 mod registry;
 mod runner;
 mod schedule;
+mod shard;
 mod state;
 mod writer;
 
 pub use clock::WallClock;
 pub use context::JobContext;
+pub(crate) use handler::decode_payload;
+pub use handler::{HANDLERS, Handler, HandlerRun};
 pub use policy::{Overlap, Policies, RunPolicy};
 pub use published::{
     JobKind, JobSettings, NodeRegistry, RegistryReport, compare as compare_registries, versions as registry_versions,
@@ -37,5 +41,6 @@ pub(crate) use writer::{Pending, Writer};
 pub(crate) use group::{GroupSpec, run_group};
 pub(crate) use schedule::{Timer, run_scheduled};
 pub use schedule::{parse_cron, parse_time_zone};
+pub(crate) use shard::{GROUP as SCHEDULES_GROUP, Shards};
 #[cfg(feature = "testing")]
 pub(crate) use simba_core::slots::next_slot;

@@ -75,11 +75,7 @@ fn humanize(d: Duration) -> String {
 }
 
 fn misfire_name(m: Misfire) -> String {
-    match m {
-        Misfire::Skip => "skip",
-        Misfire::RunOnce => "run_once",
-    }
-    .to_owned()
+    m.name().to_owned()
 }
 
 /// A schedule as published: the cron expression (or `every 30s`) and its time zone, the text

@@ -94,16 +94,11 @@ impl Schedule {
     }
 }
 
-/// What to do with cron slots that passed while no node held the job's term.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Misfire {
-    /// Skip them; run the next slot on time (the default).
-    #[default]
-    Skip,
-    /// Run once, at once, for the missed slots together, then continue on time.
-    RunOnce,
-}
+/// What to do with cron slots that passed while no node held the job's term: `Skip` (the
+/// default) or `RunOnce`. One type for code-defined jobs, `simba.toml` and schedules stored as
+/// data (`simba::schedule_store::Misfire` is the same type), defined in the rules crate the
+/// macros share.
+pub use simba_rules::misfire::Policy as Misfire;
 
 /// A job's body as the runtime calls it: a function (what the macros register, `const`) or a
 /// shared closure (a job added at runtime that captures what it needs).
@@ -112,6 +107,18 @@ pub struct JobFn<F: ?Sized + 'static>(Body<F>);
 impl<F: ?Sized> Clone for JobFn<F> {
     fn clone(&self) -> Self {
         JobFn(self.0.clone())
+    }
+}
+
+impl<F: ?Sized> JobFn<F> {
+    /// A body that is a function or a non-capturing closure in a `const` or `static`.
+    pub(super) const fn from_static_body(f: &'static F) -> Self {
+        JobFn(Body::Static(f))
+    }
+
+    /// A body that is a shared closure.
+    pub(super) fn from_shared_body(f: Arc<F>) -> Self {
+        JobFn(Body::Shared(f))
     }
 }
 

@@ -11,11 +11,13 @@ use super::jobs::JobsHandle;
 use super::plan::{Plan, plan};
 use super::registry;
 use super::running::{RunningRuntime, Servers, watch_control};
+use super::schedules;
 use super::signals::{ShutdownFuture, wait_for_shutdown};
 use crate::Error;
 use crate::backend::BackendUrl;
 use crate::job::{
-    JOB_POLICIES, JobPolicy, PARTITIONED_JOBS, PartitionedJob, SCHEDULED_JOBS, ScheduledJob, StateMap, node_name,
+    Handler, JOB_POLICIES, JobPolicy, PARTITIONED_JOBS, PartitionedJob, SCHEDULED_JOBS, ScheduledJob, StateMap,
+    node_name,
 };
 
 enum ConfigSource {
@@ -30,6 +32,7 @@ pub struct RuntimeBuilder {
     config: ConfigSource,
     scheduled: Vec<ScheduledJob>,
     partitioned: Vec<PartitionedJob>,
+    handlers: Vec<Handler>,
     policies: Vec<JobPolicy>,
     clock: crate::job::WallClock,
     registry: bool,
@@ -49,6 +52,7 @@ impl RuntimeBuilder {
             config: ConfigSource::Load,
             scheduled: Vec::new(),
             partitioned: Vec::new(),
+            handlers: Vec::new(),
             policies: Vec::new(),
             clock: crate::job::WallClock::System,
             registry: true,
@@ -150,6 +154,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Adds a handler written by hand (or made at runtime, [`Handler::from_closure`]): the code
+    /// schedules stored as data name (ADR 0020), beside those `#[simba_handler]` registers. A
+    /// node with at least one handler runs the schedules of the partitions of
+    /// `simba.schedules` it holds.
+    pub fn handler(mut self, handler: Handler) -> Self {
+        self.handlers.push(handler);
+        self
+    }
+
     /// Sets the retry and timeout options of a job added by hand (the macros register them
     /// for theirs); `[jobs.NAME]` keys still override them.
     pub fn policy(mut self, policy: JobPolicy) -> Self {
@@ -191,7 +204,9 @@ impl RuntimeBuilder {
             (self.scheduled, self.partitioned, self.policies)
         };
         let plan = plan(&config, &scheduled, &partitioned, &policies)?;
+        let handlers = schedules::collect(self.registry, self.handlers)?;
         check_state(&self.state, &plan, &scheduled, &partitioned)?;
+        schedules::check_state(&self.state, &handlers)?;
         #[cfg(feature = "prometheus")]
         if config.metrics_listen.is_some() {
             crate::metrics::recorder_with(&config.metrics)?;
@@ -223,13 +238,19 @@ impl RuntimeBuilder {
         let node = self.node.map_or_else(node_name, Into::into);
         let state = Arc::new(self.state);
         let jobs = JobsHandle::new(simba.clone(), config, policies, store.clone(), control, node, self.clock, state);
-        if let Err(e) = start_jobs(&jobs, plan).await {
+        let handler_names = handlers.iter().map(|h| h.name.to_string()).collect();
+        let started = match start_jobs(&jobs, plan).await {
+            Ok(()) => schedules::start(&jobs, handlers).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = started {
+            jobs.stop_all().await;
             control_stop.cancel();
             simba.close().await;
             return Err(e);
         }
         let registry = registry::start(&simba, store.as_ref(), &jobs, control_stop.clone());
-        Ok(RunningRuntime { simba, jobs, registry, control_stop, shutdown: self.shutdown, servers })
+        Ok(RunningRuntime { simba, jobs, registry, control_stop, shutdown: self.shutdown, servers, handler_names })
     }
 
     /// [`start`](RuntimeBuilder::start), then wait for SIGINT / SIGTERM (or the

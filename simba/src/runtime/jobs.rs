@@ -13,10 +13,11 @@ use super::plan::{PlannedGroup, PlannedJob, plan_group, plan_scheduled};
 use std::time::Duration;
 
 use crate::job::{
-    JobPolicy, JobSettings, PartitionedJob, Pending, Recording, RunPolicy, ScheduledJob, StateMap, WallClock, Writer,
-    run_group, run_scheduled,
+    GroupSpec, Handler, JobPolicy, JobSettings, Misfire, PartitionedJob, Pending, Policies, Recording, RunPolicy,
+    SCHEDULES_GROUP, ScheduledJob, Shards, StateMap, WallClock, Writer, run_group, run_scheduled,
 };
 use crate::job_store::SharedJobStore;
+use crate::schedule_store::SharedScheduleStore;
 use crate::{ConfigError, Election, Error, Simba, Term};
 
 /// Adds and removes scheduled and partitioned jobs on this node while the runtime runs, from
@@ -165,6 +166,38 @@ impl JobsHandle {
         let task = tokio::spawn(run_group(self.inner.simba.clone(), g, stop.clone()));
         running.insert(name, Running::Group { group, partitions, stop, task, settings });
         self.inner.changed.send_modify(|v| *v += 1);
+    }
+
+    /// Starts the built-in group `simba.schedules` (ADR 0020): `partitions` partitions whose
+    /// holders run the schedules of `store` with `handlers`; published as a partitioned job of
+    /// that name, so the registry check shows a node that does not run schedules.
+    pub(super) fn start_schedules(&self, store: SharedScheduleStore, handlers: Vec<Handler>, partitions: u32) {
+        let policy = RunPolicy::default();
+        let recording = self.recording(SCHEDULES_GROUP, policy);
+        let shards = Shards::new(self.inner.simba.clone(), store, handlers, recording.clone());
+        let spec = GroupSpec {
+            job: SCHEDULES_GROUP.into(),
+            group: SCHEDULES_GROUP.into(),
+            partitions,
+            timer: None,
+            misfire: Misfire::Skip,
+            policies: Policies::new(),
+            run: shards.worker(),
+            recording,
+        };
+        let settings =
+            JobSettings::partitioned(SCHEDULES_GROUP, SCHEDULES_GROUP, partitions, None, Misfire::Skip, &policy);
+        self.start_group(PlannedGroup { spec, settings });
+    }
+
+    /// The configuration the jobs were planned with.
+    pub(super) fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    /// The client the jobs run on.
+    pub(super) fn simba(&self) -> &Simba {
+        &self.inner.simba
     }
 
     /// The effective settings of every job running on this node (what it publishes, item 5).

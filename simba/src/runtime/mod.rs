@@ -6,7 +6,8 @@
 //! (what runs: the jobs checked against the configuration, and their settings), `builder`
 //! (what to run and how to start it), `connect` (the backend, with retries while it is
 //! unavailable), `running` (the started runtime: control loop, shutdown), `signals`, `jobs`
-//! (jobs added and removed while it runs) and `registry` (the published job registries).
+//! (jobs added and removed while it runs), `registry` (the published job registries) and
+//! `schedules` (the handlers, and the group that runs schedules stored as data).
 
 mod builder;
 mod config;
@@ -15,6 +16,7 @@ mod jobs;
 mod plan;
 mod registry;
 mod running;
+mod schedules;
 mod security;
 mod signals;
 

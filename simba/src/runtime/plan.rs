@@ -50,6 +50,10 @@ impl Plan {
     }
 }
 
+/// The job name schedules stored as data are recorded under (`schedule/<id>`), which no job
+/// may take: its partitions' records would mix with the schedules'.
+const RESERVED: &str = "schedule";
+
 /// Checks jobs against the configuration before anything starts (J4, J7).
 pub(super) fn plan(
     config: &RuntimeConfig,
@@ -59,6 +63,13 @@ pub(super) fn plan(
 ) -> Result<Plan, Error> {
     let mut names = BTreeSet::new();
     for n in scheduled.iter().map(|j| &*j.name).chain(partitioned.iter().map(|j| &*j.name)) {
+        if n == RESERVED {
+            return Err(ConfigError::new(format!(
+                "a job is named `{RESERVED}`, which schedules stored as data record under (`{RESERVED}/<id>`, ADR \
+                 0020): rename the job"
+            ))
+            .into());
+        }
         if !names.insert(n) {
             return Err(ConfigError::new(format!(
                 "two jobs are named `{n}`: job names must be unique in a binary (rename one function, or give it another name)"

@@ -18,6 +18,8 @@ pub struct RunningRuntime {
     pub(super) control_stop: CancellationToken,
     pub(super) shutdown: Option<ShutdownFuture>,
     pub(super) servers: Servers,
+    /// The names of the handlers this node has (schedules stored as data).
+    pub(super) handler_names: Vec<String>,
 }
 
 impl RunningRuntime {
@@ -47,6 +49,16 @@ impl RunningRuntime {
     #[cfg(feature = "dashboard")]
     pub fn dashboard_addr(&self) -> Option<std::net::SocketAddr> {
         self.servers.dashboard.as_ref().map(crate::dashboard::DashboardServer::local_addr)
+    }
+
+    /// The operators' API of schedules stored as data (ADR 0020) on this node's store, in its
+    /// namespace, with its `[schedules] partitions`, refusing a create or an edit that names
+    /// a handler this node does not have (rule A3: the node knows its handlers).
+    pub fn schedules(&self) -> Result<crate::admin::Schedules, crate::admin::ScheduleError> {
+        let api = crate::admin::Schedules::for_client(&self.simba)?;
+        Ok(api
+            .with_partitions(self.jobs.config().schedule_partitions)?
+            .with_handlers(self.handler_names.iter().cloned()))
     }
 
     /// The handle that adds and removes jobs on this node while it runs.

@@ -29,6 +29,7 @@ pub const RULES: &[&str] = &[
     "schedules_audit_retention_bounded",
     "schedules_spaces_share_nothing",
     "schedules_payload_and_policies_round_trip",
+    "schedules_slot_claim_uses_the_schedules_own_ledger",
     "schedules_survive_reopen",
 ];
 
@@ -263,6 +264,13 @@ pub async fn schedules_list_pages_and_filters<B: Backend>(b: B) {
     assert_eq!(list(ListQuery::first(3).after("b.1")).await, Vec::<String>::new());
     assert_eq!(list(ListQuery::first(2).prefix("a").after("a.10")).await, ["a_2", "ab"]);
     assert_eq!(list(ListQuery::first(0)).await, Vec::<String>::new());
+    // A holder loads its partition's schedules: exactly the ids placed there, in id order.
+    let mut sorted: Vec<&str> = ids.to_vec();
+    sorted.sort_unstable();
+    for p in 0..P {
+        let want: Vec<&str> = sorted.iter().copied().filter(|id| partition_of(id, P) == p).collect();
+        assert_eq!(list(ListQuery::first(100).partition(p)).await, want, "partition {p}");
+    }
 }
 
 /// A7: every write is recorded with who, when, what, the target and the note, newest first,
@@ -350,6 +358,52 @@ pub async fn schedules_survive_reopen<B: Backend>(first: B, second: B) {
     assert_eq!(ok(two.partitions().await, "partitions"), Some(P));
 }
 
+/// A5: a schedule's slot (job name `schedule/<id>`) is claimed under its partition's lease and
+/// token on the schedule's own ledger: two schedules of one partition both claim the same
+/// instant (the lease's last slot is no ledger of theirs), each slot once, monotonic per
+/// schedule, fenced by the token, and a pause of the schedule's job name consumes the slot
+/// without a run. Each store with schedules claims them through the jobs store it has beside.
+pub async fn schedules_slot_claim_uses_the_schedules_own_ledger<B: Backend>(b: B) {
+    use crate::backend::Acquire;
+    use crate::job_store::{Claim, ClaimRequest, SlotKind};
+    let Some(jobs) = b.job_store() else { panic!("{} has schedules but no jobs store", b.describe()) };
+    let session = ok(b.open_session(std::time::Duration::from_secs(30)).await, "open_session").id;
+    let lease = unique("simba.schedules.sc");
+    let Acquire::Won(token) = ok(b.acquire(&session, &lease).await, "acquire") else { panic!("won {lease}") };
+    let (a, z) = (simba_core::schedules::job_name(&unique("a")), simba_core::schedules::job_name(&unique("z")));
+    let claim = |job: &str, slot_ms: i64, token: u64| {
+        let (jobs, job, lease, session) = (jobs.clone(), job.to_owned(), lease.clone(), session.clone());
+        async move {
+            let req = ClaimRequest {
+                session: &session,
+                lease: &lease,
+                token,
+                job: &job,
+                slot_ms,
+                kind: SlotKind::Scheduled,
+                node: "tck-node",
+                started_ms: slot_ms + 3,
+                attempts: 1,
+            };
+            ok(jobs.claim_run(req).await, "claim_run")
+        }
+    };
+    let is_claimed = |c: &Claim| matches!(c, Claim::Claimed(_));
+    assert!(is_claimed(&claim(&a, T0, token).await), "the first schedule's slot");
+    assert!(is_claimed(&claim(&z, T0, token).await), "another schedule of the partition, same instant");
+    assert_eq!(claim(&a, T0, token).await, Claim::AlreadyClaimed, "each slot once");
+    assert_eq!(claim(&a, T0 - 1000, token).await, Claim::AlreadyClaimed, "monotonic per schedule");
+    assert_eq!(claim(&a, T0 + 1000, token + 1).await, Claim::NotHolder, "fenced by the token");
+    ok(jobs.set_paused(&a, true).await, "pause");
+    assert_eq!(claim(&a, T0 + 1000, token).await, Claim::Paused);
+    ok(jobs.set_paused(&a, false).await, "resume");
+    assert_eq!(claim(&a, T0 + 1000, token).await, Claim::AlreadyClaimed, "the paused slot was consumed");
+    let Claim::Claimed(rec) = claim(&a, T0 + 2000, token).await else { panic!("claimed after resume") };
+    assert_eq!((rec.job.as_str(), rec.slot_ms, rec.token), (a.as_str(), T0 + 2000, token));
+    let history = ok(jobs.history(&a, 10).await, "history");
+    assert_eq!(history.iter().map(|r| r.slot_ms).collect::<Vec<_>>(), [T0 + 2000, T0], "recorded as a job's slots");
+}
+
 /// Expands to one `#[tokio::test]` per rule of the schedule store suite ([`RULES`]), for the
 /// backend that `$make` (an async fn or closure returning a future of a backend) builds.
 ///
@@ -378,7 +432,8 @@ macro_rules! schedules_suite {
             schedules_audit_records_every_write,
             schedules_audit_retention_bounded,
             schedules_spaces_share_nothing,
-            schedules_payload_and_policies_round_trip
+            schedules_payload_and_policies_round_trip,
+            schedules_slot_claim_uses_the_schedules_own_ledger
         );
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn schedules_survive_reopen() {

@@ -104,3 +104,66 @@ async fn a8_stores_without_schedules_say_so() {
         assert!(said.contains(url.scheme()), "names the store: {said}");
     }
 }
+
+/// A11 on real servers: a node with a handler runs the schedules created through its API on
+/// SQLite and on PostgreSQL, each slot claimed under its partition's token (the claim of a
+/// schedule slot is the claim's transaction there, not the jobs' routine) and recorded `ran`
+/// once, in a namespace of the test's own. Real time, about 4 s each.
+mod runtime {
+    use std::time::Duration;
+
+    use simba::backend::Backend;
+    use simba::job::{Handler, job_future};
+    use simba::job_store::Outcome;
+    use simba::schedule_store::{Schedule, ScheduleSpec};
+    use simba::{Runtime, RuntimeConfig};
+
+    async fn runs_schedules<B: Backend>(backend: B, label: &str) {
+        let toml = format!(
+            "[session]\nlease_duration = \"3s\"\nrenew_interval = \"500ms\"\n\n[backend]\nnamespace = \"a11{label}{}\"\n\n\
+             [schedules]\npartitions = 2\n",
+            std::process::id()
+        );
+        let config = RuntimeConfig::from_toml_str(&toml, "test.toml", Vec::new()).expect("config");
+        let handler = Handler::from_closure("ping", |_term, payload| {
+            job_future(async move { serde_json::from_str::<u64>(&payload).map(|_| ()) })
+        });
+        let node = Runtime::builder().config(config).without_registry().backend(backend).handler(handler).start().await;
+        let node = node.expect("start");
+        let api = node.schedules().expect("schedules");
+        let every = ScheduleSpec::fixed_rate(Duration::from_secs(1));
+        for id in ["p-1", "p-2", "p-3"] {
+            api.create(Schedule::new(id, "ping", every.clone()).with_payload("7"), "test").await.expect("create");
+        }
+        tokio::time::sleep(Duration::from_millis(4_200)).await;
+        let jobs = node.simba().job_store().expect("a jobs store");
+        for id in ["p-1", "p-2", "p-3"] {
+            let h = jobs.history(&format!("schedule/{id}"), 100).await.expect("history");
+            let ran: Vec<i64> = h.iter().filter(|r| r.outcome == Outcome::Ran).map(|r| r.slot_ms).collect();
+            assert!(ran.len() >= 2, "{label} {id}: {h:?}");
+            let mut slots: Vec<i64> = h.iter().map(|r| r.slot_ms).collect();
+            slots.dedup();
+            assert_eq!(slots.len(), h.len(), "{label} {id}: each slot once: {h:?}");
+            assert!(h.iter().all(|r| r.token > 0 && r.slot_ms % 1000 == 0), "{label} {id}: {h:?}");
+        }
+        node.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a11_schedules_run_on_sqlite() {
+        let dir = std::env::temp_dir().join(format!("simba-schedules-runtime-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let url = format!("sqlite://{}", dir.join("simba.db").display());
+        let backend = simba::backend::sqlite::SqliteBackend::connect(&url).await.expect("connect");
+        runs_schedules(backend, "sqlite").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a11_schedules_run_on_postgres() {
+        let Some(url) = simba_tests::server_url("SIMBA_TEST_POSTGRES_URL") else {
+            panic!("SIMBA_TEST_POSTGRES_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+        };
+        let backend = simba::backend::postgres::PostgresBackend::connect(&url).await.expect("connect");
+        runs_schedules(backend, "postgres").await;
+    }
+}

@@ -8,5 +8,6 @@ mod namespaced;
 mod policies;
 mod records;
 mod registry;
+mod schedules;
 mod state;
 mod testkit;

@@ -6,6 +6,7 @@
 //! gave up), and whether the jobs store is on.
 
 use std::future::Future;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::broadcast;
@@ -14,6 +15,7 @@ use super::SqlCalls;
 #[cfg(any(feature = "sqlite", feature = "mysql"))]
 use super::release_watch::ReleaseWatch;
 use crate::backend::job_store::SharedJobStore;
+use crate::backend::schedule_store::SharedScheduleStore;
 use crate::backend::{
     Acquire, Backend, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
 };
@@ -63,6 +65,17 @@ impl Releases<'_> {
     }
 }
 
+/// A SQL backend's jobs and schedule stores, built at the first
+/// [`Backend::job_store`] / [`Backend::schedule_store`] call and handed out again after: each
+/// store keeps its "schema checked" cell, so a new store per call would check the schema again
+/// (and the runtime asks for the stores often). Shared by the backend's clones; a builder that
+/// changes what the store is (`without_job_store`) starts a new cache.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StoreCache {
+    jobs: Arc<OnceLock<Option<SharedJobStore>>>,
+    schedules: Arc<OnceLock<Option<SharedScheduleStore>>>,
+}
+
 /// What a SQL backend does its own way; [`Backend`] is implemented once for every
 /// implementation of it. Method names differ from [`Backend`]'s so that calls never need a
 /// trait named.
@@ -82,6 +95,9 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
     /// How this backend hears of releases.
     fn releases(&self) -> Releases<'_>;
 
+    /// Where the backend keeps its stores once built.
+    fn cache(&self) -> &StoreCache;
+
     /// [`Backend::open_session`]; the shared statements unless the dialect opens its own way.
     fn open(&self, ttl: Duration) -> impl Future<Output = BackendResult<SessionGrant>> + Send {
         self.store().open_session(ttl)
@@ -92,13 +108,15 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
         self.store().close_session(session)
     }
 
-    /// [`Backend::job_store`]: the jobs store, on unless the backend was built without it.
+    /// [`Backend::job_store`]: a new jobs store, on unless the backend was built without it
+    /// (called once per [`StoreCache`]).
     fn jobs(&self) -> Option<SharedJobStore> {
         Some(self.store().job_store(None))
     }
 
-    /// [`Backend::schedule_store`]: the schedule store, on every SQL backend.
-    fn schedules(&self) -> Option<crate::backend::schedule_store::SharedScheduleStore> {
+    /// [`Backend::schedule_store`]: a new schedule store, on every SQL backend (called once
+    /// per [`StoreCache`]).
+    fn schedules(&self) -> Option<SharedScheduleStore> {
         Some(self.store().schedule_store())
     }
 }
@@ -169,11 +187,11 @@ impl<B: SqlBackend> Backend for B {
     }
 
     fn job_store(&self) -> Option<SharedJobStore> {
-        self.jobs()
+        self.cache().jobs.get_or_init(|| self.jobs()).clone()
     }
 
-    fn schedule_store(&self) -> Option<crate::backend::schedule_store::SharedScheduleStore> {
-        self.schedules()
+    fn schedule_store(&self) -> Option<SharedScheduleStore> {
+        self.cache().schedules.get_or_init(|| self.schedules()).clone()
     }
 
     fn describe(&self) -> String {

@@ -145,7 +145,7 @@ impl ScheduleStatements {
             get: r(&format!("SELECT {COLUMNS} FROM simba_schedule WHERE space = :1 AND id = :2")),
             list: r(&format!(
                 "SELECT {COLUMNS} FROM simba_schedule WHERE space = :1 AND (:2 = 0 OR handler_name = :3) \
-                 AND (:4 = 0 OR (id >= :5 AND id < :6)) AND (:7 = 0 OR id > :8) ORDER BY id LIMIT :9"
+                 AND (:4 = 0 OR (id >= :5 AND id < :6)) AND (:7 = 0 OR id > :8) AND (:10 = 0 OR part = :11) ORDER BY id LIMIT :9"
             )),
             changes: r("SELECT part, counter FROM simba_schedule_change WHERE space = :1 ORDER BY part"),
             audit: r("SELECT at_ms, who, audit_action, target, note FROM simba_schedule_audit WHERE space = :1 \
@@ -516,6 +516,8 @@ where
             Param::Int(has_after),
             Param::Text(after),
             Param::Int(i64::try_from(q.limit).unwrap_or(i64::MAX)),
+            Param::Int(i64::from(q.partition.is_some())),
+            Param::Int(i64::from(q.partition.unwrap_or(0))),
         ];
         let rows: Vec<Row> = self.sql.fetch_all(&self.statements.list, &params, "list schedules").await?;
         rows.into_iter().map(|r| self.schedule(r)).collect()

@@ -27,6 +27,14 @@ pub(super) struct FileConfig {
     pub(super) dashboard: crate::dashboard::DashboardTable,
     #[serde(default)]
     pub(super) history: HistoryTable,
+    #[serde(default)]
+    pub(super) schedules: SchedulesTable,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SchedulesTable {
+    pub(super) partitions: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -202,10 +210,9 @@ impl Cx<'_> {
         let section = format!("jobs.{name}");
         let bad = |key: &str, msg: String| self.key_err(&section, key, msg);
         let schedule = self.job_schedule(&section, j)?;
-        let misfire = match j.misfire.as_deref().map(|m| (m, simba_rules::misfire::parse(m))) {
+        let misfire: Option<Misfire> = match j.misfire.as_deref().map(|m| (m, simba_rules::misfire::parse(m))) {
             None => None,
-            Some((_, Some(simba_rules::misfire::Policy::Skip))) => Some(Misfire::Skip),
-            Some((_, Some(simba_rules::misfire::Policy::RunOnce))) => Some(Misfire::RunOnce),
+            Some((_, Some(policy))) => Some(policy),
             Some((other, None)) => {
                 return Err(bad(
                     "misfire",
@@ -384,6 +391,25 @@ impl Cx<'_> {
             None => {}
         }
         Ok(settings)
+    }
+
+    /// `[schedules] partitions` (rule A9): 1 to 4096, the default when unset.
+    pub(super) fn schedule_partitions(&self, partitions: Option<i64>) -> Result<u32, Error> {
+        use simba_core::schedules::{DEFAULT_PARTITIONS, MAX_PARTITIONS, check_partitions};
+        let Some(n) = partitions else { return Ok(DEFAULT_PARTITIONS) };
+        let bad = || {
+            self.key_err(
+                "schedules",
+                "partitions",
+                format!(
+                    "{n} partitions: write a number from 1 to {MAX_PARTITIONS} (default {DEFAULT_PARTITIONS}); it is \
+                     fixed per namespace at the first schedule's create"
+                ),
+            )
+        };
+        let n = u32::try_from(n).map_err(|_| bad())?;
+        check_partitions(n).map_err(|_| bad())?;
+        Ok(n)
     }
 
     /// `[history] retention`.

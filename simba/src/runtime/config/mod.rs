@@ -120,6 +120,10 @@ pub struct RuntimeConfig {
     /// [`MAX_HISTORY_RETENTION`]); `None` (the default): the store's
     /// [`DEFAULT_RETENTION`](crate::job_store::DEFAULT_RETENTION).
     pub history_retention: Option<usize>,
+    /// `[schedules] partitions` (default 64, 1 to 4096): how many partitions the built-in
+    /// group `simba.schedules` spreads schedules stored as data over (ADR 0020, rule A9);
+    /// fixed per namespace at its first create.
+    pub schedule_partitions: u32,
     /// `[backend] namespace` (or `SIMBA_BACKEND__NAMESPACE`): the namespace every lease,
     /// group and job name of this application lives in (ADR 0013); `None`
     /// (the default): the store's default namespace, as before namespaces existed.
@@ -163,6 +167,7 @@ impl std::fmt::Debug for RuntimeConfig {
             .field("metrics", &self.metrics)
             .field("dashboard", &self.dashboard)
             .field("history_retention", &self.history_retention)
+            .field("schedule_partitions", &self.schedule_partitions)
             .field("namespace", &self.namespace)
             .field("start_timeout", &self.start_timeout)
             .finish_non_exhaustive()
@@ -180,6 +185,7 @@ impl Default for RuntimeConfig {
             metrics: crate::metrics::MetricsSettings::default(),
             dashboard: None,
             history_retention: None,
+            schedule_partitions: simba_core::schedules::DEFAULT_PARTITIONS,
             namespace: None,
             start_timeout: DEFAULT_START_TIMEOUT,
             origins: Origins::default(),
@@ -299,6 +305,7 @@ impl RuntimeConfig {
         let dashboard =
             crate::dashboard::resolve(file.dashboard).map_err(|(key, m)| cx.key_err("dashboard", key, m))?;
         let history_retention = cx.history_retention(file.history.retention)?;
+        let schedule_partitions = cx.schedule_partitions(file.schedules.partitions)?;
         Ok(RuntimeConfig {
             source: source.to_owned(),
             backend_url,
@@ -308,6 +315,7 @@ impl RuntimeConfig {
             metrics,
             dashboard,
             history_retention,
+            schedule_partitions,
             namespace,
             start_timeout,
             origins: cx.origins,

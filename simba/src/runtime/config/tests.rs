@@ -14,6 +14,7 @@ fn the_example_file_holds_the_defaults() {
     let d = RuntimeConfig::default();
     assert_eq!(c.start_timeout, d.start_timeout);
     assert_eq!(c.session, d.session);
+    assert_eq!(c.schedule_partitions, d.schedule_partitions);
     assert_eq!((c.backend_url.as_str(), d.backend_url.as_str()), ("sqlite://simba.db", ""));
 }
 
@@ -412,4 +413,20 @@ fn j11_j14_policy_keys() {
     }
     let e = parse("[jobs.report]\noverlapp = \"skip\"\n").expect_err("a typo").to_string();
     assert!(e.contains("line 2") && e.contains("unknown field `overlapp`") && e.contains("`overlap`"), "{e}");
+}
+
+/// A9: `[schedules] partitions` is read (default 64) and checked (1 to 4096), from the file or
+/// `SIMBA_SCHEDULES__PARTITIONS`.
+#[test]
+fn a9_schedule_partitions_are_read_and_checked() {
+    assert_eq!(parse("").expect("empty").schedule_partitions, 64);
+    assert_eq!(parse("[schedules]\npartitions = 16\n").expect("valid").schedule_partitions, 16);
+    let over = vec![("SIMBA_SCHEDULES__PARTITIONS".to_owned(), "8".to_owned())];
+    assert_eq!(RuntimeConfig::from_toml_str("", NO_FILE, over).expect("valid").schedule_partitions, 8);
+    for bad in ["0", "4097", "-1"] {
+        let e = parse(&format!("[schedules]\npartitions = {bad}\n")).expect_err(bad);
+        let Error::InvalidConfig(ce) = &e else { panic!("{e}") };
+        assert_eq!(ce.key(), Some("schedules.partitions"), "{e}");
+        assert!(e.to_string().contains("1 to 4096"), "{e}");
+    }
 }

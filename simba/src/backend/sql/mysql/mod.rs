@@ -49,7 +49,7 @@ use std::time::Duration;
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor, Row};
 
-use super::backend::{Releases, SqlBackend};
+use super::backend::{Releases, SqlBackend, StoreCache};
 use super::dialect::{Dialect, Param};
 use super::release_watch::{self, Probe, ReleaseWatch};
 use super::server::{self, CONNECT_TIMEOUT, LOCK_WAIT_MS, describe, schema_missing, schema_script};
@@ -90,6 +90,8 @@ pub struct MySqlBackend {
     watch: ReleaseWatch,
     /// Whether [`Backend::job_store`](crate::backend::Backend::job_store) answers the jobs store (by default; [`MySqlBackend::without_job_store`]).
     jobs: bool,
+    /// The jobs and schedule stores once built, shared by clones.
+    stores: StoreCache,
 }
 
 /// How often the release watch reads the waited-for rows while a candidate waits.
@@ -129,6 +131,7 @@ impl MySqlBackend {
     #[must_use]
     pub fn with_job_store(mut self) -> Self {
         self.jobs = true;
+        self.stores = StoreCache::default();
         self
     }
 
@@ -139,6 +142,7 @@ impl MySqlBackend {
     /// ([`BackendError::Misconfigured`] says what to run).
     pub fn without_job_store(mut self) -> Self {
         self.jobs = false;
+        self.stores = StoreCache::default();
         self
     }
 
@@ -216,6 +220,7 @@ impl MySqlBackend {
             sql: SqlStore::new(pool, description),
             watch: ReleaseWatch::new(probe, WATCH_TICK),
             jobs: true,
+            stores: StoreCache::default(),
         };
         backend.create_schema().await?;
         tracing::debug!(backend = %backend.sql.description(), "MySQL backend ready");
@@ -441,6 +446,10 @@ impl SqlBackend for MySqlBackend {
                 other => return other,
             }
         }
+    }
+
+    fn cache(&self) -> &StoreCache {
+        &self.stores
     }
 
     fn releases(&self) -> Releases<'_> {

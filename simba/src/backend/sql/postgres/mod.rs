@@ -59,7 +59,7 @@ use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::backend::{Releases, SqlBackend};
+use super::backend::{Releases, SqlBackend, StoreCache};
 use super::server::{self, CONNECT_TIMEOUT, LOCK_WAIT_MS, describe, schema_missing, schema_script};
 use super::{SqlCalls, SqlStore, digest};
 use crate::backend::job_store::SharedJobStore;
@@ -96,6 +96,8 @@ pub struct PostgresBackend {
     inner: Arc<Inner>,
     /// Whether [`Backend::job_store`](crate::backend::Backend::job_store) answers the jobs store (by default; [`PostgresBackend::without_job_store`]).
     jobs: bool,
+    /// The jobs and schedule stores once built, shared by clones.
+    stores: StoreCache,
 }
 
 #[derive(Debug)]
@@ -123,6 +125,7 @@ impl PostgresBackend {
     #[must_use]
     pub fn with_job_store(mut self) -> Self {
         self.jobs = true;
+        self.stores = StoreCache::default();
         self
     }
 
@@ -133,6 +136,7 @@ impl PostgresBackend {
     /// ([`BackendError::Misconfigured`] says what to run).
     pub fn without_job_store(mut self) -> Self {
         self.jobs = false;
+        self.stores = StoreCache::default();
         self
     }
 
@@ -256,6 +260,7 @@ impl PostgresBackend {
                 _listener: stop.drop_guard(),
             }),
             jobs: true,
+            stores: StoreCache::default(),
         })
     }
 
@@ -443,6 +448,10 @@ impl SqlBackend for PostgresBackend {
             Some(token) => Acquire::Won(self.inner.sql.non_negative("token", token)?),
             None => Acquire::Held,
         })
+    }
+
+    fn cache(&self) -> &StoreCache {
+        &self.stores
     }
 
     fn releases(&self) -> Releases<'_> {

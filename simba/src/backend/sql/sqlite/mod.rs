@@ -36,7 +36,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{AssertSqlSafe, ConnectOptions};
 
-use super::backend::{Releases, SqlBackend};
+use super::backend::{Releases, SqlBackend, StoreCache};
 use super::dialect::Dialect;
 use super::jobs::SqlJobStore;
 use super::release_watch::{self, Probe, ReleaseWatch};
@@ -72,6 +72,8 @@ pub struct SqliteBackend {
     /// write: `synchronous = NORMAL` (ADR 0015, addendum). `None` for an in-memory database,
     /// which lives in the pool's one connection.
     records: Option<SqlitePool>,
+    /// The jobs and schedule stores once built, shared by clones.
+    stores: StoreCache,
 }
 
 /// How often the release watch looks at `PRAGMA data_version` while a candidate waits.
@@ -218,6 +220,7 @@ impl SqliteBackend {
             sql: SqlStore::new(pool, description),
             watch: ReleaseWatch::new(probe, WATCH_TICK),
             records,
+            stores: StoreCache::default(),
         };
         backend.create_schema().await?;
         tracing::debug!(backend = %backend.sql.description(), "SQLite backend ready");
@@ -370,6 +373,10 @@ impl SqlBackend for SqliteBackend {
             }
             _ => Acquire::Held,
         })
+    }
+
+    fn cache(&self) -> &StoreCache {
+        &self.stores
     }
 
     fn releases(&self) -> Releases<'_> {

@@ -431,3 +431,16 @@ async fn a_new_process_reads_the_jobs_store_without_the_write_lock() {
     assert!(read.is_ok_and(|r| r.is_ok_and(|j| j.is_empty())), "read the jobs store while the write lock is held");
     sqlx::raw_sql("ROLLBACK").execute(&mut holder).await.unwrap();
 }
+
+/// The backend builds its jobs and schedule stores once and hands the same ones out after
+/// (each keeps its "schema checked" cell), also through a clone.
+#[tokio::test]
+async fn stores_are_built_once_per_backend() {
+    let db = TempDb::new();
+    let backend = db.backend().await;
+    let (jobs, schedules) = (backend.job_store().unwrap(), backend.schedule_store().unwrap());
+    assert!(jobs.same(&backend.job_store().unwrap()), "one jobs store");
+    assert!(jobs.same(&backend.clone().job_store().unwrap()), "shared by clones");
+    assert!(schedules.same(&backend.schedule_store().unwrap()), "one schedule store");
+    assert!(schedules.same(&backend.clone().schedule_store().unwrap()), "shared by clones");
+}

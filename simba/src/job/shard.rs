@@ -1,0 +1,300 @@
+//! Schedules stored as data, run (ADR 0020): the worker of one partition of the built-in group
+//! `simba.schedules`. The group machinery (`group.rs`) spreads the partitions over the live
+//! nodes and runs this worker once per term of each partition held; the worker loads the
+//! partition's schedules from the schedule store, computes their slots with the core's one
+//! rule (`simba_core::schedules::Fires`, as `admin::Schedules::next_fires` does), and hands each
+//! due slot to the job runner (`runner.rs`): claimed under the partition's lease and token on
+//! the schedule's own ledger (rule A5), run with the handler, recorded under `schedule/<id>` as
+//! a code-defined job's slot. It re-reads the partition when its change counter moved, read
+//! once per renewal interval (rule A11).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use simba_core::schedules::{Fires, job_name};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::handler::Handler;
+use super::history::Recording;
+use super::registry::{JobFuture, PartitionRun, job_future};
+use super::runner::{Slot, SlotRunner};
+use crate::job_store::{Claim, ClaimRequest, Outcome, SlotKind};
+use crate::schedule_store::{ListQuery, Schedule, SharedScheduleStore};
+use crate::{BoxError, Simba, Term};
+
+/// The name of the built-in group that runs schedules stored as data; partition `i` is the
+/// lease `simba.schedules.i`.
+pub(crate) const GROUP: &str = "simba.schedules";
+
+/// How many schedules one read of a partition asks for at a time.
+const PAGE: usize = 500;
+
+/// The reason a slot of a schedule whose handler this node lacks is recorded `missed` with.
+const NO_HANDLER: &str = "no_handler";
+
+/// What every partition's worker shares: the stores, the handlers this node has, and the
+/// records' template (node, clock, writer, state). Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Shards {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    simba: Simba,
+    store: SharedScheduleStore,
+    handlers: BTreeMap<String, Handler>,
+    /// The records' template: its `job` is replaced by each schedule's `schedule/<id>`.
+    rec: Recording,
+}
+
+/// One schedule as a partition's holder keeps it: the row (its payload and handler, read at
+/// load), its checked spec and its next slot.
+struct Entry {
+    schedule: Schedule,
+    fires: Fires,
+    next_ms: Option<i64>,
+}
+
+impl Shards {
+    /// The workers' shared part: schedules from `store`, run with `handlers`, recorded through
+    /// `rec` (whose job name each schedule replaces).
+    pub(crate) fn new(simba: Simba, store: SharedScheduleStore, handlers: Vec<Handler>, rec: Recording) -> Self {
+        let handlers = handlers.into_iter().map(|h| (h.name.to_string(), h)).collect();
+        Shards { inner: Arc::new(Inner { simba, store, handlers, rec }) }
+    }
+
+    /// The partition worker, as the group runs it once per term.
+    pub(crate) fn worker(&self) -> PartitionRun {
+        let shards = self.clone();
+        PartitionRun::from_closure(move |term, partition| -> JobFuture {
+            job_future(shards.clone().run(term, partition))
+        })
+    }
+
+    /// Runs partition `partition`'s schedules while `term` lasts.
+    async fn run(self, term: Term, partition: u32) -> Result<(), BoxError> {
+        let poll = self.inner.simba.config().renew_interval();
+        let mut shard = Shard { partition, seen: None, entries: BTreeMap::new() };
+        let mut in_flight: HashMap<String, JoinHandle<()>> = HashMap::new();
+        let mut next_poll = Instant::now();
+        while term.is_valid() {
+            if Instant::now() >= next_poll {
+                if let Err(e) = self.refresh(&mut shard).await {
+                    tracing::warn!(partition, error = %e, "cannot read the partition's schedules; trying again");
+                }
+                next_poll = Instant::now() + poll;
+            }
+            in_flight.retain(|_, h| !h.is_finished());
+            let now_ms = self.inner.rec.now().timestamp_millis();
+            for (id, due) in shard.take_due(now_ms) {
+                self.fire(&shard, &id, &due, &term, &mut in_flight);
+            }
+            let wake = match shard.next_ms() {
+                Some(ms) => next_poll.min(Instant::now() + ms_until(now_ms, ms)),
+                None => next_poll,
+            };
+            tokio::select! {
+                () = term.cancelled() => break,
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+        // The runs in flight end with the term (their context's cancellation, then their record).
+        for (_, h) in in_flight {
+            let _ = h.await;
+        }
+        Ok(())
+    }
+
+    /// Re-reads the partition's schedules when its change counter moved since the last read
+    /// (or at the first): a schedule whose revision did not change keeps its next slot.
+    async fn refresh(&self, shard: &mut Shard) -> Result<(), crate::backend::BackendError> {
+        let store = &self.inner.store;
+        let changes = store.changes().await?;
+        let counter = changes.iter().find(|(p, _)| *p == shard.partition).map_or(0, |(_, c)| *c);
+        if shard.seen == Some(counter) {
+            return Ok(());
+        }
+        let mut rows = Vec::new();
+        let mut query = ListQuery::first(PAGE).partition(shard.partition);
+        loop {
+            let page = store.list(&query).await?;
+            let last = page.last().map(|s| s.id.clone());
+            let full = page.len() == PAGE;
+            rows.extend(page);
+            match last {
+                Some(id) if full => query = query.after(id),
+                _ => break,
+            }
+        }
+        let now_ms = self.inner.rec.now().timestamp_millis();
+        shard.load(rows, now_ms);
+        shard.seen = Some(counter);
+        tracing::debug!(
+            partition = shard.partition,
+            schedules = shard.entries.len(),
+            counter,
+            "partition's schedules loaded"
+        );
+        Ok(())
+    }
+
+    /// Fires schedule `id`'s due slots: the newest runs (claimed, run, recorded); older ones the
+    /// loop came too late for are recorded `missed`. A run still in flight makes the slot
+    /// `skipped_running` (overlap `skip`). Without the handler on this node, the slot is claimed
+    /// and recorded `missed` with the reason `no_handler`, never dropped silently.
+    fn fire(&self, shard: &Shard, id: &str, due: &[i64], term: &Term, in_flight: &mut HashMap<String, JoinHandle<()>>) {
+        let (Some(entry), Some((&newest, older))) = (shard.entries.get(id), due.split_last()) else { return };
+        let rec = Recording { job: job_name(id).into(), ..self.inner.rec.clone() };
+        for &ms in older {
+            rec.append_with(at(ms), Outcome::Missed, Some("the node was late for this slot".to_owned()), term);
+        }
+        if in_flight.contains_key(id) {
+            rec.skipped_run(&[at(newest)], None, term);
+            return;
+        }
+        let slot = Slot::at(at(newest), SlotKind::Scheduled);
+        let Some(handler) = self.inner.handlers.get(&entry.schedule.handler) else {
+            let task = no_handler(rec, term.clone(), slot, entry.schedule.handler.clone());
+            in_flight.insert(id.to_owned(), tokio::spawn(task));
+            return;
+        };
+        let (run, payload) = (handler.run.clone(), Arc::<str>::from(entry.schedule.payload.as_str()));
+        let runner =
+            SlotRunner::new(self.inner.simba.clone(), rec, term.clone(), move |t: Term| run(t, Arc::clone(&payload)));
+        let task = tracing::Instrument::in_current_span(async move {
+            runner.run(slot).await;
+        });
+        in_flight.insert(id.to_owned(), tokio::spawn(task));
+    }
+}
+
+/// A slot of a schedule whose handler this node does not have (a rolling deploy): claimed like
+/// any slot (so no node runs it later, and it is accounted for once), then recorded `missed`
+/// with the reason, and a warning.
+async fn no_handler(rec: Recording, term: Term, slot: Slot, handler: String) {
+    let Some(store) = rec.store.clone() else { return };
+    let req = ClaimRequest {
+        session: term.session_id(),
+        lease: term.name(),
+        token: term.token(),
+        job: &rec.job,
+        slot_ms: slot.ms,
+        kind: slot.kind,
+        node: &rec.node,
+        started_ms: rec.now().timestamp_millis(),
+        attempts: 1,
+    };
+    match tokio::time::timeout(term.call_timeout(), store.claim_run(req)).await {
+        Ok(Ok(Claim::Claimed(mut record))) => {
+            tracing::warn!(job = %rec.job, %handler, node = %rec.node, slot_ms = slot.ms, "no handler `{handler}` on this node: the slot is recorded missed (no_handler)");
+            record.outcome = Outcome::Missed;
+            record.attempt = 0;
+            record.started_ms = None;
+            record.error = Some(format!("{NO_HANDLER}: handler `{handler}` is not registered on node {}", rec.node));
+            crate::metrics::job_slot(&rec.metric, Outcome::Missed);
+            rec.finish(&record, &term);
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => rec.unclaimed(&req, &term, &e.to_string()),
+        Err(_) => rec.unclaimed(&req, &term, "no answer from the store"),
+    }
+}
+
+/// One partition's schedules, by id, and the change counter they were read at.
+struct Shard {
+    partition: u32,
+    seen: Option<u64>,
+    entries: BTreeMap<String, Entry>,
+}
+
+impl Shard {
+    /// Replaces the entries with `rows` (paused schedules and ones whose spec no longer checks
+    /// are left out): a schedule read at the same revision keeps its next slot; a new or
+    /// edited one fires next at its first slot after `now_ms`.
+    fn load(&mut self, rows: Vec<Schedule>, now_ms: i64) {
+        let mut entries = BTreeMap::new();
+        for s in rows.into_iter().filter(|s| !s.paused) {
+            if let Some(old) = self.entries.remove(&s.id).filter(|e| e.schedule.revision == s.revision) {
+                entries.insert(s.id.clone(), old);
+                continue;
+            }
+            match s.spec.check() {
+                Ok(fires) => {
+                    let next_ms = fires.next_after(now_ms);
+                    entries.insert(s.id.clone(), Entry { schedule: s, fires, next_ms });
+                }
+                Err(e) => {
+                    tracing::warn!(schedule = %s.id, error = %e, "the schedule's spec does not check; not running it")
+                }
+            }
+        }
+        self.entries = entries;
+    }
+
+    /// The earliest next slot of the partition.
+    fn next_ms(&self) -> Option<i64> {
+        self.entries.values().filter_map(|e| e.next_ms).min()
+    }
+
+    /// The slots due at `now_ms`, by schedule, oldest first; each schedule's next slot moves
+    /// past them.
+    fn take_due(&mut self, now_ms: i64) -> Vec<(String, Vec<i64>)> {
+        let mut due = Vec::new();
+        for (id, e) in &mut self.entries {
+            let mut slots = Vec::new();
+            while let Some(ms) = e.next_ms.filter(|ms| *ms <= now_ms) {
+                slots.push(ms);
+                e.next_ms = e.fires.next_after(ms);
+            }
+            if !slots.is_empty() {
+                due.push((id.clone(), slots));
+            }
+        }
+        due
+    }
+}
+
+/// How long from `now_ms` until `ms` (zero when it passed).
+fn ms_until(now_ms: i64, ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms.saturating_sub(now_ms)).unwrap_or(0))
+}
+
+/// The instant of `ms` unix milliseconds.
+fn at(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::UNIX_EPOCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule_store::ScheduleSpec;
+
+    fn every(id: &str, secs: u64, revision: u64) -> Schedule {
+        let mut s = Schedule::new(id, "h", ScheduleSpec::fixed_rate(Duration::from_secs(secs)));
+        s.revision = revision;
+        s
+    }
+
+    /// A11: slots come from the spec alone (A4); a reload at the same revision keeps the next slot, an
+    /// edit starts from its new spec, a pause or a delete removes the schedule.
+    #[test]
+    fn a11_reload_keeps_unchanged_schedules_and_applies_edits() {
+        let mut shard = Shard { partition: 0, seen: None, entries: BTreeMap::new() };
+        shard.load(vec![every("a", 10, 1), every("b", 60, 1)], 5_000);
+        assert_eq!(shard.next_ms(), Some(10_000));
+        assert_eq!(shard.take_due(35_000), [("a".to_owned(), vec![10_000, 20_000, 30_000])]);
+        assert_eq!(shard.next_ms(), Some(40_000));
+        shard.load(vec![every("a", 10, 1), every("b", 60, 2)], 36_000);
+        assert_eq!(shard.entries["a"].next_ms, Some(40_000), "unchanged: keeps its next slot");
+        let mut paused = every("a", 10, 2);
+        paused.paused = true;
+        shard.load(vec![paused, every("b", 5, 3)], 36_000);
+        assert!(!shard.entries.contains_key("a"), "a paused schedule is not run");
+        assert_eq!(shard.entries["b"].next_ms, Some(40_000), "edited: its new spec from now");
+        shard.load(Vec::new(), 36_000);
+        assert!(shard.entries.is_empty(), "deleted");
+    }
+}

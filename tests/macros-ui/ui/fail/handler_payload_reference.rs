@@ -1,0 +1,6 @@
+use simba::{Term, simba_handler};
+
+#[simba_handler]
+async fn report(_term: &Term, _payload: &str) {}
+
+fn main() {}

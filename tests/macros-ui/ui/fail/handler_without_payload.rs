@@ -1,0 +1,6 @@
+use simba::{Term, simba_handler};
+
+#[simba_handler]
+async fn report(_term: &Term) {}
+
+fn main() {}

@@ -1,0 +1,240 @@
+//! Schedules stored as data, run (ADR 0020, rules A11-A13): handlers, the built-in group
+//! `simba.schedules`, each slot claimed under its partition's token and recorded as a job's
+//! slot, edits within one renewal interval, and the node without the handler. On the in-memory
+//! store under paused Tokio time (the scheduler's wall clock follows Tokio's).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use simba::admin::Schedules;
+use simba::backend::memory::MemoryBackend;
+use simba::job::{Handler, JobContext, WallClock, job_future};
+use simba::job_store::{JobStore, Outcome, RunRecord};
+use simba::runtime::RunningRuntime;
+use simba::schedule_store::{Schedule, ScheduleSpec};
+use simba::{Runtime, RuntimeConfig, Term, simba_handler};
+use tokio::time::sleep;
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+/// Renewals every 500 ms (the bound an edit takes effect within), 4 partitions.
+const TOML: &str = "[session]\nlease_duration = \"3s\"\nrenew_interval = \"500ms\"\n\n[schedules]\npartitions = 4\n";
+
+fn base() -> DateTime<Utc> {
+    DateTime::from_timestamp(1_780_000_000, 0).expect("valid")
+}
+
+/// Which slots each schedule's handler ran, with the tenant of its payload.
+type Runs = Arc<Mutex<BTreeMap<String, Vec<(i64, u64)>>>>;
+
+/// The handler `report`: notes `(slot, tenant)` under the schedule's payload's `id`.
+fn report(runs: &Runs) -> Handler {
+    let runs = Arc::clone(runs);
+    Handler::from_closure("report", move |_term: Term, payload: Arc<str>| {
+        let runs = Arc::clone(&runs);
+        job_future(async move {
+            let v: serde_json::Value = serde_json::from_str(&payload)?;
+            let ctx = JobContext::current().ok_or("no context")?;
+            let id = v["id"].as_str().unwrap_or_default().to_owned();
+            let tenant = v["tenant"].as_u64().unwrap_or_default();
+            runs.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(id)
+                .or_default()
+                .push((ctx.slot().timestamp_millis(), tenant));
+            Ok::<(), simba::BoxError>(())
+        })
+    })
+}
+
+async fn node(store: &MemoryBackend, seed: u64, handlers: Vec<Handler>) -> RunningRuntime {
+    node_on(store, seed, handlers, WallClock::follow_tokio_from(base())).await
+}
+
+async fn node_on(store: &MemoryBackend, seed: u64, handlers: Vec<Handler>, clock: WallClock) -> RunningRuntime {
+    let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
+    let mut b =
+        Runtime::builder().config(config).without_registry().backend(store.clone()).seed(seed).wall_clock(clock);
+    for h in handlers {
+        b = b.handler(h);
+    }
+    let r = b.start().await.expect("start");
+    r.simba().live().await.expect("live");
+    r
+}
+
+fn every_second(id: &str, tenant: u64) -> Schedule {
+    Schedule::new(id, "report", ScheduleSpec::fixed_rate(Duration::from_secs(1)))
+        .with_payload(format!(r#"{{"id": "{id}", "tenant": {tenant}}}"#))
+}
+
+async fn history(store: &MemoryBackend, id: &str) -> Vec<RunRecord> {
+    let job = format!("schedule/{id}");
+    let mut h = store.jobs().history(&job, 1000).await.map_err(|e| e.to_string()).expect("history");
+    h.reverse();
+    h
+}
+
+fn runs_of(runs: &Runs, id: &str) -> Vec<(i64, u64)> {
+    runs.lock().unwrap_or_else(PoisonError::into_inner).get(id).cloned().unwrap_or_default()
+}
+
+/// A11: created through a node's API, a schedule fires at its slots on the node holding its
+/// partition, each slot claimed under the partition's lease and token and recorded `ran` under
+/// `schedule/<id>`; with two nodes and a handover (the holder shuts down), every slot ran at
+/// most once, on one node at a time, and the slots go on after the handover.
+#[tokio::test(start_paused = true)]
+async fn a11_schedules_fire_once_per_slot_across_two_nodes_and_a_handover() {
+    let store = MemoryBackend::new();
+    let runs = Runs::default();
+    let a = node(&store, 1, vec![report(&runs)]).await;
+    let b = node(&store, 2, vec![report(&runs)]).await;
+    let api = a.schedules().expect("schedules");
+    let ids = ["t-1", "t-2", "t-3", "t-4", "t-5", "t-6"];
+    for (i, id) in ids.iter().enumerate() {
+        api.create(every_second(id, 4700 + i as u64), "test").await.expect("create");
+    }
+    sleep(MS(6_000)).await;
+    a.shutdown().await;
+    sleep(MS(5_000)).await;
+    b.shutdown().await;
+    sleep(MS(100)).await;
+    for (i, id) in ids.iter().enumerate() {
+        let h = history(&store, id).await;
+        let ran: Vec<&RunRecord> = h.iter().filter(|r| r.outcome == Outcome::Ran).collect();
+        assert!(ran.len() >= 8, "{id}: slots ran before and after the handover: {h:?}");
+        for w in h.windows(2) {
+            assert!(w[1].slot_ms > w[0].slot_ms, "{id}: each slot once, in order: {h:?}");
+        }
+        for r in &ran {
+            assert_eq!(r.slot_ms % 1000, 0, "{id}: on the fixed-rate grid: {r:?}");
+            assert!(r.token > 0 && !r.node.is_empty(), "{r:?}");
+        }
+        let nodes: std::collections::BTreeSet<&str> = ran.iter().map(|r| r.node.as_str()).collect();
+        let got = runs_of(&runs, id);
+        let slots: Vec<i64> = got.iter().map(|(s, _)| *s).collect();
+        let mut unique = slots.clone();
+        unique.dedup();
+        assert_eq!(slots, unique, "{id}: the handler ran each slot once: {got:?} on {nodes:?}");
+        assert!(got.iter().all(|(_, t)| *t == 4700 + i as u64), "{id}: its own payload: {got:?}");
+        assert_eq!(got.len(), ran.len(), "{id}: one run per `ran` record");
+    }
+}
+
+/// A11: an edit (here every 1 s to every 3 s) takes effect within one renewal interval (500
+/// ms) of the write; a pause holds the schedule (no slot runs while paused) and a resume
+/// restarts it; a delete stops it.
+#[tokio::test(start_paused = true)]
+async fn a11_edit_pause_and_delete_take_effect_within_one_renewal_interval() {
+    let store = MemoryBackend::new();
+    let runs = Runs::default();
+    let clock = WallClock::follow_tokio_from(base());
+    let a = node_on(&store, 1, vec![report(&runs)], clock).await;
+    let api = a.schedules().expect("schedules");
+    api.create(every_second("e", 1), "test").await.expect("create");
+    sleep(MS(3_200)).await;
+    let edited_at = clock.now().timestamp_millis();
+    let slower = Schedule::new("e", "report", ScheduleSpec::fixed_rate(Duration::from_secs(3)))
+        .with_payload(r#"{"id": "e", "tenant": 2}"#);
+    api.update(slower, "test").await.expect("update");
+    sleep(MS(9_000)).await;
+    let after: Vec<(i64, u64)> = runs_of(&runs, "e").into_iter().filter(|(s, _)| *s > edited_at + 500).collect();
+    assert!(after.len() >= 2, "{after:?}");
+    for (slot, tenant) in &after {
+        assert_eq!((slot % 3000, *tenant), (0, 2), "the edited spec and payload: {after:?}");
+    }
+    api.pause("e", "test", Some("incident 7")).await.expect("pause");
+    let paused_at = clock.now().timestamp_millis();
+    sleep(MS(7_000)).await;
+    let during: Vec<i64> = runs_of(&runs, "e").into_iter().map(|(s, _)| s).filter(|s| *s > paused_at + 500).collect();
+    assert_eq!(during, Vec::<i64>::new(), "no slot runs while paused");
+    api.resume("e", "test", None).await.expect("resume");
+    let resumed_at = clock.now().timestamp_millis();
+    sleep(MS(4_000)).await;
+    assert!(runs_of(&runs, "e").iter().any(|(s, _)| *s > resumed_at), "runs again after the resume");
+    api.delete("e", "test", None).await.expect("delete");
+    let deleted_at = clock.now().timestamp_millis();
+    sleep(MS(7_000)).await;
+    let later: Vec<i64> = runs_of(&runs, "e").into_iter().map(|(s, _)| s).filter(|s| *s > deleted_at + 500).collect();
+    assert_eq!(later, Vec::<i64>::new(), "a deleted schedule stops");
+    a.shutdown().await;
+}
+
+/// A12: a schedule whose handler this node does not have (a rolling deploy) is not dropped:
+/// each slot is claimed and recorded `missed` with the reason `no_handler`, naming the handler
+/// and the node; the handlers it has still run.
+#[tokio::test(start_paused = true)]
+async fn a12_a_slot_without_its_handler_is_recorded_missed_no_handler() {
+    let store = MemoryBackend::new();
+    let runs = Runs::default();
+    let a = node(&store, 1, vec![report(&runs)]).await;
+    // Created where the handler is known (the new code); this node runs the old code.
+    let api = Schedules::for_backend(&store)
+        .expect("api")
+        .with_partitions(4)
+        .expect("4")
+        .with_handlers(["report", "invoice"]);
+    api.create(Schedule::new("new-code", "invoice", ScheduleSpec::fixed_rate(Duration::from_secs(1))), "deploy")
+        .await
+        .expect("create");
+    api.create(every_second("old-code", 9), "deploy").await.expect("create");
+    sleep(MS(4_500)).await;
+    a.shutdown().await;
+    let h = history(&store, "new-code").await;
+    assert!(h.len() >= 3, "{h:?}");
+    for r in &h {
+        assert_eq!(r.outcome, Outcome::Missed, "{r:?}");
+        let error = r.error.as_deref().unwrap_or_default();
+        assert!(error.starts_with("no_handler: handler `invoice`") && error.contains(&r.node), "{r:?}");
+        assert!(r.token > 0, "claimed under the partition's token: {r:?}");
+    }
+    assert!(runs_of(&runs, "old-code").len() >= 3, "the handler the node has runs");
+}
+
+/// A handler written with `#[simba_handler]`: its payload type is deserialised from the
+/// schedule's JSON; a payload that does not fit is recorded `failed` with the decode error
+/// (naming the handler and the type), and the schedule stays.
+#[derive(serde::Deserialize)]
+struct Invoice {
+    tenant: u64,
+}
+
+static INVOICED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+#[simba_handler(name = "invoice.v2")]
+async fn invoice(term: &Term, invoice: Invoice, ctx: &JobContext) -> Result<(), simba::Error> {
+    term.ensure_valid(Duration::from_millis(10))?;
+    let _ = ctx.slot();
+    INVOICED.lock().unwrap_or_else(PoisonError::into_inner).push(invoice.tenant);
+    Ok(())
+}
+
+/// A13: the macro registers the handler under its `name`; a payload of its type runs it, one
+/// that does not deserialise is recorded `failed` with the decode error and is not retried.
+#[tokio::test(start_paused = true)]
+async fn a13_a_macro_handler_decodes_its_payload_or_fails_the_run() {
+    let store = MemoryBackend::new();
+    let linked: Vec<Handler> = simba::job::HANDLERS.iter().filter(|h| h.name == "invoice.v2").cloned().collect();
+    assert_eq!(linked.len(), 1, "registered by the macro under its name");
+    let a = node(&store, 1, linked).await;
+    let api = a.schedules().expect("schedules");
+    let spec = ScheduleSpec::fixed_rate(Duration::from_secs(1));
+    api.create(Schedule::new("good", "invoice.v2", spec.clone()).with_payload(r#"{"tenant": 4711}"#), "t")
+        .await
+        .expect("good");
+    api.create(Schedule::new("bad", "invoice.v2", spec).with_payload(r#"{"tenant": "x"}"#), "t").await.expect("bad");
+    let refused = api.create(every_second("unknown", 1), "t").await.expect_err("report is not on this node");
+    assert!(refused.to_string().contains("report"), "{refused}");
+    sleep(MS(3_500)).await;
+    a.shutdown().await;
+    assert!(INVOICED.lock().unwrap_or_else(PoisonError::into_inner).iter().filter(|t| **t == 4711).count() >= 2);
+    let bad = history(&store, "bad").await;
+    assert!(bad.len() >= 2, "{bad:?}");
+    for r in &bad {
+        let error = r.error.as_deref().unwrap_or_default();
+        assert_eq!((r.outcome, r.attempt), (Outcome::Failed, 1), "{r:?}");
+        assert!(error.contains("invoice.v2") && error.contains("Invoice"), "{r:?}");
+    }
+}
