@@ -35,6 +35,7 @@ pub const RULES: &[&str] = &[
     "jobs_control_version_moves",
     "jobs_control_broadcast_where_supported",
     "jobs_control_broadcast_covers_pause_and_resume",
+    "jobs_control_broadcast_is_not_a_claim",
     "jobs_lists_known_jobs",
     "jobs_pause_survives_reopen",
     "jobs_registry_lives_with_its_session",
@@ -525,6 +526,68 @@ pub async fn jobs_control_broadcast_covers_pause_and_resume<B: Backend>(b: B) {
     }
 }
 
+/// The names a broadcast delivers until `name` is heard (the last of them), within `TTL * 2`;
+/// `None` when `name` was not heard. A subscriber that fell behind gets `"(lagged)"`.
+async fn heard_until(rx: &mut tokio::sync::broadcast::Receiver<String>, name: &str) -> Option<Vec<String>> {
+    let mut heard = Vec::new();
+    let until = tokio::time::timeout(crate::tck::conformance::TTL * 2, async {
+        loop {
+            match rx.recv().await {
+                Ok(n) => {
+                    let done = n == name;
+                    heard.push(n);
+                    if done {
+                        return true;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => heard.push("(lagged)".to_owned()),
+                Err(_) => return false,
+            }
+        }
+    })
+    .await;
+    (until == Ok(true)).then_some(heard)
+}
+
+/// R4: the broadcast carries control changes (pause, resume, a run-now request) and not the
+/// writes of a claim or of history: scheduled claims (the job's last slot), a run-now claim
+/// (the request taken), a finished run and an appended record are not heard. Every heard name
+/// wakes every job's scheduler of every node; a store that broadcast its claims woke them
+/// after each run of every job (etcd before `bd11963`, ZooKeeper). A request for another job
+/// made after those writes is heard after anything they could have broadcast (one ordered
+/// stream), so the check needs no quiet period.
+pub async fn jobs_control_broadcast_is_not_a_claim<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let Some(mut rx) = store.subscribe_control() else { return };
+    let (s, lease, token) = holder(&b).await;
+    let (job, other) = (unique("job"), unique("other"));
+    ok(store.trigger(&job, T0 + 500).await, "trigger");
+    assert!(heard_until(&mut rx, &job).await.is_some(), "the trigger of `{job}` was not broadcast");
+    let mut last = None;
+    for slot in [T0, T0 + 100, T0 + 200] {
+        last = Some(claimed(claim(&store, req(&s, &lease, token, &job, slot, SlotKind::Scheduled)).await, "slot"));
+    }
+    let manual = claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "run now");
+    assert_eq!(manual.slot_ms, T0 + 500, "the run-now claim takes the request");
+    if let Some(mut rec) = last {
+        rec.outcome = Outcome::Ran;
+        rec.ended_ms = Some(T0 + 250);
+        assert!(ok(store.finish_run(&rec).await, "finish_run"), "the claimed run is finished");
+    }
+    let missed = RunRecord::not_run(job.as_str(), T0 + 300, Outcome::Missed);
+    assert!(ok(store.append(&missed).await, "append"), "the missed slot is appended");
+    ok(store.trigger(&other, T0).await, "trigger another job");
+    let heard = heard_until(&mut rx, &other).await;
+    let Some(heard) = heard else { panic!("the trigger of `{other}` was not broadcast") };
+    assert!(
+        !heard.iter().any(|n| *n == job || n == "(lagged)"),
+        "a claim or a history write of `{job}` was broadcast as a control change: heard {heard:?}"
+    );
+    ok(store.set_paused(&job, true).await, "pause");
+    assert!(heard_until(&mut rx, &job).await.is_some(), "the pause of `{job}` was not broadcast");
+    let _ = b.close_session(&s).await;
+}
+
 /// `jobs()` lists every job with a record or a control row, ordered by name, with its state.
 pub async fn jobs_lists_known_jobs<B: Backend>(b: B) {
     let store = store_of(&b);
@@ -654,6 +717,7 @@ macro_rules! jobs_suite {
             jobs_control_version_moves,
             jobs_control_broadcast_where_supported,
             jobs_control_broadcast_covers_pause_and_resume,
+            jobs_control_broadcast_is_not_a_claim,
             jobs_lists_known_jobs,
             jobs_registry_lives_with_its_session,
             jobs_registry_expires_with_its_session

@@ -1,12 +1,14 @@
 //! The jobs store on ZooKeeper (ADR 0012): control nodes and record nodes beside the
 //! lease nodes; a claim is the lease's claim (one batch of reads, then one `multi` whose
 //! first operation checks the lease node's version), and control changes are broadcast by a
-//! persistent watch.
+//! persistent watch on signal nodes that only control changes write (a claim rewrites the
+//! control node, and a watch event does not say what changed).
 //!
 //! | node | what |
 //! | --- | --- |
 //! | `/simba/jobctl/{job}` | persistent: the job's control row (`paused`, `last_slot`, run-now requests; see `job_codec`) |
 //! | `/simba/runs/{job}/{slot}{kind}` | persistent: one record; names sort by slot, then kind |
+//! | `/simba/jobsignal/{job}` | persistent, empty: written with every pause, resume and run-now request of the job, never by a claim; the control watch's subject |
 //! | `/simba/jobs-version` | persistent: its data version is the control version |
 //!
 //! Job names are escaped into one segment (`billing/3` is `billing%2F3`). Requests per call:
@@ -31,6 +33,10 @@ use crate::backend::job_store::{Claim, ClaimRequest, DEFAULT_RETENTION, JobState
 use crate::backend::{BackendError, BackendResult, SessionId};
 
 const JOBCTL: &str = "/simba/jobctl";
+/// `/simba/jobsignal/{job}`: what the control watch watches (R4). A claim writes the job's
+/// control node (its last slot, a request taken); watching that node woke every job's
+/// scheduler of every holder after every claim, as on etcd before `bd11963`.
+const JOBSIGNAL: &str = "/simba/jobsignal";
 const RUNS: &str = "/simba/runs";
 const VERSION: &str = "/simba/jobs-version";
 /// `/simba/registry/{session}`: ephemeral, created by the session itself, so it goes with it.
@@ -41,6 +47,10 @@ const ATTEMPTS: usize = 5;
 
 fn ctl_path(job: &str) -> String {
     format!("{JOBCTL}/{}", escape_job(job))
+}
+
+fn signal_path(job: &str) -> String {
+    format!("{JOBSIGNAL}/{}", escape_job(job))
 }
 
 fn runs_path(job: &str) -> String {
@@ -112,7 +122,7 @@ impl ZkJobStore {
         self.setup
             .get_or_try_init(|| async {
                 let persistent = self.backend.inner.spec.persistent();
-                for dir in [JOBCTL, RUNS, REGISTRY] {
+                for dir in [JOBCTL, JOBSIGNAL, RUNS, REGISTRY] {
                     client.mkdir(dir, &persistent).await.map_err(|e| self.err(&format!("create {dir}"), e))?;
                 }
                 match client.create(VERSION, b"", &persistent).await {
@@ -374,8 +384,15 @@ impl ZkJobStore {
         Ok(Some(control_state(&control, job.to_owned(), last)))
     }
 
+    /// Whether `job`'s signal node exists (a control change sets it, or creates it).
+    async fn signal_exists(&self, client: &zk::Client, job: &str) -> Result<bool, zk::Error> {
+        self.backend.count(1);
+        client.check_stat(&signal_path(job)).await.map(|s| s.is_some())
+    }
+
     /// Changes `job`'s control row with `change` (which answers whether it changed and what
-    /// to return) and bumps the control version, in one `multi`.
+    /// to return), bumps the control version and writes the job's signal node, in one
+    /// `multi`. The signal node is read beside the row (no round trip more).
     async fn control_change<T>(
         &self,
         job: &str,
@@ -385,7 +402,9 @@ impl ZkJobStore {
         let client = self.client().await?;
         self.ready.settle(std::time::Duration::from_secs(5)).await;
         for _ in 0..ATTEMPTS {
-            let (mut c, version) = match self.read_control(&client, job).await {
+            let (read, signal) = tokio::join!(self.read_control(&client, job), self.signal_exists(&client, job));
+            let signal = signal.map_err(|e| self.err(what, e))?;
+            let (mut c, version) = match read {
                 Ok(r) => r,
                 Err(Failure::Zk(e)) => return Err(self.err(what, e)),
                 Err(Failure::Backend(e)) => return Err(e),
@@ -398,12 +417,19 @@ impl ZkJobStore {
             self.write_control(&mut w, job, &c, version).map_err(|e| self.err(what, e))?;
             if changed {
                 w.add_set_data(VERSION, b"", None).map_err(|e| self.err(what, e))?;
+                let path = signal_path(job);
+                let written = if signal {
+                    w.add_set_data(&path, b"", None)
+                } else {
+                    w.add_create(&path, b"", &self.backend.inner.spec.persistent())
+                };
+                written.map_err(|e| self.err(what, e))?;
             }
             self.backend.count(1);
             match w.commit().await {
                 Ok(_) => return Ok(answer),
                 Err(zk::MultiWriteError::OperationFailed {
-                    source: zk::Error::BadVersion | zk::Error::NodeExists,
+                    source: zk::Error::BadVersion | zk::Error::NodeExists | zk::Error::NoNode,
                     ..
                 }) => {}
                 Err(e) => return Err(self.err(what, zk::Error::from(e))),
@@ -542,10 +568,10 @@ impl JobStore for ZkJobStore {
         let description = self.backend.inner.description.clone();
         let forward = tx.clone();
         let task = runtime.spawn(async move {
-            let prefix = format!("{JOBCTL}/");
+            let prefix = format!("{JOBSIGNAL}/");
             loop {
                 let watched = match shared.get().await {
-                    Ok(c) => c.watch(JOBCTL, zk::AddWatchMode::PersistentRecursive).await.map_err(|e| e.to_string()),
+                    Ok(c) => c.watch(JOBSIGNAL, zk::AddWatchMode::PersistentRecursive).await.map_err(|e| e.to_string()),
                     Err(e) => Err(e.to_string()),
                 };
                 let mut w = match watched {
