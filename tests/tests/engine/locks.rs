@@ -306,3 +306,45 @@ async fn k5_try_acquire_now_does_not_wait_for_a_local_holder() {
     g.release().await.expect("release");
     a.close().await;
 }
+
+/// K3 from the caller's side: an `acquire()` future dropped while its store call is in flight
+/// leaves the call to finish on its own (the attempt's task). The request still
+/// reaches the store, the name's slot stays taken until its reply (the next acquisition is
+/// sent only then), the grant that comes for nobody is released (K4), and the next
+/// acquisition gets a term the store holds.
+#[tokio::test(start_paused = true)]
+async fn k3_dropped_acquire_finishes_its_call_and_releases_the_late_grant() {
+    let name = "k3.dropped";
+    let store = MemoryBackend::new();
+    let (a, h) = faulty_client(&store, 1);
+    let sid = a.live().await.expect("live");
+    // The request reaches the store 2 s after it was sent, within the 5 s call timeout.
+    h.set(Op::Acquire, Fault::DelayRequest(S(2)));
+    let t0 = Instant::now();
+    assert!(tokio::time::timeout(MS(500), a.lock(name).acquire()).await.is_err(), "won before the drop");
+    assert_eq!(h.calls(Op::Acquire), 1);
+    assert_eq!(store.holder(name), None, "the request reached the store before its delay");
+    h.clear();
+    let next = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock(name).acquire().await }
+    });
+    sleep(MS(1400)).await;
+    assert_eq!(h.calls(Op::Acquire), 1, "K3: a second acquisition while the dropped one is in flight");
+    assert!(!next.is_finished());
+    let g =
+        tokio::time::timeout(S(10), next).await.expect("K3: the slot was never freed").expect("join").expect("lock");
+    let times = h.call_times(Op::Acquire);
+    assert!(times.len() >= 2, "no second acquisition: {times:?}");
+    assert!(times[1] - t0 >= S(2), "K3: the next acquisition was sent {:?} in, before the reply", times[1] - t0);
+    assert!(h.calls(Op::Release) >= 1, "K4: the grant the dropped call got was never released");
+    assert!(g.term().token() > 1, "K4: the next lock adopted the dropped call's token 1");
+    sleep(S(3)).await;
+    assert!(g.term().is_valid());
+    assert_eq!(
+        store.holder(name),
+        Some((Some(sid.clone()), g.term().token())),
+        "K3/T7: the lock's term is valid but the store no longer holds it"
+    );
+    a.close().await;
+}
