@@ -11,8 +11,9 @@
 //! The files: this one holds [`SqlStore`] and its shared calls ([`SqlCalls`]); `backend.rs`
 //! the one implementation of [`Backend`](super::Backend) for the three, over the hooks of
 //! `SqlBackend`; `dialect.rs` the statement templates and their rendering; `jobs.rs` the
-//! generic jobs store; `schedules.rs` the generic schedule store; `release_watch.rs` the release watch of SQLite and MySQL; `server.rs`
-//! what PostgreSQL and MySQL share beyond statements (URL checks, connection errors). Each
+//! generic jobs store; `schedules.rs` the generic schedule store; `release_watch.rs` the
+//! release watch of SQLite and MySQL; `server.rs` what PostgreSQL and MySQL share beyond
+//! statements (URL checks, connection errors). Each
 //! dialect is a folder, `sqlite/`, `postgres/`, `mysql/`, holding all of its SQL as `.sql`
 //! files (lease schema, jobs schema, stored routines, its own statements) that its
 //! `dialect.rs` includes at compile time, and its backend in `mod.rs`.
