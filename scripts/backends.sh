@@ -167,6 +167,26 @@ zk_classpath() {
   echo "$cp"
 }
 
+# The zoo.cfg every ZooKeeper server here shares: zoo_cfg DIR CLIENT_PORT MAX_SESSION_MS
+# FORCE_SYNC (yes|no). The single servers run with forceSync=no (a process crash loses
+# nothing); the replicated members (scripts/replicated.sh) sync.
+zoo_cfg() {
+  cat <<EOF
+tickTime=200
+initLimit=10
+syncLimit=5
+dataDir=$1/data
+clientPort=$2
+clientPortAddress=127.0.0.1
+minSessionTimeout=400
+maxSessionTimeout=$3
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=*
+forceSync=$4
+EOF
+}
+
 tls_dir() { echo "$BASE/tls"; }
 
 # A test CA, a server certificate it signs for localhost and 127.0.0.1, a client certificate,
@@ -416,20 +436,7 @@ spawn_zk() { # spawn_zk NAME MAX_SESSION_MS [JVM OPTIONS...]
   [[ -n $cp ]] || die "$name: /usr/share/java/zookeeper.jar not found"
   # The Netty server needs netty-codec, which zookeeper.jar's manifest does not name.
   if [[ $name == zk-tls || $name == zk-mtls ]]; then cp+=":/usr/share/java/netty-codec.jar"; fi
-  cat >"$dir/zoo.cfg" <<EOF
-tickTime=200
-initLimit=10
-syncLimit=5
-dataDir=$dir/data
-clientPort=$(port_of "$name")
-clientPortAddress=127.0.0.1
-minSessionTimeout=400
-maxSessionTimeout=$max
-maxClientCnxns=0
-admin.enableServer=false
-4lw.commands.whitelist=*
-forceSync=no
-EOF
+  zoo_cfg "$dir" "$(port_of "$name")" "$max" no >"$dir/zoo.cfg"
   if [[ $name == zk-tls ]]; then
     printf 'secureClientPort=%s\nsecureClientPortAddress=127.0.0.1\n' "$ZK_TLS_SECURE_PORT" >>"$dir/zoo.cfg"
   fi

@@ -84,20 +84,7 @@ spawn_zk_member() { # spawn_zk_member NAME
   [[ -n $cp ]] || die "$name: /usr/share/java/zookeeper.jar not found"
   echo "$i" >"$dir/data/myid"
   # forceSync=yes: the transaction log is fsynced before a write is acknowledged.
-  cat >"$dir/zoo.cfg" <<EOF
-tickTime=200
-initLimit=10
-syncLimit=5
-dataDir=$dir/data
-clientPort=$(port_of "$name")
-clientPortAddress=127.0.0.1
-minSessionTimeout=400
-maxSessionTimeout=$ZK_MAX_SESSION_MS
-maxClientCnxns=0
-admin.enableServer=false
-4lw.commands.whitelist=*
-forceSync=yes
-EOF
+  zoo_cfg "$dir" "$(port_of "$name")" "$ZK_MAX_SESSION_MS" yes >"$dir/zoo.cfg"
   for m in 1 2 3; do
     v=ZK_R${m}_QUORUM_PORT; q=${!v}; v=ZK_R${m}_ELECTION_PORT; e=${!v}
     echo "server.$m=127.0.0.1:$q:$e" >>"$dir/zoo.cfg"
