@@ -103,7 +103,7 @@ canon() {
     redis-expired | redis_expired) echo redis-expired ;;
     redis-wronghost | redis_wronghost) echo redis-wronghost ;;
     zk-mtls | zk_mtls) echo zk-mtls ;;
-    etcd-r[123] | zk-r[123]) echo "$1" ;;
+    etcd-r[123] | zk-r[123] | pg-primary | pg-sync | pg-async) echo "$1" ;;
     *) die "unknown server '$1' (one of: ${NAMES[*]})" ;;
   esac
 }
