@@ -8,7 +8,8 @@
 #   scripts/backends.sh env              print the exports: eval "$(scripts/backends.sh env)"
 #   scripts/backends.sh restart NAME     (re)start one server, reusing its data dir
 #   scripts/backends.sh pid NAME         print the PID of one server (exit 1 if not running)
-#   scripts/backends.sh start-replicated  a 3-member etcd cluster and a 3-server ZooKeeper ensemble,
+#   scripts/backends.sh start-replicated  a 3-member etcd cluster, a 3-server ZooKeeper ensemble and a
+#                                         PostgreSQL primary + sync + async standby (start-pg-replicated),
 #                                         durable (scripts/replicated.sh); stop-replicated, env-replicated,
 #                                         leader etcd-cluster|zk-ensemble (the member that leads now)
 #
@@ -102,7 +103,7 @@ canon() {
     redis-expired | redis_expired) echo redis-expired ;;
     redis-wronghost | redis_wronghost) echo redis-wronghost ;;
     zk-mtls | zk_mtls) echo zk-mtls ;;
-    etcd-r[123] | zk-r[123]) echo "$1" ;;
+    etcd-r[123] | zk-r[123] | pg-primary | pg-sync | pg-async) echo "$1" ;;
     *) die "unknown server '$1' (one of: ${NAMES[*]})" ;;
   esac
 }
@@ -330,7 +331,7 @@ wait_gone() { # wait_gone SECONDS PID...
 stop_one() {
   local name=$1 pid sig=TERM others=()
   pid=$(running_pid "$name")
-  [[ $name == postgres ]] && sig=INT  # fast shutdown; SIGTERM waits for clients
+  [[ $name == postgres || $name == pg-* ]] && sig=INT  # fast shutdown; SIGTERM waits for clients
   if [[ -n $pid ]]; then
     kill -s "$sig" "$pid" 2>/dev/null || true
     kill -s CONT "$pid" 2>/dev/null || true  # a SIGSTOPped server must wake up to exit
@@ -763,7 +764,7 @@ cmd_stop() {
   [[ ${1:-} == --clean ]] && clean=1
   [[ -d $BASE ]] || { log "nothing to stop: $BASE does not exist"; return 0; }
   lock
-  for n in "${NAMES[@]}" "${REPL_NAMES[@]}"; do
+  for n in "${NAMES[@]}" "${REPL_NAMES[@]}" "${REPL_PG[@]}"; do
     if [[ -n $(running_pid "$n") ]]; then
       (stop_one "$n"; log "$n: stopped") &
     else
@@ -784,7 +785,7 @@ cmd_stop() {
 cmd_status() {
   local n pid r st
   printf '%-15s %-6s %-8s %s\n' NAME PORT PID READY
-  for n in "${NAMES[@]}" "${REPL_NAMES[@]}"; do
+  for n in "${NAMES[@]}" "${REPL_NAMES[@]}" "${REPL_PG[@]}"; do
     pid=$(running_pid "$n")
     r=no
     if [[ -n $pid ]]; then
@@ -818,6 +819,9 @@ case ${1:-} in
   stop-replicated) cmd_stop_replicated ;;
   env-replicated) if [[ -f $BASE/replicated.env.sh ]]; then cat "$BASE/replicated.env.sh"; else repl_env_text; fi ;;
   leader) repl_leader "${2:-}" ;;
+  start-pg-replicated) install_missing; lock; pg_repl_build; repl_env_text ;;
+  pg-detach) pg_detach "${2:-}" ;;
+  promote) pg_promote_member "${2:-}" ;;
   *)
     sed -n '2,18p' "$SCRIPT" | sed 's/^# \{0,1\}//' >&2
     exit 2 ;;

@@ -91,6 +91,7 @@ pub struct FaultProxy {
     task: JoinHandle<()>,
     conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
     bytes: Arc<[AtomicU64; 2]>,
+    upstream: Arc<Mutex<SocketAddr>>,
 }
 
 impl FaultProxy {
@@ -109,9 +110,12 @@ impl FaultProxy {
         let bytes: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let c = Arc::clone(&conns);
         let b = Arc::clone(&bytes);
+        let target = Arc::new(Mutex::new(upstream));
+        let t = Arc::clone(&target);
         let task = tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else { return };
+                let upstream = *t.lock().unwrap_or_else(PoisonError::into_inner);
                 let rx = rx.clone();
                 let b = Arc::clone(&b);
                 let h = tokio::spawn(async move {
@@ -122,7 +126,7 @@ impl FaultProxy {
                 conns.push(h);
             }
         });
-        Ok(FaultProxy { addr, mode, task, conns, bytes })
+        Ok(FaultProxy { addr, mode, task, conns, bytes, upstream: target })
     }
 
     /// The address clients should connect to.
@@ -144,6 +148,13 @@ impl FaultProxy {
     /// The modes now.
     pub fn modes(&self) -> Modes {
         *self.mode.borrow()
+    }
+
+    /// Forwards new connections to `upstream` from now on (what a virtual IP moved to a
+    /// promoted standby does); open connections stay with the old one.
+    pub fn repoint(&self, upstream: SocketAddr) {
+        assert!(upstream.ip().is_loopback(), "the fault proxy only forwards to loopback addresses");
+        *self.upstream.lock().unwrap_or_else(PoisonError::into_inner) = upstream;
     }
 
     /// Back to plain forwarding.

@@ -13,6 +13,7 @@ mod history_servers;
 mod multiprocess;
 mod proxy;
 mod replicated;
+mod replicated_pg;
 mod storage;
 
 /// Held by every test that runs node processes against shared servers and times them.
