@@ -188,6 +188,22 @@ forceSync=$4
 EOF
 }
 
+# Starts a ZooKeeper JVM logging to its console: zk_spawn NAME DIR CLASSPATH MAIN_CLASS
+# [JVM_ARGS...], reading DIR/zoo.cfg.
+zk_spawn() {
+  local name=$1 dir=$2 cp=$3 main=$4
+  shift 4
+  cat >"$dir/log4j.properties" <<'EOF'
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
+EOF
+  spawn "$name" java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Djava.net.preferIPv4Stack=true -Dlog4j.configuration="file:$dir/log4j.properties" \
+    -Dzookeeper.admin.enableServer=false "$@" -cp "$cp" "$main" "$dir/zoo.cfg"
+}
+
 tls_dir() { echo "$BASE/tls"; }
 
 # A test CA, a server certificate it signs for localhost and 127.0.0.1, a client certificate,
@@ -444,16 +460,7 @@ spawn_zk() { # spawn_zk NAME MAX_SESSION_MS [JVM OPTIONS...]
   if [[ $name == zk-mtls ]]; then
     printf 'secureClientPort=%s\nsecureClientPortAddress=127.0.0.1\n' "$ZK_MTLS_SECURE_PORT" >>"$dir/zoo.cfg"
   fi
-  cat >"$dir/log4j.properties" <<'EOF'
-log4j.rootLogger=INFO, CONSOLE
-log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
-log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
-log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
-EOF
-  spawn "$name" java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-    -Djava.net.preferIPv4Stack=true -Dlog4j.configuration="file:$dir/log4j.properties" \
-    -Dzookeeper.admin.enableServer=false "$@" -cp "$cp" \
-    org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg"
+  zk_spawn "$name" "$dir" "$cp" org.apache.zookeeper.server.ZooKeeperServerMain "$@"
 }
 
 spawn_etcd() { # spawn_etcd NAME

@@ -104,16 +104,7 @@ spawn_zk_member() { # spawn_zk_member NAME
     v=ZK_R${m}_QUORUM_PORT; q=${!v}; v=ZK_R${m}_ELECTION_PORT; e=${!v}
     echo "server.$m=127.0.0.1:$q:$e" >>"$dir/zoo.cfg"
   done
-  cat >"$dir/log4j.properties" <<'EOF'
-log4j.rootLogger=INFO, CONSOLE
-log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
-log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
-log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
-EOF
-  spawn "$name" java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-    -Djava.net.preferIPv4Stack=true -Dlog4j.configuration="file:$dir/log4j.properties" \
-    -Dzookeeper.admin.enableServer=false -cp "$cp" \
-    org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
+  zk_spawn "$name" "$dir" "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain
 }
 
 repl_env_text() {
