@@ -123,13 +123,9 @@ pub fn term_start(
 }
 
 /// FNV-1a, 64 bits: a hash that is the same on every node, build and platform (the standard
-/// library's hasher is seeded per process). Frozen by a test: changing it moves every slot's
-/// start.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes.iter().fold(OFFSET, |h, b| (h ^ u64::from(*b)).wrapping_mul(PRIME))
-}
+/// library's hasher is seeded per process); one function for the jitter here and the
+/// schedules' partitions. Frozen by tests: changing it moves every slot's start.
+pub use crate::schedules::fnv1a64;
 
 /// J13: how long after its instant slot `slot_ms` of job `job` starts: a whole number of
 /// milliseconds from 0 to `max`, fixed by a hash of the job's name and the slot (every node

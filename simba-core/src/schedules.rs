@@ -12,7 +12,7 @@ use chrono_tz::Tz;
 use croner::Cron;
 
 use crate::cron::{parse_cron, parse_time_zone};
-use crate::slots::next_slot;
+use crate::slots::{MAX_GAP_RECORDS, next_slot, slots_between};
 
 /// The longest schedule id, in characters (the lease-name rule's bound, T1).
 pub const MAX_ID_LEN: usize = simba_rules::lease::MAX_NAME_LEN;
@@ -203,6 +203,40 @@ impl Fires {
         }
         out
     }
+
+    /// The slots strictly after `from_ms` and at or before `to_ms`, oldest first, at most the
+    /// newest [`MAX_GAP_RECORDS`].
+    pub fn between(&self, from_ms: i64, to_ms: i64) -> Vec<i64> {
+        match self {
+            Fires::Cron { cron, tz } => {
+                let (Some(from), Some(to)) = (
+                    DateTime::from_timestamp_millis(from_ms),
+                    DateTime::from_timestamp_millis(to_ms.saturating_add(1)),
+                ) else {
+                    return Vec::new();
+                };
+                slots_between(cron, *tz, from, to).into_iter().map(|t| t.timestamp_millis()).collect()
+            }
+            Fires::FixedRate { period_ms } => {
+                let (first, last) = (from_ms.div_euclid(*period_ms) + 1, to_ms.div_euclid(*period_ms));
+                let first = first.max(last.saturating_sub(MAX_GAP_RECORDS as i64 - 1));
+                (first..=last).filter_map(|k| k.checked_mul(*period_ms)).collect()
+            }
+        }
+    }
+}
+
+/// The slots of a schedule that nobody ran while no node held its partition (rule A14), at
+/// the start of a term at wall-clock `now_ms`: those after `floor_ms` (the later of the slot
+/// claimed last and the schedule's last write: a slot of an older spec, or one that passed
+/// while the schedule was paused, was never this schedule's slot) and at or before `now_ms`,
+/// oldest first, at most [`MAX_GAP_RECORDS`]; and, under misfire `run_once`, the newest of
+/// them to run instead of being reported missed (R5's rule, as
+/// [`slots::term_start_gap`](crate::slots::term_start_gap) applies it to code-defined jobs).
+pub fn term_start_gap(fires: &Fires, floor_ms: i64, now_ms: i64, run_once: bool) -> (Vec<i64>, Option<i64>) {
+    let mut gap = fires.between(floor_ms, now_ms);
+    let catch_up = if run_once { gap.pop() } else { None };
+    (gap, catch_up)
 }
 
 #[cfg(test)]
@@ -220,6 +254,23 @@ mod tests {
             assert!(e.contains(&format!("{id:?}")) && e.contains("lease-name rule"), "{e}");
         }
         assert_eq!(job_name("tenant-4711.report"), "schedule/tenant-4711.report");
+    }
+
+    /// A14: the gap of a term's start holds the slots after the floor and at or before now,
+    /// newest `MAX_GAP_RECORDS` only; `run_once` runs the newest instead of reporting it.
+    #[test]
+    fn a14_term_start_gap_of_a_schedule() {
+        let every_10s = check_spec(Spec::FixedRate { period_ms: 10_000 }).expect("valid");
+        assert_eq!(term_start_gap(&every_10s, 15_000, 50_000, false), (vec![20_000, 30_000, 40_000, 50_000], None));
+        assert_eq!(term_start_gap(&every_10s, 20_000, 49_999, true), (vec![30_000], Some(40_000)));
+        assert_eq!(term_start_gap(&every_10s, 50_000, 50_000, true), (vec![], None), "nothing after the floor");
+        let (many, _) = term_start_gap(&every_10s, 0, 10_000 * 1_000, false);
+        assert_eq!((many.len(), many.first(), many.last()), (MAX_GAP_RECORDS, Some(&9_010_000), Some(&10_000_000)));
+        let daily = check_spec(Spec::Cron { expr: "0 0 9 * * *", time_zone: "Europe/Berlin" }).expect("valid");
+        let day = 86_400_000;
+        // 9:00 in Berlin in winter is 08:00 UTC; the floor at 07:00 UTC of day 0.
+        let (gap, catch_up) = term_start_gap(&daily, 7 * 3_600_000, 2 * day + 8 * 3_600_000, true);
+        assert_eq!((gap, catch_up), (vec![8 * 3_600_000, day + 8 * 3_600_000], Some(2 * day + 8 * 3_600_000)));
     }
 
     /// A2: the partition of an id is `fnv1a64(id) mod P`, frozen on exact values (the FNV-1a

@@ -128,6 +128,7 @@ pub struct Schedules {
     store: SharedScheduleStore,
     partitions: u32,
     handlers: Option<BTreeSet<String>>,
+    clock: crate::job::WallClock,
 }
 
 impl std::fmt::Debug for Schedules {
@@ -142,7 +143,7 @@ impl std::fmt::Debug for Schedules {
 impl Schedules {
     /// The operations on `store`, with [`DEFAULT_PARTITIONS`] partitions.
     pub fn new(store: SharedScheduleStore) -> Self {
-        Schedules { store, partitions: DEFAULT_PARTITIONS, handlers: None }
+        Schedules { store, partitions: DEFAULT_PARTITIONS, handlers: None, clock: crate::job::WallClock::System }
     }
 
     /// The operations on `backend`'s schedule store; [`ScheduleError::Unsupported`] when it
@@ -185,6 +186,14 @@ impl Schedules {
     /// handlers added to its builder.
     pub fn with_registered_handlers(self) -> Self {
         self.with_handlers(crate::job::HANDLERS.iter().map(|h| h.name.to_string()))
+    }
+
+    /// Stamps writes (and counts next fires) on `clock` rather than the system's: a node's
+    /// API uses the node's clock, so a test on paused Tokio time reads one clock everywhere.
+    #[must_use]
+    pub fn with_wall_clock(mut self, clock: crate::job::WallClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The store this operates on.
@@ -233,7 +242,7 @@ impl Schedules {
     /// returns it as stored.
     pub async fn create(&self, schedule: Schedule, who: &str) -> Result<Schedule, ScheduleError> {
         self.check(&schedule)?;
-        let actor = actor(who, None)?;
+        let actor = actor(who, None, self.clock.now().timestamp_millis())?;
         match self.store.create(&schedule, self.partitions, &actor).await? {
             Created::Created => {}
             Created::Exists => return Err(ScheduleError::Exists { id: schedule.id }),
@@ -249,7 +258,7 @@ impl Schedules {
     /// naming the nearest existing one.
     pub async fn update(&self, schedule: Schedule, who: &str) -> Result<Schedule, ScheduleError> {
         self.check(&schedule)?;
-        let actor = actor(who, None)?;
+        let actor = actor(who, None, self.clock.now().timestamp_millis())?;
         match self.store.update(&schedule, &actor).await? {
             Some(_) => self.get(&schedule.id).await,
             None => Err(self.not_found(&schedule.id).await),
@@ -259,7 +268,7 @@ impl Schedules {
     /// Deletes schedule `id` by `who`, with an optional note.
     pub async fn delete(&self, id: &str, who: &str, note: Option<&str>) -> Result<(), ScheduleError> {
         simba_core::schedules::check_id(id).map_err(invalid)?;
-        let actor = actor(who, note)?;
+        let actor = actor(who, note, self.clock.now().timestamp_millis())?;
         if self.store.delete(id, &actor).await? { Ok(()) } else { Err(self.not_found(id).await) }
     }
 
@@ -276,7 +285,7 @@ impl Schedules {
 
     async fn toggle(&self, id: &str, paused: bool, who: &str, note: Option<&str>) -> Result<Toggle, ScheduleError> {
         simba_core::schedules::check_id(id).map_err(invalid)?;
-        let actor = actor(who, note)?;
+        let actor = actor(who, note, self.clock.now().timestamp_millis())?;
         match self.store.set_paused(id, paused, &actor).await? {
             Some(was) => Ok(Toggle { changed: was != paused, paused, confirmed_after: None }),
             None => Err(self.not_found(id).await),
@@ -315,7 +324,7 @@ impl Schedules {
     /// milliseconds (rule A4). A paused schedule has fires too: they are its slots, consumed
     /// without a run while it stays paused.
     pub async fn next_fires(&self, id: &str, count: usize) -> Result<Vec<i64>, ScheduleError> {
-        let now = chrono::Utc::now().timestamp_millis();
+        let now = self.clock.now().timestamp_millis();
         self.next_fires_after(id, now, count).await
     }
 
@@ -355,8 +364,8 @@ fn check_note(note: Option<&str>) -> Result<(), ScheduleError> {
     }
 }
 
-/// `who` and `note` as the audit records them, now.
-fn actor<'a>(who: &'a str, note: Option<&'a str>) -> Result<Actor<'a>, ScheduleError> {
+/// `who` and `note` as the audit records them, at `at_ms`.
+fn actor<'a>(who: &'a str, note: Option<&'a str>, at_ms: i64) -> Result<Actor<'a>, ScheduleError> {
     if who.trim().is_empty() || who.len() > MAX_WHO_BYTES {
         return Err(invalid(format!(
             "who acts must be named (the tool's `--as`, a token's name, the caller's string) in 1 to {MAX_WHO_BYTES} \
@@ -365,7 +374,7 @@ fn actor<'a>(who: &'a str, note: Option<&'a str>) -> Result<Actor<'a>, ScheduleE
         )));
     }
     check_note(note)?;
-    Ok(Actor { who, at_ms: chrono::Utc::now().timestamp_millis(), note })
+    Ok(Actor { who, at_ms, note })
 }
 
 #[cfg(test)]
