@@ -109,12 +109,28 @@ pub fn term_start(
     bounds: &Bounds,
 ) -> TermStart {
     let (gap, catch_up) = term_start_gap(cron, tz, last, now, run_once);
+    split_gap((gap, catch_up), last.is_some(), now, window, bounds)
+}
+
+/// J12 and J14 applied to a term's start gap (`gap`, oldest first, and the slot to catch up
+/// under `run_once`) at wall-clock `now`: the slots outside `bounds` left out, those older than
+/// `window` apart, and the catch-up slot kept only within the window. `ran_before`: whether
+/// the job had run (one that never ran missed nothing, so its catch-up slot out of the window
+/// is dropped, not recorded). One rule for code-defined jobs ([`term_start`]) and schedules
+/// stored as data (`schedules::term_start_gap`).
+pub fn split_gap(
+    (gap, catch_up): (Vec<DateTime<Utc>>, Option<DateTime<Utc>>),
+    ran_before: bool,
+    now: DateTime<Utc>,
+    window: Option<Duration>,
+    bounds: &Bounds,
+) -> TermStart {
     let oldest = window.and_then(|w| chrono::Duration::from_std(w).ok()).map(|w| now - w);
     let expired = |s: &DateTime<Utc>| oldest.is_some_and(|o| *s < o);
     let mut out = TermStart::default();
     // The catch-up slot out of the window was missed like the others, except for a job that
     // never ran, which missed nothing (R5).
-    let dropped = catch_up.filter(|s| last.is_some() && expired(s));
+    let dropped = catch_up.filter(|s| ran_before && expired(s));
     for s in gap.into_iter().chain(dropped).filter(|s| bounds.contains(*s)) {
         if expired(&s) { out.expired.push(s) } else { out.missed.push(s) }
     }

@@ -213,6 +213,9 @@ impl Schedules {
         self.check_handler(&s.handler)?;
         s.spec.check().map_err(invalid)?;
         simba_core::schedules::check_payload_size(s.payload.len()).map_err(invalid)?;
+        if let Some(problem) = s.policies.problem(&s.spec) {
+            return Err(invalid(format!("schedule `{}`: {problem}", s.id)));
+        }
         if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&s.payload) {
             return Err(invalid(format!("the payload is not JSON ({e}): give JSON text, e.g. {{\"tenant\": 4711}}")));
         }
@@ -381,7 +384,9 @@ fn actor<'a>(who: &'a str, note: Option<&'a str>, at_ms: i64) -> Result<Actor<'a
 mod tests {
     use super::*;
     use crate::backend::memory::MemoryBackend;
-    use crate::schedule_store::{MAX_PAYLOAD_BYTES, ScheduleSpec};
+    use std::time::Duration;
+
+    use crate::schedule_store::{MAX_PAYLOAD_BYTES, Policies, ScheduleSpec};
 
     fn api() -> Schedules {
         match Schedules::for_backend(&MemoryBackend::new()) {
@@ -394,6 +399,14 @@ mod tests {
         Schedule::new(id, "report", ScheduleSpec::cron("0 0 9 * * MON", "Europe/Berlin")).with_payload("{\"t\":1}")
     }
 
+    fn every_min(id: &str) -> Schedule {
+        Schedule::new(id, "report", ScheduleSpec::fixed_rate(Duration::from_secs(60)))
+    }
+
+    fn run_once() -> Policies {
+        Policies::default().with_misfire(crate::schedule_store::Misfire::RunOnce)
+    }
+
     async fn refused(api: &Schedules, s: Schedule) -> String {
         match api.create(s, "alice").await {
             Err(e) => e.to_string(),
@@ -401,8 +414,9 @@ mod tests {
         }
     }
 
-    /// A1, A3: a bad id, cron, zone, rate, payload (not JSON, too large), handler name, who or
-    /// note is refused with the reason, and nothing is stored (no schedule, no audit record).
+    /// A1, A3: a bad id, cron, zone, rate, payload (not JSON, too large), handler name,
+    /// contradicting policies, who or note is refused with the reason, and nothing is stored
+    /// (no schedule, no audit record).
     #[tokio::test]
     async fn a3_bad_input_is_refused_and_nothing_is_stored() {
         let api = api();
@@ -415,6 +429,11 @@ mod tests {
             (weekly("a").with_payload("{tenant: 4711}"), "not JSON"),
             (weekly("a").with_payload(format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES))), "16384"),
             (Schedule { handler: "my handler".into(), ..weekly("a") }, "invalid handler name"),
+            // Policies that contradict each other (J12-J14's checks, as for code-defined jobs).
+            (weekly("a").with_policies(run_once().with_catch_up_window(Duration::ZERO)), "longer than zero"),
+            (weekly("a").with_policies(Policies::default().with_catch_up_window(Duration::from_secs(60))), "run_once"),
+            (every_min("a").with_policies(Policies::default().with_jitter(Duration::from_secs(60))), "shorter than"),
+            (weekly("a").with_policies(Policies::default().with_bounds(Some(2_000), Some(1_000))), "end bound"),
         ];
         for (s, reason) in cases {
             let e = refused(&api, s).await;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use simba_core::policy::Bounds;
 use simba_core::schedules::{Fires, job_name, term_start_gap};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -23,7 +24,7 @@ use super::history::Recording;
 use super::registry::{JobFuture, PartitionRun, job_future};
 use super::runner::{Slot, SlotRunner};
 use crate::job_store::{Outcome, SlotKind};
-use crate::schedule_store::{ListQuery, Misfire, Schedule, SharedScheduleStore};
+use crate::schedule_store::{ListQuery, Misfire, Policies, Schedule, SharedScheduleStore};
 use crate::{BoxError, Simba, Term};
 
 /// The name of the built-in group that runs schedules stored as data; partition `i` is the
@@ -67,7 +68,47 @@ struct Inner {
 struct Entry {
     schedule: Schedule,
     fires: Fires,
+    /// Its bounds (J14): no slot outside them.
+    bounds: Bounds,
+    /// Its longest start jitter (J13).
+    jitter: Duration,
     next_ms: Option<i64>,
+}
+
+impl Entry {
+    /// The schedule's row, its checked spec and its policies, next firing after `now_ms`.
+    fn new(schedule: Schedule, fires: Fires, now_ms: i64) -> Self {
+        let p = schedule.policies;
+        let bounds = Bounds {
+            start: p.start_ms.and_then(DateTime::from_timestamp_millis),
+            end: p.end_ms.and_then(DateTime::from_timestamp_millis),
+        };
+        let jitter = Duration::from_millis(p.jitter_ms.unwrap_or(0));
+        let mut e = Entry { schedule, fires, bounds, jitter, next_ms: None };
+        e.next_ms = e.next_after(now_ms);
+        e
+    }
+
+    /// The first slot after `after_ms` within the bounds (J14).
+    fn next_after(&self, after_ms: i64) -> Option<i64> {
+        let from = match self.bounds.start {
+            Some(start) => after_ms.max(start.timestamp_millis() - 1),
+            None => after_ms,
+        };
+        let next = self.fires.next_after(from)?;
+        (!self.bounds.ended(at(next))).then_some(next)
+    }
+
+    /// When slot `ms` starts: its instant plus its jitter (J13), the same on every node.
+    fn starts_ms(&self, ms: i64) -> i64 {
+        if self.jitter.is_zero() {
+            return ms;
+        }
+        let until_next = self.fires.next_after(ms).map(|n| Duration::from_millis(u64::try_from(n - ms).unwrap_or(0)));
+        let job = job_name(&self.schedule.id);
+        let delay = simba_core::policy::jitter(&job, ms, self.jitter, until_next);
+        ms.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(0))
+    }
 }
 
 impl Shards {
@@ -186,33 +227,44 @@ impl Shards {
     async fn term_start_gaps(&self, shard: &Shard, term: &Term, in_flight: &mut HashMap<String, JoinHandle<()>>) {
         use futures_util::stream::{self, StreamExt};
         let now_ms = shard.loaded_ms;
-        let inputs: Vec<(Recording, Fires, i64, bool)> = shard
+        let inputs: Vec<(Recording, Fires, i64, Policies, Bounds)> = shard
             .entries
             .iter()
             .map(|(id, e)| {
                 let rec = Recording { job: job_name(id).into(), ..self.inner.rec.clone() };
-                let run_once = e.schedule.policies.misfire == Misfire::RunOnce;
-                (rec, e.fires.clone(), e.schedule.updated_ms, run_once)
+                (rec, e.fires.clone(), e.schedule.updated_ms, e.schedule.policies, e.bounds)
             })
             .collect();
-        let reads = stream::iter(inputs).map(|(rec, fires, floor, run_once)| {
+        let reads = stream::iter(inputs).map(|(rec, fires, floor, policies, bounds)| {
             let term = term.clone();
             async move {
                 let last = last_slot(&rec, &term).await;
-                let gap = last.map(|last| term_start_gap(&fires, last.unwrap_or(floor).max(floor), now_ms, run_once));
+                let run_once = policies.misfire == Misfire::RunOnce;
+                let window = policies.catch_up_window_ms.map(Duration::from_millis);
+                let gap = last.map(|last| {
+                    let floor = last.unwrap_or(floor).max(floor);
+                    (term_start_gap(&fires, (floor, now_ms), run_once, window, &bounds), window)
+                });
                 (rec, gap)
             }
         });
         let gaps: Vec<_> = reads.buffer_unordered(GAP_READS).collect().await;
         for (rec, gap) in gaps {
             let id = rec.job.strip_prefix("schedule/").unwrap_or(&rec.job).to_owned();
-            let Ok((missed, catch_up)) = gap else {
+            let Ok((gap, window)) = gap else {
                 tracing::warn!(job = %rec.job, "cannot read the schedule's last slot: the slots it missed while its partition had no holder are not recorded");
                 continue;
             };
-            for ms in missed {
-                rec.append_with(at(ms), Outcome::Missed, Some(GAP_REASON.to_owned()), term);
+            if let Some(w) = window {
+                let why = format!("{GAP_REASON}; older than the catch-up window ({})", humantime::format_duration(w));
+                for s in gap.expired {
+                    rec.append_with(s, Outcome::Missed, Some(why.clone()), term);
+                }
             }
+            for s in gap.missed {
+                rec.append_with(s, Outcome::Missed, Some(GAP_REASON.to_owned()), term);
+            }
+            let catch_up = gap.catch_up.map(|c| c.timestamp_millis());
             if let Some(ms) = catch_up {
                 self.fire(shard, &id, &[ms], SlotKind::CaughtUp, term, in_flight);
             }
@@ -288,8 +340,7 @@ impl Shard {
             }
             match s.spec.check() {
                 Ok(fires) => {
-                    let next_ms = fires.next_after(now_ms);
-                    entries.insert(s.id.clone(), Entry { schedule: s, fires, next_ms });
+                    entries.insert(s.id.clone(), Entry::new(s, fires, now_ms));
                 }
                 Err(e) => {
                     tracing::warn!(schedule = %s.id, error = %e, "the schedule's spec does not check; not running it")
@@ -299,20 +350,20 @@ impl Shard {
         self.entries = entries;
     }
 
-    /// The earliest next slot of the partition.
+    /// When the partition's earliest next slot starts (its instant plus its jitter).
     fn next_ms(&self) -> Option<i64> {
-        self.entries.values().filter_map(|e| e.next_ms).min()
+        self.entries.values().filter_map(|e| e.next_ms.map(|ms| e.starts_ms(ms))).min()
     }
 
-    /// The slots due at `now_ms`, by schedule, oldest first; each schedule's next slot moves
-    /// past them.
+    /// The slots due at `now_ms` (started, jitter included), by schedule, oldest first; each
+    /// schedule's next slot moves past them.
     fn take_due(&mut self, now_ms: i64) -> Vec<(String, Vec<i64>)> {
         let mut due = Vec::new();
         for (id, e) in &mut self.entries {
             let mut slots = Vec::new();
-            while let Some(ms) = e.next_ms.filter(|ms| *ms <= now_ms) {
+            while let Some(ms) = e.next_ms.filter(|ms| e.starts_ms(*ms) <= now_ms) {
                 slots.push(ms);
-                e.next_ms = e.fires.next_after(ms);
+                e.next_ms = e.next_after(ms);
             }
             if !slots.is_empty() {
                 due.push((id.clone(), slots));
@@ -366,6 +417,38 @@ mod tests {
         let mut s = Schedule::new(id, "h", ScheduleSpec::fixed_rate(Duration::from_secs(secs)));
         s.revision = revision;
         s
+    }
+
+    /// J13, J14 for schedules: no slot outside the bounds, and each slot taken only once its
+    /// jittered start (the core's `jitter` of `schedule/<id>` and the slot) has come, before the
+    /// next slot.
+    #[test]
+    fn j13_j14_a_schedules_slots_follow_its_jitter_and_bounds() {
+        use crate::schedule_store::Policies;
+        let mut s = every("b", 10, 1);
+        s.policies = Policies::default().with_jitter(Duration::from_secs(5)).with_bounds(Some(30_000), Some(60_000));
+        let mut shard = Shard { partition: 0, seen: None, loaded_ms: 0, entries: BTreeMap::new() };
+        shard.load(vec![s], 5_000);
+        assert_eq!(shard.entries["b"].next_ms, Some(30_000), "none before the start bound");
+        let mut taken = Vec::new();
+        for now in (0..80_000).step_by(100) {
+            for (_, slots) in shard.take_due(now) {
+                for ms in slots {
+                    let delay = simba_core::policy::jitter(
+                        "schedule/b",
+                        ms,
+                        Duration::from_secs(5),
+                        Some(Duration::from_secs(10)),
+                    );
+                    let starts = ms + i64::try_from(delay.as_millis()).unwrap_or(0);
+                    assert!(now >= starts && now < starts + 100, "slot {ms} taken at {now}, starts at {starts}");
+                    assert!(starts < ms + 10_000, "before the next slot");
+                    taken.push(ms);
+                }
+            }
+        }
+        assert_eq!(taken, [30_000, 40_000, 50_000, 60_000], "within the bounds, each once");
+        assert_eq!(shard.next_ms(), None, "none after the end bound");
     }
 
     /// A11: slots come from the spec alone (A4); a reload at the same revision keeps the next slot, an
