@@ -29,6 +29,16 @@
 //! A listing is a range read with a limit: of `s/` (unfiltered, by prefix), or of an index
 //! (`p/{partition}/`, `h/{handler}/`) whose ids are then read at the index read's revision in
 //! transactions of [`ROWS_PER_READ`] gets. It never reads the space's other schedules.
+//!
+//! Requests per call:
+//!
+//! | call | requests |
+//! | --- | --- |
+//! | `create`, `update`, `delete`, `set_paused` | 2 `Txn` (read, write); 1 `Range` more after the retention was lowered; again per lost race |
+//! | `get`, `partitions`, `changes` | 1 `Range` |
+//! | `list` (unfiltered, by prefix) | 1 `Range` per [`ROWS_PER_READ`] schedules |
+//! | `list` (by partition, by handler) | 1 keys-only `Range` per [`KEYS_PER_READ`] ids, 1 `Txn` per [`ROWS_PER_READ`] schedules |
+//! | `audit` | 1 `Range` per [`KEYS_PER_READ`] records, newest first (of one target: reads the kept trail until enough) |
 
 use std::fmt::Display;
 
