@@ -204,12 +204,17 @@ impl EtcdScheduleStore {
         Ok(Read { revision, partitions: partitions.transpose()?, row: row.transpose()?, audit_count, oldest })
     }
 
-    /// The operations that append `record` (read in `read`) and drop the records past
-    /// retention: the oldest keys go by one range delete, never one operation per key.
-    async fn audit_ops(&self, sp: &Space, read: &Read, record: &AuditRecord, what: &str) -> BackendResult<Vec<TxnOp>> {
+    /// The operations that append `record` at `key` (`read`: what the write read) and drop the
+    /// records past retention: the oldest keys go by one range delete, never one per key.
+    async fn audit_ops(
+        &self,
+        sp: &Space,
+        read: &Read,
+        key: Vec<u8>,
+        record: &AuditRecord,
+        what: &str,
+    ) -> BackendResult<Vec<TxnOp>> {
         let audit = sp.audit();
-        let key = format!("{audit}{}{:016x}{:08x}", slot_value(record.at_ms), read.revision, rand::random::<u32>())
-            .into_bytes();
         let value = self.encode(record)?;
         let excess = (read.audit_count + 1).saturating_sub(self.retention);
         if excess == 0 {
@@ -242,10 +247,16 @@ impl EtcdScheduleStore {
     /// Runs `w` with the bookkeeping of every write: its partition's change counter and its
     /// audit record. `false`: a compare failed (read again).
     async fn commit(&self, sp: &Space, read: &Read, w: Write, record: &AuditRecord, what: &str) -> BackendResult<bool> {
+        // Ordered by the writer's time, then by the revision it read; the random part tells
+        // apart writers that read one revision in one millisecond (the compare makes sure).
+        let key =
+            format!("{}{}{:016x}{:08x}", sp.audit(), slot_value(record.at_ms), read.revision, rand::random::<u32>());
+        let mut when = w.when;
+        when.push(Compare::create_revision(key.as_str(), CompareOp::Equal, 0));
         let mut ops = w.ops;
         ops.push(TxnOp::put(sp.counter(w.partition), "", None));
-        ops.extend(self.audit_ops(sp, read, record, what).await?);
-        let txn = Txn::new().when(w.when).and_then(ops);
+        ops.extend(self.audit_ops(sp, read, key.into_bytes(), record, what).await?);
+        let txn = Txn::new().when(when).and_then(ops);
         Ok(self.backend.kv().txn(txn).await.map_err(|e| self.err(what, &e))?.succeeded())
     }
 
