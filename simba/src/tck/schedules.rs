@@ -34,6 +34,7 @@ pub const RULES: &[&str] = &[
     "schedules_concurrent_writes_of_one_schedule_lose_nothing",
     "schedules_long_listings_hold_every_schedule_once",
     "schedules_lowered_audit_retention_trims_at_the_next_write",
+    "schedules_writes_of_many_spaces_at_once_all_land",
 ];
 
 const P: u32 = 16;
@@ -485,6 +486,39 @@ pub async fn schedules_lowered_audit_retention_trims_at_the_next_write<B: Backen
     assert_eq!(kept, ["l12", "l11"]);
 }
 
+/// A7, A8: writes of different spaces at once never fail each other (no lock of one space's
+/// audit trail reaches another's): 4 spaces, 3 writers each, 10 writes per writer, trimming a
+/// trail of 2 records at every write; every write lands and each trail ends at 2 records.
+pub async fn schedules_writes_of_many_spaces_at_once_all_land<B: Backend>(b: B) {
+    let base = store_of(&b).keeping_audit(2);
+    let spaces: Vec<SharedScheduleStore> = (0..4).map(|_| base.in_space(&unique("tck")).keeping_audit(2)).collect();
+    let mut writers = tokio::task::JoinSet::new();
+    for (k, space) in spaces.iter().enumerate() {
+        for w in 0..3 {
+            let space = space.clone();
+            writers.spawn(async move {
+                for i in 0..10 {
+                    let id = format!("s{k}-w{w}-{i}");
+                    let at = T0 + i64::from(i);
+                    let created =
+                        space.create(&daily(&id), P, &actor("x", at)).await.map_err(|e| format!("{id}: {e}"))?;
+                    if created != Created::Created {
+                        return Err(format!("{id}: {created:?}"));
+                    }
+                }
+                Ok::<(), String>(())
+            });
+        }
+    }
+    while let Some(done) = writers.join_next().await {
+        ok(ok(done, "writer"), "a write of one space beside others");
+    }
+    for space in &spaces {
+        assert_eq!(ok(space.list(&ListQuery::first(100)).await, "list").len(), 30, "every write landed");
+        assert_eq!(audit(space, None).await.len(), 2, "the trail trimmed to its retention");
+    }
+}
+
 /// Expands to one `#[tokio::test]` per rule of the schedule store suite ([`RULES`]), for the
 /// backend that `$make` (an async fn or closure returning a future of a backend) builds.
 ///
@@ -517,7 +551,8 @@ macro_rules! schedules_suite {
             schedules_slot_claim_uses_the_schedules_own_ledger,
             schedules_concurrent_writes_of_one_schedule_lose_nothing,
             schedules_long_listings_hold_every_schedule_once,
-            schedules_lowered_audit_retention_trims_at_the_next_write
+            schedules_lowered_audit_retention_trims_at_the_next_write,
+            schedules_writes_of_many_spaces_at_once_all_land
         );
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn schedules_survive_reopen() {

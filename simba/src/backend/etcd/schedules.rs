@@ -22,9 +22,10 @@
 //! operations and one row (under 40 KiB with the API's bounds) per write, far below etcd's
 //! 128 operations and 1.5 MiB per request.
 //!
-//! Writes of different schedules never compare the same key, so they do not serialise. The
-//! price: racing writers of one space may each drop the same oldest record, keeping a few
-//! records more than the retention until the next write trims again.
+//! Writes of different schedules never compare the same key, so they do not serialise. Racing
+//! writers of one space may each drop the same oldest record, so every write, once committed,
+//! reads the trail's count and oldest keys again and drops what is past retention: when the
+//! writes stop, the trail holds exactly the retention.
 //!
 //! A listing is a range read with a limit: of `s/` (unfiltered, by prefix), or of an index
 //! (`p/{partition}/`, `h/{handler}/`) whose ids are then read at the index read's revision in
@@ -34,7 +35,7 @@
 //!
 //! | call | requests |
 //! | --- | --- |
-//! | `create`, `update`, `delete`, `set_paused` | 2 `Txn` (read, write); 1 `Range` more after the retention was lowered; again per lost race |
+//! | `create`, `update`, `delete`, `set_paused` | 2 `Txn` (read, write) and 1 keys-only `Range` (the trail settled); 1 `Range` more after the retention was lowered, 1 `DeleteRange` after a race; again per lost race |
 //! | `get`, `partitions`, `changes` | 1 `Range` |
 //! | `list` (unfiltered, by prefix) | 1 `Range` per [`ROWS_PER_READ`] schedules |
 //! | `list` (by partition, by handler) | 1 keys-only `Range` per [`KEYS_PER_READ`] ids, 1 `Txn` per [`ROWS_PER_READ`] schedules |
@@ -244,6 +245,38 @@ impl EtcdScheduleStore {
         Ok(ops)
     }
 
+    /// After a write: drops the records past retention that racing writers left (each one
+    /// trimmed by what it read, before the others' records landed). The last writer to finish
+    /// reads after every write committed, so once the writes stop the trail holds exactly the
+    /// retention. One keys-only `Range`; a range delete only when there is excess.
+    async fn settle_trail(&self, sp: &Space, what: &str) -> BackendResult<()> {
+        let audit = sp.audit();
+        let oldest = |limit: i64| {
+            GetOptions::new()
+                .with_range(prefix_end(&audit))
+                .with_keys_only()
+                .with_sort(SortTarget::Key, SortOrder::Ascend)
+                .with_limit(limit)
+        };
+        let mut kv = self.backend.kv();
+        let got = kv.get(audit.as_str(), Some(oldest(TRIM_LOOK))).await.map_err(|e| self.err(what, &e))?;
+        let excess = usize::try_from(got.count()).unwrap_or(0).saturating_sub(self.retention);
+        if excess == 0 {
+            return Ok(());
+        }
+        let got = if got.kvs().len() >= excess {
+            got
+        } else {
+            let limit = i64::try_from(excess).unwrap_or(i64::MAX);
+            kv.get(audit.as_str(), Some(oldest(limit))).await.map_err(|e| self.err(what, &e))?
+        };
+        if let Some(last) = got.kvs().get(excess - 1).or(got.kvs().last()) {
+            let range = DeleteOptions::new().with_range(after(last.key()));
+            kv.delete(audit.as_str(), Some(range)).await.map_err(|e| self.err(what, &e))?;
+        }
+        Ok(())
+    }
+
     /// Runs `w` with the bookkeeping of every write: its partition's change counter and its
     /// audit record. `false`: a compare failed (read again).
     async fn commit(&self, sp: &Space, read: &Read, w: Write, record: &AuditRecord, what: &str) -> BackendResult<bool> {
@@ -280,6 +313,7 @@ impl EtcdScheduleStore {
             };
             let record = AuditRecord::new(actor, w.action, id);
             if self.commit(&sp, &read, w, &record, what).await? {
+                self.settle_trail(&sp, what).await?;
                 return Ok(answer);
             }
         }
