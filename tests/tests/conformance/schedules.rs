@@ -99,6 +99,86 @@ mod redis {
     }
 
     simba::schedules_suite!(make);
+
+    /// A10 on Redis, where a listing walks an index (the space's ids, a partition's or a
+    /// handler's, the smaller of the two when both filter) and drops the rows of the other
+    /// filters: every combination of filters, cursors and limits answers what the memory
+    /// store (the reference) answers, paged to the end, before and after edits that move
+    /// schedules between handlers and deletes that take them out of every index.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a10_redis_listings_match_the_reference() {
+        use simba::backend::Backend;
+        use simba::schedule_store::{Actor, ListQuery, Schedule, ScheduleSpec, SharedScheduleStore};
+
+        const P: u32 = 4;
+        let space = simba::tck::conformance::unique("a10");
+        let redis = make().await.schedule_store().expect("redis keeps schedules").in_space(&space);
+        let memory = simba::backend::memory::MemoryBackend::new().schedule_store().expect("memory keeps schedules");
+        let actor = Actor { who: "t", at_ms: 1, note: None };
+        // Handler `b` holds the first ten ids and every seventh, `a` the rest: a partition's
+        // set is smaller than `a`'s and larger than `b`'s, so both walks are taken, and a walk
+        // of a partition for `a` drops rows across more than one batch (64).
+        let handler = |i: usize| if i < 10 || i % 7 == 0 { "b" } else { "a" };
+        for i in 0..300 {
+            let s = Schedule::new(format!("s{i:03}"), handler(i), ScheduleSpec::cron("0 0 * * * *", "UTC"));
+            for store in [&redis, &memory] {
+                store.create(&s, P, &actor).await.expect("create");
+            }
+        }
+        async fn pages(store: &SharedScheduleStore, q: &ListQuery) -> Vec<Vec<String>> {
+            let mut out = Vec::new();
+            let mut q = q.clone();
+            loop {
+                let page: Vec<String> = store.list(&q).await.expect("list").into_iter().map(|s| s.id).collect();
+                let next = page.last().cloned();
+                let full = page.len() == q.limit;
+                out.push(page);
+                match next {
+                    Some(id) if full && out.len() < 400 => q = q.after(id),
+                    _ => return out,
+                }
+            }
+        }
+        let compare = |stage: &'static str| {
+            let (redis, memory) = (redis.clone(), memory.clone());
+            async move {
+                let mut queries = 0;
+                for limit in [1, 7, 70, 1000] {
+                    for handler in [None, Some("a"), Some("b"), Some("c")] {
+                        for partition in [None, Some(0), Some(3), Some(9)] {
+                            for prefix in [None, Some("s1"), Some("s29"), Some("t")] {
+                                for after in [None, Some("s05"), Some("s150"), Some("s2")] {
+                                    let mut q = ListQuery::first(limit);
+                                    q.handler = handler.map(str::to_owned);
+                                    q.partition = partition;
+                                    q.prefix = prefix.map(str::to_owned);
+                                    q.after = after.map(str::to_owned);
+                                    assert_eq!(pages(&redis, &q).await, pages(&memory, &q).await, "{stage}: {q:?}");
+                                    queries += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+                queries
+            }
+        };
+        assert_eq!(compare("created").await, 1024);
+        for i in (0..300).step_by(5) {
+            let id = format!("s{i:03}");
+            let moved =
+                Schedule::new(&id, if handler(i) == "a" { "b" } else { "c" }, ScheduleSpec::cron("0 0 * * * *", "UTC"));
+            for store in [&redis, &memory] {
+                assert!(store.update(&moved, &actor).await.expect("update").is_some());
+            }
+            if i % 3 == 0 {
+                for store in [&redis, &memory] {
+                    assert!(store.delete(&id, &actor).await.expect("delete"));
+                }
+            }
+        }
+        assert_eq!(compare("edited and deleted").await, 1024);
+    }
 }
 
 /// A8: ZooKeeper and etcd have no schedule store yet: the backend answers `None`, and
