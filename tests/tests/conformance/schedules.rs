@@ -118,7 +118,7 @@ mod redis {
         // Handler `b` holds the first ten ids and every seventh, `a` the rest: a partition's
         // set is smaller than `a`'s and larger than `b`'s, so both walks are taken, and a walk
         // of a partition for `a` drops rows across more than one batch (64).
-        let handler = |i: usize| if i < 10 || i % 7 == 0 { "b" } else { "a" };
+        let handler = |i: usize| if i < 10 || i.is_multiple_of(7) { "b" } else { "a" };
         for i in 0..300 {
             let s = Schedule::new(format!("s{i:03}"), handler(i), ScheduleSpec::cron("0 0 * * * *", "UTC"));
             for store in [&redis, &memory] {
@@ -178,6 +178,60 @@ mod redis {
             }
         }
         assert_eq!(compare("edited and deleted").await, 1024);
+    }
+
+    /// A7 on Redis, where each schedule's records are also kept in a trail of its own, trimmed
+    /// with the space's: the records of every target and of the space are the memory store's
+    /// (the reference), while the trail rolls over, and after a writer keeping fewer records
+    /// trims it at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a7_redis_target_trails_follow_the_space_trail() {
+        use simba::backend::Backend;
+        use simba::schedule_store::{Actor, Schedule, ScheduleSpec, SharedScheduleStore};
+
+        let space = simba::tck::conformance::unique("a7");
+        let redis = make().await.schedule_store().expect("redis keeps schedules").in_space(&space).keeping_audit(40);
+        let memory = simba::backend::memory::MemoryBackend::new().schedule_store().expect("memory").keeping_audit(40);
+        let ids: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
+        async fn same(redis: &SharedScheduleStore, memory: &SharedScheduleStore, ids: &[String], stage: &str) {
+            assert_eq!(redis.audit(None, 1000).await.expect("audit"), memory.audit(None, 1000).await.expect("audit"));
+            for id in ids {
+                for limit in [1, 3, 1000] {
+                    let (r, m) = (redis.audit(Some(id), limit).await, memory.audit(Some(id), limit).await);
+                    assert_eq!(r.expect("audit"), m.expect("audit"), "{stage}: {id} limit {limit}");
+                }
+            }
+        }
+        let mut nonempty = 0;
+        for round in 0..15_i64 {
+            for (i, id) in ids.iter().enumerate() {
+                let at_ms = round * 100 + i as i64;
+                let actor = Actor { who: "w", at_ms, note: (i % 3 == 0).then_some("n") };
+                let s = Schedule::new(id, "h", ScheduleSpec::cron("0 0 * * * *", "UTC"));
+                for store in [&redis, &memory] {
+                    match (round + i as i64) % 4 {
+                        0 => drop(store.create(&s, 8, &actor).await.expect("create")),
+                        1 => drop(store.update(&s, &actor).await.expect("update")),
+                        2 => drop(store.set_paused(id, i % 2 == 0, &actor).await.expect("pause")),
+                        _ => drop(store.delete(id, &actor).await.expect("delete")),
+                    }
+                }
+            }
+            same(&redis, &memory, &ids, &format!("round {round}")).await;
+            nonempty = redis.audit(None, 1000).await.expect("audit").len();
+        }
+        assert_eq!(nonempty, 40, "the trail rolled over");
+        let (redis, memory) = (redis.keeping_audit(3), memory.keeping_audit(3));
+        let actor = Actor { who: "w", at_ms: 10_000, note: None };
+        for store in [&redis, &memory] {
+            store.delete("t0", &actor).await.expect("delete");
+            store
+                .create(&Schedule::new("t0", "h", ScheduleSpec::cron("0 0 * * * *", "UTC")), 8, &actor)
+                .await
+                .expect("create");
+        }
+        same(&redis, &memory, &ids, "trimmed to 3").await;
+        assert_eq!(redis.audit(None, 1000).await.expect("audit").len(), 3);
     }
 }
 

@@ -29,12 +29,25 @@ const ROW_FIELDS_LUA: &str = "local FIELDS = {'id', 'partition', 'handler', 'spe
                               'pause_note', 'created_by', 'created_ms', 'updated_by', 'updated_ms', 'revision'}\n";
 
 /// The bookkeeping of every write: the partition's change counter, the audit record (newest
-/// first), the trail trimmed to the writer's retention.
+/// first) in the space's trail and in its target's, the space's trail trimmed to the writer's
+/// retention and each record trimmed from it also from its target's trail (its oldest record,
+/// so the target's trail holds exactly the target's records the space's keeps). A write trims
+/// one record once the trail is full; a writer keeping fewer records than the trail holds
+/// trims the difference once.
 const WROTE: &str = r"
-local function wrote(changes, audit, partition, record, keep)
+local function wrote(changes, audit, target, partition, record, keep)
   redis.call('HINCRBY', changes, partition, 1)
   redis.call('LPUSH', audit, record)
-  redis.call('LTRIM', audit, 0, keep - 1)
+  redis.call('LPUSH', audit .. ':' .. target, record)
+  while redis.call('LLEN', audit) > keep do
+    local old = redis.call('RPOP', audit)
+    local of = audit .. ':' .. cjson.decode(old)['target']
+    if redis.call('LINDEX', of, -1) == old then
+      redis.call('RPOP', of)
+    else
+      redis.call('LREM', of, -1, old)
+    end
+  end
 end
 ";
 
@@ -57,7 +70,7 @@ if ARGV[10] == '1' then redis.call('HSET', KEYS[2], 'pause_note', ARGV[9]) end
 redis.call('ZADD', KEYS[3], 0, ARGV[3])
 redis.call('ZADD', KEYS[4], 0, ARGV[3])
 redis.call('ZADD', KEYS[5], 0, ARGV[3])
-wrote(KEYS[6], KEYS[7], ARGV[2], ARGV[13], tonumber(ARGV[14]))
+wrote(KEYS[6], KEYS[7], ARGV[3], ARGV[2], ARGV[13], tonumber(ARGV[14]))
 return {'0'}
 ";
 
@@ -75,7 +88,7 @@ end
 redis.call('HSET', KEYS[1], 'handler', ARGV[3], 'spec', ARGV[4], 'payload', ARGV[5], 'policies', ARGV[6],
   'updated_by', ARGV[7], 'updated_ms', ARGV[8])
 local revision = redis.call('HINCRBY', KEYS[1], 'revision', 1)
-wrote(KEYS[2], KEYS[3], row[1], ARGV[9], tonumber(ARGV[10]))
+wrote(KEYS[2], KEYS[3], ARGV[2], row[1], ARGV[9], tonumber(ARGV[10]))
 return revision
 ";
 
@@ -89,12 +102,12 @@ redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('ZREM', ARGV[1] .. row[1], ARGV[3])
 if row[2] then redis.call('ZREM', ARGV[2] .. row[2], ARGV[3]) end
-wrote(KEYS[3], KEYS[4], row[1], ARGV[4], tonumber(ARGV[5]))
+wrote(KEYS[3], KEYS[4], ARGV[3], row[1], ARGV[4], tonumber(ARGV[5]))
 return 1
 ";
 
 /// `KEYS`: 1 row hash, 2 changes hash, 3 audit list. `ARGV`: 1 paused (0 or 1), 2 note, 3 has
-/// a note (0 or 1), 4 who, 5 when, 6 audit record, 7 records kept. Answers 1 or 0, whether it
+/// a note (0 or 1), 4 who, 5 when, 6 audit record, 7 records kept, 8 id. Answers 1 or 0, whether it
 /// was paused before, or -1 when there is no such schedule (nothing written).
 const SET_PAUSED: &str = r"
 local row = redis.call('HMGET', KEYS[1], 'partition', 'paused')
@@ -106,7 +119,7 @@ else
   redis.call('HDEL', KEYS[1], 'pause_note')
 end
 redis.call('HINCRBY', KEYS[1], 'revision', 1)
-wrote(KEYS[2], KEYS[3], row[1], ARGV[6], tonumber(ARGV[7]))
+wrote(KEYS[2], KEYS[3], ARGV[8], row[1], ARGV[6], tonumber(ARGV[7]))
 if row[2] == '1' then return 1 end
 return 0
 ";
@@ -120,11 +133,16 @@ return 0
 ///
 /// The index's members all score 0, so `ZRANGEBYLEX` walks them in byte order from the start;
 /// the ids with a prefix are contiguous there, so the walk ends at the first id past them.
-/// Only a filter the index does not give (a handler within a partition) reads rows it drops.
+/// Only a filter the index does not give (a handler within a partition) drops ids: their two
+/// fields are read first, the row only when they match.
 const LIST: &str = r"
 local index = KEYS[1]
 if KEYS[2] ~= KEYS[1] and redis.call('ZCARD', KEYS[2]) < redis.call('ZCARD', KEYS[1]) then index = KEYS[2] end
 local prefix, limit = ARGV[3], tonumber(ARGV[8])
+local both = ARGV[4] == '1' and ARGV[6] == '1'
+local function wanted(partition, handler)
+  return partition and (ARGV[4] ~= '1' or handler == ARGV[5]) and (ARGV[6] ~= '1' or partition == ARGV[7])
+end
 local batch = math.max(limit, 64)
 local from = ARGV[2]
 local out = {}
@@ -132,35 +150,17 @@ while true do
   local ids = redis.call('ZRANGEBYLEX', index, from, '+', 'LIMIT', 0, batch)
   for _, id in ipairs(ids) do
     if string.sub(id, 1, #prefix) ~= prefix then return out end
-    local row = redis.call('HMGET', ARGV[1] .. id, unpack(FIELDS))
-    local keep = row[1] and (ARGV[4] ~= '1' or row[3] == ARGV[5]) and (ARGV[6] ~= '1' or row[2] == ARGV[7])
-    if keep then
+    local row = false
+    if not both or wanted(unpack(redis.call('HMGET', ARGV[1] .. id, 'partition', 'handler'))) then
+      row = redis.call('HMGET', ARGV[1] .. id, unpack(FIELDS))
+    end
+    if row and wanted(row[2], row[3]) then
       table.insert(out, row)
       if #out >= limit then return out end
     end
   end
   if #ids < batch then return out end
   from = '(' .. ids[#ids]
-end
-";
-
-/// `KEYS`: 1 audit list. `ARGV`: 1 target, 2 limit (at least 1), 3 whether the target is
-/// written as is in JSON (0 or 1: no quote, backslash or control character). Answers the
-/// newest `limit` records of the target, newest first: the trail (at most the retention) read
-/// in pages, a record's JSON decoded only when it contains the target's text (or always, for a
-/// target JSON escapes).
-const AUDIT_OF: &str = r"
-local out, limit, page, at = {}, tonumber(ARGV[2]), 256, 0
-while true do
-  local records = redis.call('LRANGE', KEYS[1], at, at + page - 1)
-  for _, r in ipairs(records) do
-    if (ARGV[3] ~= '1' or string.find(r, ARGV[1], 1, true)) and cjson.decode(r)['target'] == ARGV[1] then
-      table.insert(out, r)
-      if #out >= limit then return out end
-    end
-  end
-  if #records < page then return out end
-  at = at + page
 end
 ";
 
@@ -171,7 +171,6 @@ pub(super) struct Scripts {
     pub(super) delete: Script,
     pub(super) set_paused: Script,
     pub(super) list: Script,
-    pub(super) audit_of: Script,
 }
 
 pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -180,7 +179,6 @@ pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     delete: Script::new(&format!("{WROTE}{DELETE}")),
     set_paused: Script::new(&format!("{WROTE}{SET_PAUSED}")),
     list: Script::new(&format!("{ROW_FIELDS_LUA}{LIST}")),
-    audit_of: Script::new(AUDIT_OF),
 });
 
 #[cfg(test)]

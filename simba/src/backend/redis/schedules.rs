@@ -16,12 +16,13 @@
 //! | `{prefix}:schedules:{s}space` | hash | `partitions`: the count, written by the space's first create |
 //! | `{prefix}:schedules:{s}changes` | hash | partition -> change counter |
 //! | `{prefix}:schedules:{s}audit` | list | the audit records as JSON, newest first, trimmed to the writer's retention |
+//! | `{prefix}:schedules:{s}audit:{id}` | list | the same records of schedule `id` only, trimmed with the space's |
 //!
 //! None has a TTL. A `get` is one `HMGET`. A `list` walks one index with `ZRANGEBYLEX` from
 //! its cursor (the partition's for a holder, the handler's, else the space's), and stops at
 //! the first id past the prefix or at the limit: its cost is the page, not the space (a
 //! handler within a partition walks the smaller of the two sets and drops the others' rows).
-//! An audit read of one target walks the space's trail, bounded by the retention.
+//! An audit read is one `LRANGE` of the space's trail or of the target's.
 
 use super::RedisBackend;
 use super::connect::call_error;
@@ -81,6 +82,9 @@ impl SpaceKeys {
     }
     fn audit(&self) -> String {
         format!("{}audit", self.base)
+    }
+    fn audit_of(&self, target: &str) -> String {
+        format!("{}audit:{target}", self.base)
     }
 }
 
@@ -245,7 +249,7 @@ impl ScheduleStore for RedisScheduleStore {
         let (record, keep) = self.record(actor, action, id)?;
         let note = if paused { actor.note } else { None };
         let at = actor.at_ms.to_string();
-        let args = [flag(paused), note.unwrap_or(""), flag(note.is_some()), actor.who, &at, &record, &keep];
+        let args = [flag(paused), note.unwrap_or(""), flag(note.is_some()), actor.who, &at, &record, &keep, id];
         let was: i64 = self.backend.eval(&SCRIPTS.set_paused, [k.row(id), k.changes(), k.audit()], args, what).await?;
         match was {
             -1 => Ok(None),
@@ -315,19 +319,14 @@ impl ScheduleStore for RedisScheduleStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let (what, key) = ("read the audit trail", self.keys(space).audit());
-        let records: Vec<String> = match target {
-            None => {
-                let mut cmd = redis::cmd("LRANGE");
-                cmd.arg(key).arg(0).arg(limit.saturating_sub(1));
-                self.query(&cmd, what).await?
-            }
-            Some(t) => {
-                let plain = !t.chars().any(|c| c == '"' || c == '\\' || c.is_control());
-                let limit = limit.to_string();
-                self.backend.eval(&SCRIPTS.audit_of, [key], [t, &limit, flag(plain)], what).await?
-            }
+        let k = self.keys(space);
+        let key = match target {
+            None => k.audit(),
+            Some(t) => k.audit_of(t),
         };
+        let mut cmd = redis::cmd("LRANGE");
+        cmd.arg(key).arg(0).arg(limit.saturating_sub(1));
+        let records: Vec<String> = self.query(&cmd, "read the audit trail").await?;
         records
             .iter()
             .map(|r| {
@@ -366,6 +365,7 @@ mod tests {
         assert_eq!(billing.space(), "{simba}:schedules:billing~space");
         assert_eq!(billing.changes(), "{simba}:schedules:billing~changes");
         assert_eq!(billing.audit(), "{simba}:schedules:billing~audit");
+        assert_eq!(billing.audit_of("tenant-1"), "{simba}:schedules:billing~audit:tenant-1");
         assert_eq!(billing.handler_base(), "{simba}:schedules:billing~handler:");
     }
 
