@@ -143,7 +143,7 @@ local both = ARGV[4] == '1' and ARGV[6] == '1'
 local function wanted(partition, handler)
   return partition and (ARGV[4] ~= '1' or handler == ARGV[5]) and (ARGV[6] ~= '1' or partition == ARGV[7])
 end
-local batch = math.max(limit, 64)
+local batch = math.min(math.max(limit, 64), 1024)
 local from = ARGV[2]
 local out = {}
 while true do

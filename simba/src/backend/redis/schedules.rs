@@ -34,6 +34,10 @@ use crate::backend::schedule_store::{
 };
 use crate::backend::{BackendError, BackendResult};
 
+/// The largest limit a read passes on (a Lua number counts exactly to 2^53, `LRANGE` takes an
+/// `i64`): a larger one reads everything as well.
+const MAX_LIMIT: usize = 1 << 52;
+
 /// The schedule store of a [`RedisBackend`]: a handle on the backend's connection, with
 /// nothing of its own to share (no schema, no cache), so each call of
 /// `Backend::schedule_store` makes one. Cheap to clone.
@@ -270,7 +274,7 @@ impl ScheduleStore for RedisScheduleStore {
             return Ok(Vec::new());
         }
         let k = self.keys(space);
-        let (start, limit) = (list_start(q), q.limit.to_string());
+        let (start, limit) = (list_start(q), q.limit.min(MAX_LIMIT).to_string());
         let partition = q.partition.map(|p| p.to_string()).unwrap_or_default();
         let args = [
             k.row.as_str(),
@@ -325,7 +329,7 @@ impl ScheduleStore for RedisScheduleStore {
             Some(t) => k.audit_of(t),
         };
         let mut cmd = redis::cmd("LRANGE");
-        cmd.arg(key).arg(0).arg(limit.saturating_sub(1));
+        cmd.arg(key).arg(0).arg(limit.min(MAX_LIMIT) - 1);
         let records: Vec<String> = self.query(&cmd, "read the audit trail").await?;
         records
             .iter()
