@@ -320,14 +320,10 @@ impl JobStore for EtcdJobStore {
                 _ => return Ok(Claim::NotHolder),
             }
             let (own, own_rev) = self.control_of(first(&r, 1))?;
-            let (grp, group_rev) = if group_key != own_key {
-                let (g, rev) = self.control_of(first(&r, 2))?;
-                (Some(g), rev)
-            } else {
-                (None, own_rev)
-            };
+            let grp = if group_key != own_key { Some(self.control_of(first(&r, 2))?.0) } else { None };
+            let group_rev = first(&r, 2).map_or(0, KeyValue::mod_revision);
             let own_log = Self::log_of(first(&r, 1));
-            let group_log = if group_key != own_key { Self::log_of(first(&r, 2)) } else { RequestLog::default() };
+            let group_log = Self::log_of(first(&r, 2).filter(|_| group_key != own_key));
             let slot_kv = first(&r, 3);
             let slot_rev = slot_kv.map_or(0, KeyValue::mod_revision);
             // The lease's slot key holds the slot in the ordered form of `slot_value`.

@@ -200,26 +200,8 @@ pub(crate) struct JobStatements {
     set_lease_slot: Stmt,
     /// `:1` job, `:2` own request id taken, `:3` group request id taken.
     take_trigger: Stmt,
-    /// `:1` job, `:2` its newest manual slot (a partition that took a group request).
-    set_trigger_ms: Stmt,
-    /// `:1` group, `:2` the id of a request of it a partition took: its `taken_id` moves up.
-    take_group: Stmt,
-    /// `:1` job, `:2` its group (or the job again): their request logs.
-    read_logs: Stmt,
-    /// `:1` job: its request log, unless one exists.
-    ensure_log: Stmt,
-    /// `:1` job, `:2` its request log.
-    write_log: Stmt,
-    /// `:1` job, `:2` trigger id, `:3` trigger slot: a run-now request made.
-    write_request: Stmt,
-    /// `:1` job, `:2` slot, `:3` key: the request key of a manual record.
-    write_run_key: Stmt,
-    /// `:1` job, `:2` slot: drops the key of that record.
-    delete_run_key: Stmt,
-    /// `:1` job: drops the keys of records no longer kept.
-    trim_run_keys: Stmt,
-    /// [`JobDialect::NOTIFY_CONTROL`], rendered.
-    notify_control: Option<Stmt>,
+    /// The statements of run-now requests and their keys (R3).
+    keyed: KeyedStatements,
     /// Bumps the control version.
     bump_version: Stmt,
     /// The control version.
@@ -285,17 +267,7 @@ impl JobStatements {
                  AND EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now})",
             ),
             take_trigger: r("UPDATE simba_job SET taken_id = :2, group_taken_id = :3 WHERE job = :1"),
-            set_trigger_ms: r("UPDATE simba_job SET trigger_ms = :2 WHERE job = :1"),
-            take_group: r("UPDATE simba_job SET taken_id = :2 WHERE job = :1 AND taken_id < :2"),
-            read_logs: r("SELECT job, body FROM simba_job_request WHERE job = :1 OR job = :2"),
-            ensure_log: r(&format!("INSERT INTO simba_job_request (job, body) VALUES (:1, '') {}", D::KEEP_ROW)),
-            write_log: r("UPDATE simba_job_request SET body = :2 WHERE job = :1"),
-            write_request: r("UPDATE simba_job SET trigger_id = :2, trigger_ms = :3 WHERE job = :1"),
-            write_run_key: r("INSERT INTO simba_job_run_key (job, slot_ms, request_key) VALUES (:1, :2, :3)"),
-            delete_run_key: r("DELETE FROM simba_job_run_key WHERE job = :1 AND slot_ms = :2"),
-            trim_run_keys: r("DELETE FROM simba_job_run_key WHERE job = :1 AND slot_ms < \
-                 (SELECT MIN(slot_ms) FROM simba_job_run WHERE job = :1)"),
-            notify_control: D::NOTIFY_CONTROL.map(r),
+            keyed: KeyedStatements::new::<D>(),
             bump_version: r("UPDATE simba_job_version SET version = version + 1 WHERE id = 1"),
             version: r("SELECT version FROM simba_job_version WHERE id = 1"),
             delete_record: r("DELETE FROM simba_job_run WHERE job = :1 AND kind = :2 AND slot_ms = :3"),
@@ -346,6 +318,49 @@ impl JobStatements {
                  SELECT id, :2, {now} FROM simba_session WHERE id = :1 AND expires_at > {now}"),
             registry_read: r("SELECT r.session_id, r.body FROM simba_registry r \
                  JOIN simba_session s ON s.id = r.session_id WHERE s.expires_at > {now} ORDER BY r.session_id"),
+        }
+    }
+}
+
+/// The statements of run-now requests and the request keys of records (R3).
+pub(crate) struct KeyedStatements {
+    /// `:1` job, `:2` its newest manual slot (a partition that took a group request).
+    set_trigger_ms: Stmt,
+    /// `:1` group, `:2` the id of a request of it a partition took: its `taken_id` moves up.
+    take_group: Stmt,
+    /// `:1` job, `:2` its group (or the job again): their request logs.
+    read_logs: Stmt,
+    /// `:1` job: its request log, unless one exists.
+    ensure_log: Stmt,
+    /// `:1` job, `:2` its request log.
+    write_log: Stmt,
+    /// `:1` job, `:2` trigger id, `:3` trigger slot: a run-now request made.
+    write_request: Stmt,
+    /// `:1` job, `:2` slot, `:3` key: the request key of a manual record.
+    write_run_key: Stmt,
+    /// `:1` job, `:2` slot: drops the key of that record.
+    delete_run_key: Stmt,
+    /// `:1` job: drops the keys of records no longer kept.
+    trim_run_keys: Stmt,
+    /// [`JobDialect::NOTIFY_CONTROL`], rendered.
+    notify_control: Option<Stmt>,
+}
+
+impl KeyedStatements {
+    fn new<D: JobDialect>() -> Self {
+        let r = |t: &str| D::render(t);
+        KeyedStatements {
+            set_trigger_ms: r("UPDATE simba_job SET trigger_ms = :2 WHERE job = :1"),
+            take_group: r("UPDATE simba_job SET taken_id = :2 WHERE job = :1 AND taken_id < :2"),
+            read_logs: r("SELECT job, body FROM simba_job_request WHERE job = :1 OR job = :2"),
+            ensure_log: r(&format!("INSERT INTO simba_job_request (job, body) VALUES (:1, '') {}", D::KEEP_ROW)),
+            write_log: r("UPDATE simba_job_request SET body = :2 WHERE job = :1"),
+            write_request: r("UPDATE simba_job SET trigger_id = :2, trigger_ms = :3 WHERE job = :1"),
+            write_run_key: r("INSERT INTO simba_job_run_key (job, slot_ms, request_key) VALUES (:1, :2, :3)"),
+            delete_run_key: r("DELETE FROM simba_job_run_key WHERE job = :1 AND slot_ms = :2"),
+            trim_run_keys: r("DELETE FROM simba_job_run_key WHERE job = :1 AND slot_ms < \
+                 (SELECT MIN(slot_ms) FROM simba_job_run WHERE job = :1)"),
+            notify_control: D::NOTIFY_CONTROL.map(r),
         }
     }
 }
@@ -646,6 +661,90 @@ where
             .map(|(_, _, slot)| slot))
     }
 
+    /// Runs `stmt` with `params` in `tx`: the rows it affected.
+    async fn exec_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        stmt: &'static Stmt,
+        params: &[Param<'_>],
+        what: &'static str,
+    ) -> BackendResult<u64> {
+        let args = self.args(stmt, params)?;
+        let done = sqlx::query_with(stmt.sql(), args).execute(&mut **tx).await.map_err(self.sql.err(what))?;
+        Ok(D::rows_affected(&done))
+    }
+
+    /// A manual claim's request logs (R3), read in `tx`: `job`'s and its `group`'s (empty when
+    /// the group is the job itself).
+    async fn logs_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        job: &str,
+        group: &str,
+        what: &'static str,
+    ) -> BackendResult<(RequestLog, RequestLog)> {
+        let s = self.statements;
+        let args = self.args(&s.keyed.read_logs, &[Param::Text(job), Param::Text(group)])?;
+        let logs: Vec<(String, String)> = sqlx::query_as_with(s.keyed.read_logs.sql(), args)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(self.sql.err(what))?;
+        let log_of =
+            |name: &str| logs.iter().find(|l| l.0 == name).map(|l| RequestLog::decode(&l.1)).unwrap_or_default();
+        Ok((log_of(job), if group == job { RequestLog::default() } else { log_of(group) }))
+    }
+
+    /// Writes in `tx` the control columns the claim rule changed (`writes`, from the job's row
+    /// `own`): the ledger, the requests taken, a partition's manual slot, the group's taken
+    /// request, the control version.
+    async fn apply_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        (job, group): (&str, &str),
+        own: &claim::ControlRow,
+        writes: &claim::Writes,
+        what: &'static str,
+    ) -> BackendResult<()> {
+        let s = self.statements;
+        if let Some(next) = &writes.own {
+            if let Some(slot) = next.last_slot.filter(|_| next.last_slot != own.last_slot) {
+                self.exec_in(tx, &s.set_job_slot, &[Param::Text(job), Param::Int(slot)], what).await?;
+            }
+            if (next.taken_id, next.group_taken_id) != (own.taken_id, own.group_taken_id) {
+                let params = [Param::Text(job), Param::Int(next.taken_id), Param::Int(next.group_taken_id)];
+                self.exec_in(tx, &s.take_trigger, &params, what).await?;
+            }
+            if let Some(ms) = next.trigger_ms.filter(|_| next.trigger_ms != own.trigger_ms) {
+                self.exec_in(tx, &s.keyed.set_trigger_ms, &[Param::Text(job), Param::Int(ms)], what).await?;
+            }
+        }
+        if let Some(g) = &writes.group {
+            self.exec_in(tx, &s.keyed.take_group, &[Param::Text(group), Param::Int(g.taken_id)], what).await?;
+        }
+        if writes.bump_version {
+            self.exec_in(tx, &s.bump_version, &[], what).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes in `tx` the request key of the manual `record` (R3), and drops the keys of the
+    /// job's records no longer kept.
+    async fn run_key_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        record: &RunRecord,
+        what: &'static str,
+    ) -> BackendResult<()> {
+        let s = self.statements;
+        let (job, slot) = (Param::Text(&record.job), Param::Int(record.slot_ms));
+        self.exec_in(tx, &s.keyed.delete_run_key, &[job, slot], what).await?;
+        if let Some(key) = record.request_key.as_deref() {
+            self.exec_in(tx, &s.keyed.write_run_key, &[job, slot, Param::Text(key)], what).await?;
+        }
+        self.exec_in(tx, &s.keyed.trim_run_keys, &[job], what).await?;
+        Ok(())
+    }
+
     /// The claim as one call of the dialect's routine ([`JobDialect::CLAIM_CALL`]).
     async fn claim_by_call(&self, call: &'static Stmt, req: &ClaimRequest<'_>, token: i64) -> BackendResult<Claim> {
         let what = "claim a job run";
@@ -821,16 +920,8 @@ where
             let args = self.args(&s.read_control, &[Param::Text(req.job), Param::Text(group)])?;
             sqlx::query_as_with(s.read_control.sql(), args).fetch_all(&mut *tx).await.map_err(self.sql.err(what))?
         };
-        let logs: Vec<(String, String)> = if manual {
-            let args = self.args(&s.read_logs, &[Param::Text(req.job), Param::Text(group)])?;
-            sqlx::query_as_with(s.read_logs.sql(), args).fetch_all(&mut *tx).await.map_err(self.sql.err(what))?
-        } else {
-            Vec::new()
-        };
-        let log_of =
-            |name: &str| logs.iter().find(|l| l.0 == name).map(|l| RequestLog::decode(&l.1)).unwrap_or_default();
         let (own_log, group_log) =
-            (log_of(req.job), if group == req.job { RequestLog::default() } else { log_of(group) });
+            if manual { self.logs_in(&mut tx, req.job, group, what).await? } else { Default::default() };
         // The core's claim rule decides; the statements below apply its writes, the fence last.
         let own = rows.iter().find(|r| r.0 == req.job).map(core_row).unwrap_or_default();
         let grp = rows.iter().find(|r| r.0 == group && group != req.job).map(core_row);
@@ -839,27 +930,7 @@ where
         if writes.is_empty() {
             return Ok(req.claim_of(answer, None));
         }
-        if let Some(next) = &writes.own {
-            // The statements write the columns the rule changed: the ledger, or the requests taken.
-            if let Some(slot) = next.last_slot.filter(|_| next.last_slot != own.last_slot) {
-                exec!(s.set_job_slot, [Param::Text(req.job), Param::Int(slot)]);
-            }
-            if (next.taken_id, next.group_taken_id) != (own.taken_id, own.group_taken_id) {
-                exec!(
-                    s.take_trigger,
-                    [Param::Text(req.job), Param::Int(next.taken_id), Param::Int(next.group_taken_id)]
-                );
-            }
-            if let Some(ms) = next.trigger_ms.filter(|_| next.trigger_ms != own.trigger_ms) {
-                exec!(s.set_trigger_ms, [Param::Text(req.job), Param::Int(ms)]);
-            }
-        }
-        if let Some(g) = &writes.group {
-            exec!(s.take_group, [Param::Text(group), Param::Int(g.taken_id)]);
-        }
-        if writes.bump_version {
-            exec!(s.bump_version, []);
-        }
+        self.apply_in(&mut tx, (req.job, group), &own, &writes, what).await?;
         let claim = req.claim_of(answer, request.as_ref());
         if let Claim::Claimed(record) = &claim {
             let p = RecordParams::new(record);
@@ -870,11 +941,7 @@ where
             // followed by its end record, whose write trims.
             exec!(s.insert_record, params);
             if manual {
-                exec!(s.delete_run_key, [params[0], params[2]]);
-                if let Some(key) = record.request_key.as_deref() {
-                    exec!(s.write_run_key, [params[0], params[2], Param::Text(key)]);
-                }
-                exec!(s.trim_run_keys, [params[0]]);
+                self.run_key_in(&mut tx, record, what).await?;
             }
         }
         // The fence, last; for a scheduled slot (claimed or consumed while paused) it moves the
@@ -979,21 +1046,21 @@ where
             }};
         }
         exec!(s.ensure_job, [Param::Text(job)]);
-        exec!(s.ensure_log, [Param::Text(job)]);
+        exec!(s.keyed.ensure_log, [Param::Text(job)]);
         let args = self.args(&s.read_control, &[Param::Text(job), Param::Text(job)])?;
         let row: ControlRow =
             sqlx::query_as_with(s.read_control.sql(), args).fetch_one(&mut *tx).await.map_err(self.sql.err(what))?;
-        let args = self.args(&s.read_logs, &[Param::Text(job), Param::Text(job)])?;
+        let args = self.args(&s.keyed.read_logs, &[Param::Text(job), Param::Text(job)])?;
         let logs: Vec<(String, String)> =
-            sqlx::query_as_with(s.read_logs.sql(), args).fetch_all(&mut *tx).await.map_err(self.sql.err(what))?;
+            sqlx::query_as_with(s.keyed.read_logs.sql(), args).fetch_all(&mut *tx).await.map_err(self.sql.err(what))?;
         let log = logs.first().map(|l| RequestLog::decode(&l.1)).unwrap_or_default();
         let (answer, writes) = claim::request(&core_row(&row), &log, key, at_ms);
         let Some((next, log)) = writes else { return Ok(answer) };
         let slot = next.trigger_ms.unwrap_or(at_ms);
-        exec!(s.write_request, [Param::Text(job), Param::Int(next.trigger_id), Param::Int(slot)]);
-        exec!(s.write_log, [Param::Text(job), Param::Text(&log.encode())]);
+        exec!(s.keyed.write_request, [Param::Text(job), Param::Int(next.trigger_id), Param::Int(slot)]);
+        exec!(s.keyed.write_log, [Param::Text(job), Param::Text(&log.encode())]);
         exec!(s.bump_version, []);
-        if let Some(notify) = &s.notify_control {
+        if let Some(notify) = &s.keyed.notify_control {
             exec!(notify, [Param::Text(job)]);
         }
         tx.commit().await.map_err(self.sql.err(what))?;

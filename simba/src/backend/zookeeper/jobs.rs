@@ -300,21 +300,16 @@ impl ZkJobStore {
             };
             let (own, own_version, own_log) = own?;
             let grp = grp?;
-            let no_log = RequestLog::default();
-            let group_log = grp.as_ref().map_or(&no_log, |g| &g.2);
             let (lease_slot, slot_version) = match lease_slot {
-                Ok((data, stat)) => {
-                    let text = String::from_utf8_lossy(&data);
-                    (text.trim().parse::<i64>().ok(), Some(stat.version))
-                }
+                Ok((data, stat)) => (String::from_utf8_lossy(&data).trim().parse::<i64>().ok(), Some(stat.version)),
                 Err(zk::Error::NoNode) => (None, None),
                 Err(e) => return Err(e.into()),
             };
             let names = names?;
             // The core's claim rule decides; this store applies its writes under the fence.
-            let logs = Logs { own: &own_log, group: group_log };
-            let decision = claim::decide(req.ask(), &own, grp.as_ref().map(|g| &g.0), lease_slot, logs);
-            let Decision { answer, writes, request } = decision;
+            let logs = Logs { own: &own_log, group: grp.as_ref().map_or(&claim::NO_REQUESTS, |g| &g.2) };
+            let Decision { answer, writes, request } =
+                claim::decide(req.ask(), &own, grp.as_ref().map(|g| &g.0), lease_slot, logs);
             if writes.is_empty() {
                 return Ok(req.claim_of(answer, None));
             }
