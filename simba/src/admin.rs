@@ -45,8 +45,8 @@ pub enum AdminError {
     /// The store failed.
     #[error("the jobs store failed: {0}")]
     Store(#[from] BackendError),
-    /// A pause, resume or run-now request did not reach the store within the wait, and reading
-    /// the job back showed that nothing changed: running the command again is safe.
+    /// A pause or resume did not reach the store within the wait, and reading the job back
+    /// showed that nothing changed: running the command again is safe.
     #[error(
         "nothing changed: could not {action} `{job}` within {waited:?} ({error}); run it again (it is safe to \
          repeat), or give it longer (`--timeout`)"
@@ -54,24 +54,24 @@ pub enum AdminError {
     NotApplied {
         /// The job as given.
         job: String,
-        /// `pause`, `resume` or `request a run of`.
+        /// `pause` or `resume`.
         action: &'static str,
         /// How long the operation kept trying.
         waited: Duration,
         /// The last error of the store.
         error: BackendError,
     },
-    /// A pause, resume or run-now request failed in a way that hides whether the store took
-    /// it, and the job could not be read back to tell.
+    /// A pause or resume failed in a way that hides whether the store took it, and the job
+    /// could not be read back to tell (a run-now request says
+    /// [`TriggerUnconfirmed`](Self::TriggerUnconfirmed) instead).
     #[error(
         "could not tell whether the attempt to {action} `{job}` took effect: {error}; then reading the job back failed: \
-         {read_back}. `simba jobs` shows its state once the store answers (pause and resume are safe to repeat; \
-         a repeated run-now request that is still pending joins the first one)"
+         {read_back}. `simba jobs` shows its state once the store answers (pause and resume are safe to repeat)"
     )]
     Unconfirmed {
         /// The job as given.
         job: String,
-        /// `pause`, `resume` or `request a run of`.
+        /// `pause` or `resume`.
         action: &'static str,
         /// The error of the operation.
         error: BackendError,
