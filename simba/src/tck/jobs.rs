@@ -33,7 +33,7 @@ pub const RULES: &[&str] = &[
     "jobs_distinct_request_keys_each_run",
     "jobs_pending_requests_are_bounded",
     "jobs_group_trigger_runs_each_partition_once",
-    "jobs_own_and_group_requests_each_run",
+    "jobs_own_and_group_requests_run_once",
     "jobs_trigger_waits_while_paused",
     "jobs_manual_slots_are_distinct_within_one_millisecond",
     "jobs_control_version_moves",
@@ -499,11 +499,11 @@ pub async fn jobs_group_trigger_runs_each_partition_once<B: Backend>(b: B) {
     let _ = b.close_session(&s).await;
 }
 
-/// R3: the job's own and its group's run-now requests both pending: each is its own run on
-/// the partition, its own first; the partition's run of the group's request gets a slot after
+/// R3: the job's own and its group's run-now requests both pending: each runs once on the
+/// partition, its own first; the partition's run of the group's request gets a slot after
 /// its own request's, so two records, never one overwriting the other. The group's request is
 /// taken by this partition only: another partition still runs it once.
-pub async fn jobs_own_and_group_requests_each_run<B: Backend>(b: B) {
+pub async fn jobs_own_and_group_requests_run_once<B: Backend>(b: B) {
     let store = store_of(&b);
     let (s, lease, token) = holder(&b).await;
     let g = unique("grp");
@@ -812,7 +812,7 @@ macro_rules! jobs_suite {
             jobs_distinct_request_keys_each_run,
             jobs_pending_requests_are_bounded,
             jobs_group_trigger_runs_each_partition_once,
-            jobs_own_and_group_requests_each_run,
+            jobs_own_and_group_requests_run_once,
             jobs_trigger_waits_while_paused,
             jobs_manual_slots_are_distinct_within_one_millisecond,
             jobs_control_version_moves,
