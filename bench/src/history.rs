@@ -289,7 +289,7 @@ pub(crate) async fn p13(t: &Target, n: usize, run: &str) -> Result<P13Row> {
         let before = starts(&name).len();
         let t0 = Instant::now();
         store
-            .trigger(&name, chrono::Utc::now().timestamp_millis())
+            .trigger(&name, &format!("bench-{i}"), chrono::Utc::now().timestamp_millis())
             .await
             .map_err(|e| anyhow!("{label}: trigger: {e}"))?;
         let within = if i == 0 { Duration::from_secs(15) } else { Duration::from_secs(5) };

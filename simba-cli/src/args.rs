@@ -113,10 +113,18 @@ pub(crate) enum Command {
         job: String,
     },
     /// Run a job once now, on the node holding its term (or the next holder), as a `manual` slot.
-    #[command(after_help = "Example:\n  simba trigger nightly-report")]
+    /// Prints the request's key; the run's record names it (`simba history`).
+    #[command(
+        after_help = "Examples:\n  simba trigger nightly-report\n  simba trigger nightly-report --request-key deploy-4711"
+    )]
     Trigger {
         /// The job name (`JOB` or `JOB/i`; a group runs every partition once).
         job: String,
+        /// The request's key (1 to 64 ASCII letters, digits or -_.:); generated when absent.
+        /// The same key again is the same request: it runs once, whether it is still pending
+        /// or already ran, so repeating a command whose outcome is unknown is safe.
+        #[arg(long, value_name = "KEY")]
+        request_key: Option<String>,
     },
     /// Schedules stored as data: list, get, create, update, delete, pause, resume, and the
     /// audit trail of who changed what.
@@ -145,7 +153,9 @@ impl Command {
             Command::History { job, limit } => JobsCommand::History { job: job.clone(), limit: *limit },
             Command::Pause { job } => JobsCommand::Pause { job: job.clone() },
             Command::Resume { job } => JobsCommand::Resume { job: job.clone() },
-            Command::Trigger { job } => JobsCommand::Trigger { job: job.clone() },
+            Command::Trigger { job, request_key } => {
+                JobsCommand::Trigger { job: job.clone(), request_key: request_key.clone() }
+            }
             _ => return None,
         })
     }

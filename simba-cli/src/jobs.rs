@@ -24,7 +24,7 @@ pub(crate) enum JobsCommand {
     History { job: String, limit: usize },
     Pause { job: String },
     Resume { job: String },
-    Trigger { job: String },
+    Trigger { job: String, request_key: Option<String> },
 }
 
 /// Runs `cmd` on `backend`.
@@ -66,16 +66,18 @@ pub(crate) async fn run(
         }
         JobsCommand::Pause { job } => toggled(job, &jobs.pause(job).await.map_err(message)?, json)?,
         JobsCommand::Resume { job } => toggled(job, &jobs.resume(job).await.map_err(message)?, json)?,
-        JobsCommand::Trigger { job } => {
-            let r = jobs.trigger(job).await.map_err(message)?;
+        JobsCommand::Trigger { job, request_key } => {
+            let r = jobs.trigger_keyed(job, request_key.as_deref()).await.map_err(message)?;
             let said = r.message(job);
             if json {
                 json::line(&json::Triggered {
                     schema: json::SCHEMA,
                     job,
-                    request: r.id,
-                    at: json::time(Some(r.at_ms)),
-                    confirmed_after: r.confirmed_after.as_deref(),
+                    request: Some(r.id),
+                    request_key: &r.key,
+                    known: r.known,
+                    at: json::time(Some(r.slot_ms)),
+                    retried_after: r.retried_after.as_deref(),
                     message: &said,
                 })?
             } else {
@@ -107,7 +109,9 @@ fn toggled(job: &str, t: &Toggle, json: bool) -> Result<String, Failure> {
 /// An unknown job is refused; anything else is the store failing to answer.
 fn message(e: AdminError) -> Failure {
     match e {
-        e @ AdminError::UnknownJob { .. } => Failure::refused(e.to_string()),
+        e @ (AdminError::UnknownJob { .. }
+        | AdminError::InvalidRequestKey { .. }
+        | AdminError::TooManyRequests { .. }) => Failure::refused(e.to_string()),
         e => Failure::unreachable(e.to_string()),
     }
 }
@@ -368,11 +372,12 @@ fn history_table(h: &[RunRecord]) -> String {
                 if r.node.is_empty() { "-".to_owned() } else { r.node.clone() },
                 r.token.to_string(),
                 took,
+                r.request_key.clone().unwrap_or_else(|| "-".to_owned()),
                 r.error.clone().unwrap_or_default().replace('\n', " "),
             ]
         })
         .collect();
-    table(&["SLOT", "KIND", "OUTCOME", "ATTEMPT", "NODE", "TOKEN", "TOOK", "ERROR"], &rows)
+    table(&["SLOT", "KIND", "OUTCOME", "ATTEMPT", "NODE", "TOKEN", "TOOK", "REQUEST", "ERROR"], &rows)
 }
 
 #[cfg(test)]
@@ -500,9 +505,54 @@ mod tests {
         assert_eq!(v["jobs"][0]["last"]["outcome"], "ran");
         let (r, out) = cmd(&b, JobsCommand::Resume { job: "report".into() }, false).await;
         assert_eq!((r, out.trim()), (Ok(0), "resumed `report`"));
-        let (r, out) = cmd(&b, JobsCommand::Trigger { job: "report".into() }, false).await;
-        assert!(r == Ok(0) && out.contains("request 1"), "{out}");
-        let (r, _) = cmd(&b, JobsCommand::Trigger { job: "reprot".into() }, false).await;
+        let (r, out) = cmd(&b, JobsCommand::Trigger { job: "report".into(), request_key: None }, false).await;
+        assert!(r == Ok(0) && out.contains("request 1") && out.contains("key `r-"), "{out}");
+        let (r, _) = cmd(&b, JobsCommand::Trigger { job: "reprot".into(), request_key: None }, false).await;
         assert_eq!(r, Err(Failure::refused("unknown job `reprot`: did you mean `report`?")));
+    }
+
+    /// R3: `simba trigger --request-key` prints the key; the same key again is the same
+    /// request (nothing new), in the table and in JSON; the manual run's record names the key
+    /// in `simba history` and `--json`.
+    #[tokio::test]
+    async fn r3_trigger_request_key_is_printed_idempotent_and_in_history() {
+        use simba::job_store::{Claim, ClaimRequest, SlotKind};
+        let b = filled().await;
+        let keyed = || JobsCommand::Trigger { job: "report".into(), request_key: Some("deploy-4711".into()) };
+        let (r, out) = cmd(&b, keyed(), false).await;
+        assert!(r == Ok(0) && out.contains("key `deploy-4711`") && out.contains("request 1"), "{out}");
+        let (r, out) = cmd(&b, keyed(), true).await;
+        assert_eq!(r, Ok(0));
+        let v: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(
+            (v["request_key"].as_str(), v["known"].as_bool(), v["request"].as_u64()),
+            (Some("deploy-4711"), Some(true), Some(1))
+        );
+        let bad = JobsCommand::Trigger { job: "report".into(), request_key: Some("no spaces".into()) };
+        let (r, _) = cmd(&b, bad, false).await;
+        assert!(r.as_ref().is_err_and(|f| f.message.contains("invalid request key")), "refused: {r:?}");
+        let session = b.open_session(std::time::Duration::from_secs(30)).await.expect("session").id;
+        let simba::backend::Acquire::Won(token) = b.acquire(&session, "r3-lease").await.expect("acquire") else {
+            panic!("a free lease")
+        };
+        let store = b.job_store().expect("jobs store");
+        let req = ClaimRequest {
+            session: &session,
+            lease: "r3-lease",
+            token,
+            job: "report",
+            slot_ms: 0,
+            kind: SlotKind::Manual,
+            node: "n1",
+            started_ms: 1,
+            attempts: 1,
+        };
+        assert!(matches!(store.claim_run(req).await.expect("claim"), Claim::Claimed(_)));
+        assert_eq!(store.claim_run(req).await.expect("claim"), Claim::AlreadyClaimed, "one request, one run");
+        let (_, out) = cmd(&b, JobsCommand::History { job: "report".into(), limit: 1 }, false).await;
+        assert!(out.lines().next().is_some_and(|h| h.contains("REQUEST")) && out.contains("deploy-4711"), "{out}");
+        let (_, out) = cmd(&b, JobsCommand::History { job: "report".into(), limit: 1 }, true).await;
+        let v: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(v["records"][0]["request_key"], "deploy-4711");
     }
 }

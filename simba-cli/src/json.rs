@@ -54,8 +54,14 @@ pub(crate) struct Triggered<'a> {
     pub(crate) job: &'a str,
     /// The store's request id, where it numbers them.
     pub(crate) request: Option<u64>,
+    /// The request's key (given or generated); the run's record names it.
+    pub(crate) request_key: &'a str,
+    /// Whether the key named a request made before (nothing new was requested).
+    pub(crate) known: bool,
+    /// The request's manual slot.
     pub(crate) at: Option<String>,
-    pub(crate) confirmed_after: Option<&'a str>,
+    /// The error of a try that failed before a try with the same key was answered.
+    pub(crate) retried_after: Option<&'a str>,
     pub(crate) message: &'a str,
 }
 

@@ -14,15 +14,142 @@
 //!    (`last_slot`) and the lease's last claimed slot (what `Backend::claim_slot` writes):
 //!    monotonic, whatever the nodes' clocks say. A run-now claim is already claimed (there is
 //!    nothing to take) unless a request is pending: the job's own, or for a partition `g/i`
-//!    one of its group `g` that this partition has not taken. When both are pending, one
-//!    claim takes both, at the later of their times: each asked for one run of this job name
-//!    now, and this one run answers both (no second manual run follows).
+//!    one of its group `g` that this partition has not taken. A claim takes ONE request, the
+//!    oldest: the job's own before its group's (R3: each request is its own run, and the
+//!    record names the request's key).
 //! 2. Paused (the job or its group): a scheduled slot is still consumed (the ledger and the
 //!    lease move, so it is not reported missed later; no record), a run-now request stays
 //!    pending (nothing is written).
-//! 3. Otherwise claimed: the ledger and the lease move (scheduled), or the requests are taken
+//! 3. Otherwise claimed: the ledger and the lease move (scheduled), or the request is taken
 //!    (run now: the control version moves, since a pending request went away), and the store
 //!    writes the `running` record at the answer's slot.
+//!
+//! Run-now requests ([`request`]) carry a key: a request whose key the name remembers is the
+//! same request (a retry after a lost answer runs nothing twice, pending or taken), distinct
+//! keys are distinct runs, and at most [`MAX_PENDING_REQUESTS`] wait per name. A name's
+//! requests are a [`RequestLog`] beside its control row: the pending ones and the newest
+//! taken ones, at most [`REMEMBERED_REQUESTS`]. A pending request whose id the log does not
+//! hold was made by an older build (counters only): it runs with the next logged one, or
+//! alone at the row's `trigger_ms` when none is logged.
+
+/// How many run-now requests of one name may wait at once; a further one is refused
+/// ([`Triggered::Full`]) until a claim takes one.
+pub const MAX_PENDING_REQUESTS: usize = 16;
+
+/// How many requests (pending and taken, newest first) a name remembers with their keys: a
+/// retry of one of them is recognised ([`Triggered::Known`]); an older key is forgotten.
+pub const REMEMBERED_REQUESTS: usize = 64;
+
+/// The longest request key, in bytes ([`valid_request_key`]).
+pub const MAX_REQUEST_KEY_BYTES: usize = 64;
+
+/// Whether `key` may name a run-now request: 1 to [`MAX_REQUEST_KEY_BYTES`] bytes of ASCII
+/// letters, digits and `-_.:` (so every store keeps it as it is, in a line, a path or a field).
+pub fn valid_request_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= MAX_REQUEST_KEY_BYTES
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
+/// One run-now request of a name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Its id, strictly increasing per name (the control row's `trigger_id` when it was made).
+    pub id: i64,
+    /// Its manual slot, unix milliseconds: strictly after the name's previous request's.
+    pub slot_ms: i64,
+    /// The key the operator gave or the tool generated ([`valid_request_key`]).
+    pub key: String,
+}
+
+/// The requests a name remembers, by id: every pending one and the newest taken ones, at most
+/// [`REMEMBERED_REQUESTS`]. Stored as text ([`encode`](Self::encode)): one line per request,
+/// `id slot key`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestLog(pub Vec<Request>);
+
+/// A log with no request, for claims that read none (scheduled slots).
+pub static NO_REQUESTS: RequestLog = RequestLog(Vec::new());
+
+impl RequestLog {
+    /// The request with this key.
+    pub fn find(&self, key: &str) -> Option<&Request> {
+        self.0.iter().find(|r| r.key == key)
+    }
+
+    /// The oldest request with an id after `id`.
+    pub fn first_after(&self, id: i64) -> Option<&Request> {
+        self.0.iter().filter(|r| r.id > id).min_by_key(|r| r.id)
+    }
+
+    /// How many requests with an id after `taken_id` the log holds.
+    pub fn pending_after(&self, taken_id: i64) -> usize {
+        self.0.iter().filter(|r| r.id > taken_id).count()
+    }
+
+    /// The log as stored: `id slot key` lines, by id.
+    pub fn encode(&self) -> String {
+        self.0.iter().map(|r| format!("{} {} {}\n", r.id, r.slot_ms, r.key)).collect()
+    }
+
+    /// The log stored as `text`; lines that are not requests are skipped.
+    pub fn decode(text: &str) -> Self {
+        let mut v: Vec<Request> = text
+            .lines()
+            .filter_map(|l| {
+                let mut parts = l.split(' ');
+                let id = parts.next()?.parse().ok()?;
+                let slot_ms = parts.next()?.parse().ok()?;
+                let key = parts.next().filter(|k| valid_request_key(k))?.to_owned();
+                Some(Request { id, slot_ms, key })
+            })
+            .collect();
+        v.sort_by_key(|r| r.id);
+        RequestLog(v)
+    }
+}
+
+/// What a run-now request ([`request`]) answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Triggered {
+    /// A new request, pending now.
+    Requested(Request),
+    /// A request with this key was made before (pending or taken): nothing new is made.
+    Known(Request),
+    /// [`MAX_PENDING_REQUESTS`] requests of the name wait already: nothing is made.
+    Full {
+        /// How many wait.
+        pending: usize,
+    },
+}
+
+/// The run-now request rule: a request with `key` for a name whose control row is `row` and
+/// whose log is `log`, at `at_ms`. Answers what the store answers, and the row and log it
+/// writes (with the control version moved) when a request was made; `None`: nothing to write.
+pub fn request(
+    row: &ControlRow,
+    log: &RequestLog,
+    key: &str,
+    at_ms: i64,
+) -> (Triggered, Option<(ControlRow, RequestLog)>) {
+    if let Some(known) = log.find(key) {
+        return (Triggered::Known(known.clone()), None);
+    }
+    let pending = log.pending_after(row.taken_id);
+    if pending >= MAX_PENDING_REQUESTS {
+        return (Triggered::Full { pending }, None);
+    }
+    let mut next = *row;
+    let slot_ms = trigger_slot(row.trigger_ms, at_ms);
+    next.trigger_ms = Some(slot_ms);
+    next.trigger_id = row.trigger_id.saturating_add(1);
+    let made = Request { id: next.trigger_id, slot_ms, key: key.to_owned() };
+    let mut kept = log.0.clone();
+    kept.push(made.clone());
+    let drop = kept.len().saturating_sub(REMEMBERED_REQUESTS);
+    kept.drain(..drop);
+    (Triggered::Requested(made), Some((next, RequestLog(kept))))
+}
 
 /// One job name's control row, as every store keeps it (plain values; a store maps its own
 /// columns, hash fields or encoded text onto these).
@@ -34,9 +161,11 @@ pub struct ControlRow {
     pub last_slot: Option<i64>,
     /// How many run-now requests were made for this name (the newest request's id).
     pub trigger_id: i64,
-    /// The slot of the newest request ([`trigger_slot`]), unix milliseconds.
+    /// The slot of the newest request ([`trigger_slot`]), unix milliseconds; for a partition,
+    /// also moved past the slot of each group request it took, so its manual slots stay
+    /// distinct.
     pub trigger_ms: Option<i64>,
-    /// The id of the newest request of this name a claim took.
+    /// The id of the newest request of this name a claim took (for a group, any partition's).
     pub taken_id: i64,
     /// For a partition `g/i`: the id of the newest request of its group `g` it took.
     pub group_taken_id: i64,
@@ -54,14 +183,6 @@ impl ControlRow {
         if group.trigger_id > self.group_taken_id { group.trigger_ms } else { None }
     }
 
-    /// A new run-now request at `at_ms`: its slot is [`trigger_slot`]; returns its id
-    /// (strictly increasing per name).
-    pub fn request(&mut self, at_ms: i64) -> i64 {
-        self.trigger_ms = Some(trigger_slot(self.trigger_ms, self.pending().is_some(), at_ms));
-        self.trigger_id += 1;
-        self.trigger_id
-    }
-
     /// Pauses (`true`) or resumes: `(changed, was paused)`.
     pub fn set_paused(&mut self, paused: bool) -> (bool, bool) {
         let was = self.paused;
@@ -71,13 +192,10 @@ impl ControlRow {
 }
 
 /// The manual slot of a new run-now request at `at_ms`, given the name's last request slot
-/// `prev` and whether that request is still `pending`: pending requests collapse into one run
-/// at the newest time; after a request was taken, the next one gets a later slot than it even
-/// within the same millisecond (or with a clock that stepped back), since the slot names the
-/// run's record.
-pub fn trigger_slot(prev: Option<i64>, pending: bool, at_ms: i64) -> i64 {
+/// `prev`: later than it even within the same millisecond (or with a clock that stepped back),
+/// since each request is its own run and the slot names the run's record.
+pub fn trigger_slot(prev: Option<i64>, at_ms: i64) -> i64 {
     match prev {
-        Some(p) if pending => p.max(at_ms),
         Some(p) => p.saturating_add(1).max(at_ms),
         None => at_ms,
     }
@@ -120,9 +238,13 @@ pub enum Answer {
 /// claim's atomic step, under its fence.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Writes {
-    /// The job's control row as it becomes; `None`: unchanged. (The group's row is never
-    /// written by a claim: what a partition took of it is kept in its own row.)
+    /// The job's control row as it becomes; `None`: unchanged. (What a partition took of its
+    /// group's requests is kept in its own row.)
     pub own: Option<ControlRow>,
+    /// The group's row as it becomes when a partition took a request of its group that no
+    /// partition had taken (its `taken_id` moves, which bounds the group's pending requests);
+    /// `None`: unchanged.
+    pub group: Option<ControlRow>,
     /// The lease's last claimed slot becomes this; `None`: unchanged.
     pub lease_slot: Option<i64>,
     /// A run-now request was taken: the control version moves.
@@ -137,43 +259,90 @@ impl Writes {
 }
 
 /// The answer of a claim and the writes it makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     /// What the claim answers.
     pub answer: Answer,
     /// What the store writes (plus the `running` record when the answer is `Claimed`).
     pub writes: Writes,
+    /// The run-now request a claimed manual run answers, when the log held it (its key goes
+    /// into the record); `None` for slots and for a request of an older build.
+    pub request: Option<Request>,
 }
 
 impl Decision {
     fn nothing(answer: Answer) -> Self {
-        Decision { answer, writes: Writes::default() }
+        Decision { answer, writes: Writes::default(), request: None }
     }
+}
+
+/// The request logs a run-now claim reads beside the control rows: the job's own and its
+/// group's. A scheduled claim may pass [`Logs::NONE`].
+#[derive(Debug, Clone, Copy)]
+pub struct Logs<'a> {
+    /// The job's own log.
+    pub own: &'a RequestLog,
+    /// Its group's log (empty when the job is no partition).
+    pub group: &'a RequestLog,
+}
+
+impl Logs<'_> {
+    /// No log (a claim of a slot, which reads none).
+    pub const NONE: Logs<'static> = Logs { own: &NO_REQUESTS, group: &NO_REQUESTS };
 }
 
 /// The claim rule (see the module's documentation): a claim asking `ask` for a job whose
 /// control row is `own`, whose group's row is `group` (`None` when the job is no partition,
-/// or its group has no row), on a lease whose last claimed slot is `lease_slot`.
-pub fn decide(ask: Ask, own: &ControlRow, group: Option<&ControlRow>, lease_slot: Option<i64>) -> Decision {
+/// or its group has no row), on a lease whose last claimed slot is `lease_slot`; a run-now
+/// claim also reads the request `logs`.
+pub fn decide(
+    ask: Ask,
+    own: &ControlRow,
+    group: Option<&ControlRow>,
+    lease_slot: Option<i64>,
+    logs: Logs<'_>,
+) -> Decision {
     let paused = own.paused || group.is_some_and(|g| g.paused);
     match ask {
         Ask::Slot(slot_ms) => slot(slot_ms, own, own.last_slot.max(lease_slot), Some(slot_ms), paused),
         Ask::ScheduleSlot(slot_ms) => slot(slot_ms, own, own.last_slot, None, paused),
-        Ask::RunNow => {
-            let from_group = group.and_then(|g| own.group_pending(g));
-            let Some(slot_ms) = own.pending().max(from_group) else {
-                return Decision::nothing(Answer::AlreadyClaimed);
-            };
-            if paused {
-                return Decision::nothing(Answer::Paused);
-            }
-            let group_taken_id = group.map_or(own.group_taken_id, |g| own.group_taken_id.max(g.trigger_id));
-            let taken = ControlRow { taken_id: own.trigger_id, group_taken_id, ..*own };
-            Decision {
-                answer: Answer::Claimed { slot_ms },
-                writes: Writes { own: Some(taken), lease_slot: None, bump_version: true },
-            }
-        }
+        Ask::RunNow => run_now(own, group, logs, paused),
+    }
+}
+
+/// A run-now claim: the job's own oldest pending request, else its group's oldest one this
+/// partition has not taken (within the group's newest [`MAX_PENDING_REQUESTS`]).
+fn run_now(own: &ControlRow, group: Option<&ControlRow>, logs: Logs<'_>, paused: bool) -> Decision {
+    let group_next = |g: &ControlRow| {
+        let from = own.group_taken_id.max(g.trigger_id.saturating_sub(MAX_PENDING_REQUESTS as i64));
+        logs.group.first_after(from).filter(|r| r.id <= g.trigger_id)
+    };
+    let (next, taken) = if own.pending().is_some() {
+        // An own request: the oldest the log holds (older unlogged ones, made by an older
+        // build, run with it), or all of them at the newest time when none is logged.
+        let logged = logs.own.first_after(own.taken_id).filter(|r| r.id <= own.trigger_id);
+        let (slot_ms, id) = logged.map_or((own.trigger_ms.unwrap_or_default(), own.trigger_id), |r| (r.slot_ms, r.id));
+        (logged.cloned(), (slot_ms, ControlRow { taken_id: id, ..*own }, None))
+    } else if let Some(g) = group.filter(|g| own.group_pending(g).is_some()) {
+        let logged = group_next(g);
+        let (gslot, id) = logged.map_or((g.trigger_ms.unwrap_or_default(), g.trigger_id), |r| (r.slot_ms, r.id));
+        // The partition's manual slot: the group request's, but after every slot of its own
+        // requests (its `trigger_ms` moves to it), so that two runs never share a record.
+        let slot_ms = own.trigger_ms.map_or(gslot, |t| gslot.max(t.saturating_add(1)));
+        let mine = ControlRow { group_taken_id: id, trigger_ms: Some(slot_ms), ..*own };
+        let grp = (g.taken_id < id).then_some(ControlRow { taken_id: id, ..*g });
+        (logged.cloned(), (slot_ms, mine, grp))
+    } else {
+        return Decision::nothing(Answer::AlreadyClaimed);
+    };
+    if paused {
+        return Decision::nothing(Answer::Paused);
+    }
+    let (slot_ms, mine, grp) = taken;
+    Decision {
+        answer: Answer::Claimed { slot_ms },
+        writes: Writes { own: Some(mine), group: grp, lease_slot: None, bump_version: true },
+        request: next,
     }
 }
 
@@ -187,10 +356,10 @@ fn slot(slot_ms: i64, own: &ControlRow, last: Option<i64>, lease_write: Option<i
     let writes = Writes {
         own: Some(ControlRow { last_slot: Some(slot_ms), ..*own }),
         lease_slot: lease_write,
-        bump_version: false,
+        ..Writes::default()
     };
     let answer = if paused { Answer::Paused } else { Answer::Claimed { slot_ms } };
-    Decision { answer, writes }
+    Decision { answer, writes, request: None }
 }
 
 #[cfg(test)]
@@ -209,11 +378,15 @@ mod tests {
     }
 
     fn claimed(slot_ms: i64, own: ControlRow, lease_slot: Option<i64>, bump_version: bool) -> Decision {
-        Decision { answer: Answer::Claimed { slot_ms }, writes: Writes { own: Some(own), lease_slot, bump_version } }
+        Decision {
+            answer: Answer::Claimed { slot_ms },
+            writes: Writes { own: Some(own), group: None, lease_slot, bump_version },
+            request: None,
+        }
     }
 
     fn nothing(answer: Answer) -> Decision {
-        Decision { answer, writes: Writes::default() }
+        Decision { answer, writes: Writes::default(), request: None }
     }
 
     /// A scheduled slot after the ledger and the lease is claimed: both move to it, nothing
@@ -222,11 +395,11 @@ mod tests {
     fn slot_after_the_ledger_and_the_lease_is_claimed() {
         let own = ControlRow { last_slot: Some(T - 1000), ..requested(2, T - 5, 1) };
         assert_eq!(
-            decide(Ask::Slot(T), &own, None, Some(T - 2000)),
+            decide(Ask::Slot(T), &own, None, Some(T - 2000), Logs::NONE),
             claimed(T, ControlRow { last_slot: Some(T), ..own }, Some(T), false)
         );
         assert_eq!(
-            decide(Ask::Slot(T), &row(), None, None),
+            decide(Ask::Slot(T), &row(), None, None, Logs::NONE),
             claimed(T, ControlRow { last_slot: Some(T), ..row() }, Some(T), false)
         );
     }
@@ -236,21 +409,29 @@ mod tests {
     #[test]
     fn slot_at_or_before_the_ledger_or_the_lease_is_already_claimed() {
         let ledger = ControlRow { last_slot: Some(T), ..row() };
-        assert_eq!(decide(Ask::Slot(T), &ledger, None, None), nothing(Answer::AlreadyClaimed));
-        assert_eq!(decide(Ask::Slot(T - 1), &ledger, None, None), nothing(Answer::AlreadyClaimed));
-        assert_eq!(decide(Ask::Slot(T), &row(), None, Some(T)), nothing(Answer::AlreadyClaimed), "the lease's slot");
+        assert_eq!(decide(Ask::Slot(T), &ledger, None, None, Logs::NONE), nothing(Answer::AlreadyClaimed));
+        assert_eq!(decide(Ask::Slot(T - 1), &ledger, None, None, Logs::NONE), nothing(Answer::AlreadyClaimed));
         assert_eq!(
-            decide(Ask::Slot(T), &ledger, None, Some(T - 9)),
+            decide(Ask::Slot(T), &row(), None, Some(T), Logs::NONE),
+            nothing(Answer::AlreadyClaimed),
+            "the lease's slot"
+        );
+        assert_eq!(
+            decide(Ask::Slot(T), &ledger, None, Some(T - 9), Logs::NONE),
             nothing(Answer::AlreadyClaimed),
             "the later of both"
         );
         assert_eq!(
-            decide(Ask::Slot(T), &ControlRow { last_slot: Some(T - 9), ..row() }, None, Some(T + 1)),
+            decide(Ask::Slot(T), &ControlRow { last_slot: Some(T - 9), ..row() }, None, Some(T + 1), Logs::NONE),
             nothing(Answer::AlreadyClaimed),
             "the lease ahead of the ledger"
         );
         let paused = ControlRow { paused: true, ..ledger };
-        assert_eq!(decide(Ask::Slot(T), &paused, None, None), nothing(Answer::AlreadyClaimed), "before pause");
+        assert_eq!(
+            decide(Ask::Slot(T), &paused, None, None, Logs::NONE),
+            nothing(Answer::AlreadyClaimed),
+            "before pause"
+        );
     }
 
     /// Paused (the job or its group): a scheduled slot is still consumed (ledger and lease
@@ -259,26 +440,30 @@ mod tests {
     fn paused_slot_is_consumed() {
         let own = ControlRow { paused: true, ..row() };
         assert_eq!(
-            decide(Ask::Slot(T), &own, None, None),
+            decide(Ask::Slot(T), &own, None, None, Logs::NONE),
             Decision {
                 answer: Answer::Paused,
                 writes: Writes {
                     own: Some(ControlRow { last_slot: Some(T), ..own }),
                     lease_slot: Some(T),
-                    bump_version: false
+                    bump_version: false,
+                    group: None,
                 },
+                request: None,
             }
         );
         let group = ControlRow { paused: true, ..row() };
         assert_eq!(
-            decide(Ask::Slot(T), &row(), Some(&group), Some(T - 1)),
+            decide(Ask::Slot(T), &row(), Some(&group), Some(T - 1), Logs::NONE),
             Decision {
                 answer: Answer::Paused,
                 writes: Writes {
                     own: Some(ControlRow { last_slot: Some(T), ..row() }),
                     lease_slot: Some(T),
-                    bump_version: false
+                    bump_version: false,
+                    group: None,
                 },
+                request: None,
             },
             "the group's pause"
         );
@@ -289,7 +474,7 @@ mod tests {
     fn slot_leaves_requests_pending() {
         let own = ControlRow { group_taken_id: 1, ..requested(3, T - 7, 2) };
         let group = requested(2, T - 3, 0);
-        let d = decide(Ask::Slot(T), &own, Some(&group), None);
+        let d = decide(Ask::Slot(T), &own, Some(&group), None, Logs::NONE);
         assert_eq!(d, claimed(T, ControlRow { last_slot: Some(T), ..own }, Some(T), false));
         let after = d.writes.own.unwrap_or_default();
         assert_eq!((after.pending(), after.group_pending(&group)), (Some(T - 7), Some(T - 3)));
@@ -299,12 +484,19 @@ mod tests {
     /// partition) is already claimed; nothing is written.
     #[test]
     fn run_now_without_a_pending_request_is_already_claimed() {
-        assert_eq!(decide(Ask::RunNow, &row(), None, None), nothing(Answer::AlreadyClaimed));
-        assert_eq!(decide(Ask::RunNow, &requested(2, T, 2), None, None), nothing(Answer::AlreadyClaimed));
+        assert_eq!(decide(Ask::RunNow, &row(), None, None, Logs::NONE), nothing(Answer::AlreadyClaimed));
+        assert_eq!(decide(Ask::RunNow, &requested(2, T, 2), None, None, Logs::NONE), nothing(Answer::AlreadyClaimed));
         let own = ControlRow { group_taken_id: 4, ..requested(1, T, 1) };
-        assert_eq!(decide(Ask::RunNow, &own, Some(&requested(4, T + 5, 0)), None), nothing(Answer::AlreadyClaimed));
+        assert_eq!(
+            decide(Ask::RunNow, &own, Some(&requested(4, T + 5, 0)), None, Logs::NONE),
+            nothing(Answer::AlreadyClaimed)
+        );
         let paused = ControlRow { paused: true, ..row() };
-        assert_eq!(decide(Ask::RunNow, &paused, None, None), nothing(Answer::AlreadyClaimed), "pending before pause");
+        assert_eq!(
+            decide(Ask::RunNow, &paused, None, None, Logs::NONE),
+            nothing(Answer::AlreadyClaimed),
+            "pending before pause"
+        );
     }
 
     /// The job's own request: taken at its slot (`taken_id` catches up with `trigger_id`),
@@ -313,79 +505,147 @@ mod tests {
     fn run_now_takes_the_own_request() {
         let own = ControlRow { last_slot: Some(T - 60_000), ..requested(3, T + 20, 1) };
         assert_eq!(
-            decide(Ask::RunNow, &own, None, Some(T - 60_000)),
+            decide(Ask::RunNow, &own, None, Some(T - 60_000), Logs::NONE),
             claimed(T + 20, ControlRow { taken_id: 3, ..own }, None, true)
         );
         // A partition's own request while its group has none pending: the group's id stays.
         let own = ControlRow { group_taken_id: 2, ..requested(1, T, 0) };
         assert_eq!(
-            decide(Ask::RunNow, &own, Some(&requested(2, T - 100, 0)), None),
+            decide(Ask::RunNow, &own, Some(&requested(2, T - 100, 0)), None, Logs::NONE),
             claimed(T, ControlRow { taken_id: 1, ..own }, None, true)
         );
     }
 
-    /// The group's request, for a partition that has not taken it: taken by this partition
-    /// only (its own row records the group's id), at the group request's slot.
+    /// The group's request, for a partition that has not taken it (an older build's: no log):
+    /// taken by this partition, at the group request's slot; the group's row records that a
+    /// partition took it.
     #[test]
     fn run_now_takes_the_groups_request() {
         let group = requested(2, T + 5, 0);
         let own = ControlRow { group_taken_id: 1, ..row() };
-        assert_eq!(
-            decide(Ask::RunNow, &own, Some(&group), None),
-            claimed(T + 5, ControlRow { group_taken_id: 2, ..own }, None, true)
-        );
+        let d = decide(Ask::RunNow, &own, Some(&group), None, Logs::NONE);
+        assert_eq!(d.answer, Answer::Claimed { slot_ms: T + 5 });
+        assert_eq!(d.writes.own, Some(ControlRow { group_taken_id: 2, trigger_ms: Some(T + 5), ..own }));
+        assert_eq!(d.writes.group, Some(ControlRow { taken_id: 2, ..group }));
+        assert_eq!(d.request, None);
     }
 
-    /// The job's own and its group's requests both pending: ONE claim takes both, at the
-    /// later slot, so no second manual run follows.
+    /// The rows and logs after `keys` requests of a name at `T` (each its own slot).
+    fn after_requests(keys: &[&str]) -> (ControlRow, RequestLog) {
+        let (mut c, mut log) = (row(), RequestLog::default());
+        for k in keys {
+            let (answer, writes) = request(&c, &log, k, T);
+            assert!(matches!(answer, Triggered::Requested(_)), "{k}: {answer:?}");
+            (c, log) = writes.unwrap_or_default();
+        }
+        (c, log)
+    }
+
+    /// R3: each request is its own run, oldest first, and the claim names it; the job's own
+    /// requests before its group's; a partition's slot for a group request comes after its own
+    /// slots, so no two runs share a record.
     #[test]
-    fn run_now_takes_own_and_group_requests_in_one_claim() {
-        let own = requested(1, T + 10, 0);
-        let group = requested(1, T + 30, 0);
-        let d = decide(Ask::RunNow, &own, Some(&group), None);
-        assert_eq!(d, claimed(T + 30, ControlRow { taken_id: 1, group_taken_id: 1, ..own }, None, true));
-        let after = d.writes.own.unwrap_or_default();
-        assert_eq!(decide(Ask::RunNow, &after, Some(&group), None), nothing(Answer::AlreadyClaimed), "no second run");
-        // The own request the later one.
-        let own = requested(5, T + 90, 4);
+    fn r3_each_request_is_one_run_oldest_first() {
+        let (mut own, own_log) = after_requests(&["a", "b"]);
+        let (mut group, group_log) = after_requests(&["g1"]);
+        let logs = Logs { own: &own_log, group: &group_log };
+        let mut runs = Vec::new();
+        loop {
+            let d = decide(Ask::RunNow, &own, Some(&group), None, logs);
+            let Answer::Claimed { slot_ms } = d.answer else { break };
+            assert!(d.writes.bump_version);
+            own = d.writes.own.unwrap_or_default();
+            group = d.writes.group.unwrap_or(group);
+            runs.push((slot_ms, d.request.map(|r| r.key)));
+        }
         assert_eq!(
-            decide(Ask::RunNow, &own, Some(&group), None),
-            claimed(T + 90, ControlRow { taken_id: 5, group_taken_id: 1, ..own }, None, true)
+            runs,
+            vec![(T, Some("a".into())), (T + 1, Some("b".into())), (T + 2, Some("g1".into()))],
+            "three requests, three runs, three slots"
         );
+        assert_eq!(group.taken_id, 1, "a partition took the group's request");
+        assert_eq!(decide(Ask::RunNow, &own, Some(&group), None, logs).answer, Answer::AlreadyClaimed);
+    }
+
+    /// R3: a request whose id the log does not hold (an older build's) runs with the next
+    /// logged one; with none logged, all pending run once at the newest time.
+    #[test]
+    fn r3_unlogged_requests_of_an_older_build_run_once() {
+        let own = requested(3, T + 9, 0);
+        let d = decide(Ask::RunNow, &own, None, None, Logs::NONE);
+        assert_eq!((d.answer, d.writes.own.map(|o| o.taken_id)), (Answer::Claimed { slot_ms: T + 9 }, Some(3)));
+        let log = RequestLog(vec![Request { id: 2, slot_ms: T + 5, key: "k".into() }]);
+        let d = decide(Ask::RunNow, &own, None, None, Logs { own: &log, group: &NO_REQUESTS });
+        assert_eq!(d.answer, Answer::Claimed { slot_ms: T + 5 });
+        assert_eq!((d.writes.own.map(|o| o.taken_id), d.request.map(|r| r.key)), (Some(2), Some("k".into())));
+    }
+
+    /// R3: a group's partition further behind than the group's newest
+    /// [`MAX_PENDING_REQUESTS`] requests starts at the oldest of them.
+    #[test]
+    fn r3_a_lagging_partition_takes_the_groups_newest_requests() {
+        let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+        let (mut group, mut log) = (row(), RequestLog::default());
+        for k in &keys {
+            group.taken_id = group.trigger_id; // other partitions keep up
+            let (_, w) = request(&group, &log, k, T);
+            (group, log) = w.unwrap_or_default();
+        }
+        let d = decide(Ask::RunNow, &row(), Some(&group), None, Logs { own: &NO_REQUESTS, group: &log });
+        assert_eq!(d.request.map(|r| r.id), Some(40 - MAX_PENDING_REQUESTS as i64 + 1));
     }
 
     /// Paused (the job or its group): a run-now request stays pending; nothing is written.
     #[test]
     fn paused_run_now_stays_pending() {
         let own = ControlRow { paused: true, ..requested(1, T, 0) };
-        assert_eq!(decide(Ask::RunNow, &own, None, None), nothing(Answer::Paused));
+        assert_eq!(decide(Ask::RunNow, &own, None, None, Logs::NONE), nothing(Answer::Paused));
         let group = ControlRow { paused: true, ..requested(1, T + 1, 0) };
-        assert_eq!(decide(Ask::RunNow, &requested(1, T, 0), Some(&group), None), nothing(Answer::Paused));
-        assert_eq!(decide(Ask::RunNow, &row(), Some(&group), None), nothing(Answer::Paused), "the group's request");
+        assert_eq!(decide(Ask::RunNow, &requested(1, T, 0), Some(&group), None, Logs::NONE), nothing(Answer::Paused));
+        assert_eq!(
+            decide(Ask::RunNow, &row(), Some(&group), None, Logs::NONE),
+            nothing(Answer::Paused),
+            "the group's request"
+        );
     }
 
-    /// Requests: ids increase; pending ones collapse at the newest time; one made after a
-    /// take gets a later slot than the taken one, even in the same millisecond or with a
-    /// clock that stepped back.
+    /// R3: a request's key names it: the same key again is the same request, pending or
+    /// taken (nothing new is made, nothing is written); distinct keys are distinct requests,
+    /// each with a later slot than the last, even in the same millisecond or with a clock that
+    /// stepped back; at most [`MAX_PENDING_REQUESTS`] wait; the log keeps the newest
+    /// [`REMEMBERED_REQUESTS`].
     #[test]
-    fn requests_collapse_while_pending_and_stay_distinct_once_taken() {
-        let mut c = row();
-        assert_eq!((c.request(T + 20), c.request(T + 10)), (1, 2));
-        assert_eq!(c.pending(), Some(T + 20), "collapsed at the newest time");
-        c.taken_id = c.trigger_id;
-        assert_eq!(c.pending(), None);
-        assert_eq!(c.request(T + 20), 3);
-        assert_eq!(c.pending(), Some(T + 21), "a later slot than the taken one");
-        c.taken_id = 3;
-        c.request(T - 5);
-        assert_eq!(c.pending(), Some(T + 22), "a clock that stepped back");
-        assert_eq!(trigger_slot(None, false, T), T);
-        assert_eq!(trigger_slot(Some(i64::MAX), false, T), i64::MAX);
-        assert_eq!(c.set_paused(true), (true, false));
-        assert_eq!(c.set_paused(true), (false, true));
-        assert_eq!(c.set_paused(false), (true, true));
+    fn r3_requests_are_keyed_distinct_and_bounded() {
+        let (c, log) = after_requests(&["a"]);
+        let (again, writes) = request(&c, &log, "a", T + 50);
+        assert_eq!((again, writes), (Triggered::Known(Request { id: 1, slot_ms: T, key: "a".into() }), None));
+        let (made, writes) = request(&c, &log, "b", T - 5);
+        assert_eq!(made, Triggered::Requested(Request { id: 2, slot_ms: T + 1, key: "b".into() }));
+        let (c2, log2) = writes.unwrap_or_default();
+        assert_eq!((c2.trigger_id, c2.trigger_ms, c2.pending()), (2, Some(T + 1), Some(T + 1)));
+        let taken = ControlRow { taken_id: 2, ..c2 };
+        assert!(matches!(request(&taken, &log2, "a", T).0, Triggered::Known(_)), "taken: still known");
+        let keys: Vec<String> = (0..MAX_PENDING_REQUESTS).map(|i| format!("p{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let (full, full_log) = after_requests(&keys);
+        assert_eq!(request(&full, &full_log, "one-more", T), (Triggered::Full { pending: MAX_PENDING_REQUESTS }, None));
+        let (mut c, mut log) = (row(), RequestLog::default());
+        for i in 0..REMEMBERED_REQUESTS + 10 {
+            c.taken_id = c.trigger_id;
+            (c, log) = request(&c, &log, &format!("r{i}"), T).1.unwrap_or_default();
+        }
+        assert_eq!(log.0.len(), REMEMBERED_REQUESTS);
+        assert!(log.find("r0").is_none() && log.find(&format!("r{}", REMEMBERED_REQUESTS + 9)).is_some());
+        assert_eq!(RequestLog::decode(&log.encode()), log, "stored as text and read back");
+        assert_eq!(trigger_slot(None, T), T);
+        assert_eq!(trigger_slot(Some(i64::MAX), T), i64::MAX);
+        assert!(valid_request_key("a-Z_0.9:x") && !valid_request_key("") && !valid_request_key("a b"));
+        assert!(!valid_request_key(&"k".repeat(MAX_REQUEST_KEY_BYTES + 1)));
+        let mut p = row();
+        assert_eq!(p.set_paused(true), (true, false));
+        assert_eq!(p.set_paused(true), (false, true));
+        assert_eq!(p.set_paused(false), (true, true));
     }
-
     /// A5: a schedule's slot is checked against the schedule's own ledger only: the
     /// partition lease's last slot (other schedules of the partition, or `claim_slot`) neither
     /// refuses it nor moves; the ledger moves; pause (the schedule's or `schedule`'s) consumes it.
@@ -393,35 +653,40 @@ mod tests {
     fn a5_schedule_slot_uses_the_schedules_own_ledger() {
         let own = ControlRow { last_slot: Some(T - 1000), ..requested(1, T - 5, 0) };
         assert_eq!(
-            decide(Ask::ScheduleSlot(T), &own, None, Some(T + 60_000)),
+            decide(Ask::ScheduleSlot(T), &own, None, Some(T + 60_000), Logs::NONE),
             claimed(T, ControlRow { last_slot: Some(T), ..own }, None, false),
             "a later slot of another schedule on the partition's lease does not refuse it"
         );
         assert_eq!(
-            decide(Ask::ScheduleSlot(T), &row(), None, None),
+            decide(Ask::ScheduleSlot(T), &row(), None, None, Logs::NONE),
             claimed(T, ControlRow { last_slot: Some(T), ..row() }, None, false),
             "a schedule's first slot"
         );
         let ledger = ControlRow { last_slot: Some(T), ..row() };
-        assert_eq!(decide(Ask::ScheduleSlot(T), &ledger, None, None), nothing(Answer::AlreadyClaimed));
-        assert_eq!(decide(Ask::ScheduleSlot(T - 1), &ledger, None, Some(T - 9)), nothing(Answer::AlreadyClaimed));
+        assert_eq!(decide(Ask::ScheduleSlot(T), &ledger, None, None, Logs::NONE), nothing(Answer::AlreadyClaimed));
+        assert_eq!(
+            decide(Ask::ScheduleSlot(T - 1), &ledger, None, Some(T - 9), Logs::NONE),
+            nothing(Answer::AlreadyClaimed)
+        );
         let paused = ControlRow { paused: true, ..row() };
         let consumed = Decision {
             answer: Answer::Paused,
             writes: Writes {
                 own: Some(ControlRow { last_slot: Some(T), ..paused }),
+                group: None,
                 lease_slot: None,
                 bump_version: false,
             },
+            request: None,
         };
-        assert_eq!(decide(Ask::ScheduleSlot(T), &paused, None, None), consumed);
+        assert_eq!(decide(Ask::ScheduleSlot(T), &paused, None, None, Logs::NONE), consumed);
         let all_paused = ControlRow { paused: true, ..row() };
         assert_eq!(
-            decide(Ask::ScheduleSlot(T), &row(), Some(&all_paused), None).answer,
+            decide(Ask::ScheduleSlot(T), &row(), Some(&all_paused), None, Logs::NONE).answer,
             Answer::Paused,
             "`schedule` paused pauses every schedule"
         );
-        let after = decide(Ask::ScheduleSlot(T), &own, None, None).writes.own.unwrap_or_default();
+        let after = decide(Ask::ScheduleSlot(T), &own, None, None, Logs::NONE).writes.own.unwrap_or_default();
         assert_eq!(after.pending(), Some(T - 5), "a run-now request stays pending");
     }
 }

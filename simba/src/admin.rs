@@ -45,8 +45,8 @@ pub enum AdminError {
     /// The store failed.
     #[error("the jobs store failed: {0}")]
     Store(#[from] BackendError),
-    /// A pause, resume or run-now request did not reach the store within the wait, and reading
-    /// the job back showed that nothing changed: running the command again is safe.
+    /// A pause or resume did not reach the store within the wait, and reading the job back
+    /// showed that nothing changed: running the command again is safe.
     #[error(
         "nothing changed: could not {action} `{job}` within {waited:?} ({error}); run it again (it is safe to \
          repeat), or give it longer (`--timeout`)"
@@ -54,29 +54,61 @@ pub enum AdminError {
     NotApplied {
         /// The job as given.
         job: String,
-        /// `pause`, `resume` or `request a run of`.
+        /// `pause` or `resume`.
         action: &'static str,
         /// How long the operation kept trying.
         waited: Duration,
         /// The last error of the store.
         error: BackendError,
     },
-    /// A pause, resume or run-now request failed in a way that hides whether the store took
-    /// it, and the job could not be read back to tell.
+    /// A pause or resume failed in a way that hides whether the store took it, and the job
+    /// could not be read back to tell (a run-now request says
+    /// [`TriggerUnconfirmed`](Self::TriggerUnconfirmed) instead).
     #[error(
         "could not tell whether the attempt to {action} `{job}` took effect: {error}; then reading the job back failed: \
-         {read_back}. `simba jobs` shows its state once the store answers (pause and resume are safe to repeat; \
-         a repeated run-now request that is still pending joins the first one)"
+         {read_back}. `simba jobs` shows its state once the store answers (pause and resume are safe to repeat)"
     )]
     Unconfirmed {
         /// The job as given.
         job: String,
-        /// `pause`, `resume` or `request a run of`.
+        /// `pause` or `resume`.
         action: &'static str,
         /// The error of the operation.
         error: BackendError,
         /// Why reading the job back failed.
         read_back: String,
+    },
+    /// A run-now request failed in a way that hides whether the store made it. Its key makes
+    /// a repeat safe: the store makes at most one request per key (R3).
+    #[error(
+        "could not tell whether the run-now request `{key}` of `{job}` was made: {error}; repeat it with the same \
+         key (`simba trigger {job} --request-key {key}`): a request runs at most once per key"
+    )]
+    TriggerUnconfirmed {
+        /// The job as given.
+        job: String,
+        /// The request's key.
+        key: String,
+        /// The last error of the store.
+        error: BackendError,
+    },
+    /// A run-now request's key is not a [`valid_request_key`](crate::job_store::valid_request_key).
+    #[error("invalid request key {key:?}: use 1 to 64 ASCII letters, digits or -_.:")]
+    InvalidRequestKey {
+        /// The key as given.
+        key: String,
+    },
+    /// The job has [`MAX_PENDING_REQUESTS`](crate::job_store::MAX_PENDING_REQUESTS) run-now
+    /// requests waiting already: nothing was requested.
+    #[error(
+        "nothing requested: `{job}` has {pending} run-now requests waiting, the most a job keeps; wait until its \
+         holder takes one (`simba jobs` shows it), or check that a node runs `{job}`"
+    )]
+    TooManyRequests {
+        /// The job as given.
+        job: String,
+        /// How many requests wait.
+        pending: usize,
     },
 }
 
@@ -97,32 +129,45 @@ pub struct Toggle {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Requested {
-    /// The request's id (strictly increasing per job); `None` when the store's answer was lost
-    /// and the request was confirmed by reading the job back.
-    pub id: Option<u64>,
-    /// The request's time, unix milliseconds (its manual slot's instant).
-    pub at_ms: i64,
-    /// Set when the store's answer was lost (the error) and the request was confirmed by
-    /// reading the job back.
-    pub confirmed_after: Option<String>,
+    /// The request's key: the one given, or the one generated ([`new_request_key`]). The run's
+    /// record names it (`simba history`).
+    pub key: String,
+    /// The request's id (strictly increasing per job).
+    pub id: u64,
+    /// The request's manual slot, unix milliseconds (the instant its run's record names).
+    pub slot_ms: i64,
+    /// Whether the request was made before, by an earlier call with this key (a repeat, or a
+    /// retry after a lost answer): nothing new was requested.
+    pub known: bool,
+    /// Set when a try failed (the error) and a later try with the same key was answered.
+    pub retried_after: Option<String>,
 }
 
 impl Requested {
     /// What the operator is told about the request (the `simba trigger` line, the dashboard's
     /// answer).
     pub fn message(&self, job: &str) -> String {
-        match (self.id, &self.confirmed_after) {
-            (Some(id), _) => format!(
-                "run of `{job}` requested (request {id}): the node holding its term runs it at once where the store \
-                 broadcasts, within one renewal interval elsewhere, or the next holder does"
-            ),
-            (None, e) => format!(
-                "run of `{job}` requested: the store's answer was lost ({}), and reading the job back shows the \
-                 request pending or taken; do not repeat it",
-                e.as_deref().unwrap_or("")
-            ),
+        let key = &self.key;
+        if self.known {
+            return format!(
+                "run of `{job}` already requested with key `{key}` (request {}): nothing new requested; the \
+                 request runs once (`simba history {job}` names its run once it started)",
+                self.id
+            );
         }
+        format!(
+            "run of `{job}` requested (key `{key}`, request {}): the node holding its term runs it at once where the \
+             store broadcasts, within one renewal interval elsewhere, or the next holder does; repeating it with \
+             `--request-key {key}` is safe",
+            self.id
+        )
     }
+}
+
+/// A new request key, as the tool and the dashboard generate one when the operator gives none:
+/// `r-` and 16 random hexadecimal digits (a [`valid_request_key`](crate::job_store::valid_request_key)).
+pub fn new_request_key() -> String {
+    format!("r-{:016x}", rand::random::<u64>())
 }
 
 /// How long [`Jobs`] keeps trying a pause, resume or run-now request by default: one try.
@@ -241,31 +286,54 @@ impl Jobs {
         }
     }
 
-    /// Asks the holder of `job`'s term to run it once now (recorded as a `manual` slot); if
-    /// nobody holds it, the next holder runs it.
+    /// Asks the holder of `job`'s term to run it once now (recorded as a `manual` slot naming
+    /// the request's key); if nobody holds it, the next holder runs it. The key is generated
+    /// ([`new_request_key`]) and answered; [`trigger_keyed`](Self::trigger_keyed) takes one.
     pub async fn trigger(&self, job: &str) -> Result<Requested, AdminError> {
-        self.trigger_at(job, chrono::Utc::now()).await
+        self.trigger_at(job, None, chrono::Utc::now()).await
     }
 
-    /// [`trigger`](Self::trigger) with the request's time given (the manual slot's instant):
-    /// for a wall clock that is not the system's, as in `simba::testing`.
+    /// [`trigger`](Self::trigger) with the request's key given (`None`: generated): the same
+    /// key again is the same request, whether it is still pending or already ran (R3).
+    pub async fn trigger_keyed(&self, job: &str, key: Option<&str>) -> Result<Requested, AdminError> {
+        self.trigger_at(job, key, chrono::Utc::now()).await
+    }
+
+    /// [`trigger_keyed`](Self::trigger_keyed) with the request's time given (the manual slot's
+    /// instant): for a wall clock that is not the system's, as in `simba::testing`.
     ///
-    /// A request whose answer was lost is not sent again blindly: the job is read back first,
-    /// and a request found pending at or after `at`, or already taken (a manual record at or
-    /// after `at`), counts as made.
-    pub async fn trigger_at(&self, job: &str, at: chrono::DateTime<chrono::Utc>) -> Result<Requested, AdminError> {
+    /// A try that fails while the store is unavailable is tried again with the same key within
+    /// the wait: the store makes at most one request per key, so a lost answer never makes a
+    /// second run. When no try is answered, [`AdminError::TriggerUnconfirmed`] names the key
+    /// to repeat it with.
+    pub async fn trigger_at(
+        &self,
+        job: &str,
+        key: Option<&str>,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Requested, AdminError> {
         self.check(job).await?;
+        let key = key.map_or_else(new_request_key, str::to_owned);
+        if !crate::job_store::valid_request_key(&key) {
+            return Err(AdminError::InvalidRequestKey { key });
+        }
         let at_ms = at.timestamp_millis();
-        let done = |s: Option<&JobState>| s.is_some_and(|s| made(s, at_ms));
-        match self.settle(job, "request a run of", || self.store.trigger(job, at_ms), done).await? {
-            Settled::Answered(id) => {
-                tracing::info!(job, id, "run requested");
-                Ok(Requested { id: Some(id), at_ms, confirmed_after: None })
+        let deadline = Instant::now() + self.wait;
+        let mut pause = Duration::from_millis(20);
+        let mut failed: Option<String> = None;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let error = match bounded(left, self.store.trigger(job, &key, at_ms)).await {
+                Ok(answer) => return requested(job, key, answer, failed),
+                Err(e) => e,
+            };
+            if !retryable(&error) || Instant::now() + pause >= deadline {
+                return Err(AdminError::TriggerUnconfirmed { job: job.to_owned(), key, error });
             }
-            Settled::Confirmed(error) => {
-                tracing::info!(job, %error, "run requested (confirmed by reading the job back after an error)");
-                Ok(Requested { id: None, at_ms, confirmed_after: Some(error) })
-            }
+            tracing::debug!(job, key, %error, "the jobs store is unavailable; trying the request again with its key");
+            failed = Some(error.to_string());
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(RETRY_CAP);
         }
     }
 
@@ -411,11 +479,22 @@ fn retryable(e: &BackendError) -> bool {
     matches!(e, BackendError::Unavailable { .. })
 }
 
-/// Whether `state` shows a run-now request made at `at_ms`: pending at or after it, or taken
-/// (the newest record is a manual slot at or after it).
-fn made(state: &JobState, at_ms: i64) -> bool {
-    state.trigger_pending_ms.is_some_and(|t| t >= at_ms)
-        || state.last.as_ref().is_some_and(|r| r.kind == crate::job_store::SlotKind::Manual && r.slot_ms >= at_ms)
+/// What a run-now request with `key` answered, as the operator is told it.
+fn requested(
+    job: &str,
+    key: String,
+    answer: crate::job_store::Triggered,
+    retried_after: Option<String>,
+) -> Result<Requested, AdminError> {
+    use crate::job_store::Triggered;
+    let (request, known) = match answer {
+        Triggered::Requested(r) => (r, false),
+        Triggered::Known(r) => (r, true),
+        Triggered::Full { pending } => return Err(AdminError::TooManyRequests { job: job.to_owned(), pending }),
+    };
+    let id = request.id.unsigned_abs();
+    tracing::info!(job, key, id, known, "run requested");
+    Ok(Requested { key, id, slot_ms: request.slot_ms, known, retried_after })
 }
 
 #[cfg(test)]
@@ -428,7 +507,7 @@ mod tests {
     use super::*;
     use crate::backend::SessionId;
     use crate::backend::memory::MemoryBackend;
-    use crate::job_store::{Claim, ClaimRequest, JobStore, SharedJobStore};
+    use crate::job_store::{Claim, ClaimRequest, JobStore, SharedJobStore, SlotKind, Triggered};
 
     /// How the wrapped store fails a control change.
     #[derive(Clone, Copy, PartialEq)]
@@ -508,14 +587,14 @@ mod tests {
                 (false, _) => self.inner.set_paused(job, paused).await,
             }
         }
-        async fn trigger(&self, job: &str, at_ms: i64) -> crate::backend::BackendResult<u64> {
+        async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> crate::backend::BackendResult<Triggered> {
             match (self.fails(), self.fault) {
                 (true, Fault::Busy) => Err(Flaky::err()),
                 (true, Fault::AnswerLost) => {
-                    self.inner.trigger(job, at_ms).await?;
+                    self.inner.trigger(job, key, at_ms).await?;
                     Err(Flaky::err())
                 }
-                (false, _) => self.inner.trigger(job, at_ms).await,
+                (false, _) => self.inner.trigger(job, key, at_ms).await,
             }
         }
         async fn control_version(&self) -> crate::backend::BackendResult<u64> {
@@ -556,7 +635,7 @@ mod tests {
         assert_eq!(store.calls.load(Ordering::SeqCst), 4, "three refusals, then the change");
         let store = Flaky::new(Fault::Busy, 2);
         let r = jobs(&store, Duration::from_secs(5)).trigger("report").await.expect("requested");
-        assert_eq!(r.id, Some(1), "one request, made by the try that got through: {r:?}");
+        assert_eq!((r.id, r.known), (1, false), "one request, made by the try that got through: {r:?}");
     }
 
     /// A change that never got through within the wait says that nothing changed, and that
@@ -570,7 +649,8 @@ mod tests {
         assert!(text.starts_with("nothing changed") && text.contains("safe to"), "{text}");
         assert!(store.calls.load(Ordering::SeqCst) > 3, "it kept trying for the wait");
         let e = jobs(&store, Duration::ZERO).trigger("report").await.expect_err("one try");
-        assert!(matches!(e, AdminError::NotApplied { .. }), "{e:?}");
+        let AdminError::TriggerUnconfirmed { key, .. } = &e else { panic!("{e:?}") };
+        assert!(e.to_string().contains(&format!("--request-key {key}")), "the key to repeat it with: {e}");
         assert_eq!(
             store.inner.job("report").await.expect("read").and_then(|s| s.trigger_pending_ms),
             None,
@@ -586,10 +666,45 @@ mod tests {
         let t = jobs(&store, Duration::from_secs(5)).pause("report").await.expect("confirmed");
         assert!(t.paused && t.confirmed_after.as_deref().is_some_and(|e| e.contains("locked")), "{t:?}");
         assert_eq!(store.calls.load(Ordering::SeqCst), 1, "not sent again");
-        let store = Flaky::new(Fault::AnswerLost, 1);
-        let r = jobs(&store, Duration::from_secs(5)).trigger("report").await.expect("confirmed");
-        assert_eq!((r.id, store.calls.load(Ordering::SeqCst)), (None, 1), "one request, not two: {r:?}");
-        assert!(r.confirmed_after.is_some());
+    }
+
+    /// R3: a run-now request whose answer was lost is tried again with its key: the store
+    /// answers the request the first try made, and one run follows, not two. A repeat with the
+    /// key after the run is still that request.
+    #[tokio::test(start_paused = true)]
+    async fn r3_a_lost_trigger_answer_is_retried_with_its_key_and_runs_once() {
+        let backend = MemoryBackend::new();
+        let store = Arc::new(Flaky {
+            inner: backend.job_store().expect("memory has a jobs store"),
+            fault: Fault::AnswerLost,
+            failures: AtomicU32::new(1),
+            calls: AtomicU32::new(0),
+            reads_fail: Mutex::new(false),
+        });
+        let r = jobs(&store, Duration::from_secs(5)).trigger("report").await.expect("answered on the retry");
+        assert!(r.known && r.retried_after.is_some(), "the retry found the first try's request: {r:?}");
+        assert_eq!(store.calls.load(Ordering::SeqCst), 2);
+        let session = backend.open_session(Duration::from_secs(30)).await.expect("session").id;
+        let crate::backend::Acquire::Won(token) = backend.acquire(&session, "report").await.expect("acquire") else {
+            panic!("a free lease")
+        };
+        let claim = ClaimRequest {
+            session: &session,
+            lease: "report",
+            token,
+            job: "report",
+            slot_ms: 0,
+            kind: SlotKind::Manual,
+            node: "n",
+            started_ms: 1,
+            attempts: 1,
+        };
+        let Claim::Claimed(rec) = store.inner.claim_run(claim).await.expect("claim") else { panic!("one request") };
+        assert_eq!(rec.request_key.as_deref(), Some(r.key.as_str()), "the run names the request");
+        assert_eq!(store.inner.claim_run(claim).await.expect("claim"), Claim::AlreadyClaimed, "one run, not two");
+        let again = jobs(&store, Duration::ZERO).trigger_keyed("report", Some(&r.key)).await.expect("repeat");
+        assert!(again.known && again.id == r.id, "{again:?}");
+        assert_eq!(store.inner.claim_run(claim).await.expect("claim"), Claim::AlreadyClaimed, "still one run");
     }
 
     /// When the job cannot be read back either, the error says the outcome is unknown and

@@ -453,11 +453,10 @@ impl TestKit {
         self.jobs.resume(job).await.map_err(admin_error)
     }
 
-    /// Asks the holder of `job` to run it now (as `simba trigger JOB`).
+    /// Asks the holder of `job` to run it now (as `simba trigger JOB`); answers the request's
+    /// id (its key is generated).
     pub async fn trigger(&self, job: &str) -> Result<u64, Error> {
-        let r = self.jobs.trigger_at(job, self.now()).await.map_err(admin_error)?;
-        // The in-memory store always answers, so the id is known.
-        r.id.ok_or_else(|| Error::invalid_config(format!("the run-now request of `{job}` has no id")))
+        Ok(self.jobs.trigger_at(job, None, self.now()).await.map_err(admin_error)?.id)
     }
 
     /// Stops every node gracefully (handover, session closed).

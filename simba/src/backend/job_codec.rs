@@ -3,13 +3,15 @@
 //! core's claim rule, [`simba_core::claim::decide`].
 //!
 //! A control value is lines `key=value` (unknown keys are ignored, missing ones take their
-//! default, so a value written by an older or newer build still reads); a record is the
-//! line `v1` then one line per field, the error text last (it may hold newlines). Job names
+//! default, so a value written by an older or newer build still reads), the run-now request
+//! log as `request=ID SLOT KEY` lines; a record is the line `v1` then one line per field, then
+//! for a manual run the request's key as `#KEY`, and the error text last (it may hold
+//! newlines). Job names
 //! are escaped into one path segment (`/` as `%2F`, `%` as `%25`), and a record's name sorts
 //! by slot then kind: 16 hexadecimal digits of the slot with its sign bit flipped, then the
 //! kind's rank.
 
-use simba_core::claim::ControlRow;
+use simba_core::claim::{ControlRow, RequestLog, valid_request_key};
 
 use crate::backend::job_store::{JobState, Outcome, RunRecord, SlotKind, group_of, truncate_error};
 
@@ -25,6 +27,26 @@ pub(crate) fn encode_control(c: &ControlRow) -> String {
         c.taken_id,
         c.group_taken_id
     )
+}
+
+/// A control row and its request log as stored (an older build reads the row and ignores the
+/// `request=` lines; when it rewrites the row they are gone, and its claim takes every pending
+/// request as one run, as it always did).
+pub(crate) fn encode_control_log(c: &ControlRow, log: &RequestLog) -> String {
+    let mut out = encode_control(c);
+    for line in log.encode().lines() {
+        out.push_str("request=");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The request log stored with a control row in `data` (empty when there is none).
+pub(crate) fn decode_log(data: &[u8]) -> RequestLog {
+    let text = std::str::from_utf8(data).unwrap_or_default();
+    let lines: String = text.lines().filter_map(|l| l.strip_prefix("request=")).map(|l| format!("{l}\n")).collect();
+    RequestLog::decode(&lines)
 }
 
 /// The control row stored as `data`; `None` when it is not one.
@@ -107,6 +129,11 @@ pub(crate) fn encode_record(r: &RunRecord) -> String {
         opt(r.started_ms),
         opt(r.ended_ms)
     );
+    if let Some(k) = r.request_key.as_deref().filter(|k| valid_request_key(k)) {
+        out.push('#');
+        out.push_str(k);
+        out.push('\n');
+    }
     if let Some(e) = &r.error {
         out.push('!');
         out.push_str(&truncate_error(e));
@@ -137,8 +164,27 @@ pub(crate) fn decode_record(data: &[u8]) -> Result<RunRecord, String> {
     let opt = |s: &str| s.parse::<i64>().ok();
     let started_ms = opt(next("start")?);
     let ended_ms = opt(next("end")?);
-    let error = parts.next().and_then(|e| e.strip_prefix('!')).map(str::to_owned);
-    Ok(RunRecord { job, slot_ms, kind, outcome, attempt, attempts, session, node, token, started_ms, ended_ms, error })
+    let rest = parts.next().unwrap_or_default();
+    let (request_key, rest) = match rest.strip_prefix('#').and_then(|r| r.split_once('\n')) {
+        Some((key, rest)) => (Some(key.to_owned()), rest),
+        None => (None, rest),
+    };
+    let error = rest.strip_prefix('!').map(str::to_owned);
+    Ok(RunRecord {
+        job,
+        slot_ms,
+        kind,
+        outcome,
+        attempt,
+        attempts,
+        session,
+        node,
+        token,
+        started_ms,
+        ended_ms,
+        error,
+        request_key,
+    })
 }
 
 #[cfg(test)]
@@ -154,6 +200,10 @@ mod tests {
         assert_eq!(decode_record(encode_record(&r).as_bytes()).unwrap(), r);
         r.error = None;
         assert_eq!(decode_record(encode_record(&r).as_bytes()).unwrap(), r);
+        r.request_key = Some("deploy-1".to_owned());
+        assert_eq!(decode_record(encode_record(&r).as_bytes()).unwrap(), r, "a request key");
+        r.error = Some("x\n!y".to_owned());
+        assert_eq!(decode_record(encode_record(&r).as_bytes()).unwrap(), r, "a request key and an error");
     }
 
     #[test]
@@ -181,5 +231,9 @@ mod tests {
         };
         assert_eq!(decode_control(encode_control(&c).as_bytes()), Some(c));
         assert_eq!(decode_control(b"paused=1\nfuture=x\n").map(|c| c.paused), Some(true));
+        let log = RequestLog(vec![simba_core::claim::Request { id: 2, slot_ms: 9, key: "k-2".into() }]);
+        let data = encode_control_log(&c, &log);
+        assert_eq!((decode_control(data.as_bytes()), decode_log(data.as_bytes())), (Some(c), log));
+        assert_eq!(decode_log(encode_control(&c).as_bytes()), RequestLog::default(), "a row of an older build");
     }
 }

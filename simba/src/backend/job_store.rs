@@ -7,9 +7,12 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use simba_core::claim::{Answer, Ask};
+pub use simba_core::claim::{
+    MAX_PENDING_REQUESTS, MAX_REQUEST_KEY_BYTES, REMEMBERED_REQUESTS, Request, Triggered, valid_request_key,
+};
 use tokio::sync::broadcast;
 
-use crate::backend::{BackendResult, SessionId};
+use crate::backend::{BackendError, BackendResult, SessionId};
 
 /// How many records per job a store keeps unless told otherwise.
 pub const DEFAULT_RETENTION: usize = 100;
@@ -157,8 +160,8 @@ impl FromStr for SlotKind {
 ///
 /// Serialized (serde) with its field names as they are here, which are stable: `job`,
 /// `slot_ms`, `kind`, `outcome`, `attempt`, `attempts`, `session`, `node`, `token`,
-/// `started_ms`, `ended_ms`, `error` (times in unix milliseconds, absent values `null`); a
-/// field added later adds a name.
+/// `started_ms`, `ended_ms`, `error`, `request_key` (times in unix milliseconds, absent values
+/// `null`); a field added later adds a name.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct RunRecord {
@@ -187,6 +190,9 @@ pub struct RunRecord {
     pub ended_ms: Option<i64>,
     /// The error text or revoke reason, at most [`MAX_ERROR_BYTES`].
     pub error: Option<String>,
+    /// For a manual slot, the key of the run-now request it answers ([`JobStore::trigger`]);
+    /// `None` for other slots and for a request made by an older build.
+    pub request_key: Option<String>,
 }
 
 impl RunRecord {
@@ -205,6 +211,7 @@ impl RunRecord {
             started_ms: None,
             ended_ms: None,
             error: None,
+            request_key: None,
         }
     }
 }
@@ -308,12 +315,17 @@ impl ClaimRequest<'_> {
     }
 
     /// The answer to this claim when the claim rule answered `answer`: a claimed one carries
-    /// the `running` record at its slot ([`running_record`](Self::running_record)).
-    pub(crate) fn claim_of(&self, answer: Answer) -> Claim {
+    /// the `running` record at its slot ([`running_record`](Self::running_record)), naming
+    /// the run-now `request` it answers.
+    pub(crate) fn claim_of(&self, answer: Answer, request: Option<&Request>) -> Claim {
         match answer {
             Answer::AlreadyClaimed => Claim::AlreadyClaimed,
             Answer::Paused => Claim::Paused,
-            Answer::Claimed { slot_ms } => Claim::Claimed(self.running_record(slot_ms)),
+            Answer::Claimed { slot_ms } => {
+                let mut record = self.running_record(slot_ms);
+                record.request_key = request.map(|r| r.key.clone());
+                Claim::Claimed(record)
+            }
         }
     }
 
@@ -333,6 +345,7 @@ impl ClaimRequest<'_> {
             started_ms: Some(self.started_ms),
             ended_ms: None,
             error: None,
+            request_key: None,
         }
     }
 }
@@ -369,7 +382,8 @@ pub struct JobState {
     pub last_slot_ms: Option<i64>,
     /// The newest record.
     pub last: Option<RunRecord>,
-    /// The time of a run-now request not yet taken by a holder, unix milliseconds.
+    /// The slot of the newest run-now request of this name not yet taken by a holder, unix
+    /// milliseconds.
     pub trigger_pending_ms: Option<i64>,
 }
 
@@ -411,10 +425,9 @@ pub trait JobStore: Send + Sync + 'static {
     ///    (it becomes the last claimed slot, so it is not reported missed later) and a manual
     ///    request stays pending.
     /// 4. Otherwise records the slot as claimed (scheduled: the last claimed slot; manual:
-    ///    the request is taken, by this partition only for a group request), writes the
-    ///    `running` record (attempt 1) and answers `Claimed` with it. When the job's own
-    ///    request and its group's are both pending, one manual claim takes both, at the later
-    ///    slot (no second manual run follows).
+    ///    the oldest pending request is taken: the job's own before its group's, a group's by
+    ///    this partition only), writes the `running` record (attempt 1; for a manual slot with
+    ///    the request's key) and answers `Claimed` with it. Each request is its own run.
     ///
     /// Steps 2 to 4 are the core's claim rule, [`simba_core::claim::decide`]: a store calls it
     /// on the rows it read, or (SQL routines, Redis) writes the same steps in its own language.
@@ -444,10 +457,17 @@ pub trait JobStore: Send + Sync + 'static {
     /// before. Bumps the control version and broadcasts `job` where the store can.
     fn set_paused(&self, job: &str, paused: bool) -> impl Future<Output = BackendResult<bool>> + Send;
 
-    /// Requests one run of `job` now, at `at_ms` (unix milliseconds); returns the request's
-    /// id (strictly increasing per job). Requests not yet taken collapse into one run (the
-    /// newest time wins). Bumps the control version and broadcasts `job` where it can.
-    fn trigger(&self, job: &str, at_ms: i64) -> impl Future<Output = BackendResult<u64>> + Send;
+    /// Requests one run of `job` now, at `at_ms` (unix milliseconds), named by `key` (a
+    /// [`valid_request_key`]; [`SharedJobStore::trigger`] refuses others), in one atomic step:
+    /// the core's request rule, [`simba_core::claim::request`] (rule R3).
+    ///
+    /// * `key` known for `job` (one of its newest [`REMEMBERED_REQUESTS`], pending or taken):
+    ///   [`Triggered::Known`] with that request; nothing changes (a retry never runs twice).
+    /// * [`MAX_PENDING_REQUESTS`] requests of `job` wait: [`Triggered::Full`]; nothing changes.
+    /// * Otherwise [`Triggered::Requested`]: a new request, its id strictly increasing per
+    ///   job, its slot after the previous request's (even within one millisecond). Each
+    ///   request is its own run. Bumps the control version and broadcasts `job` where it can.
+    fn trigger(&self, job: &str, key: &str, at_ms: i64) -> impl Future<Output = BackendResult<Triggered>> + Send;
 
     /// A number that changes whenever any job's pause state or pending request changes.
     fn control_version(&self) -> impl Future<Output = BackendResult<u64>> + Send;
@@ -495,7 +515,7 @@ trait DynJobStore: Send + Sync + 'static {
     fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>>;
     fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>>;
     fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>>;
-    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>>;
+    fn trigger<'a>(&'a self, job: &'a str, key: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<Triggered>>;
     fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>>;
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>>;
     fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>>;
@@ -527,8 +547,8 @@ impl<J: JobStore> DynJobStore for J {
     fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
         Box::pin(JobStore::set_paused(self, job, paused))
     }
-    fn trigger<'a>(&'a self, job: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<u64>> {
-        Box::pin(JobStore::trigger(self, job, at_ms))
+    fn trigger<'a>(&'a self, job: &'a str, key: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<Triggered>> {
+        Box::pin(JobStore::trigger(self, job, key, at_ms))
     }
     fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
         Box::pin(JobStore::control_version(self))
@@ -610,9 +630,15 @@ impl SharedJobStore {
         self.0.set_paused(job, paused).await
     }
 
-    /// See [`JobStore::trigger`].
-    pub async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
-        self.0.trigger(job, at_ms).await
+    /// See [`JobStore::trigger`]; a `key` that is not a [`valid_request_key`] is refused
+    /// here (`Misconfigured`), before any store sees it.
+    pub async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+        if !valid_request_key(key) {
+            return Err(BackendError::Misconfigured(format!(
+                "invalid request key {key:?}: use 1 to {MAX_REQUEST_KEY_BYTES} ASCII letters, digits or -_.:"
+            )));
+        }
+        self.0.trigger(job, key, at_ms).await
     }
 
     /// See [`JobStore::control_version`].
@@ -679,8 +705,8 @@ impl JobStore for SharedJobStore {
     async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
         SharedJobStore::set_paused(self, job, paused).await
     }
-    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
-        SharedJobStore::trigger(self, job, at_ms).await
+    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+        SharedJobStore::trigger(self, job, key, at_ms).await
     }
     async fn control_version(&self) -> BackendResult<u64> {
         SharedJobStore::control_version(self).await
@@ -781,7 +807,7 @@ mod tests {
                 "last": {
                     "job": "billing/3", "slot_ms": 1_764_608_400_000_i64, "kind": "caught_up",
                     "outcome": "skipped_running", "attempt": 0, "attempts": 0, "session": "", "node": "",
-                    "token": 0, "started_ms": 5, "ended_ms": null, "error": null
+                    "token": 0, "started_ms": 5, "ended_ms": null, "error": null, "request_key": null
                 }
             })
         );

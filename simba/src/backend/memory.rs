@@ -7,13 +7,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use simba_core::claim::{self, ControlRow, Decision};
+use simba_core::claim::{self, ControlRow, Decision, Logs, RequestLog};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::backend::job_store::{
-    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SharedJobStore, SlotKind, group_of,
-    truncate_error,
+    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SharedJobStore, SlotKind, Triggered,
+    group_of, truncate_error,
 };
 
 use super::{
@@ -50,6 +50,8 @@ struct JobsMem {
     version: u64,
     /// Control rows by job name, as the core's claim rule reads and writes them.
     controls: BTreeMap<String, ControlRow>,
+    /// Run-now request logs by job name, beside the control rows.
+    requests: BTreeMap<String, RequestLog>,
     /// Per job: records by `(slot_ms, kind)`.
     records: BTreeMap<String, BTreeMap<(i64, SlotKind), RunRecord>>,
     /// What each session published ([`JobStore::publish_registry`]).
@@ -62,6 +64,7 @@ impl Default for JobsMem {
             retention: DEFAULT_RETENTION,
             version: 0,
             controls: BTreeMap::new(),
+            requests: BTreeMap::new(),
             records: BTreeMap::new(),
             registries: BTreeMap::new(),
         }
@@ -432,10 +435,19 @@ impl JobStore for MemoryJobStore {
         // The core's claim rule decides; this store only applies its writes.
         let lease_slot = st.leases.get(req.lease).and_then(|l| l.last_slot);
         let own = st.jobs.controls.get(req.job).copied().unwrap_or_default();
-        let group = group_of(req.job).and_then(|g| st.jobs.controls.get(g).copied());
-        let Decision { answer, writes } = claim::decide(req.ask(), &own, group.as_ref(), lease_slot);
+        let group_name = group_of(req.job);
+        let group = group_name.and_then(|g| st.jobs.controls.get(g).copied());
+        let none = RequestLog::default();
+        let logs = Logs {
+            own: st.jobs.requests.get(req.job).unwrap_or(&none),
+            group: group_name.and_then(|g| st.jobs.requests.get(g)).unwrap_or(&none),
+        };
+        let Decision { answer, writes, request } = claim::decide(req.ask(), &own, group.as_ref(), lease_slot, logs);
         if let Some(row) = writes.own {
             st.jobs.controls.insert(req.job.to_owned(), row);
+        }
+        if let (Some(row), Some(g)) = (writes.group, group_name) {
+            st.jobs.controls.insert(g.to_owned(), row);
         }
         if let (Some(slot), Some(l)) = (writes.lease_slot, st.leases.get_mut(req.lease)) {
             l.last_slot = Some(slot);
@@ -443,7 +455,7 @@ impl JobStore for MemoryJobStore {
         if writes.bump_version {
             st.jobs.version += 1;
         }
-        let claim = req.claim_of(answer);
+        let claim = req.claim_of(answer, request.as_ref());
         if let Claim::Claimed(rec) = &claim {
             st.jobs.insert(rec.clone(), self.retention);
         }
@@ -500,14 +512,24 @@ impl JobStore for MemoryJobStore {
         Ok(before)
     }
 
-    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
-        let id = {
+    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+        let answer = {
             let mut st = self.state();
-            st.jobs.version += 1;
-            st.jobs.controls.entry(job.to_owned()).or_default().request(at_ms)
+            let row = st.jobs.controls.get(job).copied().unwrap_or_default();
+            let log = st.jobs.requests.get(job).cloned().unwrap_or_default();
+            // The core's request rule decides; this store applies its writes.
+            let (answer, writes) = claim::request(&row, &log, key, at_ms);
+            if let Some((row, log)) = writes {
+                st.jobs.version += 1;
+                st.jobs.controls.insert(job.to_owned(), row);
+                st.jobs.requests.insert(job.to_owned(), log);
+            }
+            answer
         };
-        self.changed(job);
-        Ok(id.unsigned_abs())
+        if matches!(answer, Triggered::Requested(_)) {
+            self.changed(job);
+        }
+        Ok(answer)
     }
 
     async fn control_version(&self) -> BackendResult<u64> {

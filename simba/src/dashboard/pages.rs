@@ -561,7 +561,10 @@ fn job_page(job: &str, view: &JobsView, c: &Cluster, model: &Model) -> Markup {
                                 @for r in &j.records {
                                     tr data-outcome=(r.outcome.as_str()) data-kind=(r.kind.as_str()) data-slot-ms=(r.slot_ms) {
                                         td.num { (ms_clock(r.slot_ms)) }
-                                        td { (r.kind.as_str()) }
+                                        td {
+                                            (r.kind.as_str())
+                                            @if let Some(k) = &r.request_key { " " span.dim title="request key" { (k) } }
+                                        }
                                         td { (outcome_badge(r.outcome)) }
                                         td.r.num { @if r.attempts > 1 { (r.attempt) "/" (r.attempts) } @else { (r.attempt) } }
                                         td { @if r.node.is_empty() { span.dim { "-" } } @else { (r.node) } }
@@ -607,7 +610,9 @@ fn bar(j: &JobRow) -> Markup {
         div.bar {
             @for r in j.records.iter().rev() {
                 span class={ "s o-" (r.outcome.as_str()) } data-outcome=(r.outcome.as_str()) data-slot-ms=(r.slot_ms)
-                    title={ (ms_clock(r.slot_ms)) " · " (r.kind.as_str()) " · " (r.outcome.as_str())
+                    title={ (ms_clock(r.slot_ms)) " · " (r.kind.as_str())
+                        @if let Some(k) = &r.request_key { " " (k) }
+                        " · " (r.outcome.as_str())
                         @if !r.node.is_empty() { " · " (r.node) }
                         @if r.token > 0 { " · token " (r.token) }
                         @if let Some(d) = took(r) { " · " (duration(Some(d))) }

@@ -323,6 +323,7 @@ fn record(job: &str, slot_ms: i64, outcome: Outcome, error: Option<&str>) -> Run
         started_ms: Some(slot_ms),
         ended_ms: Some(slot_ms + 250),
         error: error.map(str::to_owned),
+        request_key: None,
     }
 }
 
@@ -434,7 +435,7 @@ fn a_backend_without_a_jobs_store_says_so() {
 async fn actions_pause_resume_and_trigger_the_store() {
     let (backend, _) = memory_cluster().await;
     let store = backend.job_store().expect("the memory backend has a jobs store");
-    store.trigger("report", 1).await.expect("a job the store knows");
+    store.trigger("report", "dashboard-test", 1).await.expect("a job the store knows");
     let config = local().with_actions(ActionToken::new(TOKEN).expect("token"));
     let server = serve(backend, "memory://", &config).await.expect("serve");
     let addr = server.local_addr();

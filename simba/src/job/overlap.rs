@@ -36,6 +36,9 @@ pub(super) struct InFlight<'r, F> {
     skipped: Vec<DateTime<Utc>>,
     /// The newest slot that ran, which skipped slots passed behind.
     last_ran: Option<DateTime<Utc>>,
+    /// A manual slot ran: another run-now request may be pending (R3: each is its own run),
+    /// so the loop claims again ([`take_manual_again`](Self::take_manual_again)).
+    manual_again: bool,
 }
 
 impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
@@ -46,6 +49,7 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
             runs: FuturesUnordered::new(),
             replace: Vec::new(),
             buffered: None,
+            manual_again: false,
             skipped: Vec::new(),
             last_ran: None,
         }
@@ -75,6 +79,12 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
             return;
         }
         self.due(Slot::at(rec.now(), SlotKind::Manual)).await;
+    }
+
+    /// Whether a manual run ended since the last call: the loop then claims the next pending
+    /// run-now request at once rather than at the next move of the control version.
+    pub(super) fn take_manual_again(&mut self) -> bool {
+        std::mem::take(&mut self.manual_again)
     }
 
     /// `slot` came due: starts, skips, buffers it or replaces the runs in flight with it, as
@@ -138,6 +148,7 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
     /// A run ended: once none is in flight, the skipped slots get their one record and the
     /// waiting slot starts (if `start_next`).
     fn on_end(&mut self, (slot, ran): (Slot, bool), start_next: bool) {
+        self.manual_again |= ran && slot.kind == SlotKind::Manual;
         if ran && self.last_ran.is_none_or(|l| l < slot.at) {
             self.last_ran = Some(slot.at);
         }

@@ -110,6 +110,11 @@ async fn wait_until<F: Fn(Term) -> JobFuture + Send + Sync>(
             _ = run_now.changed() => runs.manual().await,
             _ = runs.ended() => {}
         }
+        // Each run-now request is its own run (R3): after one ran, the next pending one is
+        // claimed at once (the claim answers `AlreadyClaimed` when none is left).
+        while runs.take_manual_again() && term.is_valid() {
+            runs.manual().await;
+        }
     }
 }
 
@@ -241,13 +246,18 @@ fn record_term_start(rec: &Recording, term: &Term, start: &TermStart, policies: 
     }
 }
 
-/// Runs a pending run-now request, if the store has one for this job.
+/// Runs the pending run-now requests, if the store has some for this job: each is its own
+/// run (R3), claimed one after the other until none is left (at most the most a job keeps).
 async fn manual<F: Fn(Term) -> JobFuture>(runner: &SlotRunner<F>) {
     let rec = runner.records();
-    if rec.store.is_none() || !runner.term().is_valid() {
-        return;
+    for _ in 0..crate::job_store::MAX_PENDING_REQUESTS {
+        if rec.store.is_none() || !runner.term().is_valid() {
+            return;
+        }
+        if !runner.run(Slot::at(rec.now(), SlotKind::Manual)).await {
+            return;
+        }
     }
-    runner.run(Slot::at(rec.now(), SlotKind::Manual)).await;
 }
 
 /// At the start of a term: the slots nobody ran since the last claimed one (`missed`, those

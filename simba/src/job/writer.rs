@@ -393,7 +393,7 @@ mod tests {
         async fn set_paused(&self, _: &str, _: bool) -> BackendResult<bool> {
             unused()
         }
-        async fn trigger(&self, _: &str, _: i64) -> BackendResult<u64> {
+        async fn trigger(&self, _: &str, _: &str, _: i64) -> BackendResult<crate::job_store::Triggered> {
             unused()
         }
         async fn control_version(&self) -> BackendResult<u64> {

@@ -9,7 +9,8 @@
 
 use crate::backend::{Acquire, Backend, SessionId};
 use crate::job_store::{
-    Claim, ClaimRequest, MAX_ERROR_BYTES, MAX_REGISTRY_BYTES, Outcome, RunRecord, SharedJobStore, SlotKind,
+    Claim, ClaimRequest, MAX_ERROR_BYTES, MAX_PENDING_REQUESTS, MAX_REGISTRY_BYTES, Outcome, RunRecord, SharedJobStore,
+    SlotKind, Triggered,
 };
 use crate::tck::conformance::{TTL, unique};
 
@@ -28,6 +29,9 @@ pub const RULES: &[&str] = &[
     "jobs_pause_blocks_claims",
     "jobs_group_pause_applies_to_partitions",
     "jobs_trigger_is_taken_once_by_the_holder",
+    "jobs_trigger_retry_with_the_same_key_runs_once",
+    "jobs_distinct_request_keys_each_run",
+    "jobs_pending_requests_are_bounded",
     "jobs_group_trigger_runs_each_partition_once",
     "jobs_own_and_group_requests_run_once",
     "jobs_trigger_waits_while_paused",
@@ -105,6 +109,24 @@ fn claimed(c: Claim, what: &str) -> RunRecord {
 }
 
 const T0: i64 = 1_780_000_000_000;
+
+/// A run-now request of `job` with `key` at `at_ms` that the store must make anew.
+async fn trigger(store: &SharedJobStore, job: &str, key: &str, at_ms: i64) -> crate::job_store::Request {
+    match ok(store.trigger(job, key, at_ms).await, "trigger") {
+        Triggered::Requested(r) => r,
+        other => panic!("trigger `{job}` with key `{key}`: expected a new request, got {other:?}"),
+    }
+}
+
+/// A manual claim that must take a request: its record (kind, slot, request key checked by
+/// the caller), finished as `ran` so that the history shows it.
+async fn run_manual(store: &SharedJobStore, r: ClaimRequest<'_>, what: &str) -> RunRecord {
+    let rec = claimed(claim(store, r).await, what);
+    assert_eq!((rec.kind, rec.outcome), (SlotKind::Manual, Outcome::Running), "{what}");
+    let done = RunRecord { outcome: Outcome::Ran, ended_ms: Some(rec.slot_ms + 1), ..rec.clone() };
+    assert!(ok(store.finish_run(&done).await, "finish_run"), "{what}: the finish matched");
+    rec
+}
 
 /// Claims are fenced: only the session holding the lease with this token may claim; a wrong
 /// token, another session, or a released lease answers `NotHolder`.
@@ -361,26 +383,103 @@ pub async fn jobs_group_pause_applies_to_partitions<B: Backend>(b: B) {
     let _ = b.close_session(&s).await;
 }
 
-/// A run-now request is pending until a holder's manual claim takes it (once, with the
-/// trigger's instant as the slot); a non-holder cannot take it.
+/// R3: a run-now request is pending until a holder's manual claim takes it (once, at the
+/// request's slot, naming its key); a non-holder cannot take it; two requests are two runs,
+/// oldest first.
 pub async fn jobs_trigger_is_taken_once_by_the_holder<B: Backend>(b: B) {
     let store = store_of(&b);
     let (s, lease, token) = holder(&b).await;
     let job = unique("job");
     assert_eq!(claim(&store, req(&s, &lease, token, &job, T0, SlotKind::Manual)).await, Claim::AlreadyClaimed);
-    let id1 = ok(store.trigger(&job, T0 + 10).await, "trigger");
-    let id2 = ok(store.trigger(&job, T0 + 20).await, "trigger");
-    assert!(id2 > id1, "trigger ids increase: {id1} then {id2}");
+    let r1 = trigger(&store, &job, "first", T0 + 10).await;
+    let r2 = trigger(&store, &job, "second", T0 + 20).await;
+    assert!(r2.id > r1.id, "trigger ids increase: {r1:?} then {r2:?}");
     assert_eq!(ok(store.job(&job).await, "job").and_then(|j| j.trigger_pending_ms), Some(T0 + 20));
     assert_eq!(claim(&store, req(&s, &lease, token + 1, &job, T0, SlotKind::Manual)).await, Claim::NotHolder);
     let rec = claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "manual");
-    assert_eq!((rec.kind, rec.slot_ms, rec.outcome), (SlotKind::Manual, T0 + 20, Outcome::Running));
+    assert_eq!((rec.kind, rec.slot_ms, rec.outcome), (SlotKind::Manual, T0 + 10, Outcome::Running));
+    assert_eq!(rec.request_key.as_deref(), Some("first"), "the record names its request");
+    let rec = claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "second");
+    assert_eq!((rec.slot_ms, rec.request_key.as_deref()), (T0 + 20, Some("second")));
+    assert_eq!(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, Claim::AlreadyClaimed);
+    assert_eq!(ok(store.job(&job).await, "job").and_then(|j| j.trigger_pending_ms), None);
+    let _ = b.close_session(&s).await;
+}
+
+/// R3: a request sent again with its key (a retry after a lost answer) is the same request:
+/// while it is pending, and after its run, the store answers `Known` with it, and no second
+/// manual run follows.
+pub async fn jobs_trigger_retry_with_the_same_key_runs_once<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    let made = trigger(&store, &job, "retry-me", T0).await;
+    let again = ok(store.trigger(&job, "retry-me", T0 + 5).await, "retry while pending");
+    assert_eq!(again, Triggered::Known(made.clone()), "a retry while pending");
+    let rec = run_manual(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual), "the request's run").await;
+    assert_eq!((rec.slot_ms, rec.request_key.as_deref()), (T0, Some("retry-me")));
+    assert_eq!(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, Claim::AlreadyClaimed);
+    let late = ok(store.trigger(&job, "retry-me", T0 + 9).await, "retry after the run");
+    assert_eq!(late, Triggered::Known(made), "a retry after the run");
     assert_eq!(
         claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await,
         Claim::AlreadyClaimed,
-        "two pending requests collapse into one run"
+        "no second run"
     );
+    let h = ok(store.history(&job, 10).await, "history");
+    assert_eq!(h.len(), 1, "one run, one record: {h:?}");
     assert_eq!(ok(store.job(&job).await, "job").and_then(|j| j.trigger_pending_ms), None);
+    let _ = b.close_session(&s).await;
+}
+
+/// R3: requests with distinct keys made before any claim are distinct runs, oldest first,
+/// each at its own slot (the second one later than the first even at the same instant), and
+/// each record names its request, in the history too.
+pub async fn jobs_distinct_request_keys_each_run<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    let a = trigger(&store, &job, "key-a", T0).await;
+    let b2 = trigger(&store, &job, "key-b", T0).await;
+    assert!(b2.id > a.id && b2.slot_ms > a.slot_ms, "distinct requests: {a:?}, {b2:?}");
+    let ra = run_manual(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual), "first run").await;
+    let rb = run_manual(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual), "second run").await;
+    assert_eq!(
+        [(ra.slot_ms, ra.request_key.as_deref()), (rb.slot_ms, rb.request_key.as_deref())],
+        [(a.slot_ms, Some("key-a")), (b2.slot_ms, Some("key-b"))]
+    );
+    assert_eq!(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, Claim::AlreadyClaimed);
+    let h = ok(store.history(&job, 10).await, "history");
+    let named: Vec<(i64, Outcome, Option<&str>)> =
+        h.iter().map(|r| (r.slot_ms, r.outcome, r.request_key.as_deref())).collect();
+    assert_eq!(
+        named,
+        vec![(b2.slot_ms, Outcome::Ran, Some("key-b")), (a.slot_ms, Outcome::Ran, Some("key-a"))],
+        "the history names each run's request"
+    );
+    let last = ok(store.job(&job).await, "job").and_then(|j| j.last);
+    assert_eq!(last.and_then(|r| r.request_key).as_deref(), Some("key-b"), "the job's newest record too");
+    let _ = b.close_session(&s).await;
+}
+
+/// R3: at most `MAX_PENDING_REQUESTS` requests of a job wait: one more is refused (`Full`,
+/// nothing made); once a claim took one, a new key is accepted again.
+pub async fn jobs_pending_requests_are_bounded<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    for i in 0..MAX_PENDING_REQUESTS {
+        trigger(&store, &job, &format!("q{i}"), T0).await;
+    }
+    let full = ok(store.trigger(&job, "one-too-many", T0).await, "trigger");
+    assert_eq!(full, Triggered::Full { pending: MAX_PENDING_REQUESTS });
+    assert!(
+        matches!(ok(store.trigger(&job, "q0", T0).await, "retry"), Triggered::Known(_)),
+        "a retry of a pending key is still known when the queue is full"
+    );
+    let rec = claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "manual");
+    assert_eq!(rec.request_key.as_deref(), Some("q0"), "the oldest first");
+    trigger(&store, &job, "one-too-many", T0).await;
     let _ = b.close_session(&s).await;
 }
 
@@ -390,41 +489,39 @@ pub async fn jobs_group_trigger_runs_each_partition_once<B: Backend>(b: B) {
     let (s, lease, token) = holder(&b).await;
     let g = unique("grp");
     let (p0, p1) = (format!("{g}/0"), format!("{g}/1"));
-    ok(store.trigger(&g, T0 + 5).await, "trigger");
+    trigger(&store, &g, "group-run", T0 + 5).await;
     for p in [&p0, &p1] {
         let rec = claimed(claim(&store, req(&s, &lease, token, p, 0, SlotKind::Manual)).await, "partition");
         assert_eq!((rec.job.as_str(), rec.slot_ms), (p.as_str(), T0 + 5));
+        assert_eq!(rec.request_key.as_deref(), Some("group-run"), "the partition's record names the request");
         assert_eq!(claim(&store, req(&s, &lease, token, p, 0, SlotKind::Manual)).await, Claim::AlreadyClaimed);
     }
     let _ = b.close_session(&s).await;
 }
 
-/// The job's own and its group's run-now requests both pending: one claim takes both, at the
-/// later request's slot, and no second manual run follows (each asked for one run of this
-/// name now). The group's request is taken by this partition only: another partition still
-/// runs it once.
+/// R3: the job's own and its group's run-now requests both pending: each runs once on the
+/// partition, its own first; the partition's run of the group's request gets a slot after
+/// its own request's, so two records, never one overwriting the other. The group's request is
+/// taken by this partition only: another partition still runs it once.
 pub async fn jobs_own_and_group_requests_run_once<B: Backend>(b: B) {
     let store = store_of(&b);
     let (s, lease, token) = holder(&b).await;
     let g = unique("grp");
     let (p0, p1) = (format!("{g}/0"), format!("{g}/1"));
-    ok(store.trigger(&p0, T0 + 10).await, "trigger the partition");
-    ok(store.trigger(&g, T0 + 30).await, "trigger the group");
-    let rec = claimed(claim(&store, req(&s, &lease, token, &p0, 0, SlotKind::Manual)).await, "both pending");
+    trigger(&store, &p0, "own", T0 + 30).await;
+    trigger(&store, &g, "group", T0 + 30).await;
+    let own = run_manual(&store, req(&s, &lease, token, &p0, 0, SlotKind::Manual), "own request").await;
+    let grp = run_manual(&store, req(&s, &lease, token, &p0, 0, SlotKind::Manual), "group request").await;
     assert_eq!(
-        (rec.job.as_str(), rec.kind, rec.slot_ms),
-        (p0.as_str(), SlotKind::Manual, T0 + 30),
-        "one run at the later request's slot"
+        [(own.slot_ms, own.request_key.as_deref()), (grp.slot_ms, grp.request_key.as_deref())],
+        [(T0 + 30, Some("own")), (T0 + 31, Some("group"))],
+        "two runs, own first, at distinct slots"
     );
-    assert_eq!(
-        claim(&store, req(&s, &lease, token, &p0, 0, SlotKind::Manual)).await,
-        Claim::AlreadyClaimed,
-        "no second manual run follows"
-    );
+    assert_eq!(claim(&store, req(&s, &lease, token, &p0, 0, SlotKind::Manual)).await, Claim::AlreadyClaimed);
     assert_eq!(ok(store.job(&p0).await, "job").and_then(|j| j.trigger_pending_ms), None);
-    assert_eq!(ok(store.history(&p0, 10).await, "history").len(), 1, "one record");
+    assert_eq!(ok(store.history(&p0, 10).await, "history").len(), 2, "two records");
     let rec = claimed(claim(&store, req(&s, &lease, token, &p1, 0, SlotKind::Manual)).await, "the other partition");
-    assert_eq!(rec.slot_ms, T0 + 30);
+    assert_eq!((rec.slot_ms, rec.request_key.as_deref()), (T0 + 30, Some("group")));
     assert_eq!(claim(&store, req(&s, &lease, token, &p1, 0, SlotKind::Manual)).await, Claim::AlreadyClaimed);
     let _ = b.close_session(&s).await;
 }
@@ -435,24 +532,24 @@ pub async fn jobs_trigger_waits_while_paused<B: Backend>(b: B) {
     let (s, lease, token) = holder(&b).await;
     let job = unique("job");
     ok(store.set_paused(&job, true).await, "pause");
-    ok(store.trigger(&job, T0).await, "trigger");
+    trigger(&store, &job, "while-paused", T0).await;
     assert_eq!(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, Claim::Paused);
     ok(store.set_paused(&job, false).await, "resume");
     claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "after resume");
     let _ = b.close_session(&s).await;
 }
 
-/// A manual slot is the request's time, and it names the run's record: a request made after
-/// the previous one was taken gets a later slot even in the same millisecond (or with a clock
-/// that stepped back), so two run-now requests are two records, never one overwriting the
-/// other. Requests not taken yet still collapse into one run, at the newest time.
+/// A manual slot is the request's time, and it names the run's record: each request gets a
+/// later slot than the previous one even in the same millisecond (or with a clock that stepped
+/// back), so two run-now requests are two records, never one overwriting the other, whether
+/// the first was taken before the second was made or not.
 pub async fn jobs_manual_slots_are_distinct_within_one_millisecond<B: Backend>(b: B) {
     let store = store_of(&b);
     let (s, lease, token) = holder(&b).await;
     let job = unique("job");
     let mut slots = Vec::new();
-    for at in [T0, T0, T0 - 5] {
-        ok(store.trigger(&job, at).await, "trigger");
+    for (i, at) in [T0, T0, T0 - 5].into_iter().enumerate() {
+        trigger(&store, &job, &format!("m{i}"), at).await;
         let rec = claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "manual");
         let mut done = rec.clone();
         done.outcome = Outcome::Ran;
@@ -463,10 +560,11 @@ pub async fn jobs_manual_slots_are_distinct_within_one_millisecond<B: Backend>(b
     assert_eq!(slots, vec![T0, T0 + 1, T0 + 2], "each taken request gets a later slot than the last one");
     let h = ok(store.history(&job, 10).await, "history");
     assert_eq!(h.len(), 3, "three runs, three records: {h:?}");
-    ok(store.trigger(&job, T0 + 50).await, "trigger");
-    ok(store.trigger(&job, T0 + 40).await, "trigger");
+    trigger(&store, &job, "late", T0 + 50).await;
+    trigger(&store, &job, "stepped-back", T0 + 40).await;
     let rec = claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "manual");
-    assert_eq!(rec.slot_ms, T0 + 50, "pending requests collapse at the newest time");
+    let next = claimed(claim(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual)).await, "manual");
+    assert_eq!([rec.slot_ms, next.slot_ms], [T0 + 50, T0 + 51], "pending requests do not collapse");
     let _ = b.close_session(&s).await;
 }
 
@@ -477,7 +575,7 @@ pub async fn jobs_control_version_moves<B: Backend>(b: B) {
     let v0 = ok(store.control_version().await, "control_version");
     ok(store.set_paused(&job, true).await, "pause");
     let v1 = ok(store.control_version().await, "control_version");
-    ok(store.trigger(&job, T0).await, "trigger");
+    ok(store.trigger(&job, "k3", T0).await, "trigger");
     let v2 = ok(store.control_version().await, "control_version");
     ok(store.set_paused(&job, false).await, "resume");
     let v3 = ok(store.control_version().await, "control_version");
@@ -489,7 +587,7 @@ pub async fn jobs_control_broadcast_where_supported<B: Backend>(b: B) {
     let store = store_of(&b);
     let Some(mut rx) = store.subscribe_control() else { return };
     let job = unique("job");
-    ok(store.trigger(&job, T0).await, "trigger");
+    ok(store.trigger(&job, "k4", T0).await, "trigger");
     let heard = tokio::time::timeout(crate::tck::conformance::TTL * 2, async {
         loop {
             match rx.recv().await {
@@ -561,7 +659,7 @@ pub async fn jobs_control_broadcast_is_not_a_claim<B: Backend>(b: B) {
     let Some(mut rx) = store.subscribe_control() else { return };
     let (s, lease, token) = holder(&b).await;
     let (job, other) = (unique("job"), unique("other"));
-    ok(store.trigger(&job, T0 + 500).await, "trigger");
+    ok(store.trigger(&job, "k5", T0 + 500).await, "trigger");
     assert!(heard_until(&mut rx, &job).await.is_some(), "the trigger of `{job}` was not broadcast");
     let mut last = None;
     for slot in [T0, T0 + 100, T0 + 200] {
@@ -576,7 +674,7 @@ pub async fn jobs_control_broadcast_is_not_a_claim<B: Backend>(b: B) {
     }
     let missed = RunRecord::not_run(job.as_str(), T0 + 300, Outcome::Missed);
     assert!(ok(store.append(&missed).await, "append"), "the missed slot is appended");
-    ok(store.trigger(&other, T0).await, "trigger another job");
+    ok(store.trigger(&other, "k6", T0).await, "trigger another job");
     let heard = heard_until(&mut rx, &other).await;
     let Some(heard) = heard else { panic!("the trigger of `{other}` was not broadcast") };
     assert!(
@@ -615,7 +713,7 @@ pub async fn jobs_pause_survives_reopen<B: Backend>(b1: B, b2: B) {
     let job = unique("job");
     claimed(claim(&store1, req(&s, &lease, token, &job, T0, SlotKind::Scheduled)).await, "claim");
     ok(store1.set_paused(&job, true).await, "pause");
-    ok(store1.trigger(&job, T0 + 7).await, "trigger");
+    ok(store1.trigger(&job, "k7", T0 + 7).await, "trigger");
     drop(store1);
     let _ = b1.close_session(&s).await;
     drop(b1);
@@ -710,6 +808,9 @@ macro_rules! jobs_suite {
             jobs_pause_blocks_claims,
             jobs_group_pause_applies_to_partitions,
             jobs_trigger_is_taken_once_by_the_holder,
+            jobs_trigger_retry_with_the_same_key_runs_once,
+            jobs_distinct_request_keys_each_run,
+            jobs_pending_requests_are_bounded,
             jobs_group_trigger_runs_each_partition_once,
             jobs_own_and_group_requests_run_once,
             jobs_trigger_waits_while_paused,

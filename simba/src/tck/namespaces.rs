@@ -174,8 +174,8 @@ pub async fn namespaces_keep_separate_job_histories<B: Backend>(one: B, two: B) 
     assert_eq!(ok(jb.claim_run(request(&sb, &lease, tb, &job, T0)).await, "claim in B"), Claim::Paused);
     let finished = RunRecord { outcome: Outcome::Ran, ended_ms: Some(T0 + 5), ..ra.clone() };
     assert!(ok(ja.finish_run(&finished).await, "finish in A"));
-    let id = ok(ja.trigger(&job, T0 + 10).await, "trigger in A");
-    assert!(id > 0);
+    let made = ok(ja.trigger(&job, "ns-request", T0 + 10).await, "trigger in A");
+    assert!(matches!(made, crate::job_store::Triggered::Requested(ref r) if r.id > 0), "{made:?}");
 
     let ha = ok(ja.history(&job, 10).await, "history A");
     assert_eq!(ha.iter().map(|r| (r.slot_ms, r.outcome)).collect::<Vec<_>>(), vec![(T0, Outcome::Ran)]);

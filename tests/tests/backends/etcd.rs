@@ -539,7 +539,7 @@ async fn the_control_watch_broadcasts_control_changes_and_not_claims() {
     }
     let heard = timeout(Duration::from_millis(700), rx.recv()).await;
     assert!(heard.is_err(), "a claim was broadcast as a control change: {heard:?}");
-    store.trigger(&job, now + 300).await.expect("trigger");
+    store.trigger(&job, "backend-test-1", now + 300).await.expect("trigger");
     let heard = timeout(Duration::from_secs(5), rx.recv()).await;
     assert!(matches!(&heard, Ok(Ok(n)) if *n == job), "the run-now request was not heard: {heard:?}");
     store.set_paused(&job, true).await.expect("pause");

@@ -281,7 +281,7 @@ async fn control_changes_reach_other_instances_and_survive_a_killed_listener() {
     for _ in 0..20 {
         let job = unique("run-now");
         let at = std::time::Instant::now();
-        store_a.trigger(&job, 1_780_000_000_000).await.expect("trigger");
+        store_a.trigger(&job, "backend-test-1", 1_780_000_000_000).await.expect("trigger");
         let got = heard(&mut rx, Duration::from_secs(5), |n| n == job).await;
         assert_eq!(got.as_deref(), Some(job.as_str()), "the trigger of {job} did not reach the other instance");
         took.push(at.elapsed());
@@ -295,14 +295,14 @@ async fn control_changes_reach_other_instances_and_survive_a_killed_listener() {
 
     exec(&root, format!("SELECT pg_terminate_backend({})", own[0])).await;
     let missed = unique("while-away");
-    store_a.trigger(&missed, 1_780_000_000_000).await.expect("trigger while the listener is away");
+    store_a.trigger(&missed, "backend-test-2", 1_780_000_000_000).await.expect("trigger while the listener is away");
     // Its NOTIFY may or may not have reached the dying connection; the wake must come anyway.
     let wake = heard(&mut rx, Duration::from_secs(10), str::is_empty).await;
     assert!(wake.is_some(), "no wake after the listener's connection was killed");
     let state = store_b.job(&missed).await.expect("read the job").expect("the job is known");
     assert!(state.trigger_pending_ms.is_some(), "the trigger made while the listener was away is not pending");
     let after = unique("after");
-    store_a.trigger(&after, 1_780_000_000_000).await.expect("trigger");
+    store_a.trigger(&after, "backend-test-3", 1_780_000_000_000).await.expect("trigger");
     let got = heard(&mut rx, Duration::from_secs(5), |n| n == after).await;
     assert_eq!(got.as_deref(), Some(after.as_str()), "delivery did not resume after the listener reconnected");
     let now: Vec<i32> = listener_pids(&root).await.into_iter().filter(|p| !before.contains(p)).collect();

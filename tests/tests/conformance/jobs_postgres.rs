@@ -74,7 +74,14 @@ async fn jobs_store_of_a_user_without_ddl_rights_prints_the_routines() {
     let err = store.history("job", 10).await.expect_err("the user may not create the jobs tables");
     let msg = err.to_string();
     assert!(matches!(err, BackendError::Misconfigured(_)), "{err:?}");
-    for expected in ["CREATE TABLE IF NOT EXISTS simba_job ", "simba_claim_run_v2", "simba_job_control_v2", "$simba$"] {
+    for expected in [
+        "CREATE TABLE IF NOT EXISTS simba_job ",
+        "CREATE TABLE IF NOT EXISTS simba_job_request ",
+        "CREATE TABLE IF NOT EXISTS simba_job_run_key ",
+        "simba_claim_run_v2",
+        "simba_job_control_v2",
+        "$simba$",
+    ] {
         assert!(msg.contains(expected), "missing {expected:?} in: {msg}");
     }
     // The administrator runs the printed script (everything after the first line) and grants.
@@ -82,7 +89,10 @@ async fn jobs_store_of_a_user_without_ddl_rights_prints_the_routines() {
     simba_tests::servers::exec(&db_admin, script.to_owned()).await;
     simba_tests::servers::exec(
         &db_admin,
-        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON simba_job, simba_job_run, simba_job_version, simba_registry TO {user}"),
+        format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_job, simba_job_run, simba_job_version, simba_registry, \
+             simba_job_request, simba_job_run_key TO {user}"
+        ),
     )
     .await;
     let b = PostgresBackend::connect(&restricted).await.expect("connect again");

@@ -237,14 +237,14 @@ async fn item2_trigger_runs_once_on_the_holder() {
     // nodes' paused wall clock, not the system's (this test runs in a few real milliseconds,
     // and two requests stamped with the system clock in the same millisecond named one
     // record, so the second run overwrote the first: 3 failures in 5 runs).
-    admin.trigger_at("h_yearly", at).await.expect("trigger");
+    admin.trigger_at("h_yearly", None, at).await.expect("trigger");
     sleep(MS(50)).await;
     let h = history(&store, "h_yearly").await;
     assert_eq!(outcomes(&h), vec![Outcome::Ran], "{h:?}");
     assert_eq!(h[0].kind, SlotKind::Manual);
     assert!(h[0].started_ms.expect("start") - at.timestamp_millis() < 50, "prompt: {h:?}");
     a.shutdown().await;
-    admin.trigger_at("h_yearly", clock.now()).await.expect("trigger while nobody holds it");
+    admin.trigger_at("h_yearly", None, clock.now()).await.expect("trigger while nobody holds it");
     sleep(S(1)).await;
     let b = node(&store, 2, clock, &[job], &[], &[]).await;
     // The next holder runs it once its term starts. Waited for (up to 5 s of paused time)
@@ -266,6 +266,41 @@ async fn item2_trigger_runs_once_on_the_holder() {
         Err(AdminError::UnknownJob { nearest, .. }) => assert_eq!(nearest.as_deref(), Some("h_yearly")),
         other => panic!("expected an unknown job, got {other:?}"),
     }
+}
+
+/// R3: two run-now requests with distinct keys, made before the holder takes one, are two
+/// manual runs (the second claimed as soon as the first ended), each record naming its key;
+/// the same key again, pending or after its run, runs nothing more.
+#[tokio::test(start_paused = true)]
+async fn r3_keyed_triggers_each_run_once() {
+    let store = MemoryBackend::new();
+    let clock = WallClock::follow_tokio_from(base());
+    let job = ScheduledJob::new("h_keyed", Schedule::cron("0 0 0 1 1 *"), &yearly);
+    let admin = Jobs::for_backend(&store).expect("store").with_registered(["h_keyed"]);
+    let a = node(&store, 1, clock, std::slice::from_ref(&job), &[], &[]).await;
+    sleep(MS(500)).await;
+    admin.pause("h_keyed").await.expect("pause");
+    let first = admin.trigger_at("h_keyed", Some("key-a"), clock.now()).await.expect("a");
+    let second = admin.trigger_at("h_keyed", Some("key-b"), clock.now()).await.expect("b");
+    assert!(!first.known && !second.known && second.id > first.id, "{first:?} {second:?}");
+    assert!(admin.trigger_at("h_keyed", Some("key-a"), clock.now()).await.expect("retry").known);
+    admin.resume("h_keyed").await.expect("resume");
+    let mut ran = 0;
+    for _ in 0..50 {
+        sleep(MS(100)).await;
+        ran = count(&history(&store, "h_keyed").await, Outcome::Ran);
+        if ran >= 2 {
+            break;
+        }
+    }
+    let h = history(&store, "h_keyed").await;
+    assert_eq!(ran, 2, "{h:?}");
+    let keys: Vec<Option<&str>> = h.iter().map(|r| r.request_key.as_deref()).collect();
+    assert_eq!(keys, vec![Some("key-a"), Some("key-b")], "each run names its request, oldest first: {h:?}");
+    assert!(admin.trigger_at("h_keyed", Some("key-b"), clock.now()).await.expect("retry after the run").known);
+    sleep(S(1)).await;
+    assert_eq!(count(&history(&store, "h_keyed").await, Outcome::Ran), 2, "a retry runs nothing");
+    a.shutdown().await;
 }
 
 static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
@@ -371,13 +406,13 @@ async fn item2_partitions_pause_and_trigger() {
     let a = node(&store, 1, clock, &[], &[job], &[]).await;
     sleep(S(3)).await;
     let admin = Jobs::for_backend(&store).expect("store").with_registered(["h_parts"]);
-    admin.trigger_at("h_parts", clock.now()).await.expect("trigger the group");
+    admin.trigger_at("h_parts", None, clock.now()).await.expect("trigger the group");
     sleep(MS(200)).await;
     let mut runs = std::mem::take(&mut *PART_RUNS.lock().unwrap_or_else(PoisonError::into_inner));
     runs.sort_unstable();
     assert_eq!(runs, vec![0, 1, 2], "a group trigger runs every partition once");
     admin.pause("h_parts/1").await.expect("pause one partition");
-    admin.trigger_at("h_parts", clock.now()).await.expect("trigger the group");
+    admin.trigger_at("h_parts", None, clock.now()).await.expect("trigger the group");
     sleep(MS(200)).await;
     let mut runs = std::mem::take(&mut *PART_RUNS.lock().unwrap_or_else(PoisonError::into_inner));
     runs.sort_unstable();

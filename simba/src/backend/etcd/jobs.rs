@@ -20,17 +20,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 use etcd_client::{
     Compare, CompareOp, EventType, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
-use simba_core::claim::{self, ControlRow, Decision};
+use simba_core::claim::{self, ControlRow, Decision, Logs, RequestLog};
 use tokio::sync::broadcast;
 
 use super::EtcdBackend;
 use super::ops::slot_value;
 use super::session::lease_of;
 use crate::backend::job_codec::{
-    control_state, decode_control, decode_record, encode_control, encode_record, escape_job, group, record_name,
-    unescape_job,
+    control_state, decode_control, decode_log, decode_record, encode_control_log, encode_record, escape_job, group,
+    record_name, unescape_job,
 };
-use crate::backend::job_store::{Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, WatchReady};
+use crate::backend::job_store::{
+    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, Triggered, WatchReady,
+};
 use crate::backend::{BackendError, BackendResult, SessionId};
 
 /// How many times a call reads again after another writer changed what it read.
@@ -163,6 +165,11 @@ impl EtcdJobStore {
         }
     }
 
+    /// The run-now request log stored with a control row (empty when there is none).
+    fn log_of(kv: Option<&KeyValue>) -> RequestLog {
+        kv.map(|kv| decode_log(kv.value())).unwrap_or_default()
+    }
+
     fn record_of(&self, kv: &KeyValue) -> BackendResult<RunRecord> {
         decode_record(kv.value()).map_err(|e| self.protocol(&format!("{}: {e}", String::from_utf8_lossy(kv.key()))))
     }
@@ -259,7 +266,7 @@ impl EtcdJobStore {
         &self,
         job: &str,
         what: &'static str,
-        change: impl Fn(&mut ControlRow) -> (bool, T),
+        change: impl Fn(&mut ControlRow, &mut RequestLog) -> (bool, T),
     ) -> BackendResult<T> {
         self.ready.settle(std::time::Duration::from_secs(5)).await;
         let key = self.ctl_key(job);
@@ -267,11 +274,12 @@ impl EtcdJobStore {
         for _ in 0..ATTEMPTS {
             let read = kv.get(key.as_str(), None).await.map_err(|e| self.err(what, &e))?;
             let (mut c, rev) = self.control_of(read.kvs().first())?;
-            let (changed, answer) = change(&mut c);
+            let mut log = Self::log_of(read.kvs().first());
+            let (changed, answer) = change(&mut c, &mut log);
             if !changed && rev != 0 {
                 return Ok(answer);
             }
-            let mut ops = vec![TxnOp::put(key.as_str(), encode_control(&c), None)];
+            let mut ops = vec![TxnOp::put(key.as_str(), encode_control_log(&c, &log), None)];
             if changed {
                 ops.push(TxnOp::put(self.version_key(), "", None));
             }
@@ -313,6 +321,9 @@ impl JobStore for EtcdJobStore {
             }
             let (own, own_rev) = self.control_of(first(&r, 1))?;
             let grp = if group_key != own_key { Some(self.control_of(first(&r, 2))?.0) } else { None };
+            let group_rev = first(&r, 2).map_or(0, KeyValue::mod_revision);
+            let own_log = Self::log_of(first(&r, 1));
+            let group_log = Self::log_of(first(&r, 2).filter(|_| group_key != own_key));
             let slot_kv = first(&r, 3);
             let slot_rev = slot_kv.map_or(0, KeyValue::mod_revision);
             // The lease's slot key holds the slot in the ordered form of `slot_value`.
@@ -322,13 +333,17 @@ impl JobStore for EtcdJobStore {
                 .map(|v| (v ^ (1 << 63)) as i64);
             let existing = self.runs_read(&record_key, &r, 4);
             // The core's claim rule decides; this store applies its writes under the fence.
-            let Decision { answer, writes } = claim::decide(req.ask(), &own, grp.as_ref(), lease_slot);
+            let logs = Logs { own: &own_log, group: &group_log };
+            let Decision { answer, writes, request } = claim::decide(req.ask(), &own, grp.as_ref(), lease_slot, logs);
             if writes.is_empty() {
-                return Ok(req.claim_of(answer));
+                return Ok(req.claim_of(answer, None));
             }
             let mut ops = Vec::new();
             if let Some(next) = &writes.own {
-                ops.push(TxnOp::put(own_key.as_str(), encode_control(next), None));
+                ops.push(TxnOp::put(own_key.as_str(), encode_control_log(next, &own_log), None));
+            }
+            if let Some(g) = writes.group.as_ref().filter(|_| group_key != own_key) {
+                ops.push(TxnOp::put(group_key.as_str(), encode_control_log(g, &group_log), None));
             }
             if writes.bump_version {
                 ops.push(TxnOp::put(self.version_key(), "", None));
@@ -336,7 +351,7 @@ impl JobStore for EtcdJobStore {
             if let Some(slot) = writes.lease_slot {
                 ops.push(TxnOp::put(slot_key.as_str(), slot_value(slot), None));
             }
-            let claim = req.claim_of(answer);
+            let claim = req.claim_of(answer, request.as_ref());
             if let Claim::Claimed(rec) = &claim {
                 ops.extend(self.record_ops_reading(rec, &existing, &what).await?);
             }
@@ -345,6 +360,7 @@ impl JobStore for EtcdJobStore {
                     Compare::create_revision(lease_key.as_str(), CompareOp::Equal, token),
                     Compare::lease(lease_key.as_str(), CompareOp::Equal, lease),
                     Compare::mod_revision(own_key.as_str(), CompareOp::Equal, own_rev),
+                    Compare::mod_revision(group_key.as_str(), CompareOp::Equal, group_rev),
                     Compare::mod_revision(slot_key.as_str(), CompareOp::Equal, slot_rev),
                 ])
                 .and_then(ops);
@@ -461,12 +477,19 @@ impl JobStore for EtcdJobStore {
     }
 
     async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
-        self.control_change(job, "pause or resume a job", move |c| c.set_paused(paused)).await
+        self.control_change(job, "pause or resume a job", move |c, _| c.set_paused(paused)).await
     }
 
-    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
-        let id = self.control_change(job, "trigger a job", move |c| (true, c.request(at_ms))).await?;
-        u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
+    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+        // The core's request rule decides; the row and its log are written as one value.
+        self.control_change(job, "trigger a job", move |c, log| match claim::request(c, log, key, at_ms) {
+            (answer, Some((row, next))) => {
+                (*c, *log) = (row, next);
+                (true, answer)
+            }
+            (answer, None) => (false, answer),
+        })
+        .await
     }
 
     async fn control_version(&self) -> BackendResult<u64> {

@@ -4,7 +4,7 @@
 //!
 //! | key | type | content |
 //! | --- | --- | --- |
-//! | `{prefix}:job:{job}` | hash | `paused`, `last_slot` (the slot ledger), `trigger_id`, `trigger_ms`, `taken_id`, `group_taken_id` |
+//! | `{prefix}:job:{job}` | hash | `paused`, `last_slot` (the slot ledger), `trigger_id`, `trigger_ms`, `taken_id`, `group_taken_id`, `requests` (the run-now request log, `id slot key` lines; R3) |
 //! | `{prefix}:runs:{job}` | sorted set | one member `{kind}\|{slot}` per record, scored by the slot (ms) |
 //! | `{prefix}:run:{job}\|{kind}\|{slot}` | hash | one record's fields |
 //! | `{prefix}:jobs` | set | every job name with a control hash or a record |
@@ -17,7 +17,14 @@
 //! slot against the job's ledger and the lease's `last_slot` (so nodes of an older build,
 //! which write only the latter, never run a slot twice with this one), and writes both, the
 //! record and the retention in the same script. A store written by an older build has none of
-//! these keys: every job is then simply unknown.
+//! these keys: every job is then simply unknown; a control hash of an older build has no
+//! `requests` field, which reads as an empty log.
+//!
+//! Run-now requests and manual claims (R3) are decided by the core ([`simba_core::claim::request`],
+//! [`simba_core::claim::decide`]) on the hash fields read by one script, and written by a second
+//! script only if those fields are unchanged (and, for a claim, under the lease's fence);
+//! otherwise they read again, at most [`ATTEMPTS`] times. A record's `request_key` field names
+//! the request a manual run answers.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -26,15 +33,79 @@ use tokio::sync::broadcast;
 
 use super::RedisBackend;
 use super::subscriber::Subscriber;
+use simba_core::claim::{self, Answer, ControlRow, Logs, RequestLog};
+
 use crate::backend::job_store::{
-    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, WatchReady, group_of,
-    truncate_error,
+    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, Triggered, WatchReady,
+    group_of, truncate_error,
 };
 use crate::backend::{BackendError, BackendResult, SessionId};
 
 /// How many control changes a slow subscriber may fall behind before it skips some (it then
 /// reads the control version, so nothing is lost).
 const CONTROL_CAPACITY: usize = 1024;
+
+/// How many times a run-now request or a manual claim reads again after the job's control
+/// hash changed between its read and its write.
+const ATTEMPTS: usize = 5;
+
+/// Lua: `seen(key)` is the request fields of a control hash as one string, compared by the
+/// writing scripts with what the caller read ([`seen`]).
+const SEEN: &str = r"
+local function seen(key)
+  local j = redis.call('HMGET', key, 'trigger_id', 'taken_id', 'group_taken_id', 'trigger_ms', 'paused')
+  return (j[1] or '') .. '|' .. (j[2] or '') .. '|' .. (j[3] or '') .. '|' .. (j[4] or '') .. '|' .. (j[5] or '')
+end
+";
+
+/// `KEYS`: 1 job hash, 2 group hash (the job's again). Answers both hashes' request fields,
+/// `paused`, `last_slot` and `requests`, in the order of `f`.
+const READ_CONTROL: &str = r"
+local f = {'trigger_id', 'taken_id', 'group_taken_id', 'trigger_ms', 'paused', 'last_slot', 'requests'}
+return {redis.call('HMGET', KEYS[1], unpack(f)), redis.call('HMGET', KEYS[2], unpack(f))}
+";
+
+/// `KEYS`: 1 job hash, 2 jobs set, 3 version key. `ARGV`: 1 job, 2 what the caller read
+/// (`seen`), 3 trigger id, 4 trigger slot, 5 request log, 6 channel. Writes the request the
+/// core's rule made, only if the hash is as read; answers 1 when written.
+const TRIGGER_WRITE: &str = r"
+if seen(KEYS[1]) ~= ARGV[2] then return 0 end
+redis.call('SADD', KEYS[2], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'paused', '0', 'taken_id', '0', 'group_taken_id', '0')
+end
+redis.call('HSET', KEYS[1], 'trigger_id', ARGV[3], 'trigger_ms', ARGV[4], 'requests', ARGV[5])
+redis.call('INCR', KEYS[3])
+redis.call('PUBLISH', ARGV[6], ARGV[1])
+return 1
+";
+
+/// `KEYS`: as [`CLAIM`]. `ARGV`: 1 session id, 2 token, 3 the core's answer (1 already
+/// claimed, 2 claimed, 3 paused), 4 the job's and 5 the group's fields as read (`seen`), 6 new
+/// `taken_id`, 7 new `group_taken_id`, 8 new `trigger_ms` (empty: unchanged), 9 the group's new
+/// `taken_id` (empty: unchanged), 10 slot, 11 job, 12 prefix, 13 retention, 14 node, 15
+/// started, 16 attempts, 17 request key (empty: none). Answers `{0}` not the holder, `{4}` the
+/// hashes changed since read, else the core's answer (`{2, slot}` with the record written).
+const CLAIM_MANUAL: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+local lease = redis.call('HMGET', KEYS[2], 'session', 'token')
+if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] then return {0} end
+if seen(KEYS[3]) ~= ARGV[4] or seen(KEYS[4]) ~= ARGV[5] then return {4} end
+if ARGV[3] ~= '2' then return {tonumber(ARGV[3])} end
+redis.call('SADD', KEYS[6], ARGV[11])
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('HSET', KEYS[3], 'paused', '0', 'trigger_id', '0')
+end
+redis.call('HSET', KEYS[3], 'taken_id', ARGV[6], 'group_taken_id', ARGV[7])
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[3], 'trigger_ms', ARGV[8]) end
+if ARGV[9] ~= '' and KEYS[4] ~= KEYS[3] then redis.call('HSET', KEYS[4], 'taken_id', ARGV[9]) end
+redis.call('INCR', KEYS[7])
+local fields = {'job', ARGV[11], 'kind', '1', 'slot', ARGV[10], 'outcome', 'running', 'attempt', '1',
+  'attempts', ARGV[16], 'session', ARGV[1], 'node', ARGV[14], 'token', ARGV[2], 'started', ARGV[15]}
+if ARGV[17] ~= '' then table.insert(fields, 'request_key'); table.insert(fields, ARGV[17]) end
+add_record(ARGV[12], KEYS[5], ARGV[11], '1', ARGV[10], fields, tonumber(ARGV[13]))
+return {2, ARGV[10]}
+";
 
 /// Shared Lua helpers: `lt` compares decimal integers exactly (as `claim_slot` does),
 /// `record_key` names a record's hash, `add_record` writes one and enforces retention.
@@ -68,8 +139,8 @@ end
 /// slot (`1`: the job's own ledger only, the lease's `last_slot` neither read nor written, the
 /// claim rule's `Ask::ScheduleSlot`, rule A5).
 ///
-/// Answers `{0}` not the holder, `{1}` already claimed (or no pending request), `{3}`
-/// paused, `{2, slot}` claimed at `slot` (a manual claim's slot is the request's time).
+/// Answers `{0}` not the holder, `{1}` already claimed, `{3}` paused, `{2, slot}` claimed at
+/// `slot`. Scheduled and caught-up slots only: a manual claim is `CLAIM_MANUAL`'s.
 ///
 /// After the fence, the decision is the core's claim rule, [`simba_core::claim::decide`],
 /// written in Lua: that function is the reference this script follows (its unit tests give the
@@ -86,35 +157,18 @@ if redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('HSET', KEYS[3], 'paused', '0', 'trigger_id', '0', 'taken_id', '0', 'group_taken_id', '0')
 end
 local slot
-if ARGV[4] ~= '1' then
-  slot = ARGV[3]
-  local lasts = {job[2] or false}
-  if ARGV[11] ~= '1' then table.insert(lasts, lease[3] or false) end
-  for _, last in ipairs(lasts) do
-    if last and not lt(last, slot) then return {1} end
-  end
-  redis.call('HSET', KEYS[3], 'last_slot', slot)
-  if ARGV[11] ~= '1' then redis.call('HSET', KEYS[2], 'last_slot', slot) end
-  if paused then return {3} end
-else
-  local own_id, taken, group_taken = tonumber(job[3] or '0'), tonumber(job[5] or '0'), tonumber(job[6] or '0')
-  local own_at = (own_id > taken) and job[4] or false
-  local group_id, group_at = group_taken, false
-  if KEYS[4] ~= KEYS[3] then
-    local g = redis.call('HMGET', KEYS[4], 'trigger_id', 'trigger_ms')
-    group_id = tonumber(g[1] or '0')
-    if group_id > group_taken then group_at = g[2] or false else group_id = group_taken end
-  end
-  if own_at and group_at then
-    if lt(own_at, group_at) then slot = group_at else slot = own_at end
-  else
-    slot = own_at or group_at
-  end
-  if not slot then return {1} end
-  if paused then return {3} end
-  redis.call('HSET', KEYS[3], 'taken_id', tostring(own_id), 'group_taken_id', tostring(group_id))
-  redis.call('INCR', KEYS[7])
+-- A manual slot is claimed by CLAIM_MANUAL (R3): the core decides on the request logs.
+if ARGV[4] == '1' then return {1} end
+slot = ARGV[3]
+-- A schedule's slot (ARGV[11] = 1) is checked and moved on its own ledger only (A5).
+local lasts = {job[2] or false}
+if ARGV[11] ~= '1' then table.insert(lasts, lease[3] or false) end
+for _, last in ipairs(lasts) do
+  if last and not lt(last, slot) then return {1} end
 end
+redis.call('HSET', KEYS[3], 'last_slot', slot)
+if ARGV[11] ~= '1' then redis.call('HSET', KEYS[2], 'last_slot', slot) end
+if paused then return {3} end
 add_record(ARGV[6], KEYS[5], ARGV[5], ARGV[4], slot, {
   'job', ARGV[5], 'kind', ARGV[4], 'slot', slot, 'outcome', 'running', 'attempt', '1', 'attempts', ARGV[10],
   'session', ARGV[1], 'node', ARGV[8], 'token', ARGV[2], 'started', ARGV[9]}, tonumber(ARGV[7]))
@@ -151,7 +205,7 @@ return 1
 
 /// `ARGV`: 1 prefix, 2 limit (records per job; 0: only the control hash), 3.. the jobs (none:
 /// every known job). Answers, per job that exists: `{job, {control fields}, {records...}}`,
-/// each record the 12 fields (false: absent).
+/// each record the 12 fields and its request key (false: absent).
 const READ: &str = r"
 local names = {}
 for i = 3, #ARGV do table.insert(names, ARGV[i]) end
@@ -168,7 +222,8 @@ for _, job in ipairs(names) do
     local members = redis.call('ZREVRANGE', ARGV[1] .. ':runs:' .. job, 0, limit - 1)
     for _, m in ipairs(members) do
       table.insert(records, redis.call('HMGET', ARGV[1] .. ':run:' .. job .. '|' .. m,
-        'job', 'kind', 'slot', 'outcome', 'attempt', 'attempts', 'session', 'node', 'token', 'started', 'ended', 'error'))
+        'job', 'kind', 'slot', 'outcome', 'attempt', 'attempts', 'session', 'node', 'token', 'started', 'ended', 'error',
+        'request_key'))
     end
   end
   local known = control[1] or control[2] or control[3] or #records > 0
@@ -192,29 +247,6 @@ if was ~= (ARGV[2] == '1') then
 end
 if was then return 1 end
 return 0
-";
-
-/// `KEYS`: 1 job hash, 2 jobs set, 3 version key. `ARGV`: 1 job, 2 the request's time, 3
-/// channel. Answers the request id. The request's slot is the core's
-/// [`simba_core::claim::trigger_slot`], written in Lua.
-const TRIGGER: &str = r"
-redis.call('SADD', KEYS[2], ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'paused', '0', 'trigger_id', '0', 'taken_id', '0', 'group_taken_id', '0')
-end
-local j = redis.call('HMGET', KEYS[1], 'trigger_id', 'taken_id', 'trigger_ms')
-local pending = tonumber(j[1] or '0') > tonumber(j[2] or '0')
-if pending then
-  if not (j[3] and lt(ARGV[2], j[3])) then redis.call('HSET', KEYS[1], 'trigger_ms', ARGV[2]) end
-elseif j[3] and not lt(j[3], ARGV[2]) then
-  redis.call('HINCRBY', KEYS[1], 'trigger_ms', 1)
-else
-  redis.call('HSET', KEYS[1], 'trigger_ms', ARGV[2])
-end
-local id = redis.call('HINCRBY', KEYS[1], 'trigger_id', 1)
-redis.call('INCR', KEYS[3])
-redis.call('PUBLISH', ARGV[3], ARGV[1])
-return id
 ";
 
 /// `KEYS`: 1 the session key, 2 the registry hash. `ARGV`: 1 session id, 2 the registry,
@@ -249,7 +281,9 @@ struct Scripts {
     append: Script,
     read: Script,
     set_paused: Script,
-    trigger: Script,
+    read_control: Script,
+    trigger_write: Script,
+    claim_manual: Script,
     publish_registry: Script,
     read_registries: Script,
 }
@@ -260,10 +294,38 @@ static SCRIPTS: std::sync::LazyLock<Scripts> = std::sync::LazyLock::new(|| Scrip
     append: Script::new(&format!("{HELPERS}{APPEND}")),
     read: Script::new(READ),
     set_paused: Script::new(SET_PAUSED),
-    trigger: Script::new(&format!("{HELPERS}{TRIGGER}")),
+    read_control: Script::new(READ_CONTROL),
+    trigger_write: Script::new(&format!("{SEEN}{TRIGGER_WRITE}")),
+    claim_manual: Script::new(&format!("{HELPERS}{SEEN}{CLAIM_MANUAL}")),
     publish_registry: Script::new(PUBLISH_REGISTRY),
     read_registries: Script::new(READ_REGISTRIES),
 });
+
+/// A control hash as read by `READ_CONTROL`: the row and log the core decides on, and its
+/// request fields as the writing scripts compare them (`seen`).
+struct Control {
+    row: ControlRow,
+    log: RequestLog,
+    seen: String,
+}
+
+impl Control {
+    /// From the values `READ_CONTROL` answers for one hash.
+    fn of(fields: Vec<Option<String>>) -> Self {
+        let f = |i: usize| fields.get(i).cloned().flatten();
+        let num = |i: usize| f(i).and_then(|v| v.parse::<i64>().ok());
+        let row = ControlRow {
+            paused: f(4).as_deref() == Some("1"),
+            last_slot: num(5),
+            trigger_id: num(0).unwrap_or(0),
+            trigger_ms: num(3),
+            taken_id: num(1).unwrap_or(0),
+            group_taken_id: num(2).unwrap_or(0),
+        };
+        let seen = (0..5).map(|i| f(i).unwrap_or_default()).collect::<Vec<_>>().join("|");
+        Control { row, log: RequestLog::decode(&f(6).unwrap_or_default()), seen }
+    }
+}
 
 /// The jobs store of a [`RedisBackend`]. Cheap to clone.
 #[derive(Clone)]
@@ -399,6 +461,7 @@ impl RedisJobStore {
             started_ms: opt(next()),
             ended_ms: opt(next()),
             error: next().filter(|e| !e.is_empty()),
+            request_key: next().filter(|k| !k.is_empty()),
         })
     }
 
@@ -423,6 +486,73 @@ impl RedisJobStore {
         self.eval(&SCRIPTS.read, &[], &args, "read jobs").await
     }
 
+    /// The control hashes `own` and `group` as a run-now request or a manual claim reads them.
+    async fn read_control(&self, own: &str, group: &str) -> BackendResult<[Control; 2]> {
+        let keys = [own.to_owned(), group.to_owned()];
+        let read: Vec<Vec<Option<String>>> =
+            self.eval(&SCRIPTS.read_control, &keys, &[], "read a job's control").await?;
+        match <[Vec<Option<String>>; 2]>::try_from(read) {
+            Ok([a, b]) => Ok([Control::of(a), Control::of(b)]),
+            Err(_) => Err(self.protocol("the control read answered no two hashes")),
+        }
+    }
+
+    /// The manual claim (R3): the core decides on the control hashes read, and `CLAIM_MANUAL`
+    /// writes its answer under the lease's fence if they are unchanged.
+    async fn claim_manual(&self, req: &ClaimRequest<'_>, keys: &[String; 7]) -> BackendResult<Claim> {
+        let has_group = keys[3] != keys[2];
+        let (token, keep) = (req.token.to_string(), self.retention.to_string());
+        let (started, attempts) = (req.started_ms.to_string(), req.attempts.max(1).to_string());
+        for _ in 0..ATTEMPTS {
+            let [own, grp] = self.read_control(&keys[2], &keys[3]).await?;
+            let group_log = if has_group { &grp.log } else { &simba_core::claim::NO_REQUESTS };
+            let logs = Logs { own: &own.log, group: group_log };
+            let decision = claim::decide(req.ask(), &own.row, has_group.then_some(&grp.row), None, logs);
+            let code = match decision.answer {
+                Answer::AlreadyClaimed => "1",
+                Answer::Claimed { .. } => "2",
+                Answer::Paused => "3",
+            };
+            let slot = match decision.answer {
+                Answer::Claimed { slot_ms } => slot_ms,
+                _ => 0,
+            };
+            let next = decision.writes.own.unwrap_or(own.row);
+            let trigger_ms = next.trigger_ms.filter(|_| next.trigger_ms != own.row.trigger_ms);
+            let group_taken = decision.writes.group.map(|g| g.taken_id.to_string()).unwrap_or_default();
+            let (taken, group_taken_id) = (next.taken_id.to_string(), next.group_taken_id.to_string());
+            let (trigger_ms, slot) = (trigger_ms.map(|t| t.to_string()).unwrap_or_default(), slot.to_string());
+            let key = decision.request.as_ref().map(|r| r.key.as_str()).unwrap_or_default();
+            let args = [
+                req.session.as_str(),
+                &token,
+                code,
+                &own.seen,
+                &grp.seen,
+                &taken,
+                &group_taken_id,
+                &trigger_ms,
+                &group_taken,
+                &slot,
+                req.job,
+                self.prefix(),
+                &keep,
+                req.node,
+                &started,
+                &attempts,
+                key,
+            ];
+            let answer: Vec<i64> = self.eval(&SCRIPTS.claim_manual, keys, &args, "claim a manual run").await?;
+            match answer.first() {
+                Some(0) => return Ok(Claim::NotHolder),
+                Some(4) => continue,
+                Some(_) => return Ok(req.claim_of(decision.answer, decision.request.as_ref())),
+                None => return Err(self.protocol("the manual claim script answered nothing")),
+            }
+        }
+        Err(self.protocol(&format!("the control hash of `{}` kept changing; try again", req.job)))
+    }
+
     fn control_keys(&self, job: &str) -> [String; 3] {
         [self.job_key(job), self.jobs_key(), self.version_key()]
     }
@@ -445,6 +575,9 @@ impl JobStore for RedisJobStore {
             self.jobs_key(),
             self.version_key(),
         ];
+        if req.kind == SlotKind::Manual {
+            return self.claim_manual(&req, &keys).await;
+        }
         let (token, slot, keep) = (req.token.to_string(), req.slot_ms.to_string(), self.retention.to_string());
         let (started, attempts) = (req.started_ms.to_string(), req.attempts.max(1).to_string());
         let args = [
@@ -524,12 +657,25 @@ impl JobStore for RedisJobStore {
         Ok(was == 1)
     }
 
-    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
         self.ready.settle(self.backend.inner.connect_timeout).await;
-        let (channel, at) = (self.channel(), at_ms.to_string());
-        let id: i64 =
-            self.eval(&SCRIPTS.trigger, &self.control_keys(job), &[job, &at, &channel], "trigger a job").await?;
-        u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
+        let channel = self.channel();
+        let hash = self.job_key(job);
+        for _ in 0..ATTEMPTS {
+            let [own, _] = self.read_control(&hash, &hash).await?;
+            // The core's request rule decides; the script writes it if the hash is as read.
+            let (answer, writes) = claim::request(&own.row, &own.log, key, at_ms);
+            let Some((row, log)) = writes else { return Ok(answer) };
+            let (id, slot) = (row.trigger_id.to_string(), row.trigger_ms.unwrap_or(at_ms).to_string());
+            let log = log.encode();
+            let args = [job, own.seen.as_str(), &id, &slot, &log, &channel];
+            let written: i64 =
+                self.eval(&SCRIPTS.trigger_write, &self.control_keys(job), &args, "trigger a job").await?;
+            if written == 1 {
+                return Ok(answer);
+            }
+        }
+        Err(self.protocol(&format!("the control hash of `{job}` kept changing; try again")))
     }
 
     async fn control_version(&self) -> BackendResult<u64> {

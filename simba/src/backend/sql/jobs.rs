@@ -7,10 +7,20 @@
 //! | `simba_job` | `job` | one row per job name: `paused`, `last_slot` (the slot ledger), run-now requests (`trigger_id`, `trigger_ms`, `taken_id`, `group_taken_id`) |
 //! | `simba_job_run` | `(job, kind, slot_ms)` | one record per slot; at most `retention` per job |
 //! | `simba_job_version` | `id = 1` | the control version, bumped by every pause, resume, trigger and taken trigger |
+//! | `simba_job_request` | `job` | the name's run-now request log (`body`: `id slot key` lines, [`RequestLog`](simba_core::claim::RequestLog)): the keys of its pending and newest taken requests (R3) |
+//! | `simba_job_run_key` | `(job, slot_ms)` | the request key of a manual run's record (read with the record; dropped once older than the job's oldest record) |
 //!
 //! The tables are created on the first call of the store, idempotently (`IF NOT EXISTS`), so
-//! a database written by an older build (lease tables only) gains them and nothing else
-//! changes; no row is ever deleted but records past retention.
+//! a database written by an older build (lease tables only, or the jobs tables without the
+//! two request tables) gains them and nothing else changes; no row is ever deleted but records
+//! past retention, request log lines past [`REMEMBERED_REQUESTS`](simba_core::claim::REMEMBERED_REQUESTS)
+//! and the keys of records no longer kept.
+//!
+//! Run-now requests and manual claims (R3) run as a transaction statement by statement on
+//! every dialect, as a schedule's slot does, not as a call of the routines: the routines of
+//! version 2 know no request key, and run-now is an operator's action, rare beside the
+//! scheduled claims that stay one call. The manual claim reads the job's and its group's
+//! control rows locked, as the trigger does, so the two are serialised per name.
 //!
 //! The claim is the lease's fenced claim: its first statement matches the lease row only
 //! for the live holder with the caller's token (and locks it, so claims of one job are
@@ -51,14 +61,15 @@
 
 use std::marker::PhantomData;
 
-use simba_core::claim::{self, Decision};
+use simba_core::claim::{self, Decision, Logs, RequestLog};
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
 use tokio::sync::{OnceCell, broadcast};
 
 use super::SqlStore;
 use super::dialect::{Dialect, Param, Stmt};
 use crate::backend::job_store::{
-    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, group_of, truncate_error,
+    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, Triggered, group_of,
+    truncate_error,
 };
 use crate::backend::{BackendError, BackendResult, SessionId};
 
@@ -113,6 +124,9 @@ pub(crate) trait JobDialect: Dialect {
     /// Whether an administrator's script needs `DELIMITER` around the routines (the mysql
     /// client; psql reads PostgreSQL's dollar quoting as it is).
     const SCRIPT_DELIMITER: bool = false;
+    /// A statement that broadcasts job `:1`'s control change inside the trigger's transaction
+    /// (PostgreSQL's `pg_notify`); `None` where nodes poll the control version.
+    const NOTIFY_CONTROL: Option<&'static str> = None;
 
     /// The jobs store's statements rendered for this dialect, once.
     fn job_statements() -> &'static JobStatements;
@@ -132,15 +146,25 @@ macro_rules! job_statements {
 pub(crate) use job_statements;
 
 /// How many tables the jobs store has (`simba_job`, `simba_job_run`, `simba_job_version`,
-/// `simba_registry`): [`JobDialect::SCHEMA_PRESENT`] counts them with the routines.
-const JOB_TABLES: usize = 4;
+/// `simba_registry`, `simba_job_request`, `simba_job_run_key`): [`JobDialect::SCHEMA_PRESENT`]
+/// counts them with the routines, so a database of an older build, without the last two,
+/// gets them at the first call.
+const JOB_TABLES: usize = 6;
 
 /// The columns of a record, in the order every statement reads and writes them.
 const RECORD_COLUMNS: &str =
     "job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token, started_ms, ended_ms, error";
 
-/// A record as read: the columns of [`RECORD_COLUMNS`].
-type RecordRow = (String, i64, i64, String, i64, i64, String, String, i64, Option<i64>, Option<i64>, Option<String>);
+/// A record as read: the columns of [`RECORD_COLUMNS`], then its request key ([`READ_RECORD`]).
+type RecordRow =
+    (String, i64, i64, String, i64, i64, String, String, i64, Option<i64>, Option<i64>, Option<String>, Option<String>);
+
+/// The columns of a record as read from `simba_job_run r` joined with [`KEY_JOIN`].
+const READ_RECORD: &str = "r.job, r.kind, r.slot_ms, r.outcome, r.attempt, r.attempts, r.session_id, r.node, r.token, \
+     r.started_ms, r.ended_ms, r.error, k.request_key";
+
+/// The request key of a manual record `r` (kind rank 1).
+const KEY_JOIN: &str = "LEFT JOIN simba_job_run_key k ON k.job = r.job AND k.slot_ms = r.slot_ms AND r.kind = 1";
 
 /// A control row as read: `job, paused, last_slot, trigger_id, trigger_ms, taken_id,
 /// group_taken_id`, then the lease's `last_slot` (claims only; NULL elsewhere).
@@ -176,6 +200,8 @@ pub(crate) struct JobStatements {
     set_lease_slot: Stmt,
     /// `:1` job, `:2` own request id taken, `:3` group request id taken.
     take_trigger: Stmt,
+    /// The statements of run-now requests and their keys (R3).
+    keyed: KeyedStatements,
     /// Bumps the control version.
     bump_version: Stmt,
     /// The control version.
@@ -201,8 +227,6 @@ pub(crate) struct JobStatements {
     pub(crate) last_records: Stmt,
     /// `:1` job, `:2` paused (0 or 1).
     set_paused: Stmt,
-    /// `:1` job, `:2` the request's time.
-    trigger: Stmt,
     /// [`JobDialect::CLAIM_CALL`], rendered.
     claim_call: Option<Stmt>,
     /// [`JobDialect::CONTROL_CALL`], rendered.
@@ -223,7 +247,6 @@ impl JobStatements {
     pub(crate) fn new<D: JobDialect>() -> Self {
         let r = |t: &str| D::render(t);
         let optional = "CASE WHEN :13 = 1 THEN :10 END, CASE WHEN :14 = 1 THEN :11 END, CASE WHEN :15 = 1 THEN :12 END";
-        let order = "ORDER BY slot_ms DESC, kind DESC";
         JobStatements {
             fence: r("UPDATE simba_lease SET token = token WHERE name = :1 AND session_id = :2 AND token = :3 \
                  AND EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now})"),
@@ -244,6 +267,7 @@ impl JobStatements {
                  AND EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now})",
             ),
             take_trigger: r("UPDATE simba_job SET taken_id = :2, group_taken_id = :3 WHERE job = :1"),
+            keyed: KeyedStatements::new::<D>(),
             bump_version: r("UPDATE simba_job_version SET version = version + 1 WHERE id = 1"),
             version: r("SELECT version FROM simba_job_version WHERE id = 1"),
             delete_record: r("DELETE FROM simba_job_run WHERE job = :1 AND kind = :2 AND slot_ms = :3"),
@@ -256,12 +280,18 @@ impl JobStatements {
                  error = CASE WHEN :15 = 1 THEN :12 END WHERE job = :1 AND kind = :2 AND slot_ms = :3 AND token = :16",
             ),
             retain: r(D::RETAIN),
-            history: r(&format!("SELECT {RECORD_COLUMNS} FROM simba_job_run WHERE job = :1 {order} LIMIT :2")),
+            history: r(&format!(
+                "SELECT {READ_RECORD} FROM simba_job_run r {KEY_JOIN} WHERE r.job = :1 \
+                 ORDER BY r.slot_ms DESC, r.kind DESC LIMIT :2"
+            )),
             job_row: r("SELECT job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id \
                  FROM simba_job WHERE job = :1"),
             job_rows: r("SELECT job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id \
                  FROM simba_job ORDER BY job"),
-            last_record: r(&format!("SELECT {RECORD_COLUMNS} FROM simba_job_run WHERE job = :1 {order} LIMIT 1")),
+            last_record: r(&format!(
+                "SELECT {READ_RECORD} FROM simba_job_run r {KEY_JOIN} WHERE r.job = :1 \
+                 ORDER BY r.slot_ms DESC, r.kind DESC LIMIT 1"
+            )),
             // The job names are walked through the index, one seek per job (`jobs`), and each
             // job's newest key read from its end (`l`): a few index seeks per job, however many
             // records each keeps. (A `NOT EXISTS` of a newer record compared every record with
@@ -270,24 +300,14 @@ impl JobStatements {
                 "WITH RECURSIVE jobs (job) AS (SELECT (SELECT job FROM simba_job_run ORDER BY job LIMIT 1) \
                  UNION ALL SELECT (SELECT n.job FROM simba_job_run n WHERE n.job > jobs.job ORDER BY n.job LIMIT 1) \
                  FROM jobs WHERE jobs.job IS NOT NULL) \
-                 SELECT {cols} FROM (SELECT jobs.job AS job, \
+                 SELECT {READ_RECORD} FROM (SELECT jobs.job AS job, \
                  (SELECT n.slot_ms FROM simba_job_run n WHERE n.job = jobs.job {newest} LIMIT 1) AS l_slot, \
                  (SELECT n.kind FROM simba_job_run n WHERE n.job = jobs.job {newest} LIMIT 1) AS l_kind \
                  FROM jobs WHERE jobs.job IS NOT NULL) l \
-                 JOIN simba_job_run r ON r.job = l.job AND r.kind = l.l_kind AND r.slot_ms = l.l_slot",
-                cols = RECORD_COLUMNS.split(", ").map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", "),
+                 JOIN simba_job_run r ON r.job = l.job AND r.kind = l.l_kind AND r.slot_ms = l.l_slot {KEY_JOIN}",
                 newest = "ORDER BY n.slot_ms DESC, n.kind DESC",
             )),
             set_paused: r("UPDATE simba_job SET paused = :2 WHERE job = :1"),
-            // `trigger_ms` first: MySQL evaluates assignments left to right, on the new values.
-            // simba_core::claim::trigger_slot: pending requests collapse at the newest time;
-            // after a taken one, the next slot is later than it.
-            trigger: r("UPDATE simba_job SET trigger_ms = CASE \
-                 WHEN trigger_ms IS NULL THEN :2 \
-                 WHEN trigger_id > taken_id THEN CASE WHEN trigger_ms > :2 THEN trigger_ms ELSE :2 END \
-                 WHEN trigger_ms >= :2 THEN trigger_ms + 1 \
-                 ELSE :2 END, \
-                 trigger_id = trigger_id + 1 WHERE job = :1"),
             claim_call: D::CLAIM_CALL.map(r),
             control_call: D::CONTROL_CALL.map(r),
             routines: D::ROUTINES.iter().map(|t| t.replace("{now}", D::NOW_MS)).collect(),
@@ -298,6 +318,49 @@ impl JobStatements {
                  SELECT id, :2, {now} FROM simba_session WHERE id = :1 AND expires_at > {now}"),
             registry_read: r("SELECT r.session_id, r.body FROM simba_registry r \
                  JOIN simba_session s ON s.id = r.session_id WHERE s.expires_at > {now} ORDER BY r.session_id"),
+        }
+    }
+}
+
+/// The statements of run-now requests and the request keys of records (R3).
+pub(crate) struct KeyedStatements {
+    /// `:1` job, `:2` its newest manual slot (a partition that took a group request).
+    set_trigger_ms: Stmt,
+    /// `:1` group, `:2` the id of a request of it a partition took: its `taken_id` moves up.
+    take_group: Stmt,
+    /// `:1` job, `:2` its group (or the job again): their request logs.
+    read_logs: Stmt,
+    /// `:1` job: its request log, unless one exists.
+    ensure_log: Stmt,
+    /// `:1` job, `:2` its request log.
+    write_log: Stmt,
+    /// `:1` job, `:2` trigger id, `:3` trigger slot: a run-now request made.
+    write_request: Stmt,
+    /// `:1` job, `:2` slot, `:3` key: the request key of a manual record.
+    write_run_key: Stmt,
+    /// `:1` job, `:2` slot: drops the key of that record.
+    delete_run_key: Stmt,
+    /// `:1` job: drops the keys of records no longer kept.
+    trim_run_keys: Stmt,
+    /// [`JobDialect::NOTIFY_CONTROL`], rendered.
+    notify_control: Option<Stmt>,
+}
+
+impl KeyedStatements {
+    fn new<D: JobDialect>() -> Self {
+        let r = |t: &str| D::render(t);
+        KeyedStatements {
+            set_trigger_ms: r("UPDATE simba_job SET trigger_ms = :2 WHERE job = :1"),
+            take_group: r("UPDATE simba_job SET taken_id = :2 WHERE job = :1 AND taken_id < :2"),
+            read_logs: r("SELECT job, body FROM simba_job_request WHERE job = :1 OR job = :2"),
+            ensure_log: r(&format!("INSERT INTO simba_job_request (job, body) VALUES (:1, '') {}", D::KEEP_ROW)),
+            write_log: r("UPDATE simba_job_request SET body = :2 WHERE job = :1"),
+            write_request: r("UPDATE simba_job SET trigger_id = :2, trigger_ms = :3 WHERE job = :1"),
+            write_run_key: r("INSERT INTO simba_job_run_key (job, slot_ms, request_key) VALUES (:1, :2, :3)"),
+            delete_run_key: r("DELETE FROM simba_job_run_key WHERE job = :1 AND slot_ms = :2"),
+            trim_run_keys: r("DELETE FROM simba_job_run_key WHERE job = :1 AND slot_ms < \
+                 (SELECT MIN(slot_ms) FROM simba_job_run WHERE job = :1)"),
+            notify_control: D::NOTIFY_CONTROL.map(r),
         }
     }
 }
@@ -532,7 +595,21 @@ where
     }
 
     fn record(&self, row: RecordRow) -> BackendResult<RunRecord> {
-        let (job, kind, slot_ms, outcome, attempt, attempts, session, node, token, started_ms, ended_ms, error) = row;
+        let (
+            job,
+            kind,
+            slot_ms,
+            outcome,
+            attempt,
+            attempts,
+            session,
+            node,
+            token,
+            started_ms,
+            ended_ms,
+            error,
+            request_key,
+        ) = row;
         let bad = |what: &str| BackendError::Protocol(format!("{}: {what} in simba_job_run", self.sql.description()));
         Ok(RunRecord {
             kind: kind_of(kind).ok_or_else(|| bad(&format!("unknown slot kind {kind} of job `{job}`")))?,
@@ -547,6 +624,7 @@ where
             started_ms,
             ended_ms,
             error,
+            request_key,
         })
     }
 
@@ -581,6 +659,90 @@ where
                 holder.as_deref() == Some(req.session.as_str()) && *holder_token == Some(token)
             })
             .map(|(_, _, slot)| slot))
+    }
+
+    /// Runs `stmt` with `params` in `tx`: the rows it affected.
+    async fn exec_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        stmt: &'static Stmt,
+        params: &[Param<'_>],
+        what: &'static str,
+    ) -> BackendResult<u64> {
+        let args = self.args(stmt, params)?;
+        let done = sqlx::query_with(stmt.sql(), args).execute(&mut **tx).await.map_err(self.sql.err(what))?;
+        Ok(D::rows_affected(&done))
+    }
+
+    /// A manual claim's request logs (R3), read in `tx`: `job`'s and its `group`'s (empty when
+    /// the group is the job itself).
+    async fn logs_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        job: &str,
+        group: &str,
+        what: &'static str,
+    ) -> BackendResult<(RequestLog, RequestLog)> {
+        let s = self.statements;
+        let args = self.args(&s.keyed.read_logs, &[Param::Text(job), Param::Text(group)])?;
+        let logs: Vec<(String, String)> = sqlx::query_as_with(s.keyed.read_logs.sql(), args)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(self.sql.err(what))?;
+        let log_of =
+            |name: &str| logs.iter().find(|l| l.0 == name).map(|l| RequestLog::decode(&l.1)).unwrap_or_default();
+        Ok((log_of(job), if group == job { RequestLog::default() } else { log_of(group) }))
+    }
+
+    /// Writes in `tx` the control columns the claim rule changed (`writes`, from the job's row
+    /// `own`): the ledger, the requests taken, a partition's manual slot, the group's taken
+    /// request, the control version.
+    async fn apply_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        (job, group): (&str, &str),
+        own: &claim::ControlRow,
+        writes: &claim::Writes,
+        what: &'static str,
+    ) -> BackendResult<()> {
+        let s = self.statements;
+        if let Some(next) = &writes.own {
+            if let Some(slot) = next.last_slot.filter(|_| next.last_slot != own.last_slot) {
+                self.exec_in(tx, &s.set_job_slot, &[Param::Text(job), Param::Int(slot)], what).await?;
+            }
+            if (next.taken_id, next.group_taken_id) != (own.taken_id, own.group_taken_id) {
+                let params = [Param::Text(job), Param::Int(next.taken_id), Param::Int(next.group_taken_id)];
+                self.exec_in(tx, &s.take_trigger, &params, what).await?;
+            }
+            if let Some(ms) = next.trigger_ms.filter(|_| next.trigger_ms != own.trigger_ms) {
+                self.exec_in(tx, &s.keyed.set_trigger_ms, &[Param::Text(job), Param::Int(ms)], what).await?;
+            }
+        }
+        if let Some(g) = &writes.group {
+            self.exec_in(tx, &s.keyed.take_group, &[Param::Text(group), Param::Int(g.taken_id)], what).await?;
+        }
+        if writes.bump_version {
+            self.exec_in(tx, &s.bump_version, &[], what).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes in `tx` the request key of the manual `record` (R3), and drops the keys of the
+    /// job's records no longer kept.
+    async fn run_key_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        record: &RunRecord,
+        what: &'static str,
+    ) -> BackendResult<()> {
+        let s = self.statements;
+        let (job, slot) = (Param::Text(&record.job), Param::Int(record.slot_ms));
+        self.exec_in(tx, &s.keyed.delete_run_key, &[job, slot], what).await?;
+        if let Some(key) = record.request_key.as_deref() {
+            self.exec_in(tx, &s.keyed.write_run_key, &[job, slot, Param::Text(key)], what).await?;
+        }
+        self.exec_in(tx, &s.keyed.trim_run_keys, &[job], what).await?;
+        Ok(())
     }
 
     /// The claim as one call of the dialect's routine ([`JobDialect::CLAIM_CALL`]).
@@ -730,8 +892,10 @@ where
         let Ok(token) = i64::try_from(req.token) else { return Ok(Claim::NotHolder) };
         // A schedule's slot (rule A5) is claimed by the transaction below on every dialect: the
         // routines' version 2 knows only the jobs' ask, whose ledger includes the lease's last
-        // slot, which the many schedules of one partition share.
-        if let Some(call) = s.claim_call.as_ref().filter(|_| !req.is_schedule_slot()) {
+        // slot, which the many schedules of one partition share. So is a manual slot (R3): the
+        // routines know no request log.
+        let manual = req.kind == SlotKind::Manual;
+        if let Some(call) = s.claim_call.as_ref().filter(|_| !req.is_schedule_slot() && !manual) {
             return self.claim_by_call(call, &req, token).await;
         }
         let what = "claim a job run";
@@ -756,29 +920,18 @@ where
             let args = self.args(&s.read_control, &[Param::Text(req.job), Param::Text(group)])?;
             sqlx::query_as_with(s.read_control.sql(), args).fetch_all(&mut *tx).await.map_err(self.sql.err(what))?
         };
+        let (own_log, group_log) =
+            if manual { self.logs_in(&mut tx, req.job, group, what).await? } else { Default::default() };
         // The core's claim rule decides; the statements below apply its writes, the fence last.
         let own = rows.iter().find(|r| r.0 == req.job).map(core_row).unwrap_or_default();
         let grp = rows.iter().find(|r| r.0 == group && group != req.job).map(core_row);
-        let Decision { answer, writes } = claim::decide(req.ask(), &own, grp.as_ref(), lease_slot);
+        let logs = Logs { own: &own_log, group: &group_log };
+        let Decision { answer, writes, request } = claim::decide(req.ask(), &own, grp.as_ref(), lease_slot, logs);
         if writes.is_empty() {
-            return Ok(req.claim_of(answer));
+            return Ok(req.claim_of(answer, None));
         }
-        if let Some(next) = &writes.own {
-            // The statements write the columns the rule changed: the ledger, or the requests taken.
-            if let Some(slot) = next.last_slot.filter(|_| next.last_slot != own.last_slot) {
-                exec!(s.set_job_slot, [Param::Text(req.job), Param::Int(slot)]);
-            }
-            if (next.taken_id, next.group_taken_id) != (own.taken_id, own.group_taken_id) {
-                exec!(
-                    s.take_trigger,
-                    [Param::Text(req.job), Param::Int(next.taken_id), Param::Int(next.group_taken_id)]
-                );
-            }
-        }
-        if writes.bump_version {
-            exec!(s.bump_version, []);
-        }
-        let claim = req.claim_of(answer);
+        self.apply_in(&mut tx, (req.job, group), &own, &writes, what).await?;
+        let claim = req.claim_of(answer, request.as_ref());
         if let Claim::Claimed(record) = &claim {
             let p = RecordParams::new(record);
             let params = p.params();
@@ -787,6 +940,9 @@ where
             // one write lock, which every node's renewal needs), and a claim's record is always
             // followed by its end record, whose write trims.
             exec!(s.insert_record, params);
+            if manual {
+                self.run_key_in(&mut tx, record, what).await?;
+            }
         }
         // The fence, last; for a scheduled slot (claimed or consumed while paused) it moves the
         // lease's slot too.
@@ -876,14 +1032,39 @@ where
         .await
     }
 
-    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
+    /// A transaction on every dialect (see the module's documentation): the control row and
+    /// the log are read locked, the core's request rule decides, its writes follow.
+    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+        self.ensure_schema().await?;
         let s = self.statements;
-        if let Some(call) = &s.control_call {
-            let id = self.control_by_call(call, job, 1, at_ms, "trigger a job").await?;
-            return self.sql.non_negative("trigger id", id);
+        let what = "trigger a job";
+        let mut tx = self.begin(what).await?;
+        macro_rules! exec {
+            ($stmt:expr, $params:expr) => {{
+                let args = self.args(&$stmt, &$params)?;
+                sqlx::query_with($stmt.sql(), args).execute(&mut *tx).await.map_err(self.sql.err(what))?;
+            }};
         }
-        let id = self.control(job, "trigger a job", |row| (Some((&s.trigger, at_ms)), row.3 + 1)).await?;
-        self.sql.non_negative("trigger id", id)
+        exec!(s.ensure_job, [Param::Text(job)]);
+        exec!(s.keyed.ensure_log, [Param::Text(job)]);
+        let args = self.args(&s.read_control, &[Param::Text(job), Param::Text(job)])?;
+        let row: ControlRow =
+            sqlx::query_as_with(s.read_control.sql(), args).fetch_one(&mut *tx).await.map_err(self.sql.err(what))?;
+        let args = self.args(&s.keyed.read_logs, &[Param::Text(job), Param::Text(job)])?;
+        let logs: Vec<(String, String)> =
+            sqlx::query_as_with(s.keyed.read_logs.sql(), args).fetch_all(&mut *tx).await.map_err(self.sql.err(what))?;
+        let log = logs.first().map(|l| RequestLog::decode(&l.1)).unwrap_or_default();
+        let (answer, writes) = claim::request(&core_row(&row), &log, key, at_ms);
+        let Some((next, log)) = writes else { return Ok(answer) };
+        let slot = next.trigger_ms.unwrap_or(at_ms);
+        exec!(s.keyed.write_request, [Param::Text(job), Param::Int(next.trigger_id), Param::Int(slot)]);
+        exec!(s.keyed.write_log, [Param::Text(job), Param::Text(&log.encode())]);
+        exec!(s.bump_version, []);
+        if let Some(notify) = &s.keyed.notify_control {
+            exec!(notify, [Param::Text(job)]);
+        }
+        tx.commit().await.map_err(self.sql.err(what))?;
+        Ok(answer)
     }
 
     async fn control_version(&self) -> BackendResult<u64> {

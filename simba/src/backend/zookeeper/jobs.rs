@@ -20,16 +20,18 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use simba_core::claim::{self, ControlRow, Decision};
+use simba_core::claim::{self, ControlRow, Decision, Logs, RequestLog};
 use tokio::sync::{OnceCell, broadcast};
 use zookeeper_client as zk;
 
 use super::{ZooKeeperBackend, lease_path, session_gone, slot_path};
 use crate::backend::job_codec::{
-    control_state, decode_control, decode_record, encode_control, encode_record, escape_job, group, record_name,
-    unescape_job,
+    control_state, decode_control, decode_log, decode_record, encode_control_log, encode_record, escape_job, group,
+    record_name, unescape_job,
 };
-use crate::backend::job_store::{Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, WatchReady};
+use crate::backend::job_store::{
+    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, Triggered, WatchReady,
+};
 use crate::backend::{BackendError, BackendResult, SessionId};
 
 const JOBCTL: &str = "/simba/jobctl";
@@ -57,8 +59,8 @@ fn runs_path(job: &str) -> String {
     format!("{RUNS}/{}", escape_job(job))
 }
 
-/// A control node as read: its row and version (`None`: missing).
-type Read = (ControlRow, Option<i32>);
+/// A control node as read: its row, version (`None`: missing) and run-now request log.
+type Read = (ControlRow, Option<i32>, RequestLog);
 
 /// A job's record names, oldest first, and the `pzxid` of its record node when they were seen.
 type Seen = (i64, Arc<Vec<String>>);
@@ -148,8 +150,8 @@ impl ZkJobStore {
     async fn read_control(&self, client: &zk::Client, job: &str) -> Result<Read, Failure> {
         self.backend.count(1);
         match client.get_data(&ctl_path(job)).await {
-            Ok((data, stat)) => Ok((self.control_of(&data, job)?, Some(stat.version))),
-            Err(zk::Error::NoNode) => Ok((ControlRow::default(), None)),
+            Ok((data, stat)) => Ok((self.control_of(&data, job)?, Some(stat.version), decode_log(&data))),
+            Err(zk::Error::NoNode) => Ok((ControlRow::default(), None, RequestLog::default())),
             Err(e) => Err(e.into()),
         }
     }
@@ -162,15 +164,16 @@ impl ZkJobStore {
         })
     }
 
-    /// Adds the write of `job`'s control row to `w`: a versioned set, or a create.
+    /// Adds the write of `job`'s control row and its request log to `w`: a versioned set, or
+    /// a create.
     fn write_control(
         &self,
         w: &mut zk::MultiWriter<'_>,
         job: &str,
-        c: &ControlRow,
+        (c, log): (&ControlRow, &RequestLog),
         version: Option<i32>,
     ) -> Result<(), zk::Error> {
-        let data = encode_control(c);
+        let data = encode_control_log(c, log);
         match version {
             Some(v) => w.add_set_data(&ctl_path(job), data.as_bytes(), Some(v)),
             None => w.add_create(&ctl_path(job), data.as_bytes(), &self.backend.inner.spec.persistent()),
@@ -295,26 +298,28 @@ impl ZkJobStore {
                 Some(st) if st.ephemeral_owner == owner && u64::try_from(st.czxid).ok() == Some(req.token) => st,
                 _ => return Ok(Claim::NotHolder),
             };
-            let (own, own_version) = own?;
+            let (own, own_version, own_log) = own?;
             let grp = grp?;
             let (lease_slot, slot_version) = match lease_slot {
-                Ok((data, stat)) => {
-                    let text = String::from_utf8_lossy(&data);
-                    (text.trim().parse::<i64>().ok(), Some(stat.version))
-                }
+                Ok((data, stat)) => (String::from_utf8_lossy(&data).trim().parse::<i64>().ok(), Some(stat.version)),
                 Err(zk::Error::NoNode) => (None, None),
                 Err(e) => return Err(e.into()),
             };
             let names = names?;
             // The core's claim rule decides; this store applies its writes under the fence.
-            let Decision { answer, writes } = claim::decide(req.ask(), &own, grp.as_ref().map(|g| &g.0), lease_slot);
+            let logs = Logs { own: &own_log, group: grp.as_ref().map_or(&claim::NO_REQUESTS, |g| &g.2) };
+            let Decision { answer, writes, request } =
+                claim::decide(req.ask(), &own, grp.as_ref().map(|g| &g.0), lease_slot, logs);
             if writes.is_empty() {
-                return Ok(req.claim_of(answer));
+                return Ok(req.claim_of(answer, None));
             }
             let mut w = client.new_multi_writer();
             w.add_check_version(&lease, lease_stat.version)?;
             if let Some(next) = &writes.own {
-                self.write_control(&mut w, req.job, next, own_version)?;
+                self.write_control(&mut w, req.job, (next, &own_log), own_version)?;
+            }
+            if let (Some(g), Some(name), Some(read)) = (&writes.group, group, grp.as_ref()) {
+                self.write_control(&mut w, name, (g, &read.2), read.1)?;
             }
             if writes.bump_version {
                 w.add_set_data(VERSION, b"", None)?;
@@ -326,7 +331,7 @@ impl ZkJobStore {
                     None => w.add_create(&slot_node, data.as_bytes(), &self.backend.inner.spec.persistent())?,
                 }
             }
-            let claim = req.claim_of(answer);
+            let claim = req.claim_of(answer, request.as_ref());
             let after = match &claim {
                 Claim::Claimed(r) => Some((r, self.write_record(&mut w, r, names.as_ref().map(|n| n.as_slice()))?)),
                 _ => None,
@@ -372,7 +377,7 @@ impl ZkJobStore {
 
     async fn state_of(&self, client: &zk::Client, job: &str) -> BackendResult<Option<JobState>> {
         let (control, last) = tokio::join!(self.read_control(client, job), self.records(client, job, 1));
-        let (control, version) = match control {
+        let (control, version, _) = match control {
             Ok(c) => c,
             Err(Failure::Zk(e)) => return Err(self.err("read a job", e)),
             Err(Failure::Backend(e)) => return Err(e),
@@ -397,24 +402,24 @@ impl ZkJobStore {
         &self,
         job: &str,
         what: &'static str,
-        change: impl Fn(&mut ControlRow) -> (bool, T),
+        change: impl Fn(&mut ControlRow, &mut RequestLog) -> (bool, T),
     ) -> BackendResult<T> {
         let client = self.client().await?;
         self.ready.settle(std::time::Duration::from_secs(5)).await;
         for _ in 0..ATTEMPTS {
             let (read, signal) = tokio::join!(self.read_control(&client, job), self.signal_exists(&client, job));
             let signal = signal.map_err(|e| self.err(what, e))?;
-            let (mut c, version) = match read {
+            let (mut c, version, mut log) = match read {
                 Ok(r) => r,
                 Err(Failure::Zk(e)) => return Err(self.err(what, e)),
                 Err(Failure::Backend(e)) => return Err(e),
             };
-            let (changed, answer) = change(&mut c);
+            let (changed, answer) = change(&mut c, &mut log);
             if !changed && version.is_some() {
                 return Ok(answer);
             }
             let mut w = client.new_multi_writer();
-            self.write_control(&mut w, job, &c, version).map_err(|e| self.err(what, e))?;
+            self.write_control(&mut w, job, (&c, &log), version).map_err(|e| self.err(what, e))?;
             if changed {
                 w.add_set_data(VERSION, b"", None).map_err(|e| self.err(what, e))?;
                 let path = signal_path(job);
@@ -539,12 +544,19 @@ impl JobStore for ZkJobStore {
     }
 
     async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
-        self.control_change(job, "pause or resume a job", move |c| c.set_paused(paused)).await
+        self.control_change(job, "pause or resume a job", move |c, _| c.set_paused(paused)).await
     }
 
-    async fn trigger(&self, job: &str, at_ms: i64) -> BackendResult<u64> {
-        let id = self.control_change(job, "trigger a job", move |c| (true, c.request(at_ms))).await?;
-        u64::try_from(id).map_err(|_| self.protocol("negative trigger id"))
+    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+        // The core's request rule decides; the row and its log are written as one node.
+        self.control_change(job, "trigger a job", move |c, log| match claim::request(c, log, key, at_ms) {
+            (answer, Some((row, next))) => {
+                (*c, *log) = (row, next);
+                (true, answer)
+            }
+            (answer, None) => (false, answer),
+        })
+        .await
     }
 
     async fn control_version(&self) -> BackendResult<u64> {

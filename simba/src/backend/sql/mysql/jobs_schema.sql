@@ -35,3 +35,15 @@ CREATE TABLE IF NOT EXISTS simba_registry (
     body         MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     published_ms BIGINT NOT NULL
 ) ENGINE = InnoDB;
+
+CREATE TABLE IF NOT EXISTS simba_job_request (
+    job  VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+    body MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL
+) ENGINE = InnoDB;
+
+CREATE TABLE IF NOT EXISTS simba_job_run_key (
+    job         VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    slot_ms     BIGINT NOT NULL,
+    request_key VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    PRIMARY KEY (job, slot_ms)
+) ENGINE = InnoDB;

@@ -163,6 +163,7 @@ impl JobDialect for PgDialect {
     const CONTROL_CALL: Option<&'static str> = Some(include_str!("control_call.sql").trim_ascii_end());
     const JOB_INDEXES: usize = 1;
     const SCHEMA_PRESENT: &'static str = include_str!("jobs_schema_present.sql").trim_ascii_end();
+    const NOTIFY_CONTROL: Option<&'static str> = Some("SELECT pg_notify('simba_job_control', :1)");
     job_statements!(PgDialect);
 }
 

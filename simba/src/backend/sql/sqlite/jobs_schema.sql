@@ -35,3 +35,15 @@ CREATE TABLE IF NOT EXISTS simba_registry (
     body         TEXT    NOT NULL,
     published_ms INTEGER NOT NULL
 );
+
+CREATE TABLE IF NOT EXISTS simba_job_request (
+    job  TEXT PRIMARY KEY,
+    body TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS simba_job_run_key (
+    job         TEXT    NOT NULL,
+    slot_ms     INTEGER NOT NULL,
+    request_key TEXT    NOT NULL,
+    PRIMARY KEY (job, slot_ms)
+);

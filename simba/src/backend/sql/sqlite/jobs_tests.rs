@@ -225,3 +225,65 @@ async fn an_in_memory_database_writes_history_on_its_one_connection() {
     assert!(store.append(&RunRecord::not_run("tick", 2_000, Outcome::Missed)).await.unwrap());
     assert_eq!(store.history("tick", 10).await.unwrap().len(), 1);
 }
+
+/// The jobs tables as a build before keyed run-now requests (R3, commit d69c1bd) created them:
+/// no `simba_job_request`, no `simba_job_run_key`.
+const SCHEMA_BEFORE_R3: &str = include_str!("jobs_schema_before_r3.sql");
+
+/// R3 on a database written by an older build: the store's first call creates the two request
+/// tables and changes nothing else; a request the older build left pending (a counter, no key)
+/// runs once, unnamed; one left pending beside a new keyed request runs with it, named by the
+/// key; the history of the older build's records reads on.
+#[tokio::test]
+async fn r3_an_older_database_gains_the_request_tables_and_its_pending_requests_run_once() {
+    let db = TempFile::new();
+    let backend = SqliteBackend::connect(&db.url()).await.unwrap();
+    for statement in super::super::dialect::script(SCHEMA_BEFORE_R3) {
+        sqlx::raw_sql(statement).execute(backend.pool()).await.unwrap();
+    }
+    let t = 1_780_000_000_000_i64;
+    let old_rows = format!(
+        "INSERT INTO simba_job (job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id) VALUES \
+         ('legacy', 0, NULL, 1, {t}, 0, 0), ('mixed', 0, NULL, 2, {t}, 0, 0); \
+         INSERT INTO simba_job_run (job, kind, slot_ms, outcome, attempt, attempts, session_id, node, token) VALUES \
+         ('legacy', 0, {}, 'ran', 1, 1, 's', 'n', 1)",
+        t - 60_000
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(old_rows)).execute(backend.pool()).await.unwrap();
+    let tables = || async {
+        let (n,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('simba_job_request', 'simba_job_run_key')",
+        )
+        .fetch_one(backend.pool())
+        .await
+        .unwrap();
+        n
+    };
+    assert_eq!(tables().await, 0, "the older build's schema");
+    let store = backend.job_store().unwrap();
+    assert_eq!(store.history("legacy", 10).await.unwrap().len(), 1, "its history reads");
+    assert_eq!(tables().await, 2, "created at the first call");
+    let session = backend.open_session(Duration::from_secs(30)).await.unwrap().id;
+    let Ok(crate::backend::Acquire::Won(token)) = backend.acquire(&session, "l").await else { panic!("won") };
+    let manual = |job: &'static str| ClaimRequest {
+        session: &session,
+        lease: "l",
+        token,
+        job,
+        slot_ms: 0,
+        kind: SlotKind::Manual,
+        node: "n",
+        started_ms: t,
+        attempts: 1,
+    };
+    let Claim::Claimed(rec) = store.claim_run(manual("legacy")).await.unwrap() else { panic!("the old request") };
+    assert_eq!((rec.slot_ms, rec.request_key), (t, None), "runs at its time, unnamed");
+    assert_eq!(store.claim_run(manual("legacy")).await.unwrap(), Claim::AlreadyClaimed, "once");
+    let made = store.trigger("mixed", "after-upgrade", t + 5).await.unwrap();
+    assert!(matches!(&made, crate::job_store::Triggered::Requested(r) if r.id == 3 && r.slot_ms == t + 5), "{made:?}");
+    let Claim::Claimed(rec) = store.claim_run(manual("mixed")).await.unwrap() else { panic!("the new request") };
+    assert_eq!((rec.slot_ms, rec.request_key.as_deref()), (t + 5, Some("after-upgrade")));
+    assert_eq!(store.claim_run(manual("mixed")).await.unwrap(), Claim::AlreadyClaimed, "the older ones ran with it");
+    let h = store.history("mixed", 10).await.unwrap();
+    assert_eq!(h.iter().map(|r| r.request_key.as_deref()).collect::<Vec<_>>(), vec![Some("after-upgrade")]);
+}
