@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tokio::sync::broadcast;
+
 use super::BackendResult;
 use super::schedule_store::{
     Actor, AuditAction, AuditRecord, Created, DEFAULT_AUDIT_RETENTION, ListQuery, Schedule, ScheduleStore,
@@ -17,17 +19,25 @@ use super::schedule_store::{
 pub(crate) struct MemorySchedules {
     spaces: Arc<Mutex<BTreeMap<String, Space>>>,
     retention: usize,
+    /// The spaces whose counters moved, to every subscriber (the store's broadcast).
+    changed: broadcast::Sender<String>,
 }
 
 impl Default for MemorySchedules {
     fn default() -> Self {
-        MemorySchedules { spaces: Arc::default(), retention: DEFAULT_AUDIT_RETENTION }
+        MemorySchedules {
+            spaces: Arc::default(),
+            retention: DEFAULT_AUDIT_RETENTION,
+            changed: broadcast::channel(64).0,
+        }
     }
 }
 
 /// One space (namespace).
 #[derive(Default)]
 struct Space {
+    /// How many writes the space took (each moved a counter).
+    writes: u64,
     partitions: Option<u32>,
     schedules: BTreeMap<String, Schedule>,
     changes: BTreeMap<u32, u64>,
@@ -38,6 +48,7 @@ impl Space {
     /// The bookkeeping of every write: the partition's counter and the audit record, trimmed
     /// to `retention`.
     fn wrote(&mut self, partition: u32, record: AuditRecord, retention: usize) {
+        self.writes += 1;
         *self.changes.entry(partition).or_default() += 1;
         self.audit.push_back(record);
         while self.audit.len() > retention {
@@ -47,9 +58,17 @@ impl Space {
 }
 
 impl MemorySchedules {
+    /// Runs `f` on `space` under the store's lock; a write that moved a counter is broadcast.
     fn with<T>(&self, space: &str, f: impl FnOnce(&mut Space) -> T) -> T {
         let mut spaces = self.spaces.lock().unwrap_or_else(PoisonError::into_inner);
-        f(spaces.entry(space.to_owned()).or_default())
+        let sp = spaces.entry(space.to_owned()).or_default();
+        let before = sp.writes;
+        let out = f(sp);
+        if sp.writes != before {
+            // No subscriber is not an error: nobody holds a partition.
+            let _ = self.changed.send(space.to_owned());
+        }
+        out
     }
 }
 
@@ -147,10 +166,18 @@ impl ScheduleStore for MemorySchedules {
     }
 
     fn keeping_audit(&self, records: usize) -> SharedScheduleStore {
-        SharedScheduleStore::new(MemorySchedules { spaces: Arc::clone(&self.spaces), retention: records.max(1) })
+        SharedScheduleStore::new(MemorySchedules {
+            spaces: Arc::clone(&self.spaces),
+            retention: records.max(1),
+            changed: self.changed.clone(),
+        })
     }
 
     fn describe(&self) -> String {
         "memory://".to_owned()
+    }
+
+    fn subscribe_changes(&self) -> Option<broadcast::Receiver<String>> {
+        Some(self.changed.subscribe())
     }
 }

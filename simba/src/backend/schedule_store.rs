@@ -527,6 +527,14 @@ pub trait ScheduleStore: Send + Sync + 'static {
 
     /// A short description for logs and errors (no secrets).
     fn describe(&self) -> String;
+
+    /// A stream of the spaces whose change counters moved, where the store can broadcast
+    /// them: a holder reads the counters at once instead of at its next poll. Only a hint (a
+    /// lost message delays a change to the next poll, one renewal interval); `None` (the
+    /// default): holders poll.
+    fn subscribe_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
+    }
 }
 
 /// [`ScheduleStore`] with its futures boxed: the one erasure point, behind
@@ -566,6 +574,7 @@ trait DynScheduleStore: Send + Sync + 'static {
     fn audit_retention(&self) -> usize;
     fn keeping_audit(&self, records: usize) -> SharedScheduleStore;
     fn describe(&self) -> String;
+    fn subscribe_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>>;
 }
 
 impl<S: ScheduleStore> DynScheduleStore for S {
@@ -626,6 +635,9 @@ impl<S: ScheduleStore> DynScheduleStore for S {
     }
     fn describe(&self) -> String {
         ScheduleStore::describe(self)
+    }
+    fn subscribe_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        ScheduleStore::subscribe_changes(self)
     }
 }
 
@@ -719,6 +731,12 @@ impl SharedScheduleStore {
     /// See [`ScheduleStore::describe`].
     pub fn describe(&self) -> String {
         self.store.describe()
+    }
+
+    /// See [`ScheduleStore::subscribe_changes`]: the spaces of every handle of the store (a
+    /// listener keeps the messages naming [`space`](Self::space)).
+    pub fn subscribe_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.store.subscribe_changes()
     }
 }
 

@@ -1,7 +1,9 @@
 //! The schedules' change counters as one node reads them (rule A11): one read of every
 //! partition's counter per renewal interval, shared by the workers of all the partitions the
 //! node holds, so a node holding 64 partitions asks the store once per interval, not 64 times.
-//! The read runs while at least one worker listens and stops with the last one.
+//! Where the store broadcasts changes ([`SharedScheduleStore::subscribe_changes`]) a message
+//! naming the node's space makes the next read at once. The read runs while at least one
+//! worker listens and stops with the last one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +47,7 @@ impl ChangeFeed {
     /// until no listener is left. A read that fails keeps the last counters (the workers keep
     /// the schedules they have) and is retried at the next interval.
     async fn read_while_listened(self: Arc<Self>) {
+        let mut broadcast = self.store.subscribe_changes();
         loop {
             if self.tx.receiver_count() == 0 {
                 self.reading.store(false, Ordering::SeqCst);
@@ -70,7 +73,31 @@ impl ChangeFeed {
                     tracing::warn!(timeout = ?self.timeout, "the schedules' change counters were not read in time; trying again")
                 }
             }
-            tokio::time::sleep(self.every).await;
+            self.wait(&mut broadcast).await;
+        }
+    }
+
+    /// Until the next read: one interval, or less when the store broadcasts a change of this
+    /// node's space. A lagging receiver read at once (it missed messages); a closed one is
+    /// dropped (the interval only, from then on).
+    async fn wait(&self, broadcast: &mut Option<tokio::sync::broadcast::Receiver<String>>) {
+        use tokio::sync::broadcast::error::RecvError;
+        let Some(rx) = broadcast else { return tokio::time::sleep(self.every).await };
+        let sleep = tokio::time::sleep(self.every);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                () = &mut sleep => return,
+                got = rx.recv() => match got {
+                    Ok(space) if space == self.store.space() => return,
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => return,
+                    Err(RecvError::Closed) => {
+                        *broadcast = None;
+                        return sleep.await;
+                    }
+                },
+            }
         }
     }
 }

@@ -329,4 +329,7 @@ impl ScheduleStore for FaultySchedules {
     fn describe(&self) -> String {
         format!("faulty({})", self.inner.describe())
     }
+    fn subscribe_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.inner.subscribe_changes()
+    }
 }

@@ -327,3 +327,42 @@ async fn a14_slots_missed_while_no_node_held_the_partition_are_recorded_at_the_n
         }
     }
 }
+
+/// A11 with a store that broadcasts changes (memory here): a write reaches the holder at once,
+/// not at its next read of the counters. Renewals every 5 s; a pause stops the slots within
+/// 100 ms, and a resume restarts them as fast.
+#[tokio::test(start_paused = true)]
+async fn a11_a_broadcast_change_reaches_the_holder_at_once() {
+    const SLOW: &str = "[session]\nlease_duration = \"15s\"\nrenew_interval = \"5s\"\n\n[schedules]\npartitions = 4\n";
+    let store = MemoryBackend::new();
+    let runs = Runs::default();
+    let clock = WallClock::follow_tokio_from(base());
+    let config = RuntimeConfig::from_toml_str(SLOW, "test.toml", Vec::new()).expect("config");
+    let a = Runtime::builder()
+        .config(config)
+        .without_registry()
+        .backend(store.clone())
+        .seed(1)
+        .wall_clock(clock)
+        .handler(report(&runs))
+        .start()
+        .await
+        .expect("start");
+    a.simba().live().await.expect("live");
+    let api = a.schedules().expect("schedules");
+    api.create(every_second("b", 1), "test").await.expect("create");
+    sleep(MS(12_300)).await;
+    let created_runs = runs_of(&runs, "b").len();
+    assert!(created_runs >= 3, "runs within the first renewal intervals: {created_runs}");
+    api.pause("b", "test", None).await.expect("pause");
+    let paused_at = clock.now().timestamp_millis();
+    sleep(MS(6_000)).await;
+    let during: Vec<i64> = runs_of(&runs, "b").into_iter().map(|(s, _)| s).filter(|s| *s > paused_at + 100).collect();
+    assert_eq!(during, Vec::<i64>::new(), "the pause reached the holder at once, not 5 s later");
+    api.resume("b", "test", None).await.expect("resume");
+    let resumed_at = clock.now().timestamp_millis();
+    sleep(MS(1_500)).await;
+    let after: Vec<i64> = runs_of(&runs, "b").into_iter().map(|(s, _)| s).filter(|s| *s > resumed_at).collect();
+    assert!(!after.is_empty(), "the resume reached the holder at once");
+    a.shutdown().await;
+}
