@@ -83,12 +83,93 @@ mod mysql {
     simba::schedules_suite!(make);
 }
 
-/// A8: Redis, ZooKeeper and etcd have no schedule store yet: the backend answers `None`, and
+/// ZooKeeper: every client connects its own backend to the private test server
+/// (`SIMBA_TEST_ZK_URL`).
+mod zookeeper {
+    use simba::backend::zookeeper::ZooKeeperBackend;
+
+    async fn make() -> ZooKeeperBackend {
+        let Some(url) = simba_tests::server_url("SIMBA_TEST_ZK_URL") else {
+            panic!("SIMBA_TEST_ZK_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+        };
+        match ZooKeeperBackend::connect(&url).await {
+            Ok(b) => b,
+            Err(e) => panic!("cannot connect to the ZooKeeper test server: {e}"),
+        }
+    }
+
+    simba::schedules_suite!(make);
+
+    /// A10 on ZooKeeper: schedules are children of their partition's node, so a holder's load
+    /// of one partition reads that partition only (one listing, then one read per schedule),
+    /// and a listing of the whole space lists each written partition once; the change
+    /// counters and the partition count are one read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn zookeeper_a_partition_is_listed_alone() {
+        use simba::backend::Backend;
+        use simba::schedule_store::{Actor, ListQuery, Schedule, ScheduleSpec, partition_of};
+        let b = make().await;
+        let store = b.schedule_store().expect("a schedule store").in_space(&simba::tck::conformance::unique("zkl"));
+        let ids = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        for id in ids {
+            let s = Schedule::new(id, "h", ScheduleSpec::cron("0 0 * * * *", "UTC"));
+            store.create(&s, 4, &Actor { who: "t", at_ms: 1, note: None }).await.expect("create");
+        }
+        let p = partition_of("a", 4);
+        let in_p = ids.iter().filter(|id| partition_of(id, 4) == p).count();
+        let written: std::collections::BTreeSet<u32> = ids.iter().map(|id| partition_of(id, 4)).collect();
+        let before = b.requests_sent();
+        let rows = store.list(&ListQuery::first(100).partition(p)).await.expect("list a partition");
+        assert_eq!(rows.len(), in_p);
+        assert_eq!(b.requests_sent() - before, 1 + in_p as u64, "one listing, then one read per schedule");
+        let before = b.requests_sent();
+        assert_eq!(store.list(&ListQuery::first(3)).await.expect("list").len(), 3);
+        assert_eq!(b.requests_sent() - before, 1 + written.len() as u64 + 3, "the row, each partition, 3 reads");
+        let before = b.requests_sent();
+        store.changes().await.expect("changes");
+        store.partitions().await.expect("partitions");
+        assert_eq!(b.requests_sent() - before, 2, "one read each");
+    }
+
+    /// ZooKeeper's limit: a partition's children are listed in one reply of at most
+    /// `jute.maxbuffer`, so a create that would take its listing past the budget is refused,
+    /// saying why, and writes nothing. The schedule lives at
+    /// `/simba/schedules/{space}/p/{partition}/{id}`, its partition node counting the listing's
+    /// bytes (set by hand here, as 8,000 ids of the longest would).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn zookeeper_a_full_partition_refuses_a_create() {
+        use simba::backend::Backend;
+        use simba::backend::zookeeper::zookeeper_client as zk;
+        use simba::schedule_store::{Actor, Schedule, ScheduleSpec, partition_of};
+        let b = make().await;
+        let space = simba::tck::conformance::unique("zkf");
+        let store = b.schedule_store().expect("a schedule store").in_space(&space);
+        let actor = Actor { who: "t", at_ms: 1, note: None };
+        let s = |id: &str| Schedule::new(id, "h", ScheduleSpec::cron("0 0 * * * *", "UTC"));
+        store.create(&s("first"), 1, &actor).await.expect("create");
+        let url = simba_tests::server_url("SIMBA_TEST_ZK_URL").expect("the URL");
+        let raw = zk::Client::connect(url.trim_start_matches("zk://")).await.expect("a raw client");
+        let partition = format!("/simba/schedules/{space}/p/{}", partition_of("first", 1));
+        let (bytes, _) = raw.get_data(&partition).await.expect("the partition node");
+        assert_eq!(bytes, b"9", "4 bytes of length and `first`");
+        assert!(raw.check_stat(&format!("{partition}/first")).await.expect("stat").is_some(), "the schedule's node");
+        raw.set_data(&partition, b"999991", None).await.expect("fill the partition by hand");
+        let e = store.create(&s("second"), 1, &actor).await.expect_err("the partition is full");
+        assert!(e.to_string().contains("jute.maxbuffer") && e.to_string().contains("partitions"), "{e}");
+        assert_eq!(store.get("second").await.expect("get"), None, "nothing written");
+        assert_eq!(store.audit(None, 10).await.expect("audit").len(), 1);
+        assert_eq!(store.changes().await.expect("changes"), [(0, 1)]);
+        assert!(store.delete("first", &actor).await.expect("delete"), "a delete still works");
+        assert_eq!(raw.get_data(&partition).await.expect("the partition node").0, b"999982");
+    }
+}
+
+/// A8: Redis and etcd have no schedule store yet: the backend answers `None`, and
 /// every schedule operation of the API fails saying so, naming the store (not silently).
 #[tokio::test]
 async fn a8_stores_without_schedules_say_so() {
     use simba::backend::{Backend, BackendUrl, ConnectOptions};
-    for var in ["SIMBA_TEST_REDIS_URL", "SIMBA_TEST_ZK_URL", "SIMBA_TEST_ETCD_URL"] {
+    for var in ["SIMBA_TEST_REDIS_URL", "SIMBA_TEST_ETCD_URL"] {
         let Some(url) = simba_tests::server_url(var) else {
             panic!("{var} is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
         };
@@ -165,5 +246,14 @@ mod runtime {
         };
         let backend = simba::backend::postgres::PostgresBackend::connect(&url).await.expect("connect");
         runs_schedules(backend, "postgres").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a11_schedules_run_on_zookeeper() {
+        let Some(url) = simba_tests::server_url("SIMBA_TEST_ZK_URL") else {
+            panic!("SIMBA_TEST_ZK_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+        };
+        let backend = simba::backend::zookeeper::ZooKeeperBackend::connect(&url).await.expect("connect");
+        runs_schedules(backend, "zookeeper").await;
     }
 }
