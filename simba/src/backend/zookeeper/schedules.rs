@@ -25,11 +25,14 @@
 //!
 //! **Costs.** `changes` and `partitions`: one `getData`. `get`: one `multiRead` (two when the
 //! store has not seen the space's partition count yet). A write: one `multiRead` and one
-//! `multi`. `list` of one partition (what a holder loads): one `getChildren`, then one
-//! `getData` per schedule returned (sent together). `list` of the whole space: one
-//! `getChildren` per partition ever written (sent together; every id of the space is
-//! transferred, then sorted and filtered here), then one `getData` per schedule returned.
-//! `audit`: one `getData`, then the records newest first, read in batches.
+//! `multi`; the writes of a space through one backend take turns (they would only make each
+//! other read again). `list` of one partition (what a holder loads): one `getChildren`, then
+//! one `getData` per schedule returned (sent together). `list` of the whole space: the row,
+//! then one `getChildren` per partition written since this backend last listed it (sent
+//! together; the backend keeps each partition's ids with the change counter they were read
+//! at), merged in id order, then one `getData` per schedule returned. `audit`: one `getData`,
+//! then the records newest first, read in batches of 256 (for one target, until `limit` are
+//! found: up to the whole trail).
 //!
 //! **Limits.** A `getChildren` reply must fit in `jute.maxbuffer` (1 MiB by default), so a
 //! partition's children are capped: the partition node counts the bytes its listing takes, and
@@ -37,7 +40,8 @@
 //! partitions that is about 3,000,000 ids of 16 characters or 500,000 of the longest (128);
 //! a namespace meant for more sets more partitions before its first create.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::future::join_all;
@@ -60,7 +64,7 @@ const SCHEDULES: &str = "/simba/schedules";
 pub(super) const LIST_BUDGET: u64 = 1_000_000;
 
 /// How many times a write reads again after another write of its space committed first.
-const ATTEMPTS: usize = 16;
+const ATTEMPTS: usize = 64;
 
 /// How many records past retention one write drops at most (a retention lowered by more is
 /// reached over the next writes), so a `multi` stays far below `jute.maxbuffer`.
@@ -69,13 +73,27 @@ const MAX_TRIM: u64 = 1_000;
 /// How many nodes a read sends at once.
 const BATCH: usize = 256;
 
-/// What the schedule stores of one backend share (its clones too): the directory made once
-/// and each space's partition count as last read, so reads find a schedule's node at once.
+/// What the schedule stores of one backend share (its clones too): the directory made once,
+/// each space's partition count as last read (so reads find a schedule's node at once), and
+/// each space's write turn.
 #[derive(Default)]
 pub(super) struct State {
     setup: OnceCell<()>,
     partitions: Mutex<HashMap<String, u32>>,
+    /// The writes of a space through this backend take turns: they would only make each other
+    /// read again (the space's row serialises them on the server), and every lost race costs a
+    /// failed `multi` (16 racing writers through separate backends: 7 ms a create, against 2
+    /// ms for one writer).
+    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Each partition's ids (sorted) as a listing of the whole space last read them, with the
+    /// partition's change counter they are at least as new as: a partition whose counter did
+    /// not move since is not listed again (every create and delete moves it). Listing 100,000
+    /// ids for every page of 100 took 0.5 s a page.
+    listed: Mutex<HashMap<(String, u32), (u64, Ids)>>,
 }
+
+/// One partition's ids, sorted.
+type Ids = Arc<Vec<String>>;
 
 /// A space's row (the data of `/simba/schedules/{space}`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -330,6 +348,11 @@ impl ZkScheduleStore {
         decide: impl Fn(&Snapshot) -> BackendResult<Step<T>>,
     ) -> BackendResult<T> {
         let client = self.client(what).await?;
+        let turn = {
+            let mut turns = self.state.turns.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(turns.entry(space.to_owned()).or_default())
+        };
+        let _turn = turn.lock().await;
         let mut gone_below = 0;
         for _ in 0..ATTEMPTS {
             let snap = self.snapshot(&client, space, id, partitions, what).await?;
@@ -452,6 +475,30 @@ impl ZkScheduleStore {
     }
 }
 
+/// The ids of `sources` (each sorted) that `query`'s prefix and cursor admit, merged in id
+/// order, each with its partition.
+fn merged<'a>(sources: &'a [(u32, Ids)], query: &'a ListQuery) -> impl Iterator<Item = (&'a str, u32)> + Send + 'a {
+    let mut heap = BinaryHeap::new();
+    for (source, (_, ids)) in sources.iter().enumerate() {
+        let after = query.after.as_deref().map_or(0, |a| ids.partition_point(|id| id.as_str() <= a));
+        let prefix = query.prefix.as_deref().map_or(0, |p| ids.partition_point(|id| id.as_str() < p));
+        let start = after.max(prefix);
+        if let Some(id) = ids.get(start) {
+            heap.push(Reverse((id.as_str(), source, start)));
+        }
+    }
+    let next = std::iter::from_fn(move || {
+        let Reverse((id, source, at)) = heap.pop()?;
+        let (partition, ids) = &sources[source];
+        if let Some(following) = ids.get(at + 1) {
+            heap.push(Reverse((following.as_str(), source, at + 1)));
+        }
+        Some((id, *partition))
+    });
+    // Every id from here on is at least the prefix: those that start with it come first.
+    next.take_while(move |(id, _)| query.prefix.as_deref().is_none_or(|p| id.starts_with(p)))
+}
+
 /// `value` as JSON bytes (the types written here always serialize).
 fn json<T: Serialize>(value: &T) -> Result<Vec<u8>, zk::Error> {
     serde_json::to_vec(value).map_err(|e| zk::Error::UnexpectedError(format!("cannot encode schedule data: {e}")))
@@ -485,40 +532,53 @@ impl ZkScheduleStore {
             .collect()
     }
 
-    /// The ids `query` may select (its prefix and cursor applied), with their partitions, in
-    /// id order: one partition's children, or every written partition's (sent together).
-    async fn candidates(
+    /// The ids of the partitions `query` reads, each partition's sorted: one partition's
+    /// children, or every written partition's (sent together), those of a partition whose
+    /// change counter did not move since this backend listed it taken from then.
+    async fn partition_ids(
         &self,
         client: &zk::Client,
         space: &str,
         query: &ListQuery,
         what: &str,
-    ) -> BackendResult<Vec<(String, u32)>> {
-        let partitions: Vec<u32> = match query.partition {
-            Some(p) => vec![p],
+    ) -> BackendResult<Vec<(u32, Ids)>> {
+        let wanted: Vec<(u32, Option<u64>)> = match query.partition {
+            Some(p) => vec![(p, None)],
             None => match self.space_row(client, space, what).await? {
-                Some((row, _)) => row.changes.keys().copied().collect(),
+                Some((row, _)) => row.changes.into_iter().map(|(p, c)| (p, Some(c))).collect(),
                 None => return Ok(Vec::new()),
             },
         };
-        let paths: Vec<String> = partitions.iter().map(|p| partition_path(space, *p)).collect();
+        let mut out = Vec::with_capacity(wanted.len());
+        let mut missing = Vec::new();
+        {
+            let listed = self.state.listed.lock().unwrap_or_else(PoisonError::into_inner);
+            for (p, counter) in wanted {
+                let seen = listed.get(&(space.to_owned(), p)).filter(|(c, _)| Some(*c) == counter);
+                match seen {
+                    Some((_, ids)) => out.push((p, Arc::clone(ids))),
+                    None => missing.push((p, counter)),
+                }
+            }
+        }
+        let paths: Vec<String> = missing.iter().map(|(p, _)| partition_path(space, *p)).collect();
         self.backend.count(paths.len());
         let replies = join_all(paths.iter().map(|p| client.list_children(p))).await;
-        let mut ids = Vec::new();
-        for (partition, reply) in partitions.into_iter().zip(replies) {
-            let names = match reply {
-                Ok(names) => names,
+        for ((p, counter), reply) in missing.into_iter().zip(replies) {
+            let mut ids: Vec<String> = match reply {
+                Ok(names) => names.iter().map(|n| unsegment(n)).collect(),
                 Err(zk::Error::NoNode) => continue,
                 Err(e) => return Err(self.err(what, e)),
             };
-            let selected = names.iter().map(|n| unsegment(n)).filter(|id| {
-                query.prefix.as_ref().is_none_or(|p| id.starts_with(p.as_str()))
-                    && query.after.as_ref().is_none_or(|a| id.as_str() > a.as_str())
-            });
-            ids.extend(selected.map(|id| (id, partition)));
+            ids.sort_unstable();
+            let ids = Arc::new(ids);
+            if let Some(c) = counter {
+                let mut listed = self.state.listed.lock().unwrap_or_else(PoisonError::into_inner);
+                listed.insert((space.to_owned(), p), (c, Arc::clone(&ids)));
+            }
+            out.push((p, ids));
         }
-        ids.sort_unstable();
-        Ok(ids)
+        Ok(out)
     }
 
     /// The audit records of sequences `seqs` (newest first) that still exist and concern
@@ -643,14 +703,16 @@ impl ScheduleStore for ZkScheduleStore {
             return Ok(Vec::new());
         }
         let client = self.client(what).await?;
-        let ids = self.candidates(&client, space, query, what).await?;
+        let sources = self.partition_ids(&client, space, query, what).await?;
+        let mut ids = merged(&sources, query);
         let mut out = Vec::new();
-        let mut rest = ids.as_slice();
-        while out.len() < query.limit && !rest.is_empty() {
+        while out.len() < query.limit {
             // Without a handler filter every id read is returned: read no more than needed.
             let want = if query.handler.is_some() { BATCH } else { (query.limit - out.len()).min(BATCH) };
-            let (chunk, tail) = rest.split_at(want.min(rest.len()));
-            rest = tail;
+            let chunk: Vec<(&str, u32)> = ids.by_ref().take(want).collect();
+            if chunk.is_empty() {
+                break;
+            }
             let paths: Vec<String> = chunk.iter().map(|(id, p)| schedule_path(space, *p, id)).collect();
             for (path, data) in paths.iter().zip(self.read_many(&client, &paths, what).await?) {
                 // Deleted since the listing: not there any more.
