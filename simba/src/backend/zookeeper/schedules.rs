@@ -365,7 +365,11 @@ impl ZkScheduleStore {
                 return Ok(plan.answer);
             }
         }
-        Err(self.protocol(&format!("{what} `{id}`: the schedules of space `{space}` kept changing; try again")))
+        Err(self.protocol(&format!(
+            "{what} `{id}`: the schedules of space `{space}` kept changing ({ATTEMPTS} writes of others committed \
+             first, or nodes under {} were changed by hand); try again",
+            space_path(space)
+        )))
     }
 
     /// Commits `plan` in one `multi`; answers `false` when another write of the space came
