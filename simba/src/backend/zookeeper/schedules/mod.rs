@@ -49,6 +49,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 use zookeeper_client as zk;
 
+use self::path::{audit_path, listed_bytes, partition_path, schedule_path, segment, space_path, unsegment};
+use self::write::{NodeOp, Plan, Step};
 use super::ZooKeeperBackend;
 use crate::backend::schedule_store::{
     Actor, AuditAction, AuditRecord, Created, DEFAULT_AUDIT_RETENTION, ListQuery, Schedule, ScheduleStore,
@@ -56,12 +58,15 @@ use crate::backend::schedule_store::{
 };
 use crate::backend::{BackendError, BackendResult};
 
+mod path;
+mod write;
+
 const SCHEDULES: &str = "/simba/schedules";
 
 /// How many bytes the `getChildren` reply of one partition may take (4 bytes per name plus
 /// the name), under ZooKeeper's default `jute.maxbuffer` of 1 MiB with room for the reply's
 /// header and stat.
-pub(super) const LIST_BUDGET: u64 = 1_000_000;
+const LIST_BUDGET: u64 = 1_000_000;
 
 /// How many times a write reads again after another write of its space committed first.
 const ATTEMPTS: usize = 64;
@@ -114,93 +119,6 @@ struct Snapshot {
     space: Option<(SpaceRow, i32)>,
     partition_bytes: u64,
     row: Option<(Schedule, i32)>,
-}
-
-/// What a write does to the schedule's node.
-enum NodeOp {
-    Create(Box<Schedule>),
-    Set(Box<Schedule>, i32),
-    Delete(i32),
-}
-
-/// A write decided from a [`Snapshot`]: the node operation, the action audited, and the
-/// answer once committed.
-struct Plan<T> {
-    partitions: u32,
-    op: NodeOp,
-    action: AuditAction,
-    answer: T,
-}
-
-/// What a write's decision is: nothing to write (answer at once), or a plan.
-enum Step<T> {
-    Answer(T),
-    Write(Plan<T>),
-}
-
-/// `name` as one path segment: the lease-name alphabet (`[A-Za-z0-9._:-]`) as it is, every
-/// other byte percent-escaped, and so the dots of a name of dots only (`.` and `..` are no
-/// ZooKeeper segment); `~` for the empty name (the default space). `~` is never kept, so no
-/// two names share a segment.
-fn segment(name: &str) -> String {
-    if name.is_empty() {
-        return "~".to_owned();
-    }
-    let dots_only = name.bytes().all(|b| b == b'.');
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'-') || (b == b'.' && !dots_only) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// The name of a [`segment`].
-fn unsegment(segment: &str) -> String {
-    if segment == "~" {
-        return String::new();
-    }
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn space_path(space: &str) -> String {
-    format!("{SCHEDULES}/{}", segment(space))
-}
-
-fn partition_path(space: &str, partition: u32) -> String {
-    format!("{}/p/{partition}", space_path(space))
-}
-
-fn schedule_path(space: &str, partition: u32, id: &str) -> String {
-    format!("{}/{}", partition_path(space, partition), segment(id))
-}
-
-fn audit_path(space: &str, seq: u64) -> String {
-    format!("{}/audit/{seq:020}", space_path(space))
-}
-
-/// The bytes a child named `segment` takes in its parent's `getChildren` reply.
-fn listed_bytes(segment: &str) -> u64 {
-    4 + segment.len() as u64
 }
 
 /// The schedule store of a [`ZooKeeperBackend`].
@@ -335,150 +253,6 @@ impl ZkScheduleStore {
     }
 }
 
-impl ZkScheduleStore {
-    /// One write: reads a [`Snapshot`], lets `decide` answer or plan, commits the plan, and
-    /// reads again when another write of the space committed first.
-    async fn write<T>(
-        &self,
-        space: &str,
-        id: &str,
-        partitions: Option<u32>,
-        actor: &Actor<'_>,
-        what: &str,
-        decide: impl Fn(&Snapshot) -> BackendResult<Step<T>>,
-    ) -> BackendResult<T> {
-        let client = self.client(what).await?;
-        let turn = {
-            let mut turns = self.state.turns.lock().unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(turns.entry(space.to_owned()).or_default())
-        };
-        let _turn = turn.lock().await;
-        let mut gone_below = 0;
-        for _ in 0..ATTEMPTS {
-            let snap = self.snapshot(&client, space, id, partitions, what).await?;
-            let plan = match decide(&snap)? {
-                Step::Answer(answer) => return Ok(answer),
-                Step::Write(plan) => plan,
-            };
-            let w = Write { space, id, snap: &snap, actor, what };
-            if self.commit(&client, &w, &plan, &mut gone_below).await? {
-                return Ok(plan.answer);
-            }
-        }
-        Err(self.protocol(&format!(
-            "{what} `{id}`: the schedules of space `{space}` kept changing ({ATTEMPTS} writes of others committed \
-             first, or nodes under {} were changed by hand); try again",
-            space_path(space)
-        )))
-    }
-
-    /// Commits `plan` in one `multi`; answers `false` when another write of the space came
-    /// first (nothing written). `gone_below`: audit records below it were found deleted by
-    /// someone else and are not trimmed again.
-    async fn commit<T>(
-        &self,
-        client: &zk::Client,
-        w: &Write<'_>,
-        plan: &Plan<T>,
-        gone_below: &mut u64,
-    ) -> BackendResult<bool> {
-        let (row, partition, trims) = self.next_row(w, plan, *gone_below);
-        let mut m = client.new_multi_writer();
-        let first_trim = self.add_writes(&mut m, w, plan, &row, partition).map_err(|e| self.err(w.what, e))?;
-        for seq in trims.clone() {
-            m.add_delete(&audit_path(w.space, seq), None).map_err(|e| self.err(w.what, e))?;
-        }
-        self.backend.count(1);
-        match m.commit().await {
-            Ok(_) => Ok(true),
-            Err(zk::MultiWriteError::OperationFailed { index, source: zk::Error::NoNode }) if index >= first_trim => {
-                let seq = trims.start + (index - first_trim) as u64;
-                tracing::warn!(space = w.space, seq, "a schedule audit record was deleted by hand; not trimmed again");
-                *gone_below = seq + 1;
-                Ok(false)
-            }
-            // Another write of the space came first: the row's version moved, the space or the
-            // partition node appeared, the schedule node changed.
-            Err(zk::MultiWriteError::OperationFailed {
-                source: zk::Error::BadVersion | zk::Error::NodeExists | zk::Error::NoNode,
-                ..
-            }) => Ok(false),
-            Err(e) => Err(self.err(&format!("{} `{}`", w.what, w.id), zk::Error::from(e))),
-        }
-    }
-
-    /// The space's row after the write: its partition's counter bumped, the audit record's
-    /// sequence taken, and the range of records to drop past retention (at most
-    /// [`MAX_TRIM`]); with the schedule's partition.
-    fn next_row<T>(&self, w: &Write<'_>, plan: &Plan<T>, gone_below: u64) -> (SpaceRow, u32, std::ops::Range<u64>) {
-        let mut row = match &w.snap.space {
-            Some((row, _)) => row.clone(),
-            None => SpaceRow { partitions: plan.partitions, audit_first: 1, ..SpaceRow::default() },
-        };
-        let partition = partition_of(w.id, row.partitions);
-        *row.changes.entry(partition).or_default() += 1;
-        row.audit_last += 1;
-        row.audit_first = row.audit_first.max(gone_below);
-        let trim_from = row.audit_first;
-        while row.audit_last + 1 - row.audit_first > self.retention as u64 && row.audit_first - trim_from < MAX_TRIM {
-            row.audit_first += 1;
-        }
-        let trims = trim_from..row.audit_first;
-        (row, partition, trims)
-    }
-
-    /// Adds the write's operations but the trims to `m`: the space's row (created with its
-    /// directories, or set at the version read), the partition node (created, or its listing
-    /// bytes set), the schedule node and the audit record. Answers how many it added.
-    fn add_writes<T>(
-        &self,
-        m: &mut zk::MultiWriter<'_>,
-        w: &Write<'_>,
-        plan: &Plan<T>,
-        row: &SpaceRow,
-        partition: u32,
-    ) -> Result<usize, zk::Error> {
-        let persistent = self.backend.inner.spec.persistent();
-        let (s, p) = (space_path(w.space), partition_path(w.space, partition));
-        let mut ops = 0;
-        let space_data = json(row)?;
-        match &w.snap.space {
-            Some((_, version)) => m.add_set_data(&s, &space_data, Some(*version))?,
-            None => {
-                m.add_create(&s, &space_data, &persistent)?;
-                m.add_create(&format!("{s}/p"), b"", &persistent)?;
-                m.add_create(&format!("{s}/audit"), b"", &persistent)?;
-                ops += 2;
-            }
-        }
-        ops += 1;
-        let listed = listed_bytes(&segment(w.id));
-        let before = w.snap.partition_bytes;
-        let bytes = match &plan.op {
-            NodeOp::Create(_) => before + listed,
-            NodeOp::Delete(_) => before.saturating_sub(listed),
-            NodeOp::Set(..) => before,
-        };
-        let new_partition = w.snap.space.as_ref().is_none_or(|(r, _)| !r.changes.contains_key(&partition));
-        if new_partition {
-            m.add_create(&p, bytes.to_string().as_bytes(), &persistent)?;
-            ops += 1;
-        } else if bytes != before {
-            m.add_set_data(&p, bytes.to_string().as_bytes(), None)?;
-            ops += 1;
-        }
-        let node = schedule_path(w.space, partition, w.id);
-        match &plan.op {
-            NodeOp::Create(s) => m.add_create(&node, &json(s)?, &persistent)?,
-            NodeOp::Set(s, v) => m.add_set_data(&node, &json(s)?, Some(*v))?,
-            NodeOp::Delete(v) => m.add_delete(&node, Some(*v))?,
-        }
-        let record = AuditRecord::new(w.actor, plan.action, w.id);
-        m.add_create(&audit_path(w.space, row.audit_last), &json(&record)?, &persistent)?;
-        Ok(ops + 2)
-    }
-}
-
 /// The ids of `sources` (each sorted) that `query`'s prefix and cursor admit, merged in id
 /// order, each with its partition.
 fn merged<'a>(sources: &'a [(u32, Ids)], query: &'a ListQuery) -> impl Iterator<Item = (&'a str, u32)> + Send + 'a {
@@ -503,19 +277,6 @@ fn merged<'a>(sources: &'a [(u32, Ids)], query: &'a ListQuery) -> impl Iterator<
     next.take_while(move |(id, _)| query.prefix.as_deref().is_none_or(|p| id.starts_with(p)))
 }
 
-/// `value` as JSON bytes (the types written here always serialize).
-fn json<T: Serialize>(value: &T) -> Result<Vec<u8>, zk::Error> {
-    serde_json::to_vec(value).map_err(|e| zk::Error::UnexpectedError(format!("cannot encode schedule data: {e}")))
-}
-
-/// What one write is about.
-struct Write<'a> {
-    space: &'a str,
-    id: &'a str,
-    snap: &'a Snapshot,
-    actor: &'a Actor<'a>,
-    what: &'a str,
-}
 impl ZkScheduleStore {
     /// The data of each of `paths` (sent together), `None` where the node is missing.
     async fn read_many(
@@ -778,27 +539,5 @@ impl ScheduleStore for ZkScheduleStore {
 
     fn describe(&self) -> String {
         self.backend.inner.description.clone()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Ids (rule A1's alphabet) and namespace names are their own segments; anything else is
-    /// escaped into one segment and read back; the default space is `~`.
-    #[test]
-    fn segments_round_trip() {
-        for name in ["tenant-4711.report", "a:b_c", "Z", "...x"] {
-            assert_eq!(segment(name), name);
-        }
-        for (name, seg) in
-            [("", "~"), ("~", "%7E"), (".", "%2E"), ("..", "%2E%2E"), ("a/b", "a%2Fb"), ("%", "%25"), ("é", "%C3%A9")]
-        {
-            assert_eq!(segment(name), seg);
-            assert_eq!(unsegment(seg), name);
-        }
-        assert_eq!(audit_path("", 7), "/simba/schedules/~/audit/00000000000000000007");
-        assert_eq!(schedule_path("billing", 3, "x"), "/simba/schedules/billing/p/3/x");
     }
 }
