@@ -10,7 +10,7 @@
 //! | `/simba/groups/{group}/{session}` | ephemeral | one group membership |
 //!
 //! The jobs store's nodes are described in `jobs.rs`, the schedule store's (`/simba/schedules`)
-//! in `schedules.rs`.
+//! in `schedules/`.
 //!
 //! A lease node is this session's only when its `ephemeralOwner` is this session: a node of
 //! the same name created by anyone else is never treated as ours (Curator's two-leaders bug,
