@@ -73,7 +73,7 @@ const ATTEMPTS: usize = 64;
 
 /// How many records past retention one write drops at most (a retention lowered by more is
 /// reached over the next writes), so a `multi` stays far below `jute.maxbuffer`.
-const MAX_TRIM: u64 = 1_000;
+const MAX_TRIM: u64 = 5_000;
 
 /// How many nodes a read sends at once.
 const BATCH: usize = 256;
