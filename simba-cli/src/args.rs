@@ -123,7 +123,7 @@ pub(crate) enum Command {
     #[command(
         after_help = "Example:\n  simba schedules list\n  simba schedules pause tenant-4711.report --note 'db migration' --as alice"
     )]
-    Schedules(crate::schedules::SchedulesArgs),
+    Schedules(Box<crate::schedules::SchedulesArgs>),
     /// Print a shell completion script for `simba` (needs no backend).
     #[command(after_help = "\
 Examples:

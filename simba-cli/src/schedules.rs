@@ -135,14 +135,32 @@ pub(crate) struct Definition {
     /// What to do with slots missed while no node held the schedule: skip or run_once.
     #[arg(long, value_name = "POLICY", value_parser = parse_misfire)]
     misfire: Option<Misfire>,
+    /// With --misfire run_once: slots missed longer ago than this are recorded missed and never
+    /// caught up (e.g. 1h).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    catch_up_window: Option<Duration>,
+    /// Start each slot up to this long after its instant, the same instant on every node
+    /// (e.g. 30s; shorter than a fixed rate).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    jitter: Option<Duration>,
+    /// No slot before this instant (RFC 3339, e.g. 2027-01-01T00:00:00Z).
+    #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+    start: Option<i64>,
+    /// No slot after this instant (RFC 3339).
+    #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+    end: Option<i64>,
 }
 
+/// A misfire policy by its `simba.toml` name (the rules crate's one parser).
 fn parse_misfire(s: &str) -> Result<Misfire, String> {
-    match s {
-        "skip" => Ok(Misfire::Skip),
-        "run_once" => Ok(Misfire::RunOnce),
-        _ => Err("expected skip or run_once".to_owned()),
-    }
+    simba_rules::misfire::parse(s).ok_or_else(|| format!("expected {}", simba_rules::misfire::VALID))
+}
+
+/// An RFC 3339 instant, as unix milliseconds.
+fn parse_instant(s: &str) -> Result<i64, String> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.timestamp_millis())
+        .map_err(|e| format!("{e}: give an RFC 3339 instant, e.g. 2027-01-01T00:00:00Z"))
 }
 
 impl Definition {
@@ -174,8 +192,18 @@ impl Definition {
         if let Some(payload) = &self.payload {
             s.payload.clone_from(payload);
         }
+        let p = &mut s.policies;
         if let Some(m) = self.misfire {
-            s.policies = Policies::default().with_misfire(m);
+            *p = p.with_misfire(m);
+        }
+        if let Some(w) = self.catch_up_window {
+            *p = p.with_catch_up_window(w);
+        }
+        if let Some(j) = self.jitter {
+            *p = p.with_jitter(j);
+        }
+        if self.start.is_some() || self.end.is_some() {
+            *p = p.with_bounds(self.start.or(p.start_ms), self.end.or(p.end_ms));
         }
         s
     }
@@ -295,6 +323,26 @@ fn list_table(page: &Page) -> String {
     text
 }
 
+/// A schedule's policies as `simba schedules get` shows them: the misfire policy, then the
+/// ones set.
+fn policies_text(p: &Policies) -> String {
+    let ms = |v: u64| humantime::format_duration(Duration::from_millis(v)).to_string();
+    let mut text = p.misfire.name().to_owned();
+    if let Some(w) = p.catch_up_window_ms {
+        text.push_str(&format!(", catch-up window {}", ms(w)));
+    }
+    if let Some(j) = p.jitter_ms {
+        text.push_str(&format!(", jitter {}", ms(j)));
+    }
+    if let Some(start) = p.start_ms {
+        text.push_str(&format!(", from {}", time(start)));
+    }
+    if let Some(end) = p.end_ms {
+        text.push_str(&format!(", until {}", time(end)));
+    }
+    text
+}
+
 fn shown(s: &Schedule, next: &[i64], json: bool) -> Result<String, Failure> {
     if json {
         return json::pretty(&ScheduleJson {
@@ -309,10 +357,7 @@ fn shown(s: &Schedule, next: &[i64], json: bool) -> Result<String, Failure> {
         s.handler,
         s.spec,
         s.payload,
-        serde_json::to_value(s.policies)
-            .ok()
-            .and_then(|p| p["misfire"].as_str().map(str::to_owned))
-            .unwrap_or_default(),
+        policies_text(&s.policies),
         match (&s.paused, &s.pause_note) {
             (true, Some(note)) => format!("yes ({note})"),
             (true, None) => "yes".to_owned(),

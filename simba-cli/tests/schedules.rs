@@ -127,3 +127,48 @@ async fn a7_schedules_commands_on_sqlite() {
     let (_, out, _) = simba(&url, &["schedules", "audit", "tenant-4711.report", "-n", "1"]).await;
     assert!(out.contains("dave") && out.contains("resume") && !out.contains("alice"), "{out}");
 }
+
+/// J12-J14 through the tool: `--catch-up-window`, `--jitter`, `--start` and `--end` are stored
+/// as the schedule's policies and shown by `get`; an update changes only what it names; policies
+/// that contradict each other are refused with the reason, nothing stored.
+#[tokio::test]
+async fn j12_j14_schedule_policies_through_the_tool() {
+    let (_dir, url) = store().await;
+    let mut create = vec!["schedules", "create", "p", "--handler", "report", "--every", "1m", "--as", "alice"];
+    create.extend(["--misfire", "run_once", "--catch-up-window", "1h", "--jitter", "30s"]);
+    create.extend(["--start", "2027-01-01T00:00:00Z"]);
+    let (code, _, err) = simba(&url, &create).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = simba(&url, &["schedules", "get", "p"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("policies    misfire run_once, catch-up window 1h, jitter 30s, from 2027-01-01T00:00:00.000Z\n"),
+        "{out}"
+    );
+    let (code, _, err) =
+        simba(&url, &["schedules", "update", "p", "--end", "2027-02-01T00:00:00Z", "--as", "bob"]).await;
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = simba(&url, &["--json", "schedules", "get", "p"]).await;
+    let p = &json(&out)["schedule"]["policies"];
+    assert_eq!(
+        (p["misfire"].as_str(), p["catch_up_window_ms"].as_u64(), p["jitter_ms"].as_u64()),
+        (Some("run_once"), Some(3_600_000), Some(30_000)),
+        "kept: {p}"
+    );
+    assert_eq!((p["start_ms"].as_i64(), p["end_ms"].as_i64()), (Some(1_798_761_600_000), Some(1_801_440_000_000)));
+    let bad = [
+        (vec!["--jitter", "2m"], "shorter than the fixed rate"),
+        (vec!["--end", "2026-01-01T00:00:00Z"], "end bound is before the start bound"),
+        (vec!["--misfire", "skip"], "catch-up window"),
+        (vec!["--start", "tomorrow"], "RFC 3339"),
+    ];
+    for (args, reason) in bad {
+        let mut update = vec!["schedules", "update", "p", "--as", "carol"];
+        update.extend(args);
+        let (code, _, err) = simba(&url, &update).await;
+        assert_ne!(code, 0, "{reason}");
+        assert!(err.contains(reason), "{reason}: {err}");
+    }
+    let (_, out, _) = simba(&url, &["--json", "schedules", "get", "p"]).await;
+    assert_eq!(json(&out)["schedule"]["revision"], 2, "nothing stored by the refused updates");
+}

@@ -109,12 +109,28 @@ pub fn term_start(
     bounds: &Bounds,
 ) -> TermStart {
     let (gap, catch_up) = term_start_gap(cron, tz, last, now, run_once);
+    split_gap((gap, catch_up), last.is_some(), now, window, bounds)
+}
+
+/// J12 and J14 applied to a term's start gap (`gap`, oldest first, and the slot to catch up
+/// under `run_once`) at wall-clock `now`: the slots outside `bounds` left out, those older than
+/// `window` apart, and the catch-up slot kept only within the window. `ran_before`: whether
+/// the job had run (one that never ran missed nothing, so its catch-up slot out of the window
+/// is dropped, not recorded). One rule for code-defined jobs ([`term_start`]) and schedules
+/// stored as data (`schedules::term_start_gap`).
+pub fn split_gap(
+    (gap, catch_up): (Vec<DateTime<Utc>>, Option<DateTime<Utc>>),
+    ran_before: bool,
+    now: DateTime<Utc>,
+    window: Option<Duration>,
+    bounds: &Bounds,
+) -> TermStart {
     let oldest = window.and_then(|w| chrono::Duration::from_std(w).ok()).map(|w| now - w);
     let expired = |s: &DateTime<Utc>| oldest.is_some_and(|o| *s < o);
     let mut out = TermStart::default();
     // The catch-up slot out of the window was missed like the others, except for a job that
     // never ran, which missed nothing (R5).
-    let dropped = catch_up.filter(|s| last.is_some() && expired(s));
+    let dropped = catch_up.filter(|s| ran_before && expired(s));
     for s in gap.into_iter().chain(dropped).filter(|s| bounds.contains(*s)) {
         if expired(&s) { out.expired.push(s) } else { out.missed.push(s) }
     }
@@ -123,13 +139,9 @@ pub fn term_start(
 }
 
 /// FNV-1a, 64 bits: a hash that is the same on every node, build and platform (the standard
-/// library's hasher is seeded per process). Frozen by a test: changing it moves every slot's
-/// start.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes.iter().fold(OFFSET, |h, b| (h ^ u64::from(*b)).wrapping_mul(PRIME))
-}
+/// library's hasher is seeded per process); one function for the jitter here and the
+/// schedules' partitions. Frozen by tests: changing it moves every slot's start.
+pub use crate::schedules::fnv1a64;
 
 /// J13: how long after its instant slot `slot_ms` of job `job` starts: a whole number of
 /// milliseconds from 0 to `max`, fixed by a hash of the job's name and the slot (every node

@@ -7,12 +7,15 @@
 //! The claim of a schedule's slot is the claim rule's [`Ask::ScheduleSlot`](crate::claim::Ask)
 //! (rule A5): the schedule's own ledger, under its partition's lease and token.
 
+use std::time::Duration;
+
 use chrono::DateTime;
 use chrono_tz::Tz;
 use croner::Cron;
 
 use crate::cron::{parse_cron, parse_time_zone};
-use crate::slots::next_slot;
+use crate::policy::{Bounds, TermStart, split_gap};
+use crate::slots::{MAX_GAP_RECORDS, next_slot, slots_between};
 
 /// The longest schedule id, in characters (the lease-name rule's bound, T1).
 pub const MAX_ID_LEN: usize = simba_rules::lease::MAX_NAME_LEN;
@@ -203,6 +206,47 @@ impl Fires {
         }
         out
     }
+
+    /// The slots strictly after `from_ms` and at or before `to_ms`, oldest first, at most the
+    /// newest [`MAX_GAP_RECORDS`].
+    pub fn between(&self, from_ms: i64, to_ms: i64) -> Vec<i64> {
+        match self {
+            Fires::Cron { cron, tz } => {
+                let (Some(from), Some(to)) = (
+                    DateTime::from_timestamp_millis(from_ms),
+                    DateTime::from_timestamp_millis(to_ms.saturating_add(1)),
+                ) else {
+                    return Vec::new();
+                };
+                slots_between(cron, *tz, from, to).into_iter().map(|t| t.timestamp_millis()).collect()
+            }
+            Fires::FixedRate { period_ms } => {
+                let (first, last) = (from_ms.div_euclid(*period_ms) + 1, to_ms.div_euclid(*period_ms));
+                let first = first.max(last.saturating_sub(MAX_GAP_RECORDS as i64 - 1));
+                (first..=last).filter_map(|k| k.checked_mul(*period_ms)).collect()
+            }
+        }
+    }
+}
+
+/// The slots of a schedule that nobody ran while no node held its partition (rule A14), at
+/// the start of a term at wall-clock `now_ms`: those after `floor_ms` (the later of the slot
+/// claimed last and the schedule's last write: a slot of an older spec, or one that passed
+/// while the schedule was paused, was never this schedule's slot) and at or before `now_ms`,
+/// oldest first, at most [`MAX_GAP_RECORDS`]; under misfire `run_once` the newest of them runs
+/// instead of being reported missed (R5); split by the catch-up window and the bounds as a
+/// code-defined job's gap is ([`split_gap`], J12, J14).
+pub fn term_start_gap(
+    fires: &Fires,
+    (floor_ms, now_ms): (i64, i64),
+    run_once: bool,
+    window: Option<Duration>,
+    bounds: &Bounds,
+) -> TermStart {
+    let at = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::UNIX_EPOCH);
+    let mut gap: Vec<_> = fires.between(floor_ms, now_ms).into_iter().map(at).collect();
+    let catch_up = if run_once { gap.pop() } else { None };
+    split_gap((gap, catch_up), true, at(now_ms), window, bounds)
 }
 
 #[cfg(test)]
@@ -220,6 +264,48 @@ mod tests {
             assert!(e.contains(&format!("{id:?}")) && e.contains("lease-name rule"), "{e}");
         }
         assert_eq!(job_name("tenant-4711.report"), "schedule/tenant-4711.report");
+    }
+
+    /// A14: the gap of a term's start holds the slots after the floor and at or before now,
+    /// newest `MAX_GAP_RECORDS` only; `run_once` runs the newest instead of reporting it; the
+    /// catch-up window and the bounds split it as a code-defined job's (J12, J14).
+    #[test]
+    fn a14_term_start_gap_of_a_schedule() {
+        let ms = |v: &[DateTime<chrono::Utc>]| v.iter().map(|t| t.timestamp_millis()).collect::<Vec<_>>();
+        let gap = |f: &Fires, floor, now, once, window, bounds: &Bounds| {
+            let t = term_start_gap(f, (floor, now), once, window, bounds);
+            (ms(&t.expired), ms(&t.missed), t.catch_up.map(|c| c.timestamp_millis()))
+        };
+        let none = Bounds::default();
+        let every_10s = check_spec(Spec::FixedRate { period_ms: 10_000 }).expect("valid");
+        assert_eq!(
+            gap(&every_10s, 15_000, 50_000, false, None, &none),
+            (vec![], vec![20_000, 30_000, 40_000, 50_000], None)
+        );
+        assert_eq!(gap(&every_10s, 20_000, 49_999, true, None, &none), (vec![], vec![30_000], Some(40_000)));
+        assert_eq!(
+            gap(&every_10s, 50_000, 50_000, true, None, &none),
+            (vec![], vec![], None),
+            "nothing after the floor"
+        );
+        let window = Some(Duration::from_secs(15));
+        assert_eq!(
+            gap(&every_10s, 0, 50_000, true, window, &none),
+            (vec![10_000, 20_000, 30_000], vec![40_000], Some(50_000))
+        );
+        let bounds =
+            Bounds { start: DateTime::from_timestamp_millis(30_000), end: DateTime::from_timestamp_millis(40_000) };
+        assert_eq!(gap(&every_10s, 0, 50_000, false, None, &bounds), (vec![], vec![30_000, 40_000], None));
+        let many = term_start_gap(&every_10s, (0, 10_000 * 1_000), false, None, &none).missed;
+        assert_eq!(
+            (many.len(), ms(&many[..1]), ms(&many[MAX_GAP_RECORDS - 1..])),
+            (MAX_GAP_RECORDS, vec![9_010_000], vec![10_000_000])
+        );
+        let daily = check_spec(Spec::Cron { expr: "0 0 9 * * *", time_zone: "Europe/Berlin" }).expect("valid");
+        let day = 86_400_000;
+        // 9:00 in Berlin in winter is 08:00 UTC; the floor at 07:00 UTC of day 0.
+        let got = gap(&daily, 7 * 3_600_000, 2 * day + 8 * 3_600_000, true, None, &none);
+        assert_eq!(got, (vec![], vec![8 * 3_600_000, day + 8 * 3_600_000], Some(2 * day + 8 * 3_600_000)));
     }
 
     /// A2: the partition of an id is `fnv1a64(id) mod P`, frozen on exact values (the FNV-1a

@@ -128,6 +128,7 @@ pub struct Schedules {
     store: SharedScheduleStore,
     partitions: u32,
     handlers: Option<BTreeSet<String>>,
+    clock: crate::job::WallClock,
 }
 
 impl std::fmt::Debug for Schedules {
@@ -142,7 +143,7 @@ impl std::fmt::Debug for Schedules {
 impl Schedules {
     /// The operations on `store`, with [`DEFAULT_PARTITIONS`] partitions.
     pub fn new(store: SharedScheduleStore) -> Self {
-        Schedules { store, partitions: DEFAULT_PARTITIONS, handlers: None }
+        Schedules { store, partitions: DEFAULT_PARTITIONS, handlers: None, clock: crate::job::WallClock::System }
     }
 
     /// The operations on `backend`'s schedule store; [`ScheduleError::Unsupported`] when it
@@ -187,6 +188,14 @@ impl Schedules {
         self.with_handlers(crate::job::HANDLERS.iter().map(|h| h.name.to_string()))
     }
 
+    /// Stamps writes (and counts next fires) on `clock` rather than the system's: a node's
+    /// API uses the node's clock, so a test on paused Tokio time reads one clock everywhere.
+    #[must_use]
+    pub fn with_wall_clock(mut self, clock: crate::job::WallClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// The store this operates on.
     pub fn store(&self) -> &SharedScheduleStore {
         &self.store
@@ -204,6 +213,9 @@ impl Schedules {
         self.check_handler(&s.handler)?;
         s.spec.check().map_err(invalid)?;
         simba_core::schedules::check_payload_size(s.payload.len()).map_err(invalid)?;
+        if let Some(problem) = s.policies.problem(&s.spec) {
+            return Err(invalid(format!("schedule `{}`: {problem}", s.id)));
+        }
         if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&s.payload) {
             return Err(invalid(format!("the payload is not JSON ({e}): give JSON text, e.g. {{\"tenant\": 4711}}")));
         }
@@ -233,7 +245,7 @@ impl Schedules {
     /// returns it as stored.
     pub async fn create(&self, schedule: Schedule, who: &str) -> Result<Schedule, ScheduleError> {
         self.check(&schedule)?;
-        let actor = actor(who, None)?;
+        let actor = actor(who, None, self.clock.now().timestamp_millis())?;
         match self.store.create(&schedule, self.partitions, &actor).await? {
             Created::Created => {}
             Created::Exists => return Err(ScheduleError::Exists { id: schedule.id }),
@@ -249,7 +261,7 @@ impl Schedules {
     /// naming the nearest existing one.
     pub async fn update(&self, schedule: Schedule, who: &str) -> Result<Schedule, ScheduleError> {
         self.check(&schedule)?;
-        let actor = actor(who, None)?;
+        let actor = actor(who, None, self.clock.now().timestamp_millis())?;
         match self.store.update(&schedule, &actor).await? {
             Some(_) => self.get(&schedule.id).await,
             None => Err(self.not_found(&schedule.id).await),
@@ -259,7 +271,7 @@ impl Schedules {
     /// Deletes schedule `id` by `who`, with an optional note.
     pub async fn delete(&self, id: &str, who: &str, note: Option<&str>) -> Result<(), ScheduleError> {
         simba_core::schedules::check_id(id).map_err(invalid)?;
-        let actor = actor(who, note)?;
+        let actor = actor(who, note, self.clock.now().timestamp_millis())?;
         if self.store.delete(id, &actor).await? { Ok(()) } else { Err(self.not_found(id).await) }
     }
 
@@ -276,7 +288,7 @@ impl Schedules {
 
     async fn toggle(&self, id: &str, paused: bool, who: &str, note: Option<&str>) -> Result<Toggle, ScheduleError> {
         simba_core::schedules::check_id(id).map_err(invalid)?;
-        let actor = actor(who, note)?;
+        let actor = actor(who, note, self.clock.now().timestamp_millis())?;
         match self.store.set_paused(id, paused, &actor).await? {
             Some(was) => Ok(Toggle { changed: was != paused, paused, confirmed_after: None }),
             None => Err(self.not_found(id).await),
@@ -315,7 +327,7 @@ impl Schedules {
     /// milliseconds (rule A4). A paused schedule has fires too: they are its slots, consumed
     /// without a run while it stays paused.
     pub async fn next_fires(&self, id: &str, count: usize) -> Result<Vec<i64>, ScheduleError> {
-        let now = chrono::Utc::now().timestamp_millis();
+        let now = self.clock.now().timestamp_millis();
         self.next_fires_after(id, now, count).await
     }
 
@@ -355,8 +367,8 @@ fn check_note(note: Option<&str>) -> Result<(), ScheduleError> {
     }
 }
 
-/// `who` and `note` as the audit records them, now.
-fn actor<'a>(who: &'a str, note: Option<&'a str>) -> Result<Actor<'a>, ScheduleError> {
+/// `who` and `note` as the audit records them, at `at_ms`.
+fn actor<'a>(who: &'a str, note: Option<&'a str>, at_ms: i64) -> Result<Actor<'a>, ScheduleError> {
     if who.trim().is_empty() || who.len() > MAX_WHO_BYTES {
         return Err(invalid(format!(
             "who acts must be named (the tool's `--as`, a token's name, the caller's string) in 1 to {MAX_WHO_BYTES} \
@@ -365,14 +377,16 @@ fn actor<'a>(who: &'a str, note: Option<&'a str>) -> Result<Actor<'a>, ScheduleE
         )));
     }
     check_note(note)?;
-    Ok(Actor { who, at_ms: chrono::Utc::now().timestamp_millis(), note })
+    Ok(Actor { who, at_ms, note })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::memory::MemoryBackend;
-    use crate::schedule_store::{MAX_PAYLOAD_BYTES, ScheduleSpec};
+    use std::time::Duration;
+
+    use crate::schedule_store::{MAX_PAYLOAD_BYTES, Policies, ScheduleSpec};
 
     fn api() -> Schedules {
         match Schedules::for_backend(&MemoryBackend::new()) {
@@ -385,6 +399,14 @@ mod tests {
         Schedule::new(id, "report", ScheduleSpec::cron("0 0 9 * * MON", "Europe/Berlin")).with_payload("{\"t\":1}")
     }
 
+    fn every_min(id: &str) -> Schedule {
+        Schedule::new(id, "report", ScheduleSpec::fixed_rate(Duration::from_secs(60)))
+    }
+
+    fn run_once() -> Policies {
+        Policies::default().with_misfire(crate::schedule_store::Misfire::RunOnce)
+    }
+
     async fn refused(api: &Schedules, s: Schedule) -> String {
         match api.create(s, "alice").await {
             Err(e) => e.to_string(),
@@ -392,8 +414,9 @@ mod tests {
         }
     }
 
-    /// A1, A3: a bad id, cron, zone, rate, payload (not JSON, too large), handler name, who or
-    /// note is refused with the reason, and nothing is stored (no schedule, no audit record).
+    /// A1, A3: a bad id, cron, zone, rate, payload (not JSON, too large), handler name,
+    /// contradicting policies, who or note is refused with the reason, and nothing is stored
+    /// (no schedule, no audit record).
     #[tokio::test]
     async fn a3_bad_input_is_refused_and_nothing_is_stored() {
         let api = api();
@@ -406,6 +429,11 @@ mod tests {
             (weekly("a").with_payload("{tenant: 4711}"), "not JSON"),
             (weekly("a").with_payload(format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES))), "16384"),
             (Schedule { handler: "my handler".into(), ..weekly("a") }, "invalid handler name"),
+            // Policies that contradict each other (J12-J14's checks, as for code-defined jobs).
+            (weekly("a").with_policies(run_once().with_catch_up_window(Duration::ZERO)), "longer than zero"),
+            (weekly("a").with_policies(Policies::default().with_catch_up_window(Duration::from_secs(60))), "run_once"),
+            (every_min("a").with_policies(Policies::default().with_jitter(Duration::from_secs(60))), "shorter than"),
+            (weekly("a").with_policies(Policies::default().with_bounds(Some(2_000), Some(1_000))), "end bound"),
         ];
         for (s, reason) in cases {
             let e = refused(&api, s).await;

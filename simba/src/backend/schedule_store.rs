@@ -90,10 +90,11 @@ pub enum Overlap {
     Skip,
 }
 
-/// A schedule's policies, stored as a JSON object of named fields: what exists today
-/// (`misfire`, `overlap`). A field added later is read as its default from rows written
-/// before it, and a field a node does not know yet is ignored by it, so stores never need a
-/// migration for a new policy.
+/// A schedule's policies, stored as a JSON object of named fields (`misfire`, `overlap`, and
+/// where set `catch_up_window_ms`, `jitter_ms`, `start_ms`, `end_ms`): the code-defined jobs'
+/// rules J12-J14 with the same meaning. A field added later is read as its default from rows
+/// written before it, and a field a node does not know yet is ignored by it, so stores never
+/// need a migration for a new policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 #[non_exhaustive]
@@ -103,12 +104,34 @@ pub struct Policies {
     pub misfire: Misfire,
     /// What a slot does while the previous run is in flight.
     pub overlap: Overlap,
+    /// Slots missed longer ago than this (milliseconds) when a term starts are recorded
+    /// `missed`, saying so, and never caught up (J12). `None`: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catch_up_window_ms: Option<u64>,
+    /// Each slot starts up to this long (milliseconds) after its instant, by a hash of the
+    /// schedule's job name and the slot, the same on every node, before the next slot (J13).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<u64>,
+    /// No slot before this instant, unix milliseconds (J14).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_ms: Option<i64>,
+    /// No slot after this instant, unix milliseconds (J14).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<i64>,
 }
 
 impl Default for Policies {
-    /// `misfire = skip`, `overlap = skip`: what a code-defined job does by default.
+    /// `misfire = skip`, `overlap = skip`, no window, no jitter, no bounds: what a
+    /// code-defined job does by default.
     fn default() -> Self {
-        Policies { misfire: Misfire::Skip, overlap: Overlap::Skip }
+        Policies {
+            misfire: Misfire::Skip,
+            overlap: Overlap::Skip,
+            catch_up_window_ms: None,
+            jitter_ms: None,
+            start_ms: None,
+            end_ms: None,
+        }
     }
 }
 
@@ -117,6 +140,48 @@ impl Policies {
     pub fn with_misfire(mut self, misfire: Misfire) -> Self {
         self.misfire = misfire;
         self
+    }
+
+    /// These policies with a catch-up window of `window` (J12).
+    pub fn with_catch_up_window(mut self, window: std::time::Duration) -> Self {
+        self.catch_up_window_ms = Some(u64::try_from(window.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// These policies with a start jitter of at most `max` (J13).
+    pub fn with_jitter(mut self, max: std::time::Duration) -> Self {
+        self.jitter_ms = Some(u64::try_from(max.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// These policies with slots only from `start_ms` to `end_ms` (unix milliseconds, both
+    /// included; either open, J14).
+    pub fn with_bounds(mut self, start_ms: Option<i64>, end_ms: Option<i64>) -> Self {
+        (self.start_ms, self.end_ms) = (start_ms, end_ms);
+        self
+    }
+
+    /// Why these policies are refused for `spec`, or `None` (the code-defined jobs' checks:
+    /// a window longer than zero and only with `misfire = run_once`, a jitter shorter than a
+    /// fixed rate, a start before the end).
+    pub fn problem(&self, spec: &ScheduleSpec) -> Option<String> {
+        match self.catch_up_window_ms {
+            Some(0) => return Some("the catch-up window must be longer than zero (leave it out for no window)".into()),
+            Some(_) if self.misfire != Misfire::RunOnce => {
+                return Some(simba_rules::policies::WINDOW_NEEDS_RUN_ONCE.to_owned());
+            }
+            _ => {}
+        }
+        if let Some(jitter) = self.jitter_ms {
+            let period = match spec {
+                ScheduleSpec::FixedRate { period_ms } => Some(u128::from(*period_ms)),
+                ScheduleSpec::Cron { .. } => None,
+            };
+            if let Some(p) = simba_rules::policies::jitter_problem(u128::from(jitter), period) {
+                return Some(p);
+            }
+        }
+        simba_rules::policies::bounds_problem(self.start_ms, self.end_ms).map(str::to_owned)
     }
 }
 
@@ -684,8 +749,12 @@ mod tests {
         assert_eq!(serde_json::to_value(p).ok(), Some(serde_json::json!({"misfire": "run_once", "overlap": "skip"})));
         let old: Policies = serde_json::from_str(r#"{"misfire": "run_once"}"#).expect("an older row");
         assert_eq!(old, p);
-        let newer: Policies = serde_json::from_str(r#"{"overlap": "skip", "jitter_ms": 5}"#).expect("a newer row");
+        let newer: Policies = serde_json::from_str(r#"{"overlap": "skip", "backfill_rps": 5}"#).expect("a newer row");
         assert_eq!(newer, Policies::default());
+        let all = Policies::default().with_jitter(std::time::Duration::from_millis(5)).with_bounds(Some(1), None);
+        let json = serde_json::json!({"misfire": "skip", "overlap": "skip", "jitter_ms": 5, "start_ms": 1});
+        assert_eq!(serde_json::to_value(all).ok(), Some(json), "only the fields set");
+        assert_eq!(serde_json::from_str::<Policies>(&serde_json::to_string(&all).unwrap_or_default()).ok(), Some(all));
         let bad = serde_json::from_str::<Policies>(r#"{"misfire": "later"}"#).expect_err("unknown");
         assert!(bad.to_string().contains("run_once"), "{bad}");
     }

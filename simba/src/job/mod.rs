@@ -5,6 +5,7 @@
 //! (`runner.rs`: claim, attempts, retries, timeout), which records each outcome through the
 //! job's history (`history.rs`) and its ordered writer (`writer.rs`).
 
+mod changes;
 mod clock;
 mod context;
 mod group;

@@ -118,6 +118,21 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
         true
     }
 
+    /// Claims `slot` like a run (counted, fenced, recorded `running`) but does not run it: the
+    /// record is finished `missed` with `why` (a schedule slot whose handler this node lacks,
+    /// A12), so no node runs the slot later and it is accounted for once. Returns whether it
+    /// was claimed.
+    pub(crate) async fn claim_as_missed(&self, slot: Slot, why: String) -> bool {
+        let Claimed::Run(Some(mut record)) = self.claim(slot).await else { return false };
+        record.outcome = Outcome::Missed;
+        record.attempt = 0;
+        record.started_ms = None;
+        record.error = Some(why);
+        crate::metrics::job_slot(&self.rec.metric, Outcome::Missed);
+        self.rec.finish(&record, &self.term);
+        true
+    }
+
     /// Claims `slot` for the term: one store round trip (`claim_run`, or the lease backend's
     /// `claim_slot` without a jobs store, [`claim_without_store`](Self::claim_without_store)).
     async fn claim(&self, slot: Slot) -> Claimed {

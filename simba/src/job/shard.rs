@@ -13,16 +13,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use simba_core::schedules::{Fires, job_name};
+use simba_core::policy::Bounds;
+use simba_core::schedules::{Fires, job_name, term_start_gap};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::changes::{ChangeFeed, counter_of};
 use super::handler::Handler;
 use super::history::Recording;
 use super::registry::{JobFuture, PartitionRun, job_future};
 use super::runner::{Slot, SlotRunner};
-use crate::job_store::{Claim, ClaimRequest, Outcome, SlotKind};
-use crate::schedule_store::{ListQuery, Schedule, SharedScheduleStore};
+use crate::job_store::{Outcome, SlotKind};
+use crate::schedule_store::{ListQuery, Misfire, Policies, Schedule, SharedScheduleStore};
 use crate::{BoxError, Simba, Term};
 
 /// The name of the built-in group that runs schedules stored as data; partition `i` is the
@@ -31,6 +33,15 @@ pub(crate) const GROUP: &str = "simba.schedules";
 
 /// How many schedules one read of a partition asks for at a time.
 const PAGE: usize = 500;
+
+/// How many schedules' last slots a term's start reads at a time (A14).
+const GAP_READS: usize = 16;
+
+/// How many times a term's start asks for one schedule's last slot (A14).
+const GAP_TRIES: u32 = 3;
+
+/// The reason a slot of a term's start gap is recorded `missed` with (A14).
+const GAP_REASON: &str = "no node held the schedule's partition when the slot came";
 
 /// The reason a slot of a schedule whose handler this node lacks is recorded `missed` with.
 const NO_HANDLER: &str = "no_handler";
@@ -45,6 +56,8 @@ pub(crate) struct Shards {
 struct Inner {
     simba: Simba,
     store: SharedScheduleStore,
+    /// The change counters, read once per renewal interval for all the held partitions.
+    feed: Arc<ChangeFeed>,
     handlers: BTreeMap<String, Handler>,
     /// The records' template: its `job` is replaced by each schedule's `schedule/<id>`.
     rec: Recording,
@@ -55,7 +68,47 @@ struct Inner {
 struct Entry {
     schedule: Schedule,
     fires: Fires,
+    /// Its bounds (J14): no slot outside them.
+    bounds: Bounds,
+    /// Its longest start jitter (J13).
+    jitter: Duration,
     next_ms: Option<i64>,
+}
+
+impl Entry {
+    /// The schedule's row, its checked spec and its policies, next firing after `now_ms`.
+    fn new(schedule: Schedule, fires: Fires, now_ms: i64) -> Self {
+        let p = schedule.policies;
+        let bounds = Bounds {
+            start: p.start_ms.and_then(DateTime::from_timestamp_millis),
+            end: p.end_ms.and_then(DateTime::from_timestamp_millis),
+        };
+        let jitter = Duration::from_millis(p.jitter_ms.unwrap_or(0));
+        let mut e = Entry { schedule, fires, bounds, jitter, next_ms: None };
+        e.next_ms = e.next_after(now_ms);
+        e
+    }
+
+    /// The first slot after `after_ms` within the bounds (J14).
+    fn next_after(&self, after_ms: i64) -> Option<i64> {
+        let from = match self.bounds.start {
+            Some(start) => after_ms.max(start.timestamp_millis() - 1),
+            None => after_ms,
+        };
+        let next = self.fires.next_after(from)?;
+        (!self.bounds.ended(at(next))).then_some(next)
+    }
+
+    /// When slot `ms` starts: its instant plus its jitter (J13), the same on every node.
+    fn starts_ms(&self, ms: i64) -> i64 {
+        if self.jitter.is_zero() {
+            return ms;
+        }
+        let until_next = self.fires.next_after(ms).map(|n| Duration::from_millis(u64::try_from(n - ms).unwrap_or(0)));
+        let job = job_name(&self.schedule.id);
+        let delay = simba_core::policy::jitter(&job, ms, self.jitter, until_next);
+        ms.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(0))
+    }
 }
 
 impl Shards {
@@ -63,7 +116,9 @@ impl Shards {
     /// `rec` (whose job name each schedule replaces).
     pub(crate) fn new(simba: Simba, store: SharedScheduleStore, handlers: Vec<Handler>, rec: Recording) -> Self {
         let handlers = handlers.into_iter().map(|h| (h.name.to_string(), h)).collect();
-        Shards { inner: Arc::new(Inner { simba, store, handlers, rec }) }
+        let every = simba.config().renew_interval();
+        let feed = ChangeFeed::new(store.clone(), every, every);
+        Shards { inner: Arc::new(Inner { simba, store, feed, handlers, rec }) }
     }
 
     /// The partition worker, as the group runs it once per term.
@@ -74,31 +129,52 @@ impl Shards {
         })
     }
 
-    /// Runs partition `partition`'s schedules while `term` lasts.
+    /// Runs partition `partition`'s schedules while `term` lasts: re-read whenever the node's
+    /// change feed finds the partition's counter moved, each due slot fired.
     async fn run(self, term: Term, partition: u32) -> Result<(), BoxError> {
-        let poll = self.inner.simba.config().renew_interval();
-        let mut shard = Shard { partition, seen: None, entries: BTreeMap::new() };
+        let mut changes = self.inner.feed.listen();
+        let mut shard = Shard { partition, seen: None, loaded_ms: 0, entries: BTreeMap::new() };
         let mut in_flight: HashMap<String, JoinHandle<()>> = HashMap::new();
-        let mut next_poll = Instant::now();
+        let every = self.inner.simba.config().renew_interval();
+        // When to read the partition again after a failed read, even if no counter moved.
+        let mut retry: Option<Instant> = None;
+        let mut stale = true;
+        let mut gaps_done = false;
         while term.is_valid() {
-            if Instant::now() >= next_poll {
-                if let Err(e) = self.refresh(&mut shard).await {
+            if stale || retry.is_some_and(|at| Instant::now() >= at) {
+                retry = None;
+                let counters = changes.borrow_and_update().clone();
+                if let Some(counters) = counters
+                    && let Err(e) = self.refresh(&mut shard, counter_of(&counters, partition)).await
+                {
                     tracing::warn!(partition, error = %e, "cannot read the partition's schedules; trying again");
+                    retry = Some(Instant::now() + every);
                 }
-                next_poll = Instant::now() + poll;
+                stale = false;
+                if !gaps_done && shard.seen.is_some() {
+                    gaps_done = true;
+                    self.term_start_gaps(&shard, &term, &mut in_flight).await;
+                }
             }
             in_flight.retain(|_, h| !h.is_finished());
             let now_ms = self.inner.rec.now().timestamp_millis();
             for (id, due) in shard.take_due(now_ms) {
-                self.fire(&shard, &id, &due, &term, &mut in_flight);
+                self.fire(&shard, &id, &due, SlotKind::Scheduled, &term, &mut in_flight);
             }
-            let wake = match shard.next_ms() {
-                Some(ms) => next_poll.min(Instant::now() + ms_until(now_ms, ms)),
-                None => next_poll,
+            let next = shard.next_ms().map(|ms| Instant::now() + ms_until(now_ms, ms));
+            let next = match (next, retry) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
             };
             tokio::select! {
                 () = term.cancelled() => break,
-                () = tokio::time::sleep_until(wake) => {}
+                () = sleep_until_some(next) => {}
+                moved = changes.changed() => {
+                    if moved.is_err() {
+                        break;
+                    }
+                    stale = true;
+                }
             }
         }
         // The runs in flight end with the term (their context's cancellation, then their record).
@@ -108,12 +184,11 @@ impl Shards {
         Ok(())
     }
 
-    /// Re-reads the partition's schedules when its change counter moved since the last read
-    /// (or at the first): a schedule whose revision did not change keeps its next slot.
-    async fn refresh(&self, shard: &mut Shard) -> Result<(), crate::backend::BackendError> {
+    /// Re-reads the partition's schedules when its change counter, `counter` by the node's
+    /// last read, moved since the worker read them (or at the first): a schedule whose
+    /// revision did not change keeps its next slot.
+    async fn refresh(&self, shard: &mut Shard, counter: u64) -> Result<(), crate::backend::BackendError> {
         let store = &self.inner.store;
-        let changes = store.changes().await?;
-        let counter = changes.iter().find(|(p, _)| *p == shard.partition).map_or(0, |(_, c)| *c);
         if shard.seen == Some(counter) {
             return Ok(());
         }
@@ -132,6 +207,7 @@ impl Shards {
         let now_ms = self.inner.rec.now().timestamp_millis();
         shard.load(rows, now_ms);
         shard.seen = Some(counter);
+        shard.loaded_ms = now_ms;
         tracing::debug!(
             partition = shard.partition,
             schedules = shard.entries.len(),
@@ -141,11 +217,73 @@ impl Shards {
         Ok(())
     }
 
+    /// A14: at the start of a term, after the first read of the partition, each schedule's
+    /// slots that passed while no node held the partition (after the later of its slot claimed
+    /// last and its last write, up to the read): recorded `missed`, or under misfire `run_once`
+    /// the newest of them run as `caught_up`. One read of the last slot per schedule, at most
+    /// [`GAP_READS`] at a time, before the term fires any slot (a slot it claimed first would
+    /// hide the gap); a schedule whose last slot cannot be read after [`GAP_TRIES`] tries keeps
+    /// no record of its gap, with a warning naming it.
+    async fn term_start_gaps(&self, shard: &Shard, term: &Term, in_flight: &mut HashMap<String, JoinHandle<()>>) {
+        use futures_util::stream::{self, StreamExt};
+        let now_ms = shard.loaded_ms;
+        let inputs: Vec<(Recording, Fires, i64, Policies, Bounds)> = shard
+            .entries
+            .iter()
+            .map(|(id, e)| {
+                let rec = Recording { job: job_name(id).into(), ..self.inner.rec.clone() };
+                (rec, e.fires.clone(), e.schedule.updated_ms, e.schedule.policies, e.bounds)
+            })
+            .collect();
+        let reads = stream::iter(inputs).map(|(rec, fires, floor, policies, bounds)| {
+            let term = term.clone();
+            async move {
+                let last = last_slot(&rec, &term).await;
+                let run_once = policies.misfire == Misfire::RunOnce;
+                let window = policies.catch_up_window_ms.map(Duration::from_millis);
+                let gap = last.map(|last| {
+                    let floor = last.unwrap_or(floor).max(floor);
+                    (term_start_gap(&fires, (floor, now_ms), run_once, window, &bounds), window)
+                });
+                (rec, gap)
+            }
+        });
+        let gaps: Vec<_> = reads.buffer_unordered(GAP_READS).collect().await;
+        for (rec, gap) in gaps {
+            let id = rec.job.strip_prefix("schedule/").unwrap_or(&rec.job).to_owned();
+            let Ok((gap, window)) = gap else {
+                tracing::warn!(job = %rec.job, "cannot read the schedule's last slot: the slots it missed while its partition had no holder are not recorded");
+                continue;
+            };
+            if let Some(w) = window {
+                let why = format!("{GAP_REASON}; older than the catch-up window ({})", humantime::format_duration(w));
+                for s in gap.expired {
+                    rec.append_with(s, Outcome::Missed, Some(why.clone()), term);
+                }
+            }
+            for s in gap.missed {
+                rec.append_with(s, Outcome::Missed, Some(GAP_REASON.to_owned()), term);
+            }
+            let catch_up = gap.catch_up.map(|c| c.timestamp_millis());
+            if let Some(ms) = catch_up {
+                self.fire(shard, &id, &[ms], SlotKind::CaughtUp, term, in_flight);
+            }
+        }
+    }
+
     /// Fires schedule `id`'s due slots: the newest runs (claimed, run, recorded); older ones the
     /// loop came too late for are recorded `missed`. A run still in flight makes the slot
     /// `skipped_running` (overlap `skip`). Without the handler on this node, the slot is claimed
     /// and recorded `missed` with the reason `no_handler`, never dropped silently.
-    fn fire(&self, shard: &Shard, id: &str, due: &[i64], term: &Term, in_flight: &mut HashMap<String, JoinHandle<()>>) {
+    fn fire(
+        &self,
+        shard: &Shard,
+        id: &str,
+        due: &[i64],
+        kind: SlotKind,
+        term: &Term,
+        in_flight: &mut HashMap<String, JoinHandle<()>>,
+    ) {
         let (Some(entry), Some((&newest, older))) = (shard.entries.get(id), due.split_last()) else { return };
         let rec = Recording { job: job_name(id).into(), ..self.inner.rec.clone() };
         for &ms in older {
@@ -155,10 +293,19 @@ impl Shards {
             rec.skipped_run(&[at(newest)], None, term);
             return;
         }
-        let slot = Slot::at(at(newest), SlotKind::Scheduled);
+        let slot = Slot::at(at(newest), kind);
         let Some(handler) = self.inner.handlers.get(&entry.schedule.handler) else {
-            let task = no_handler(rec, term.clone(), slot, entry.schedule.handler.clone());
-            in_flight.insert(id.to_owned(), tokio::spawn(task));
+            let handler = entry.schedule.handler.clone();
+            let why = format!("{NO_HANDLER}: handler `{handler}` is not registered on node {}", rec.node);
+            let unrun = |_: Term| job_future(async { Ok::<(), BoxError>(()) });
+            let runner = SlotRunner::new(self.inner.simba.clone(), rec, term.clone(), unrun);
+            let task = async move {
+                if runner.claim_as_missed(slot, why).await {
+                    let (job, node) = (&runner.records().job, &runner.records().node);
+                    tracing::warn!(%job, %handler, %node, slot_ms = slot.ms, "no handler `{handler}` on this node: the slot is recorded missed (no_handler)");
+                }
+            };
+            in_flight.insert(id.to_owned(), tokio::spawn(tracing::Instrument::in_current_span(task)));
             return;
         };
         let (run, payload) = (handler.run.clone(), Arc::<str>::from(entry.schedule.payload.as_str()));
@@ -171,42 +318,12 @@ impl Shards {
     }
 }
 
-/// A slot of a schedule whose handler this node does not have (a rolling deploy): claimed like
-/// any slot (so no node runs it later, and it is accounted for once), then recorded `missed`
-/// with the reason, and a warning.
-async fn no_handler(rec: Recording, term: Term, slot: Slot, handler: String) {
-    let Some(store) = rec.store.clone() else { return };
-    let req = ClaimRequest {
-        session: term.session_id(),
-        lease: term.name(),
-        token: term.token(),
-        job: &rec.job,
-        slot_ms: slot.ms,
-        kind: slot.kind,
-        node: &rec.node,
-        started_ms: rec.now().timestamp_millis(),
-        attempts: 1,
-    };
-    match tokio::time::timeout(term.call_timeout(), store.claim_run(req)).await {
-        Ok(Ok(Claim::Claimed(mut record))) => {
-            tracing::warn!(job = %rec.job, %handler, node = %rec.node, slot_ms = slot.ms, "no handler `{handler}` on this node: the slot is recorded missed (no_handler)");
-            record.outcome = Outcome::Missed;
-            record.attempt = 0;
-            record.started_ms = None;
-            record.error = Some(format!("{NO_HANDLER}: handler `{handler}` is not registered on node {}", rec.node));
-            crate::metrics::job_slot(&rec.metric, Outcome::Missed);
-            rec.finish(&record, &term);
-        }
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => rec.unclaimed(&req, &term, &e.to_string()),
-        Err(_) => rec.unclaimed(&req, &term, "no answer from the store"),
-    }
-}
-
 /// One partition's schedules, by id, and the change counter they were read at.
 struct Shard {
     partition: u32,
     seen: Option<u64>,
+    /// The wall-clock instant of the last read: slots up to it are not fired by the loop.
+    loaded_ms: i64,
     entries: BTreeMap<String, Entry>,
 }
 
@@ -223,8 +340,7 @@ impl Shard {
             }
             match s.spec.check() {
                 Ok(fires) => {
-                    let next_ms = fires.next_after(now_ms);
-                    entries.insert(s.id.clone(), Entry { schedule: s, fires, next_ms });
+                    entries.insert(s.id.clone(), Entry::new(s, fires, now_ms));
                 }
                 Err(e) => {
                     tracing::warn!(schedule = %s.id, error = %e, "the schedule's spec does not check; not running it")
@@ -234,26 +350,51 @@ impl Shard {
         self.entries = entries;
     }
 
-    /// The earliest next slot of the partition.
+    /// When the partition's earliest next slot starts (its instant plus its jitter).
     fn next_ms(&self) -> Option<i64> {
-        self.entries.values().filter_map(|e| e.next_ms).min()
+        self.entries.values().filter_map(|e| e.next_ms.map(|ms| e.starts_ms(ms))).min()
     }
 
-    /// The slots due at `now_ms`, by schedule, oldest first; each schedule's next slot moves
-    /// past them.
+    /// The slots due at `now_ms` (started, jitter included), by schedule, oldest first; each
+    /// schedule's next slot moves past them.
     fn take_due(&mut self, now_ms: i64) -> Vec<(String, Vec<i64>)> {
         let mut due = Vec::new();
         for (id, e) in &mut self.entries {
             let mut slots = Vec::new();
-            while let Some(ms) = e.next_ms.filter(|ms| *ms <= now_ms) {
+            while let Some(ms) = e.next_ms.filter(|ms| e.starts_ms(*ms) <= now_ms) {
                 slots.push(ms);
-                e.next_ms = e.fires.next_after(ms);
+                e.next_ms = e.next_after(ms);
             }
             if !slots.is_empty() {
                 due.push((id.clone(), slots));
             }
         }
         due
+    }
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The schedule's slot claimed last, read up to [`GAP_TRIES`] times (`Err` when no read
+/// answered).
+async fn last_slot(rec: &Recording, term: &Term) -> Result<Option<i64>, String> {
+    let mut pause = Duration::from_millis(100);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match rec.last_slot_ms(term).await {
+            Ok(last) => return Ok(last),
+            Err(e) if tries >= GAP_TRIES || !term.is_valid() => return Err(e),
+            Err(e) => tracing::debug!(job = %rec.job, error = %e, tries, "cannot read the schedule's last slot yet"),
+        }
+        tokio::time::sleep(pause).await;
+        pause *= 3;
     }
 }
 
@@ -278,11 +419,43 @@ mod tests {
         s
     }
 
+    /// J13, J14 for schedules: no slot outside the bounds, and each slot taken only once its
+    /// jittered start (the core's `jitter` of `schedule/<id>` and the slot) has come, before the
+    /// next slot.
+    #[test]
+    fn j13_j14_a_schedules_slots_follow_its_jitter_and_bounds() {
+        use crate::schedule_store::Policies;
+        let mut s = every("b", 10, 1);
+        s.policies = Policies::default().with_jitter(Duration::from_secs(5)).with_bounds(Some(30_000), Some(60_000));
+        let mut shard = Shard { partition: 0, seen: None, loaded_ms: 0, entries: BTreeMap::new() };
+        shard.load(vec![s], 5_000);
+        assert_eq!(shard.entries["b"].next_ms, Some(30_000), "none before the start bound");
+        let mut taken = Vec::new();
+        for now in (0..80_000).step_by(100) {
+            for (_, slots) in shard.take_due(now) {
+                for ms in slots {
+                    let delay = simba_core::policy::jitter(
+                        "schedule/b",
+                        ms,
+                        Duration::from_secs(5),
+                        Some(Duration::from_secs(10)),
+                    );
+                    let starts = ms + i64::try_from(delay.as_millis()).unwrap_or(0);
+                    assert!(now >= starts && now < starts + 100, "slot {ms} taken at {now}, starts at {starts}");
+                    assert!(starts < ms + 10_000, "before the next slot");
+                    taken.push(ms);
+                }
+            }
+        }
+        assert_eq!(taken, [30_000, 40_000, 50_000, 60_000], "within the bounds, each once");
+        assert_eq!(shard.next_ms(), None, "none after the end bound");
+    }
+
     /// A11: slots come from the spec alone (A4); a reload at the same revision keeps the next slot, an
     /// edit starts from its new spec, a pause or a delete removes the schedule.
     #[test]
     fn a11_reload_keeps_unchanged_schedules_and_applies_edits() {
-        let mut shard = Shard { partition: 0, seen: None, entries: BTreeMap::new() };
+        let mut shard = Shard { partition: 0, seen: None, loaded_ms: 0, entries: BTreeMap::new() };
         shard.load(vec![every("a", 10, 1), every("b", 60, 1)], 5_000);
         assert_eq!(shard.next_ms(), Some(10_000));
         assert_eq!(shard.take_due(35_000), [("a".to_owned(), vec![10_000, 20_000, 30_000])]);

@@ -215,6 +215,11 @@ impl JobsHandle {
         self.inner.changed.subscribe()
     }
 
+    /// The wall clock the jobs' slots are computed on.
+    pub(super) fn clock(&self) -> WallClock {
+        self.inner.clock
+    }
+
     /// The node's name, as its history records and its registry show it.
     pub(super) fn node(&self) -> Arc<str> {
         Arc::clone(&self.inner.node)

@@ -58,7 +58,8 @@ impl RunningRuntime {
         let api = crate::admin::Schedules::for_client(&self.simba)?;
         Ok(api
             .with_partitions(self.jobs.config().schedule_partitions)?
-            .with_handlers(self.handler_names.iter().cloned()))
+            .with_handlers(self.handler_names.iter().cloned())
+            .with_wall_clock(self.jobs.clock()))
     }
 
     /// The handle that adds and removes jobs on this node while it runs.

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+use crate::schedule_store::{Actor, AuditRecord, Created, ListQuery, Schedule, ScheduleStore, SharedScheduleStore};
+
 use crate::backend::{
     Acquire, Backend, BackendError, BackendResult, HeldDigest, Join, KeepAlive, SessionGrant, SessionId, StoreSnapshot,
 };
@@ -32,9 +34,15 @@ pub enum Op {
     Group,
     /// [`Backend::inspect`].
     Inspect,
+    /// The schedule store's reads of the change counters
+    /// ([`ScheduleStore::changes`](crate::schedule_store::ScheduleStore::changes)).
+    ScheduleChanges,
+    /// The schedule store's other reads (`get`, `list`, `partitions`, `audit`); its writes are
+    /// neither counted nor faulted.
+    ScheduleRead,
 }
 
-const OPS: [Op; 9] = [
+const OPS: [Op; 11] = [
     Op::OpenSession,
     Op::KeepAlive,
     Op::Acquire,
@@ -44,6 +52,8 @@ const OPS: [Op; 9] = [
     Op::ClaimSlot,
     Op::Group,
     Op::Inspect,
+    Op::ScheduleChanges,
+    Op::ScheduleRead,
 ];
 
 /// What to do to the calls of one operation.
@@ -77,7 +87,7 @@ type Hook = Box<dyn Fn(Op) + Send + Sync>;
 #[derive(Default)]
 struct Ctl {
     faults: Mutex<HashMap<Op, Fault>>,
-    counts: [AtomicU64; 9],
+    counts: [AtomicU64; 11],
     times: Mutex<Vec<(Op, tokio::time::Instant)>>,
     hook: Mutex<Option<Hook>>,
 }
@@ -135,6 +145,38 @@ impl FaultHandle {
     }
 }
 
+impl FaultHandle {
+    /// Counts a call of `op` and applies its fault to `fut` (`expired`: the answer of
+    /// [`Fault::Expired`], when the operation has one).
+    async fn apply<T>(
+        &self,
+        op: Op,
+        expired: Option<T>,
+        fut: impl std::future::Future<Output = BackendResult<T>>,
+    ) -> BackendResult<T> {
+        match self.fault(op) {
+            Fault::None => fut.await,
+            Fault::Fail => {
+                Err(BackendError::Unavailable { message: format!("injected failure of {op:?}"), source: None })
+            }
+            Fault::Hang => std::future::pending().await,
+            Fault::DelayRequest(d) => {
+                tokio::time::sleep(d).await;
+                fut.await
+            }
+            Fault::DelayReply(d) => {
+                let r = fut.await;
+                tokio::time::sleep(d).await;
+                r
+            }
+            Fault::Expired => match expired {
+                Some(v) => Ok(v),
+                None => fut.await,
+            },
+        }
+    }
+}
+
 fn index(op: Op) -> usize {
     OPS.iter().position(|o| *o == op).unwrap_or(0)
 }
@@ -183,26 +225,7 @@ impl<B: Backend> FaultyBackend<B> {
         expired: Option<T>,
         fut: impl std::future::Future<Output = BackendResult<T>>,
     ) -> BackendResult<T> {
-        match self.handle.fault(op) {
-            Fault::None => fut.await,
-            Fault::Fail => {
-                Err(BackendError::Unavailable { message: format!("injected failure of {op:?}"), source: None })
-            }
-            Fault::Hang => std::future::pending().await,
-            Fault::DelayRequest(d) => {
-                tokio::time::sleep(d).await;
-                fut.await
-            }
-            Fault::DelayReply(d) => {
-                let r = fut.await;
-                tokio::time::sleep(d).await;
-                r
-            }
-            Fault::Expired => match expired {
-                Some(v) => Ok(v),
-                None => fut.await,
-            },
-        }
+        self.handle.apply(op, expired, fut).await
     }
 }
 
@@ -251,7 +274,57 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         }
     }
     fn schedule_store(&self) -> Option<crate::schedule_store::SharedScheduleStore> {
-        self.inner.schedule_store()
+        let inner = self.inner.schedule_store()?;
+        Some(crate::schedule_store::SharedScheduleStore::new(FaultySchedules { inner, handle: self.handle.clone() }))
+    }
+    fn describe(&self) -> String {
+        format!("faulty({})", self.inner.describe())
+    }
+}
+
+/// The wrapped backend's schedule store, its reads counted and faulted ([`Op::ScheduleChanges`],
+/// [`Op::ScheduleRead`]); its writes forwarded as they are.
+struct FaultySchedules {
+    inner: SharedScheduleStore,
+    handle: FaultHandle,
+}
+
+impl ScheduleStore for FaultySchedules {
+    async fn create(&self, space: &str, s: &Schedule, partitions: u32, actor: &Actor<'_>) -> BackendResult<Created> {
+        self.inner.in_space(space).create(s, partitions, actor).await
+    }
+    async fn update(&self, space: &str, s: &Schedule, actor: &Actor<'_>) -> BackendResult<Option<u64>> {
+        self.inner.in_space(space).update(s, actor).await
+    }
+    async fn delete(&self, space: &str, id: &str, actor: &Actor<'_>) -> BackendResult<bool> {
+        self.inner.in_space(space).delete(id, actor).await
+    }
+    async fn set_paused(&self, space: &str, id: &str, paused: bool, actor: &Actor<'_>) -> BackendResult<Option<bool>> {
+        self.inner.in_space(space).set_paused(id, paused, actor).await
+    }
+    async fn get(&self, space: &str, id: &str) -> BackendResult<Option<Schedule>> {
+        self.handle.apply(Op::ScheduleRead, None, self.inner.in_space(space).get(id)).await
+    }
+    async fn list(&self, space: &str, q: &ListQuery) -> BackendResult<Vec<Schedule>> {
+        self.handle.apply(Op::ScheduleRead, None, self.inner.in_space(space).list(q)).await
+    }
+    async fn partitions(&self, space: &str) -> BackendResult<Option<u32>> {
+        self.handle.apply(Op::ScheduleRead, None, self.inner.in_space(space).partitions()).await
+    }
+    async fn changes(&self, space: &str) -> BackendResult<Vec<(u32, u64)>> {
+        self.handle.apply(Op::ScheduleChanges, None, self.inner.in_space(space).changes()).await
+    }
+    async fn audit(&self, space: &str, target: Option<&str>, limit: usize) -> BackendResult<Vec<AuditRecord>> {
+        self.handle.apply(Op::ScheduleRead, None, self.inner.in_space(space).audit(target, limit)).await
+    }
+    fn audit_retention(&self) -> usize {
+        self.inner.audit_retention()
+    }
+    fn keeping_audit(&self, records: usize) -> SharedScheduleStore {
+        SharedScheduleStore::new(FaultySchedules {
+            inner: self.inner.keeping_audit(records),
+            handle: self.handle.clone(),
+        })
     }
     fn describe(&self) -> String {
         format!("faulty({})", self.inner.describe())

@@ -31,6 +31,10 @@ pub const RULES: &[&str] = &[
     "schedules_payload_and_policies_round_trip",
     "schedules_slot_claim_uses_the_schedules_own_ledger",
     "schedules_survive_reopen",
+    "schedules_concurrent_writes_of_one_schedule_lose_nothing",
+    "schedules_long_listings_hold_every_schedule_once",
+    "schedules_lowered_audit_retention_trims_at_the_next_write",
+    "schedules_writes_of_many_spaces_at_once_all_land",
 ];
 
 const P: u32 = 16;
@@ -404,6 +408,117 @@ pub async fn schedules_slot_claim_uses_the_schedules_own_ledger<B: Backend>(b: B
     assert_eq!(history.iter().map(|r| r.slot_ms).collect::<Vec<_>>(), [T0 + 2000, T0], "recorded as a job's slots");
 }
 
+/// A6: writers racing on one schedule lose no write: every update, pause and resume answered
+/// that it wrote, and each bumped the revision and the partition's counter once and was
+/// recorded once (optimistic stores read again when another writer got in first).
+pub async fn schedules_concurrent_writes_of_one_schedule_lose_nothing<B: Backend>(b: B) {
+    let store = store_of(&b);
+    create(&store, &daily("hot"), T0).await;
+    let mut tasks = Vec::new();
+    for i in 0..6_i64 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let a = Actor { who: "racer", at_ms: T0 + 1 + i, note: None };
+            match i % 3 {
+                0 => store.update(&daily("hot").with_payload(i.to_string()), &a).await.map(|r| r.is_some()),
+                1 => store.set_paused("hot", true, &a).await.map(|r| r.is_some()),
+                _ => store.set_paused("hot", false, &a).await.map(|r| r.is_some()),
+            }
+        }));
+    }
+    for t in tasks {
+        assert!(ok(ok(t.await, "join"), "a racing write"), "the schedule exists");
+    }
+    let got = get(&store, "hot").await.expect("there");
+    assert_eq!(got.revision, 7, "create plus six writes: {got:?}");
+    assert_eq!(counter(&store, partition_of("hot", P)).await, 7);
+    assert_eq!(audit(&store, Some("hot")).await.len(), 7);
+}
+
+/// A10: listings longer than one read of a store hold every schedule once, in id order:
+/// unfiltered and paged, by prefix, by handler (after an update moved one to another
+/// handler) and by partition.
+pub async fn schedules_long_listings_hold_every_schedule_once<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let ids: Vec<String> = (0..300).map(|i| format!("t{i:03}")).collect();
+    let handler = |i: usize| if i.is_multiple_of(2) { "even" } else { "odd" };
+    let spec = ScheduleSpec::cron("0 0 * * * *", "UTC");
+    for (i, id) in ids.iter().enumerate() {
+        let s = Schedule::new(id, handler(i), spec.clone());
+        assert_eq!(create(&store, &s, T0 + i as i64).await, Created::Created, "{id}");
+    }
+    let moved = Schedule::new("t000", "odd", spec.clone());
+    assert_eq!(ok(store.update(&moved, &actor("m", T0 + 400)).await, "update"), Some(2));
+    let list = |q: ListQuery| {
+        let store = store.clone();
+        async move { ok(store.list(&q).await, "list").into_iter().map(|s| s.id).collect::<Vec<_>>() }
+    };
+    assert_eq!(list(ListQuery::first(1000)).await, ids);
+    assert_eq!(list(ListQuery::first(120).after("t099")).await, ids[100..220]);
+    assert_eq!(list(ListQuery::first(1000).prefix("t1")).await, ids[100..200]);
+    let odd: Vec<String> =
+        ids.iter().enumerate().filter(|(i, _)| *i == 0 || !i.is_multiple_of(2)).map(|(_, id)| id.clone()).collect();
+    assert_eq!(list(ListQuery::first(1000).handler("odd")).await, odd);
+    assert_eq!(list(ListQuery::first(1000).handler("even")).await.len(), 149, "t000 moved to `odd`");
+    let mut seen = 0;
+    for p in 0..P {
+        let want: Vec<String> = ids.iter().filter(|id| partition_of(id, P) == p).cloned().collect();
+        let got = list(ListQuery::first(1000).partition(p)).await;
+        assert_eq!(got, want, "partition {p}");
+        let odd_here: Vec<String> = want.iter().filter(|id| odd.contains(id)).cloned().collect();
+        assert_eq!(list(ListQuery::first(1000).partition(p).handler("odd")).await, odd_here, "partition {p}, odd");
+        seen += got.len();
+    }
+    assert_eq!(seen, ids.len());
+}
+
+/// A7: after the retention was lowered, the next write keeps exactly the newest records of the
+/// lower bound, however many older ones it drops.
+pub async fn schedules_lowered_audit_retention_trims_at_the_next_write<B: Backend>(b: B) {
+    let store = store_of(&b);
+    for i in 0..12 {
+        create(&store, &daily(&format!("l{i:02}")), T0 + i).await;
+    }
+    assert_eq!(audit(&store, None).await.len(), 12);
+    let lower = store.keeping_audit(2);
+    create(&lower, &daily("l12"), T0 + 12).await;
+    let kept: Vec<String> = audit(&store, None).await.into_iter().map(|r| r.target).collect();
+    assert_eq!(kept, ["l12", "l11"]);
+}
+
+/// A7, A8: writes of different spaces at once never fail each other (no lock of one space's
+/// audit trail reaches another's): 4 spaces, 3 writers each, 10 writes per writer, trimming a
+/// trail of 2 records at every write; every write lands and each trail ends at 2 records.
+pub async fn schedules_writes_of_many_spaces_at_once_all_land<B: Backend>(b: B) {
+    let base = store_of(&b).keeping_audit(2);
+    let spaces: Vec<SharedScheduleStore> = (0..4).map(|_| base.in_space(&unique("tck")).keeping_audit(2)).collect();
+    let mut writers = tokio::task::JoinSet::new();
+    for (k, space) in spaces.iter().enumerate() {
+        for w in 0..3 {
+            let space = space.clone();
+            writers.spawn(async move {
+                for i in 0..10 {
+                    let id = format!("s{k}-w{w}-{i}");
+                    let at = T0 + i64::from(i);
+                    let created =
+                        space.create(&daily(&id), P, &actor("x", at)).await.map_err(|e| format!("{id}: {e}"))?;
+                    if created != Created::Created {
+                        return Err(format!("{id}: {created:?}"));
+                    }
+                }
+                Ok::<(), String>(())
+            });
+        }
+    }
+    while let Some(done) = writers.join_next().await {
+        ok(ok(done, "writer"), "a write of one space beside others");
+    }
+    for space in &spaces {
+        assert_eq!(ok(space.list(&ListQuery::first(100)).await, "list").len(), 30, "every write landed");
+        assert_eq!(audit(space, None).await.len(), 2, "the trail trimmed to its retention");
+    }
+}
+
 /// Expands to one `#[tokio::test]` per rule of the schedule store suite ([`RULES`]), for the
 /// backend that `$make` (an async fn or closure returning a future of a backend) builds.
 ///
@@ -433,7 +548,11 @@ macro_rules! schedules_suite {
             schedules_audit_retention_bounded,
             schedules_spaces_share_nothing,
             schedules_payload_and_policies_round_trip,
-            schedules_slot_claim_uses_the_schedules_own_ledger
+            schedules_slot_claim_uses_the_schedules_own_ledger,
+            schedules_concurrent_writes_of_one_schedule_lose_nothing,
+            schedules_long_listings_hold_every_schedule_once,
+            schedules_lowered_audit_retention_trims_at_the_next_write,
+            schedules_writes_of_many_spaces_at_once_all_land
         );
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn schedules_survive_reopen() {

@@ -83,6 +83,176 @@ mod mysql {
     simba::schedules_suite!(make);
 }
 
+/// etcd: every client connects its own backend to the private test server
+/// (`SIMBA_TEST_ETCD_URL`).
+mod etcd {
+    use simba::backend::etcd::EtcdBackend;
+
+    async fn make() -> EtcdBackend {
+        let Some(url) = simba_tests::server_url("SIMBA_TEST_ETCD_URL") else {
+            panic!("SIMBA_TEST_ETCD_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+        };
+        match EtcdBackend::connect(&url).await {
+            Ok(b) => b,
+            Err(e) => panic!("cannot connect to the etcd test server: {e}"),
+        }
+    }
+
+    simba::schedules_suite!(make);
+}
+
+/// Redis: every client connects its own backend to the private test server
+/// (`SIMBA_TEST_REDIS_URL`).
+mod redis {
+    use simba::backend::redis::RedisBackend;
+
+    async fn make() -> RedisBackend {
+        let Some(url) = simba_tests::server_url("SIMBA_TEST_REDIS_URL") else {
+            panic!("SIMBA_TEST_REDIS_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+        };
+        match RedisBackend::connect(&url).await {
+            Ok(b) => b,
+            Err(e) => panic!("cannot connect to the Redis test server: {e}"),
+        }
+    }
+
+    simba::schedules_suite!(make);
+
+    /// A10 on Redis, where a listing walks an index (the space's ids, a partition's or a
+    /// handler's, the smaller of the two when both filter) and drops the rows of the other
+    /// filters: every combination of filters, cursors and limits answers what the memory
+    /// store (the reference) answers, paged to the end, before and after edits that move
+    /// schedules between handlers and deletes that take them out of every index.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a10_redis_listings_match_the_reference() {
+        use simba::backend::Backend;
+        use simba::schedule_store::{Actor, ListQuery, Schedule, ScheduleSpec, SharedScheduleStore};
+
+        const P: u32 = 4;
+        let space = simba::tck::conformance::unique("a10");
+        let redis = make().await.schedule_store().expect("redis keeps schedules").in_space(&space);
+        let memory = simba::backend::memory::MemoryBackend::new().schedule_store().expect("memory keeps schedules");
+        let actor = Actor { who: "t", at_ms: 1, note: None };
+        // Handler `b` holds the first ten ids and every seventh, `a` the rest: a partition's
+        // set is smaller than `a`'s and larger than `b`'s, so both walks are taken, and a walk
+        // of a partition for `a` drops rows across more than one batch (64).
+        let handler = |i: usize| if i < 10 || i.is_multiple_of(7) { "b" } else { "a" };
+        for i in 0..300 {
+            let s = Schedule::new(format!("s{i:03}"), handler(i), ScheduleSpec::cron("0 0 * * * *", "UTC"));
+            for store in [&redis, &memory] {
+                store.create(&s, P, &actor).await.expect("create");
+            }
+        }
+        async fn pages(store: &SharedScheduleStore, q: &ListQuery) -> Vec<Vec<String>> {
+            let mut out = Vec::new();
+            let mut q = q.clone();
+            loop {
+                let page: Vec<String> = store.list(&q).await.expect("list").into_iter().map(|s| s.id).collect();
+                let next = page.last().cloned();
+                let full = page.len() == q.limit;
+                out.push(page);
+                match next {
+                    Some(id) if full && out.len() < 400 => q = q.after(id),
+                    _ => return out,
+                }
+            }
+        }
+        let compare = |stage: &'static str| {
+            let (redis, memory) = (redis.clone(), memory.clone());
+            async move {
+                let mut queries = 0;
+                for limit in [1, 7, 70, 1000, usize::MAX] {
+                    for handler in [None, Some("a"), Some("b"), Some("c")] {
+                        for partition in [None, Some(0), Some(3), Some(9)] {
+                            for prefix in [None, Some("s1"), Some("s29"), Some("t")] {
+                                for after in [None, Some("s05"), Some("s150"), Some("s2")] {
+                                    let mut q = ListQuery::first(limit);
+                                    q.handler = handler.map(str::to_owned);
+                                    q.partition = partition;
+                                    q.prefix = prefix.map(str::to_owned);
+                                    q.after = after.map(str::to_owned);
+                                    assert_eq!(pages(&redis, &q).await, pages(&memory, &q).await, "{stage}: {q:?}");
+                                    queries += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+                queries
+            }
+        };
+        assert_eq!(compare("created").await, 1280);
+        for i in (0..300).step_by(5) {
+            let id = format!("s{i:03}");
+            let moved =
+                Schedule::new(&id, if handler(i) == "a" { "b" } else { "c" }, ScheduleSpec::cron("0 0 * * * *", "UTC"));
+            for store in [&redis, &memory] {
+                assert!(store.update(&moved, &actor).await.expect("update").is_some());
+            }
+            if i % 3 == 0 {
+                for store in [&redis, &memory] {
+                    assert!(store.delete(&id, &actor).await.expect("delete"));
+                }
+            }
+        }
+        assert_eq!(compare("edited and deleted").await, 1280);
+    }
+
+    /// A7 on Redis, where each schedule's records are also kept in a trail of its own, trimmed
+    /// with the space's: the records of every target and of the space are the memory store's
+    /// (the reference), while the trail rolls over, and after a writer keeping fewer records
+    /// trims it at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a7_redis_target_trails_follow_the_space_trail() {
+        use simba::backend::Backend;
+        use simba::schedule_store::{Actor, Schedule, ScheduleSpec, SharedScheduleStore};
+
+        let space = simba::tck::conformance::unique("a7");
+        let redis = make().await.schedule_store().expect("redis keeps schedules").in_space(&space).keeping_audit(40);
+        let memory = simba::backend::memory::MemoryBackend::new().schedule_store().expect("memory").keeping_audit(40);
+        let ids: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
+        async fn same(redis: &SharedScheduleStore, memory: &SharedScheduleStore, ids: &[String], stage: &str) {
+            assert_eq!(redis.audit(None, 1000).await.expect("audit"), memory.audit(None, 1000).await.expect("audit"));
+            for id in ids {
+                for limit in [1, 3, 1000, usize::MAX] {
+                    let (r, m) = (redis.audit(Some(id), limit).await, memory.audit(Some(id), limit).await);
+                    assert_eq!(r.expect("audit"), m.expect("audit"), "{stage}: {id} limit {limit}");
+                }
+            }
+        }
+        let mut nonempty = 0;
+        for round in 0..15_i64 {
+            for (i, id) in ids.iter().enumerate() {
+                let at_ms = round * 100 + i as i64;
+                let actor = Actor { who: "w", at_ms, note: (i % 3 == 0).then_some("n") };
+                let s = Schedule::new(id, "h", ScheduleSpec::cron("0 0 * * * *", "UTC"));
+                for store in [&redis, &memory] {
+                    match (round + i as i64) % 4 {
+                        0 => drop(store.create(&s, 8, &actor).await.expect("create")),
+                        1 => drop(store.update(&s, &actor).await.expect("update")),
+                        2 => drop(store.set_paused(id, i % 2 == 0, &actor).await.expect("pause")),
+                        _ => drop(store.delete(id, &actor).await.expect("delete")),
+                    }
+                }
+            }
+            same(&redis, &memory, &ids, &format!("round {round}")).await;
+            nonempty = redis.audit(None, 1000).await.expect("audit").len();
+        }
+        assert_eq!(nonempty, 40, "the trail rolled over");
+        let (redis, memory) = (redis.keeping_audit(3), memory.keeping_audit(3));
+        let actor = Actor { who: "w", at_ms: 10_000, note: None };
+        for store in [&redis, &memory] {
+            store.delete("t0", &actor).await.expect("delete");
+            store
+                .create(&Schedule::new("t0", "h", ScheduleSpec::cron("0 0 * * * *", "UTC")), 8, &actor)
+                .await
+                .expect("create");
+        }
+        same(&redis, &memory, &ids, "trimmed to 3").await;
+        assert_eq!(redis.audit(None, 1000).await.expect("audit").len(), 3);
+    }
+}
+
 /// ZooKeeper: every client connects its own backend to the private test server
 /// (`SIMBA_TEST_ZK_URL`).
 mod zookeeper {
@@ -225,12 +395,19 @@ mod zookeeper {
     }
 }
 
-/// A8: Redis and etcd have no schedule store yet: the backend answers `None`, and
-/// every schedule operation of the API fails saying so, naming the store (not silently).
+/// A8: every store of a URL has a schedule store, also through the connection by URL (the
+/// backend the tool and the dashboard use), so the API opens on each.
 #[tokio::test]
-async fn a8_stores_without_schedules_say_so() {
+async fn a8_every_store_of_a_url_has_schedules() {
     use simba::backend::{Backend, BackendUrl, ConnectOptions};
-    for var in ["SIMBA_TEST_REDIS_URL", "SIMBA_TEST_ETCD_URL"] {
+    let vars = [
+        "SIMBA_TEST_POSTGRES_URL",
+        "SIMBA_TEST_MYSQL_URL",
+        "SIMBA_TEST_REDIS_URL",
+        "SIMBA_TEST_ZK_URL",
+        "SIMBA_TEST_ETCD_URL",
+    ];
+    for var in vars {
         let Some(url) = simba_tests::server_url(var) else {
             panic!("{var} is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
         };
@@ -239,17 +416,17 @@ async fn a8_stores_without_schedules_say_so() {
             Ok(b) => b,
             Err(e) => panic!("cannot connect to {url}: {e}"),
         };
-        assert!(backend.schedule_store().is_none(), "{url}: a schedule store this slice does not test");
-        let e = simba::admin::Schedules::for_backend(&backend).expect_err("no schedule store");
-        let said = e.to_string();
-        assert!(said.contains("schedules are not supported by this store yet"), "{said}");
-        assert!(said.contains(url.scheme()), "names the store: {said}");
+        assert!(backend.schedule_store().is_some(), "{url}: no schedule store");
+        if let Err(e) = simba::admin::Schedules::for_backend(&backend) {
+            panic!("{url}: the schedules API does not open: {e}");
+        }
     }
 }
 
 /// A11 on real servers: a node with a handler runs the schedules created through its API on
-/// SQLite and on PostgreSQL, each slot claimed under its partition's token (the claim of a
-/// schedule slot is the claim's transaction there, not the jobs' routine) and recorded `ran`
+/// SQLite, PostgreSQL, etcd, Redis and ZooKeeper, each slot claimed under its partition's
+/// token (the claim of a schedule slot is the claim's transaction on the SQL stores, not the
+/// jobs' routine; on Redis the claim script on the schedule's own ledger) and recorded `ran`
 /// once, in a namespace of the test's own. Real time, about 4 s each.
 mod runtime {
     use std::time::Duration;
@@ -307,6 +484,24 @@ mod runtime {
         };
         let backend = simba::backend::postgres::PostgresBackend::connect(&url).await.expect("connect");
         runs_schedules(backend, "postgres").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a11_schedules_run_on_etcd() {
+        let Some(url) = simba_tests::server_url("SIMBA_TEST_ETCD_URL") else {
+            panic!("SIMBA_TEST_ETCD_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+        };
+        let backend = simba::backend::etcd::EtcdBackend::connect(&url).await.expect("connect");
+        runs_schedules(backend, "etcd").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a11_schedules_run_on_redis() {
+        let Some(url) = simba_tests::server_url("SIMBA_TEST_REDIS_URL") else {
+            panic!("SIMBA_TEST_REDIS_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+        };
+        let backend = simba::backend::redis::RedisBackend::connect(&url).await.expect("connect");
+        runs_schedules(backend, "redis").await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

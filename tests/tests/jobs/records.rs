@@ -343,13 +343,18 @@ async fn item2_a_claim_whose_answer_was_lost_is_recorded_missed() {
     assert!(missed[0].error.as_deref().unwrap_or("").starts_with("the store did not answer"), "{h:?}");
 }
 
-/// Counts `simba_job_claims_total` by its `result` label (the test's own recorder).
-#[derive(Default)]
-struct Claims(Mutex<BTreeMap<String, Arc<AtomicU64>>>);
+/// Counts `simba_job_claims_total` of one job by its `result` label (the test's own
+/// recorder); a claim of another job fails the test.
+pub(crate) struct Claims(&'static str, Mutex<BTreeMap<String, Arc<AtomicU64>>>);
 
 impl Claims {
-    fn counts(&self) -> BTreeMap<String, u64> {
-        let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Counts the claims of `job` (its metric label).
+    pub(crate) fn of(job: &'static str) -> Self {
+        Claims(job, Mutex::default())
+    }
+
+    pub(crate) fn counts(&self) -> BTreeMap<String, u64> {
+        let all = self.1.lock().unwrap_or_else(PoisonError::into_inner);
         all.iter().map(|(k, v)| (k.clone(), v.load(Ordering::SeqCst))).collect()
     }
 }
@@ -363,9 +368,9 @@ impl metrics::Recorder for Claims {
             return metrics::Counter::noop();
         }
         let label = |n: &str| key.labels().find(|l| l.key() == n).map(|l| l.value().to_owned());
-        assert_eq!(label("job").as_deref(), Some("r_claims"), "{key:?}");
+        assert_eq!(label("job").as_deref(), Some(self.0), "{key:?}");
         let result = label("result").unwrap_or_else(|| panic!("no result label: {key:?}"));
-        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut all = self.1.lock().unwrap_or_else(PoisonError::into_inner);
         metrics::Counter::from_arc(Arc::clone(all.entry(result).or_default()))
     }
     fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
@@ -383,7 +388,7 @@ impl metrics::Recorder for Claims {
 /// claimed, 8 and 9 paused (from 7.2 s); the node stops at 9.2 s.
 #[tokio::test(start_paused = true)]
 async fn r2_every_claim_is_counted_by_its_answer() {
-    let recorder = Claims::default();
+    let recorder = Claims::of("r_claims");
     let _local = metrics::set_default_local_recorder(&recorder);
     let store = MemoryBackend::new();
     let faults = Arc::new(Faults::default());

@@ -163,10 +163,12 @@ async fn a11_edit_pause_and_delete_take_effect_within_one_renewal_interval() {
 }
 
 /// A12: a schedule whose handler this node does not have (a rolling deploy) is not dropped:
-/// each slot is claimed and recorded `missed` with the reason `no_handler`, naming the handler
-/// and the node; the handlers it has still run.
+/// each slot is claimed (and counted, R2) and recorded `missed` with the reason `no_handler`,
+/// naming the handler and the node; the handlers it has still run.
 #[tokio::test(start_paused = true)]
 async fn a12_a_slot_without_its_handler_is_recorded_missed_no_handler() {
+    let claims = crate::records::Claims::of("simba.schedules");
+    let _local = metrics::set_default_local_recorder(&claims);
     let store = MemoryBackend::new();
     let runs = Runs::default();
     let a = node(&store, 1, vec![report(&runs)]).await;
@@ -191,6 +193,9 @@ async fn a12_a_slot_without_its_handler_is_recorded_missed_no_handler() {
         assert!(r.token > 0, "claimed under the partition's token: {r:?}");
     }
     assert!(runs_of(&runs, "old-code").len() >= 3, "the handler the node has runs");
+    // Both schedules' claims are counted (R2), the ones without a handler too.
+    let claimed = h.len() + history(&store, "old-code").await.len();
+    assert_eq!(claims.counts().get("claimed").copied(), Some(claimed as u64), "{:?}", claims.counts());
 }
 
 /// A handler written with `#[simba_handler]`: its payload type is deserialised from the
@@ -236,5 +241,89 @@ async fn a13_a_macro_handler_decodes_its_payload_or_fails_the_run() {
         let error = r.error.as_deref().unwrap_or_default();
         assert_eq!((r.outcome, r.attempt), (Outcome::Failed, 1), "{r:?}");
         assert!(error.contains("invoice.v2") && error.contains("Invoice"), "{r:?}");
+    }
+}
+
+/// A11: the change counters are read once per renewal interval by the node, however many
+/// partitions it holds (here all 4: one read per 500 ms, not four), and a partition whose
+/// counter did not move is not read again.
+#[tokio::test(start_paused = true)]
+async fn a11_one_read_of_the_change_counters_per_node_per_renewal_interval() {
+    use simba::tck::{FaultyBackend, Op};
+    let store = MemoryBackend::new();
+    let (faulty, calls) = FaultyBackend::new(store.clone());
+    let runs = Runs::default();
+    let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
+    let a = Runtime::builder()
+        .config(config)
+        .without_registry()
+        .backend(faulty.with_job_store())
+        .seed(1)
+        .wall_clock(WallClock::follow_tokio_from(base()))
+        .handler(report(&runs))
+        .start()
+        .await
+        .expect("start");
+    a.simba().live().await.expect("live");
+    let api = a.schedules().expect("schedules");
+    let ids = ["r-1", "r-2", "r-3", "r-4", "r-5", "r-6", "r-7", "r-8"];
+    for (i, id) in ids.iter().enumerate() {
+        api.create(every_second(id, i as u64), "test").await.expect("create");
+    }
+    sleep(MS(3_000)).await;
+    let held = a.simba().snapshot().terms.iter().filter(|t| t.name.starts_with("simba.schedules.")).count();
+    assert_eq!(held, 4, "the one node holds every partition");
+    calls.reset_counts();
+    sleep(MS(10_000)).await;
+    let (reads, lists) = (calls.calls(Op::ScheduleChanges), calls.calls(Op::ScheduleRead));
+    assert!((19..=21).contains(&reads), "10 s at one read per 500 ms for the node's 4 partitions: {reads}");
+    assert_eq!(lists, 0, "no counter moved: no partition is read again");
+    assert!(ids.iter().all(|id| runs_of(&runs, id).len() >= 9), "the schedules ran meanwhile");
+    a.shutdown().await;
+}
+
+/// A14: the slots that came while no node held a schedule's partition are accounted for at
+/// the next term's start: recorded `missed` with the reason, or under misfire `run_once` the
+/// newest of them run as `caught_up`; with the runs before and after, every slot from the
+/// first to the last is in the history exactly once.
+#[tokio::test(start_paused = true)]
+async fn a14_slots_missed_while_no_node_held_the_partition_are_recorded_at_the_next_term() {
+    use simba::schedule_store::{Misfire, Policies};
+    let store = MemoryBackend::new();
+    let runs = Runs::default();
+    let clock = WallClock::follow_tokio_from(base());
+    let a = node_on(&store, 1, vec![report(&runs)], clock).await;
+    let api = a.schedules().expect("schedules");
+    api.create(every_second("gap-skip", 1), "test").await.expect("create");
+    let once = every_second("gap-once", 2).with_policies(Policies::default().with_misfire(Misfire::RunOnce));
+    api.create(once, "test").await.expect("create");
+    sleep(MS(3_200)).await;
+    a.shutdown().await;
+    // Five seconds without any node: five slots of each schedule pass unheld.
+    sleep(MS(5_000)).await;
+    let b = node_on(&store, 2, vec![report(&runs)], clock).await;
+    sleep(MS(3_000)).await;
+    b.shutdown().await;
+    for id in ["gap-skip", "gap-once"] {
+        let mut h = history(&store, id).await;
+        h.sort_by_key(|r| r.slot_ms);
+        for w in h.windows(2) {
+            assert_eq!(w[1].slot_ms - w[0].slot_ms, 1000, "{id}: every slot once, none left out: {h:?}");
+        }
+        let gap: Vec<&RunRecord> = h.iter().filter(|r| r.outcome != Outcome::Ran).collect();
+        assert!(gap.len() >= 4, "{id}: the unheld seconds are accounted for: {h:?}");
+        let (missed, caught_up): (Vec<&&RunRecord>, Vec<&&RunRecord>) =
+            gap.iter().partition(|r| r.outcome == Outcome::Missed);
+        for r in &missed {
+            assert_eq!(r.error.as_deref(), Some("no node held the schedule's partition when the slot came"), "{r:?}");
+        }
+        if id == "gap-once" {
+            assert_eq!(caught_up.len(), 1, "run_once: the newest slot of the gap ran: {h:?}");
+            let newest_missed = missed.iter().map(|r| r.slot_ms).max().unwrap_or_default();
+            assert_eq!(caught_up[0].outcome, Outcome::CaughtUp, "{h:?}");
+            assert!(caught_up[0].slot_ms > newest_missed, "{h:?}");
+        } else {
+            assert!(caught_up.is_empty(), "skip: no catch-up run: {h:?}");
+        }
     }
 }

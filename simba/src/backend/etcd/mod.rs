@@ -10,6 +10,7 @@
 //! | `{prefix}/lease/{name}` | the holder's lease | holder's session id | held lease; token = its `create_revision` |
 //! | `{prefix}/member/{group}/{id}` | the member's lease | empty | one group membership |
 //! | `{prefix}/slot/{name}` | nothing (kept) | last claimed cron slot (ordered hex) | cron slots of lease `name` |
+//! | `{prefix}/schedules/{space}/...` | nothing (kept) | see `schedules.rs` | schedules stored as data (ADR 0020) |
 //!
 //! A session id is its etcd lease id in 16 hexadecimal digits (as `etcdctl lease list`
 //! shows it), drawn at random by the client (63 bits) and refused by the server if it is in
@@ -42,6 +43,7 @@ mod inspect;
 mod jobs;
 mod mirror;
 mod ops;
+mod schedules;
 mod session;
 mod url;
 mod watch;
@@ -430,6 +432,12 @@ impl Backend for EtcdBackend {
 
     fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
         Some(crate::backend::job_store::SharedJobStore::new(jobs::EtcdJobStore::new(self.clone())))
+    }
+
+    /// A new store per call, as for the jobs store: it holds a clone of this backend, so
+    /// keeping it in the backend would make a cycle that never drops (nor stops the watch).
+    fn schedule_store(&self) -> Option<crate::backend::schedule_store::SharedScheduleStore> {
+        Some(crate::backend::schedule_store::SharedScheduleStore::new(schedules::EtcdScheduleStore::new(self.clone())))
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {

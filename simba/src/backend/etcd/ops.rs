@@ -207,7 +207,7 @@ impl EtcdBackend {
 }
 
 /// The end of the key range of every key that starts with `prefix` (etcd's `WithPrefix`).
-fn prefix_end(prefix: &str) -> Vec<u8> {
+pub(super) fn prefix_end(prefix: &str) -> Vec<u8> {
     let mut end = prefix.as_bytes().to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {

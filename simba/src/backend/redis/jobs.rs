@@ -64,7 +64,9 @@ end
 
 /// `KEYS`: 1 session key, 2 lease hash, 3 job hash, 4 group hash (the job's again when it has
 /// no group), 5 runs set, 6 jobs set, 7 version key. `ARGV`: 1 session id, 2 token, 3 slot,
-/// 4 kind code, 5 job, 6 prefix, 7 retention, 8 node, 9 started, 10 attempts.
+/// 4 kind code, 5 job, 6 prefix, 7 retention, 8 node, 9 started, 10 attempts, 11 a schedule's
+/// slot (`1`: the job's own ledger only, the lease's `last_slot` neither read nor written, the
+/// claim rule's `Ask::ScheduleSlot`, rule A5).
 ///
 /// Answers `{0}` not the holder, `{1}` already claimed (or no pending request), `{3}`
 /// paused, `{2, slot}` claimed at `slot` (a manual claim's slot is the request's time).
@@ -86,11 +88,13 @@ end
 local slot
 if ARGV[4] ~= '1' then
   slot = ARGV[3]
-  for _, last in ipairs({job[2] or false, lease[3] or false}) do
+  local lasts = {job[2] or false}
+  if ARGV[11] ~= '1' then table.insert(lasts, lease[3] or false) end
+  for _, last in ipairs(lasts) do
     if last and not lt(last, slot) then return {1} end
   end
   redis.call('HSET', KEYS[3], 'last_slot', slot)
-  redis.call('HSET', KEYS[2], 'last_slot', slot)
+  if ARGV[11] ~= '1' then redis.call('HSET', KEYS[2], 'last_slot', slot) end
   if paused then return {3} end
 else
   local own_id, taken, group_taken = tonumber(job[3] or '0'), tonumber(job[5] or '0'), tonumber(job[6] or '0')
@@ -454,6 +458,7 @@ impl JobStore for RedisJobStore {
             req.node,
             &started,
             &attempts,
+            if req.is_schedule_slot() { "1" } else { "0" },
         ];
         let answer: Vec<redis::Value> = self.eval(&SCRIPTS.claim, &keys, &args, "claim a job run").await?;
         let code: Option<i64> = answer.first().and_then(|v| redis::from_redis_value(v.clone()).ok());

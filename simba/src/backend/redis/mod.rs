@@ -67,6 +67,8 @@
 mod connect;
 mod inspect;
 mod jobs;
+mod schedule_scripts;
+mod schedules;
 mod scripts;
 mod subscriber;
 
@@ -575,6 +577,12 @@ impl Backend for RedisBackend {
     /// its clones), started on the first call. `None` outside a Tokio runtime.
     fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
         Some(crate::backend::job_store::SharedJobStore::new(jobs::RedisJobStore::new(self.clone())))
+    }
+
+    /// Schedules stored as data (ADR 0020), beside the other keys under the key prefix (see
+    /// `schedules.rs` for the layout).
+    fn schedule_store(&self) -> Option<crate::backend::schedule_store::SharedScheduleStore> {
+        Some(crate::backend::schedule_store::SharedScheduleStore::new(schedules::RedisScheduleStore::new(self.clone())))
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {

@@ -92,7 +92,9 @@ pub(crate) struct ScheduleStatements {
     bump: Stmt,
     /// `:1` space, `:2` when, `:3` who, `:4` action, `:5` target, `:6` note, `:7` has a note.
     audit_insert: Stmt,
-    /// `:1` space, `:2` records kept minus one: drops the older ones.
+    /// `:1` space, `:2` records kept minus one: the oldest record kept (none: fewer records).
+    audit_boundary: Stmt,
+    /// `:1` space, `:2` the oldest record kept: drops the older ones.
     audit_trim: Stmt,
     /// `:1` space, `:2` id.
     get: Stmt,
@@ -136,12 +138,13 @@ impl ScheduleStatements {
             )),
             audit_insert: r("INSERT INTO simba_schedule_audit (space, at_ms, who, audit_action, target, note) \
                  VALUES (:1, :2, :3, :4, :5, CASE WHEN :7 = 1 THEN :6 END)"),
-            // The boundary is the oldest record kept, read once (a derived table: MySQL reads the
-            // table a DELETE writes only through a materialised one); fewer records: NULL, and
-            // nothing is deleted.
-            audit_trim: r("DELETE FROM simba_schedule_audit WHERE space = :1 AND seq < \
-                 (SELECT b FROM (SELECT seq AS b FROM simba_schedule_audit WHERE space = :1 \
-                 ORDER BY seq DESC LIMIT 1 OFFSET :2) boundary)"),
+            // The boundary is read first and given to the DELETE as a value, so the DELETE is a
+            // range of the (space, seq) index and locks this space's records only: with the
+            // boundary as a subquery, InnoDB scanned the primary key and locked other spaces'
+            // records, and writes of two spaces deadlocked.
+            audit_boundary: r("SELECT seq FROM simba_schedule_audit WHERE space = :1 \
+                 ORDER BY seq DESC LIMIT 1 OFFSET :2"),
+            audit_trim: r("DELETE FROM simba_schedule_audit WHERE space = :1 AND seq < :2"),
             get: r(&format!("SELECT {COLUMNS} FROM simba_schedule WHERE space = :1 AND id = :2")),
             list: r(&format!(
                 "SELECT {COLUMNS} FROM simba_schedule WHERE space = :1 AND (:2 = 0 OR handler_name = :3) \
@@ -325,7 +328,11 @@ where
         ];
         self.exec(&mut tx, &s.audit_insert, &audit, what).await?;
         let keep = i64::try_from(self.retention.saturating_sub(1)).unwrap_or(i64::MAX);
-        self.exec(&mut tx, &s.audit_trim, &[Param::Text(space), Param::Int(keep)], what).await?;
+        let boundary: Option<(i64,)> =
+            self.one(&mut tx, &s.audit_boundary, &[Param::Text(space), Param::Int(keep)], what).await?;
+        if let Some((seq,)) = boundary {
+            self.exec(&mut tx, &s.audit_trim, &[Param::Text(space), Param::Int(seq)], what).await?;
+        }
         tx.commit().await.map_err(self.sql.err(what))
     }
 
