@@ -14,10 +14,11 @@
 //! schedule before it writes (the store does not).
 //!
 //! A backend exposes its store with
-//! [`Backend::schedule_store`](crate::backend::Backend::schedule_store): memory, SQLite,
-//! PostgreSQL and MySQL/MariaDB do; Redis, ZooKeeper and etcd do not yet (`None`, which the
-//! API reports as "schedules are not supported by this store yet"). Every implementation runs
-//! the suite in `simba::tck::schedules` (feature `tck`).
+//! [`Backend::schedule_store`](crate::backend::Backend::schedule_store): every store of this
+//! crate does (memory, SQLite, PostgreSQL, MySQL/MariaDB, Redis, ZooKeeper and etcd); a
+//! backend without one answers `None`, which the API reports as "schedules are not supported
+//! by this store yet". Every implementation runs the suite in `simba::tck::schedules`
+//! (feature `tck`).
 
 #[doc(inline)]
 pub use crate::backend::schedule_store::*;

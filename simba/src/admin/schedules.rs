@@ -25,7 +25,7 @@ const NEAREST_SCAN: usize = 1000;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ScheduleError {
-    /// The backend has no schedule store (Redis, ZooKeeper and etcd for now; rule A8).
+    /// The backend has no schedule store (none of this crate's stores; rule A8).
     #[error("{}", unsupported(store))]
     Unsupported {
         /// The store's description.

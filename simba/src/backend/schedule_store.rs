@@ -746,12 +746,12 @@ impl fmt::Debug for SharedScheduleStore {
     }
 }
 
-/// What the error says when a backend has no schedule store (Redis, ZooKeeper and etcd for
-/// now; rule A8).
+/// What the error says when a backend has no schedule store (rule A8): every store of this
+/// crate has one; a `Backend` written elsewhere may not.
 pub fn unsupported(describe: &str) -> String {
     format!(
-        "schedules are not supported by this store yet ({describe}): use memory, SQLite, PostgreSQL or MySQL/MariaDB \
-         for schedules stored as data"
+        "schedules are not supported by this store yet ({describe}): use one of simba's stores (memory, SQLite, \
+         PostgreSQL, MySQL/MariaDB, Redis, ZooKeeper or etcd) for schedules stored as data"
     )
 }
 

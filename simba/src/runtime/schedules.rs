@@ -44,7 +44,7 @@ pub(super) fn check_state(state: &StateMap, handlers: &[Handler]) -> Result<(), 
 /// Starts `simba.schedules` on this node when it has handlers: refused when the namespace's
 /// schedules were created with another partition count than `[schedules] partitions` (A9,
 /// both numbers named); a warning and nothing started when the store keeps no schedules
-/// (Redis, ZooKeeper, etcd for now: A8).
+/// (a backend written outside this crate: A8).
 pub(super) async fn start(jobs: &JobsHandle, handlers: Vec<Handler>) -> Result<(), Error> {
     if handlers.is_empty() {
         return Ok(());

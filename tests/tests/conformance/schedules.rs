@@ -253,12 +253,161 @@ mod redis {
     }
 }
 
-/// A8: ZooKeeper has no schedule store yet: the backend answers `None`, and
-/// every schedule operation of the API fails saying so, naming the store (not silently).
+/// ZooKeeper: every client connects its own backend to the private test server
+/// (`SIMBA_TEST_ZK_URL`).
+mod zookeeper {
+    use simba::backend::zookeeper::ZooKeeperBackend;
+
+    async fn make() -> ZooKeeperBackend {
+        let Some(url) = simba_tests::server_url("SIMBA_TEST_ZK_URL") else {
+            panic!("SIMBA_TEST_ZK_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+        };
+        match ZooKeeperBackend::connect(&url).await {
+            Ok(b) => b,
+            Err(e) => panic!("cannot connect to the ZooKeeper test server: {e}"),
+        }
+    }
+
+    simba::schedules_suite!(make);
+
+    /// A10 on ZooKeeper: schedules are children of their partition's node, so a holder's load
+    /// of one partition reads that partition only (one listing, then one read per schedule),
+    /// and a listing of the whole space lists each written partition once; the change
+    /// counters and the partition count are one read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn zookeeper_a_partition_is_listed_alone() {
+        use simba::backend::Backend;
+        use simba::schedule_store::{Actor, ListQuery, Schedule, ScheduleSpec, partition_of};
+        let b = make().await;
+        let store = b.schedule_store().expect("a schedule store").in_space(&simba::tck::conformance::unique("zkl"));
+        let ids = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        for id in ids {
+            let s = Schedule::new(id, "h", ScheduleSpec::cron("0 0 * * * *", "UTC"));
+            store.create(&s, 4, &Actor { who: "t", at_ms: 1, note: None }).await.expect("create");
+        }
+        let p = partition_of("a", 4);
+        let in_p = ids.iter().filter(|id| partition_of(id, 4) == p).count();
+        let written: std::collections::BTreeSet<u32> = ids.iter().map(|id| partition_of(id, 4)).collect();
+        let before = b.requests_sent();
+        let rows = store.list(&ListQuery::first(100).partition(p)).await.expect("list a partition");
+        assert_eq!(rows.len(), in_p);
+        assert_eq!(b.requests_sent() - before, 1 + in_p as u64, "one listing, then one read per schedule");
+        let before = b.requests_sent();
+        assert_eq!(store.list(&ListQuery::first(3)).await.expect("list").len(), 3);
+        assert_eq!(b.requests_sent() - before, 1 + written.len() as u64 + 3, "the row, each partition, 3 reads");
+        let before = b.requests_sent();
+        assert_eq!(store.list(&ListQuery::first(3).after("c")).await.expect("list").len(), 3);
+        assert_eq!(b.requests_sent() - before, 1 + 3, "the partitions not written since are not listed again");
+        let s = Schedule::new("a0", "h", ScheduleSpec::cron("0 0 * * * *", "UTC"));
+        store.create(&s, 4, &Actor { who: "t", at_ms: 2, note: None }).await.expect("create");
+        let before = b.requests_sent();
+        let page: Vec<String> =
+            store.list(&ListQuery::first(3)).await.expect("list").into_iter().map(|s| s.id).collect();
+        assert_eq!(page, ["a", "a0", "b"], "a new id is seen at once");
+        assert_eq!(b.requests_sent() - before, 1 + 1 + 3, "only the written partition is listed again");
+        let before = b.requests_sent();
+        store.changes().await.expect("changes");
+        store.partitions().await.expect("partitions");
+        assert_eq!(b.requests_sent() - before, 2, "one read each");
+    }
+
+    /// A6, A7 on ZooKeeper: writers racing on one space lose nothing. Eight clients (each its
+    /// own backend) edit, pause and resume schedules of one space at once: every write lands
+    /// once (each schedule's revision counts its writes), and each write's counter bump and
+    /// audit record land with it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn zookeeper_racing_writers_lose_nothing() {
+        use simba::backend::Backend;
+        use simba::schedule_store::{Actor, Schedule, ScheduleSpec};
+        const WRITERS: u64 = 8;
+        const WRITES: u64 = 6;
+        let space = simba::tck::conformance::unique("zkr");
+        let actor = Actor { who: "t", at_ms: 1, note: None };
+        let first = make().await.schedule_store().expect("a schedule store").in_space(&space);
+        for id in ["r0", "r1"] {
+            first
+                .create(&Schedule::new(id, "h", ScheduleSpec::cron("0 0 * * * *", "UTC")), 1, &actor)
+                .await
+                .expect("create");
+        }
+        let mut tasks = Vec::new();
+        for w in 0..WRITERS {
+            let store = make().await.schedule_store().expect("a schedule store").in_space(&space);
+            tasks.push(tokio::spawn(async move {
+                let id = format!("r{}", w % 2);
+                for i in 0..WRITES {
+                    let actor = Actor { who: "racer", at_ms: i as i64, note: Some("n") };
+                    let wrote = match i % 3 {
+                        0 => store.set_paused(&id, true, &actor).await.map(|r| r.is_some()),
+                        1 => store.set_paused(&id, false, &actor).await.map(|r| r.is_some()),
+                        _ => {
+                            let s = Schedule::new(id.as_str(), "h2", ScheduleSpec::cron("0 0 * * * *", "UTC"));
+                            store.update(&s.with_payload(i.to_string()), &actor).await.map(|r| r.is_some())
+                        }
+                    };
+                    assert!(wrote.expect("a racing write"), "writer {w}, write {i}");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("a writer");
+        }
+        let per_schedule = WRITERS / 2 * WRITES;
+        for id in ["r0", "r1"] {
+            let got = first.get(id).await.expect("get").expect("there");
+            assert_eq!(got.revision, 1 + per_schedule, "{id}: every write counted once");
+        }
+        let writes = 2 + WRITERS * WRITES;
+        assert_eq!(first.changes().await.expect("changes"), [(0, writes)]);
+        assert_eq!(first.audit(None, 1000).await.expect("audit").len() as u64, writes);
+    }
+
+    /// ZooKeeper's limit: a partition's children are listed in one reply of at most
+    /// `jute.maxbuffer`, so a create that would take its listing past the budget is refused,
+    /// saying why, and writes nothing. The schedule lives at
+    /// `/simba/schedules/{space}/p/{partition}/{id}`, its partition node counting the listing's
+    /// bytes (set by hand here, as 8,000 ids of the longest would).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn zookeeper_a_full_partition_refuses_a_create() {
+        use simba::backend::Backend;
+        use simba::backend::zookeeper::zookeeper_client as zk;
+        use simba::schedule_store::{Actor, Schedule, ScheduleSpec, partition_of};
+        let b = make().await;
+        let space = simba::tck::conformance::unique("zkf");
+        let store = b.schedule_store().expect("a schedule store").in_space(&space);
+        let actor = Actor { who: "t", at_ms: 1, note: None };
+        let s = |id: &str| Schedule::new(id, "h", ScheduleSpec::cron("0 0 * * * *", "UTC"));
+        store.create(&s("first"), 1, &actor).await.expect("create");
+        let url = simba_tests::server_url("SIMBA_TEST_ZK_URL").expect("the URL");
+        let raw = zk::Client::connect(url.trim_start_matches("zk://")).await.expect("a raw client");
+        let partition = format!("/simba/schedules/{space}/p/{}", partition_of("first", 1));
+        let (bytes, _) = raw.get_data(&partition).await.expect("the partition node");
+        assert_eq!(bytes, b"9", "4 bytes of length and `first`");
+        assert!(raw.check_stat(&format!("{partition}/first")).await.expect("stat").is_some(), "the schedule's node");
+        raw.set_data(&partition, b"999991", None).await.expect("fill the partition by hand");
+        let e = store.create(&s("second"), 1, &actor).await.expect_err("the partition is full");
+        assert!(e.to_string().contains("jute.maxbuffer") && e.to_string().contains("partitions"), "{e}");
+        assert_eq!(store.get("second").await.expect("get"), None, "nothing written");
+        assert_eq!(store.audit(None, 10).await.expect("audit").len(), 1);
+        assert_eq!(store.changes().await.expect("changes"), [(0, 1)]);
+        assert!(store.delete("first", &actor).await.expect("delete"), "a delete still works");
+        assert_eq!(raw.get_data(&partition).await.expect("the partition node").0, b"999982");
+    }
+}
+
+/// A8: every store of a URL has a schedule store, also through the connection by URL (the
+/// backend the tool and the dashboard use), so the API opens on each.
 #[tokio::test]
-async fn a8_stores_without_schedules_say_so() {
+async fn a8_every_store_of_a_url_has_schedules() {
     use simba::backend::{Backend, BackendUrl, ConnectOptions};
-    for var in ["SIMBA_TEST_ZK_URL"] {
+    let vars = [
+        "SIMBA_TEST_POSTGRES_URL",
+        "SIMBA_TEST_MYSQL_URL",
+        "SIMBA_TEST_REDIS_URL",
+        "SIMBA_TEST_ZK_URL",
+        "SIMBA_TEST_ETCD_URL",
+    ];
+    for var in vars {
         let Some(url) = simba_tests::server_url(var) else {
             panic!("{var} is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
         };
@@ -267,19 +416,18 @@ async fn a8_stores_without_schedules_say_so() {
             Ok(b) => b,
             Err(e) => panic!("cannot connect to {url}: {e}"),
         };
-        assert!(backend.schedule_store().is_none(), "{url}: a schedule store this slice does not test");
-        let e = simba::admin::Schedules::for_backend(&backend).expect_err("no schedule store");
-        let said = e.to_string();
-        assert!(said.contains("schedules are not supported by this store yet"), "{said}");
-        assert!(said.contains(url.scheme()), "names the store: {said}");
+        assert!(backend.schedule_store().is_some(), "{url}: no schedule store");
+        if let Err(e) = simba::admin::Schedules::for_backend(&backend) {
+            panic!("{url}: the schedules API does not open: {e}");
+        }
     }
 }
 
 /// A11 on real servers: a node with a handler runs the schedules created through its API on
-/// SQLite, PostgreSQL, etcd and Redis, each slot claimed under its partition's token (the
-/// claim of a schedule slot is the claim's transaction on the SQL stores, not the jobs'
-/// routine; on Redis the claim script on the schedule's own ledger) and recorded `ran` once, in
-/// a namespace of the test's own. Real time, about 4 s each.
+/// SQLite, PostgreSQL, etcd, Redis and ZooKeeper, each slot claimed under its partition's
+/// token (the claim of a schedule slot is the claim's transaction on the SQL stores, not the
+/// jobs' routine; on Redis the claim script on the schedule's own ledger) and recorded `ran`
+/// once, in a namespace of the test's own. Real time, about 4 s each.
 mod runtime {
     use std::time::Duration;
 
@@ -354,5 +502,14 @@ mod runtime {
         };
         let backend = simba::backend::redis::RedisBackend::connect(&url).await.expect("connect");
         runs_schedules(backend, "redis").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a11_schedules_run_on_zookeeper() {
+        let Some(url) = simba_tests::server_url("SIMBA_TEST_ZK_URL") else {
+            panic!("SIMBA_TEST_ZK_URL is not set: run `eval \"$(bash scripts/backends.sh start)\"` first");
+        };
+        let backend = simba::backend::zookeeper::ZooKeeperBackend::connect(&url).await.expect("connect");
+        runs_schedules(backend, "zookeeper").await;
     }
 }

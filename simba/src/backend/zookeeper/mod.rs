@@ -9,6 +9,9 @@
 //! | `/simba/slots/{name}` | persistent | last cron slot claimed under lease `name` (decimal) |
 //! | `/simba/groups/{group}/{session}` | ephemeral | one group membership |
 //!
+//! The jobs store's nodes are described in `jobs.rs`, the schedule store's (`/simba/schedules`)
+//! in `schedules/`.
+//!
 //! A lease node is this session's only when its `ephemeralOwner` is this session: a node of
 //! the same name created by anyone else is never treated as ours (Curator's two-leaders bug,
 //! apache/curator#1211). Tokens are strictly increasing but not contiguous (T3): every write
@@ -34,6 +37,7 @@
 mod inspect;
 mod jobs;
 mod ops;
+mod schedules;
 mod session;
 mod shared;
 mod url;
@@ -99,6 +103,9 @@ struct Inner {
     watch_task: tokio::task::AbortHandle,
     /// ZooKeeper requests sent by this backend's calls (rule S1 evidence).
     requests: AtomicU64,
+    /// What the schedule stores of this backend share (`schedule_store` builds a handle per
+    /// call: a store kept here would hold the backend, a cycle that never drops it).
+    schedules: Arc<schedules::State>,
 }
 
 impl Drop for Inner {
@@ -183,6 +190,7 @@ impl ZooKeeperBackend {
                 releases,
                 watch_task: task.abort_handle(),
                 requests: AtomicU64::new(0),
+                schedules: Arc::default(),
             }),
         })
     }
@@ -430,6 +438,11 @@ impl Backend for ZooKeeperBackend {
 
     fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
         Some(crate::backend::job_store::SharedJobStore::new(jobs::ZkJobStore::new(self.clone())))
+    }
+
+    fn schedule_store(&self) -> Option<crate::backend::schedule_store::SharedScheduleStore> {
+        let store = schedules::ZkScheduleStore::new(self.clone(), Arc::clone(&self.inner.schedules));
+        Some(crate::backend::schedule_store::SharedScheduleStore::new(store))
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
