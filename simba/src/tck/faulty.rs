@@ -186,6 +186,7 @@ pub struct FaultyBackend<B> {
     inner: B,
     handle: FaultHandle,
     jobs: Jobs,
+    schedules: bool,
 }
 
 /// Which jobs store a [`FaultyBackend`] offers.
@@ -199,7 +200,7 @@ impl<B: Backend> FaultyBackend<B> {
     /// Wraps `inner`; returns the backend and the handle that controls it.
     pub fn new(inner: B) -> (Self, FaultHandle) {
         let handle = FaultHandle::default();
-        (FaultyBackend { inner, handle: handle.clone(), jobs: Jobs::None }, handle)
+        (FaultyBackend { inner, handle: handle.clone(), jobs: Jobs::None, schedules: true }, handle)
     }
 
     /// Also offers the wrapped backend's jobs store ([`Backend::job_store`]; its calls are not
@@ -208,6 +209,14 @@ impl<B: Backend> FaultyBackend<B> {
     #[must_use]
     pub fn with_job_store(mut self) -> Self {
         self.jobs = Jobs::Inner;
+        self
+    }
+
+    /// Offers no schedule store (a backend without one, rule A8), whatever the wrapped
+    /// backend has.
+    #[must_use]
+    pub fn without_schedule_store(mut self) -> Self {
+        self.schedules = false;
         self
     }
 
@@ -274,7 +283,7 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         }
     }
     fn schedule_store(&self) -> Option<crate::schedule_store::SharedScheduleStore> {
-        let inner = self.inner.schedule_store()?;
+        let inner = self.inner.schedule_store().filter(|_| self.schedules)?;
         Some(crate::schedule_store::SharedScheduleStore::new(FaultySchedules { inner, handle: self.handle.clone() }))
     }
     fn describe(&self) -> String {

@@ -423,6 +423,28 @@ async fn a8_every_store_of_a_url_has_schedules() {
     }
 }
 
+/// A8: a backend without a schedule store (here the test wrapper offering none) fails every
+/// schedule operation of the API saying so and naming the store, and a runtime with handlers on
+/// it starts without running schedules (not silently: it logs why).
+#[tokio::test]
+async fn a8_a_store_without_schedules_says_so() {
+    use simba::backend::Backend;
+    let (backend, _) = simba::tck::FaultyBackend::new(simba::backend::memory::MemoryBackend::new());
+    let backend = backend.with_job_store().without_schedule_store();
+    assert!(backend.schedule_store().is_none());
+    let e = simba::admin::Schedules::for_backend(&backend).expect_err("no schedule store");
+    let said = e.to_string();
+    assert!(said.contains("schedules are not supported by this store yet"), "{said}");
+    assert!(said.contains("faulty(memory"), "names the store: {said}");
+    let handler = simba::job::Handler::from_closure("h", |_t, _p| {
+        simba::job::job_future(async { Ok::<(), simba::BoxError>(()) })
+    });
+    let node = simba::Runtime::builder().without_registry().backend(backend).handler(handler).start().await;
+    let node = node.expect("starts without schedules");
+    assert!(node.schedules().is_err(), "the node's API says so too");
+    node.shutdown().await;
+}
+
 /// A11 on real servers: a node with a handler runs the schedules created through its API on
 /// SQLite, PostgreSQL, etcd, Redis and ZooKeeper, each slot claimed under its partition's
 /// token (the claim of a schedule slot is the claim's transaction on the SQL stores, not the

@@ -78,9 +78,10 @@ mod tests {
         for name in ["tenant-4711.report", "a:b_c", "Z", "...x"] {
             assert_eq!(segment(name), name);
         }
-        for (name, seg) in
-            [("", "~"), ("~", "%7E"), (".", "%2E"), ("..", "%2E%2E"), ("a/b", "a%2Fb"), ("%", "%25"), ("é", "%C3%A9")]
-        {
+        // Percent-escapes, not rule ids.
+        let escaped = [("é", "%C3%A9")]; // spec-check: ignore
+        let cases = [("", "~"), ("~", "%7E"), (".", "%2E"), ("..", "%2E%2E"), ("a/b", "a%2Fb"), ("%", "%25")];
+        for (name, seg) in cases.into_iter().chain(escaped) {
             assert_eq!(segment(name), seg);
             assert_eq!(unsegment(seg), name);
         }
