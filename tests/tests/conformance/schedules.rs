@@ -63,6 +63,33 @@ mod postgres {
     }
 
     simba::schedules_suite!(make);
+
+    /// A11 on PostgreSQL: a schedule write notifies its space at its commit
+    /// (`simba_schedules`), and another backend's listener hears it, so holders read the
+    /// counters at once rather than at their next poll.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a11_postgres_broadcasts_schedule_changes() {
+        use simba::backend::Backend;
+        use simba::schedule_store::{Actor, Schedule, ScheduleSpec};
+        let (listener, writer) = (make().await, make().await);
+        let mut heard =
+            listener.schedule_store().expect("schedules").subscribe_changes().expect("PostgreSQL broadcasts");
+        let space = simba::tck::conformance::unique("a11pg");
+        let store = writer.schedule_store().expect("schedules").in_space(&space);
+        let s = Schedule::new("b", "h", ScheduleSpec::cron("0 0 * * * *", "UTC"));
+        store.create(&s, 4, &Actor { who: "t", at_ms: 1, note: None }).await.expect("create");
+        let got = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            loop {
+                match heard.recv().await {
+                    Ok(name) if name == space => return name,
+                    Ok(_) => {}
+                    Err(e) => panic!("the broadcast ended: {e}"),
+                }
+            }
+        })
+        .await;
+        assert_eq!(got.ok().as_deref(), Some(space.as_str()), "the write's space was broadcast");
+    }
 }
 
 /// MySQL (MariaDB): every client connects its own backend to the private test server

@@ -117,7 +117,7 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
     /// [`Backend::schedule_store`]: a new schedule store, on every SQL backend (called once
     /// per [`StoreCache`]).
     fn schedules(&self) -> Option<SharedScheduleStore> {
-        Some(self.store().schedule_store())
+        Some(self.store().schedule_store(None))
     }
 }
 

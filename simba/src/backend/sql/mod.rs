@@ -284,8 +284,13 @@ pub(crate) trait SqlCalls: Send + Sync + 'static {
     /// [`JobStore::subscribe_control`](super::job_store::JobStore::subscribe_control) with
     /// receivers of `control` where the database broadcasts control changes.
     fn job_store(&self, control: Option<tokio::sync::broadcast::Sender<String>>) -> super::job_store::SharedJobStore;
-    /// The schedule store on this database.
-    fn schedule_store(&self) -> super::schedule_store::SharedScheduleStore;
+    /// The schedule store on this database, answering
+    /// [`ScheduleStore::subscribe_changes`](super::schedule_store::ScheduleStore::subscribe_changes)
+    /// with receivers of `changes` where the database broadcasts them.
+    fn schedule_store(
+        &self,
+        changes: Option<tokio::sync::broadcast::Sender<String>>,
+    ) -> super::schedule_store::SharedScheduleStore;
 }
 
 // What the shared calls and the jobs store need of a driver; every sqlx driver of simba has it.
@@ -389,8 +394,15 @@ where
         })
     }
 
-    fn schedule_store(&self) -> super::schedule_store::SharedScheduleStore {
-        super::schedule_store::SharedScheduleStore::new(schedules::SqlScheduleStore::new(self.clone()))
+    fn schedule_store(
+        &self,
+        changes: Option<tokio::sync::broadcast::Sender<String>>,
+    ) -> super::schedule_store::SharedScheduleStore {
+        let store = schedules::SqlScheduleStore::new(self.clone());
+        super::schedule_store::SharedScheduleStore::new(match changes {
+            Some(changes) => store.with_changes(changes),
+            None => store,
+        })
     }
 }
 

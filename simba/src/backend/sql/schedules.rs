@@ -44,6 +44,9 @@ pub(crate) trait ScheduleDialect: JobDialect {
     const KEEP_SPACE: &'static str;
     /// The end of the `INSERT INTO simba_schedule_change` that bumps an existing counter.
     const BUMP_CHANGE: &'static str;
+    /// The statement that broadcasts a change of space `:1` at the write's commit
+    /// (PostgreSQL's `pg_notify`); `None` where holders poll only.
+    const NOTIFY_CHANGES: Option<&'static str> = None;
 
     /// The schedule store's statements rendered for this dialect, once.
     fn schedule_statements() -> &'static ScheduleStatements;
@@ -96,6 +99,8 @@ pub(crate) struct ScheduleStatements {
     audit_boundary: Stmt,
     /// `:1` space, `:2` the oldest record kept: drops the older ones.
     audit_trim: Stmt,
+    /// `:1` space: broadcasts its change at the commit ([`ScheduleDialect::NOTIFY_CHANGES`]).
+    notify: Option<Stmt>,
     /// `:1` space, `:2` id.
     get: Stmt,
     /// `:1` space, `:2` has a handler, `:3` handler, `:4` has a prefix, `:5` prefix, `:6` its
@@ -145,6 +150,7 @@ impl ScheduleStatements {
             audit_boundary: r("SELECT seq FROM simba_schedule_audit WHERE space = :1 \
                  ORDER BY seq DESC LIMIT 1 OFFSET :2"),
             audit_trim: r("DELETE FROM simba_schedule_audit WHERE space = :1 AND seq < :2"),
+            notify: D::NOTIFY_CHANGES.map(r),
             get: r(&format!("SELECT {COLUMNS} FROM simba_schedule WHERE space = :1 AND id = :2")),
             list: r(&format!(
                 "SELECT {COLUMNS} FROM simba_schedule WHERE space = :1 AND (:2 = 0 OR handler_name = :3) \
@@ -176,6 +182,8 @@ pub(crate) struct SqlScheduleStore<D: ScheduleDialect> {
     retention: usize,
     schema: std::sync::Arc<OnceCell<()>>,
     statements: &'static ScheduleStatements,
+    /// Where the database's broadcast of changes arrives (PostgreSQL's listener).
+    changes: Option<tokio::sync::broadcast::Sender<String>>,
     dialect: PhantomData<D>,
 }
 
@@ -186,6 +194,7 @@ impl<D: ScheduleDialect> Clone for SqlScheduleStore<D> {
             retention: self.retention,
             schema: std::sync::Arc::clone(&self.schema),
             statements: self.statements,
+            changes: self.changes.clone(),
             dialect: PhantomData,
         }
     }
@@ -199,8 +208,16 @@ impl<D: ScheduleDialect> SqlScheduleStore<D> {
             retention: DEFAULT_AUDIT_RETENTION,
             schema: std::sync::Arc::default(),
             statements: D::schedule_statements(),
+            changes: None,
             dialect: PhantomData,
         }
+    }
+
+    /// This store, answering [`ScheduleStore::subscribe_changes`] with receivers of `changes`
+    /// (what the database's listener forwards).
+    pub(crate) fn with_changes(mut self, changes: tokio::sync::broadcast::Sender<String>) -> Self {
+        self.changes = Some(changes);
+        self
     }
 }
 
@@ -332,6 +349,10 @@ where
             self.one(&mut tx, &s.audit_boundary, &[Param::Text(space), Param::Int(keep)], what).await?;
         if let Some((seq,)) = boundary {
             self.exec(&mut tx, &s.audit_trim, &[Param::Text(space), Param::Int(seq)], what).await?;
+        }
+        if let Some(notify) = &s.notify {
+            // Delivered at the commit, and only if it commits.
+            self.exec(&mut tx, notify, &[Param::Text(space)], what).await?;
         }
         tx.commit().await.map_err(self.sql.err(what))
     }
@@ -590,6 +611,10 @@ where
 
     fn describe(&self) -> String {
         self.sql.description().to_string()
+    }
+
+    fn subscribe_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.changes.as_ref().map(tokio::sync::broadcast::Sender::subscribe)
     }
 }
 

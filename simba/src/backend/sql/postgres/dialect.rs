@@ -174,6 +174,7 @@ impl ScheduleDialect for PgDialect {
     const KEEP_SPACE: &'static str = "ON CONFLICT (space) DO NOTHING";
     const BUMP_CHANGE: &'static str =
         "ON CONFLICT (space, part) DO UPDATE SET counter = simba_schedule_change.counter + 1";
+    const NOTIFY_CHANGES: Option<&'static str> = Some("SELECT pg_notify('simba_schedules', :1)");
     schedule_statements!(PgDialect);
 }
 

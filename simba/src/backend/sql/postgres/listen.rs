@@ -11,7 +11,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::{CONTROL_CHANNEL, RELEASE_CHANNEL};
+use super::{CONTROL_CHANNEL, RELEASE_CHANNEL, SCHEDULES_CHANNEL};
 use crate::backend::sql::server::CONNECT_TIMEOUT;
 
 /// Backoff of the release listener between reconnection attempts.
@@ -24,6 +24,8 @@ pub(super) struct Channels {
     /// Names of jobs whose control changed ([`CONTROL_CHANNEL`]), and an empty name each time
     /// the listener starts listening, since what changed while it did not was not heard.
     pub(super) controls: broadcast::Sender<String>,
+    /// Spaces whose schedules changed ([`SCHEDULES_CHANNEL`]).
+    pub(super) schedules: broadcast::Sender<String>,
 }
 
 /// The listener: `LISTEN`s on a connection of its own and forwards every notified name,
@@ -68,8 +70,9 @@ async fn listen(
     backoff: &mut Duration,
 ) -> Result<Infallible, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen_all([RELEASE_CHANNEL, CONTROL_CHANNEL]).await?;
-    tracing::debug!(backend = %description, channels = ?[RELEASE_CHANNEL, CONTROL_CHANNEL], "listening");
+    let channel_names = [RELEASE_CHANNEL, CONTROL_CHANNEL, SCHEDULES_CHANNEL];
+    listener.listen_all(channel_names).await?;
+    tracing::debug!(backend = %description, channels = ?channel_names, "listening");
     if let Some(ready) = ready.take() {
         let _ = ready.send(());
     }
@@ -83,7 +86,11 @@ async fn listen(
         let Some(notification) = listener.try_recv().await? else {
             return Err(sqlx::Error::Protocol("the listening connection was lost".to_owned()));
         };
-        let to = if notification.channel() == CONTROL_CHANNEL { &channels.controls } else { &channels.releases };
+        let to = match notification.channel() {
+            CONTROL_CHANNEL => &channels.controls,
+            SCHEDULES_CHANNEL => &channels.schedules,
+            _ => &channels.releases,
+        };
         let _ = to.send(notification.payload().to_owned());
     }
 }

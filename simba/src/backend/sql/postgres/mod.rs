@@ -77,6 +77,10 @@ pub const RELEASE_CHANNEL: &str = "simba_released";
 /// the job's name.
 pub const CONTROL_CHANNEL: &str = "simba_job_control";
 
+/// The channel that a schedule store's write notifies, at its commit, with the space (the
+/// namespace, `""` for the default one) whose change counters moved (rule A11).
+pub const SCHEDULES_CHANNEL: &str = "simba_schedules";
+
 /// Capacity of the release broadcast; a subscriber that falls further behind skips names
 /// (and then relies on its next attempt).
 const RELEASE_BUFFER: usize = 1024;
@@ -114,6 +118,8 @@ struct Inner {
     /// The names of jobs whose control changed, and an empty name after the listener
     /// reconnected (see [`CONTROL_CHANNEL`]).
     controls: broadcast::Sender<String>,
+    /// The spaces whose schedules changed ([`SCHEDULES_CHANNEL`]).
+    schedules: broadcast::Sender<String>,
     /// Stops the release listener when the last clone is dropped.
     _listener: DropGuard,
 }
@@ -232,11 +238,12 @@ impl PostgresBackend {
         create_schema(&pool, &description).await?;
         let (releases, _) = broadcast::channel(RELEASE_BUFFER);
         let (controls, _) = broadcast::channel(RELEASE_BUFFER);
+        let (schedules, _) = broadcast::channel(RELEASE_BUFFER);
         let stop = CancellationToken::new();
         let (ready_tx, ready_rx) = oneshot::channel();
         tokio::spawn(listen::forward_releases(
             (*pool.connect_options()).clone(),
-            listen::Channels { releases: releases.clone(), controls: controls.clone() },
+            listen::Channels { releases: releases.clone(), controls: controls.clone(), schedules: schedules.clone() },
             stop.clone(),
             Arc::clone(&description),
             ready_tx,
@@ -257,6 +264,7 @@ impl PostgresBackend {
                 renewer: tokio::sync::Mutex::new(renewer),
                 releases,
                 controls,
+                schedules,
                 _listener: stop.drop_guard(),
             }),
             jobs: true,
@@ -487,6 +495,10 @@ impl SqlBackend for PostgresBackend {
 
     fn jobs(&self) -> Option<SharedJobStore> {
         self.jobs.then(|| self.inner.sql.job_store(Some(self.inner.controls.clone())))
+    }
+
+    fn schedules(&self) -> Option<crate::backend::schedule_store::SharedScheduleStore> {
+        Some(self.inner.sql.schedule_store(Some(self.inner.schedules.clone())))
     }
 }
 
