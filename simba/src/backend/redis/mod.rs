@@ -16,6 +16,7 @@
 //! | `simba:joined:{id}` | set | the session's | the groups the session joined |
 //! | `simba:group:{group}` | set | none | the ids of the group's members |
 //! | `simba:released` | pub/sub channel | | names of released leases |
+//! | `simba:schedules` | pub/sub channel | | spaces whose schedules changed (`schedules.rs`) |
 //!
 //! Ownership is derived: a lease is held when its `session` field names a session whose key
 //! exists. When a session key expires on Redis's clock (rule B2), all of its leases become free
@@ -214,6 +215,8 @@ struct Inner {
     connect_timeout: Duration,
     /// The sender of the release subscription, once somebody subscribed.
     releases: Mutex<Option<broadcast::Sender<String>>>,
+    /// The sender of the schedule changes' subscription, once somebody subscribed.
+    schedule_changes: Mutex<Option<broadcast::Sender<String>>>,
     /// Stops the subscription task when the last clone drops.
     subscriber_stop: CancellationToken,
     _stop_on_drop: DropGuard,
@@ -266,6 +269,64 @@ impl Keys {
 }
 
 impl RedisBackend {
+    /// A receiver of `channel`'s messages: the subscription task of `slot`, started at the
+    /// first call (one connection per channel and backend, whatever the number of callers).
+    fn subscription(
+        &self,
+        slot: &Mutex<Option<broadcast::Sender<String>>>,
+        channel: String,
+        what: &str,
+    ) -> Option<broadcast::Receiver<String>> {
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tx) = &*slot {
+            return Some(tx.subscribe());
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(backend = %self.inner.description, "no Tokio runtime: {what} will not be broadcast to this client");
+            return None;
+        };
+        let (tx, rx) = broadcast::channel(RELEASE_CAPACITY);
+        runtime.spawn(
+            Subscriber {
+                client: self.inner.client.clone(),
+                channel,
+                releases: tx.clone(),
+                stop: self.inner.subscriber_stop.clone(),
+                description: Arc::clone(&self.inner.description),
+                call_timeout: self.inner.connect_timeout,
+                ready: None,
+            }
+            .run(),
+        );
+        *slot = Some(tx);
+        Some(rx)
+    }
+
+    /// The channel a schedule write publishes its space on (`{prefix}:schedules`, rule A11).
+    pub(crate) fn schedules_channel(&self) -> String {
+        format!("{}:schedules", self.keys().prefix)
+    }
+
+    /// Receivers of the spaces whose schedules changed ([`schedules_channel`](Self::schedules_channel)).
+    pub(crate) fn subscribe_schedule_changes(&self) -> Option<broadcast::Receiver<String>> {
+        self.subscription(&self.inner.schedule_changes, self.schedules_channel(), "schedule changes")
+    }
+
+    /// Publishes on `channel` (a hint: a failure is logged, not returned).
+    pub(crate) async fn publish(&self, channel: &str, message: &str) {
+        let mut conn = self.inner.conn.clone();
+        let mut cmd = redis::cmd("PUBLISH");
+        cmd.arg(channel).arg(message);
+        match timeout(self.inner.connect_timeout, cmd.query_async::<i64>(&mut conn)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(backend = %self.inner.description, %channel, error = %e, "cannot publish; holders poll")
+            }
+            Err(_) => {
+                tracing::debug!(backend = %self.inner.description, %channel, "no answer to a publish; holders poll")
+            }
+        }
+    }
     /// Connects to the server at `url` with the default [`RedisOptions`].
     ///
     /// `url` is `redis://[user[:password]@]host[:port][/db]` or `rediss://...` (TLS with
@@ -351,6 +412,7 @@ impl RedisBackend {
                 description,
                 connect_timeout: ct,
                 releases: Mutex::new(None),
+                schedule_changes: Mutex::new(None),
                 _stop_on_drop: subscriber_stop.clone().drop_guard(),
                 subscriber_stop,
             }),
@@ -586,29 +648,7 @@ impl Backend for RedisBackend {
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
-        let mut slot = self.inner.releases.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(tx) = &*slot {
-            return Some(tx.subscribe());
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(backend = %self.inner.description, "no Tokio runtime: releases will not be broadcast to this client");
-            return None;
-        };
-        let (tx, rx) = broadcast::channel(RELEASE_CAPACITY);
-        runtime.spawn(
-            Subscriber {
-                client: self.inner.client.clone(),
-                channel: self.keys().channel.clone(),
-                releases: tx.clone(),
-                stop: self.inner.subscriber_stop.clone(),
-                description: Arc::clone(&self.inner.description),
-                call_timeout: self.inner.connect_timeout,
-                ready: None,
-            }
-            .run(),
-        );
-        *slot = Some(tx);
-        Some(rx)
+        self.subscription(&self.inner.releases, self.keys().channel.clone(), "releases")
     }
 
     fn describe(&self) -> String {

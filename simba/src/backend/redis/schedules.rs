@@ -113,6 +113,12 @@ impl RedisScheduleStore {
         RedisScheduleStore { backend, retention: DEFAULT_AUDIT_RETENTION }
     }
 
+    /// Tells the holders that `space` changed (rule A11): a publish after the write, a hint
+    /// only (a lost one is found at the holders' next poll).
+    async fn changed(&self, space: &str) {
+        self.backend.publish(&self.backend.schedules_channel(), space).await;
+    }
+
     fn keys(&self, space: &str) -> SpaceKeys {
         SpaceKeys::new(&self.backend.keys().prefix, space)
     }
@@ -211,7 +217,10 @@ impl ScheduleStore for RedisScheduleStore {
         ];
         let answer: Vec<String> = self.backend.eval(&SCRIPTS.create, keys, args, what).await?;
         match answer.as_slice() {
-            [c] if c == "0" => Ok(Created::Created),
+            [c] if c == "0" => {
+                self.changed(space).await;
+                Ok(Created::Created)
+            }
             [c] if c == "1" => Ok(Created::Exists),
             [c, stored] if c == "2" => match stored.parse() {
                 Ok(stored) => Ok(Created::PartitionsDiffer { stored }),
@@ -233,6 +242,7 @@ impl ScheduleStore for RedisScheduleStore {
         if revision < 0 {
             return Ok(None);
         }
+        self.changed(space).await;
         self.backend.non_negative(what, revision).map(Some)
     }
 
@@ -243,6 +253,9 @@ impl ScheduleStore for RedisScheduleStore {
         let keys = [k.row(id), k.ids(), k.changes(), k.audit()];
         let args = [partitions.as_str(), &handlers, id, &record, &keep];
         let deleted: i64 = self.backend.eval(&SCRIPTS.delete, keys, args, "delete a schedule").await?;
+        if deleted == 1 {
+            self.changed(space).await;
+        }
         Ok(deleted == 1)
     }
 
@@ -257,7 +270,10 @@ impl ScheduleStore for RedisScheduleStore {
         let was: i64 = self.backend.eval(&SCRIPTS.set_paused, [k.row(id), k.changes(), k.audit()], args, what).await?;
         match was {
             -1 => Ok(None),
-            0 | 1 => Ok(Some(was == 1)),
+            0 | 1 => {
+                self.changed(space).await;
+                Ok(Some(was == 1))
+            }
             _ => Err(self.backend.protocol(what, was)),
         }
     }
@@ -349,6 +365,10 @@ impl ScheduleStore for RedisScheduleStore {
 
     fn describe(&self) -> String {
         format!("{} (schedule store)", self.backend.inner.description)
+    }
+
+    fn subscribe_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.backend.subscribe_schedule_changes()
     }
 }
 
