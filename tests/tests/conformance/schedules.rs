@@ -107,6 +107,13 @@ mod etcd {
     }
 
     simba::schedules_suite!(make);
+
+    /// A11 on etcd: a write's change counter is heard by another backend's watch (the
+    /// counters' keys under the schedules' prefix), naming the space.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a11_etcd_broadcasts_schedule_changes() {
+        super::a11_changes_are_broadcast(make().await, make().await).await;
+    }
 }
 
 /// Redis: every client connects its own backend to the private test server

@@ -139,6 +139,10 @@ struct Inner {
     sessions: Sessions,
     mirror: Arc<Mirror>,
     releases: broadcast::Sender<String>,
+    /// The sender of the schedule changes' watch, once somebody subscribed.
+    schedule_changes: std::sync::Mutex<Option<broadcast::Sender<String>>>,
+    /// What stops the watch tasks (cancelled when the last clone drops).
+    stop: CancellationToken,
     /// Stops the watch task when the last clone drops.
     _stop_on_drop: DropGuard,
 }
@@ -224,6 +228,8 @@ impl EtcdBackend {
                 sessions: Sessions::default(),
                 mirror,
                 releases,
+                schedule_changes: std::sync::Mutex::new(None),
+                stop: stop.clone(),
                 _stop_on_drop: stop.drop_guard(),
             }),
         })

@@ -45,7 +45,10 @@ use std::fmt::Display;
 
 use etcd_client::{
     Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+    WatchOptions,
 };
+
+use tokio::sync::broadcast;
 
 use super::EtcdBackend;
 use super::ops::{prefix_end, slot_value};
@@ -609,9 +612,66 @@ impl ScheduleStore for EtcdScheduleStore {
         SharedScheduleStore::new(store)
     }
 
+    fn subscribe_changes(&self) -> Option<broadcast::Receiver<String>> {
+        subscribe_changes(&self.backend, self.root.clone())
+    }
+
     fn describe(&self) -> String {
         self.backend.inner.description.to_string()
     }
+}
+
+/// The schedule changes of the backend's key prefix (rule A11): one watch per backend,
+/// started at the first subscriber, that forwards the space of every change counter written
+/// (`{root}{space}/c/{partition}`); it stops with the backend. A lost stream is watched
+/// again after a second; what changed meanwhile is found by the holders' poll.
+pub(super) fn subscribe_changes(backend: &EtcdBackend, root: String) -> Option<broadcast::Receiver<String>> {
+    let inner = &backend.inner;
+    let mut slot = inner.schedule_changes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(tx) = &*slot {
+        return Some(tx.subscribe());
+    }
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    let (tx, rx) = broadcast::channel(1024);
+    let (client, stop, description, forward) =
+        (inner.client.clone(), inner.stop.clone(), std::sync::Arc::clone(&inner.description), tx.clone());
+    runtime.spawn(async move {
+        let watch = async {
+            loop {
+                let options = WatchOptions::new().with_prefix();
+                match client.clone().watch(root.as_str(), Some(options)).await {
+                    Ok(mut stream) => {
+                        while let Ok(Some(r)) = stream.message().await {
+                            for space in r.events().iter().filter_map(|e| changed_space(&root, e)) {
+                                let _ = forward.send(space);
+                            }
+                        }
+                    }
+                    Err(error) => {
+                        tracing::debug!(backend = %description, %error, "cannot watch schedule changes; holders poll");
+                    }
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = watch => {}
+        }
+    });
+    *slot = Some(tx);
+    Some(rx)
+}
+
+/// The space whose change counter event `e` wrote, if it is one (`{root}{space}/c/{partition}`).
+fn changed_space(root: &str, e: &etcd_client::Event) -> Option<String> {
+    if e.event_type() != etcd_client::EventType::Put {
+        return None;
+    }
+    let key = std::str::from_utf8(e.kv()?.key()).ok()?.strip_prefix(root)?;
+    let (space, rest) = key.split_once('/')?;
+    rest.strip_prefix("c/")?;
+    Some(crate::backend::job_codec::unescape_job(space))
 }
 
 #[cfg(test)]
