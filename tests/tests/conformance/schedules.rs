@@ -292,6 +292,12 @@ mod zookeeper {
 
     simba::schedules_suite!(make);
 
+    /// A11 on ZooKeeper: a write sets its space's row, which another backend's watch hears.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a11_zookeeper_broadcasts_schedule_changes() {
+        super::a11_changes_are_broadcast(make().await, make().await).await;
+    }
+
     /// A10 on ZooKeeper: schedules are children of their partition's node, so a holder's load
     /// of one partition reads that partition only (one listing, then one read per schedule),
     /// and a listing of the whole space lists each written partition once; the change

@@ -59,6 +59,7 @@ use crate::backend::schedule_store::{
 use crate::backend::{BackendError, BackendResult};
 
 mod path;
+mod watch;
 mod write;
 
 const SCHEDULES: &str = "/simba/schedules";
@@ -95,6 +96,8 @@ pub(super) struct State {
     /// not move since is not listed again (every create and delete moves it). Listing 100,000
     /// ids for every page of 100 took 0.5 s a page.
     listed: Mutex<HashMap<(String, u32), (u64, Ids)>>,
+    /// The watch that broadcasts the spaces' changes (A11), started at the first subscriber.
+    watch: watch::Watch,
 }
 
 /// One partition's ids, sorted.
@@ -539,5 +542,9 @@ impl ScheduleStore for ZkScheduleStore {
 
     fn describe(&self) -> String {
         self.backend.inner.description.clone()
+    }
+
+    fn subscribe_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.state.watch.subscribe(&self.backend)
     }
 }
