@@ -200,6 +200,10 @@ pub struct NodeRegistry {
     /// How many jobs were left out because the list was larger than the store takes
     /// ([`MAX_REGISTRY_BYTES`]); only the digest compares then.
     pub omitted: usize,
+    /// The handlers of schedules stored as data the node runs, sorted (empty: it runs no
+    /// schedules, or it is an older build that does not publish them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub handlers: Vec<String>,
 }
 
 impl NodeRegistry {
@@ -214,7 +218,18 @@ impl NodeRegistry {
             digest,
             jobs,
             omitted: 0,
+            handlers: Vec::new(),
         }
+    }
+
+    /// This registry with the node's schedule handlers (rule A12: the check names a handler
+    /// some nodes lack).
+    #[must_use]
+    pub fn with_handlers(mut self, mut handlers: Vec<String>) -> Self {
+        handlers.sort();
+        handlers.dedup();
+        self.handlers = handlers;
+        self
     }
 
     /// The text a session publishes: JSON, at most [`MAX_REGISTRY_BYTES`] (a longer job list
@@ -242,12 +257,7 @@ impl NodeRegistry {
 /// platforms, unlike `std`'s hasher.
 fn digest(jobs: &[JobSettings]) -> String {
     let text = serde_json::to_string(jobs).unwrap_or_default();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    format!("{:016x}", simba_core::schedules::fnv1a64(text.as_bytes()))
 }
 
 /// The registries of the live nodes and how they differ.
@@ -369,6 +379,7 @@ pub fn compare(nodes: &[NodeRegistry]) -> Vec<String> {
             }
         }
     }
+    out.extend(missing_handlers(nodes));
     let omitted: Vec<&NodeRegistry> = nodes.iter().filter(|n| n.omitted > 0).collect();
     let digests: BTreeSet<&str> = nodes.iter().map(|n| n.digest.as_str()).collect();
     if !omitted.is_empty() && digests.len() > 1 {
@@ -380,6 +391,30 @@ pub fn compare(nodes: &[NodeRegistry]) -> Vec<String> {
                 n.digest
             ));
         }
+    }
+    out
+}
+
+/// A12: every handler that some nodes running schedules have and others lack, one sentence
+/// each (nodes that run no schedules, or publish no handlers, take no part).
+fn missing_handlers(nodes: &[NodeRegistry]) -> Vec<String> {
+    let running: Vec<&NodeRegistry> = nodes.iter().filter(|n| !n.handlers.is_empty()).collect();
+    let names: BTreeSet<&str> = running.iter().flat_map(|n| n.handlers.iter().map(String::as_str)).collect();
+    let mut out = Vec::new();
+    for name in names {
+        let (having, lacking): (Vec<&&NodeRegistry>, Vec<&&NodeRegistry>) =
+            running.iter().partition(|n| n.handlers.iter().any(|h| h == name));
+        if lacking.is_empty() {
+            continue;
+        }
+        let on: Vec<String> = having.iter().map(|n| label(nodes, n)).collect();
+        let off: Vec<String> = lacking.iter().map(|n| label(nodes, n)).collect();
+        out.push(format!(
+            "handler `{name}` is registered on {} but not on {}: its schedules' slots are recorded missed \
+             (no_handler) while those nodes hold their partitions",
+            join_labels(&on),
+            join_labels(&off)
+        ));
     }
     out
 }
@@ -434,6 +469,30 @@ mod tests {
                 "job `sweep` retry: `0` on a, b, d; `3` on c".to_owned(),
             ]
         );
+    }
+
+    /// A12: the check names a handler that some nodes running schedules have and others lack
+    /// (a rolling deploy); a node that runs no schedules takes no part, and the handlers
+    /// survive the encoding (an older build's registry has none).
+    #[test]
+    fn a12_the_registry_check_names_a_missing_handler() {
+        let jobs = || vec![cron("report", "0 * * * * *")];
+        let new = node("a", "s1", jobs()).with_handlers(vec!["report".into(), "invoice".into()]);
+        let old = node("b", "s2", jobs()).with_handlers(vec!["report".into()]);
+        let none = node("c", "s3", jobs());
+        assert_eq!(new.handlers, ["invoice", "report"], "sorted");
+        let back = NodeRegistry::decode(&SessionId::new("s1"), &new.encode()).expect("decodes");
+        assert_eq!(back.handlers, new.handlers);
+        assert!(!none.encode().contains("handlers"), "published only when there are some");
+        assert_eq!(
+            compare(&[new.clone(), old, none.clone()]),
+            vec![
+                "handler `invoice` is registered on a but not on b: its schedules' slots are recorded missed \
+                 (no_handler) while those nodes hold their partitions"
+                    .to_owned()
+            ]
+        );
+        assert!(compare(&[new, none]).is_empty(), "a node without schedules lacks nothing");
     }
 
     /// Item 5: a registry survives its encoding; a field this build does not know is ignored

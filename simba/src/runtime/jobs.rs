@@ -49,6 +49,8 @@ struct Inner {
     /// The application's state the jobs take ([`State<T>`](crate::State)).
     state: Arc<StateMap>,
     running: Mutex<BTreeMap<String, Running>>,
+    /// The handlers of schedules stored as data this node runs (published in its registry).
+    handlers: Mutex<Vec<String>>,
     /// Moves whenever a job starts or stops, so that the node publishes its registry again.
     changed: watch::Sender<u64>,
     /// The records the jobs' writers still hold, which a graceful stop waits for.
@@ -101,6 +103,7 @@ impl JobsHandle {
             clock,
             state,
             running: Mutex::default(),
+            handlers: Mutex::default(),
             changed,
             pending: Arc::default(),
         };
@@ -174,6 +177,8 @@ impl JobsHandle {
     pub(super) fn start_schedules(&self, store: SharedScheduleStore, handlers: Vec<Handler>, partitions: u32) {
         let policy = RunPolicy::default();
         let recording = self.recording(SCHEDULES_GROUP, policy);
+        *self.inner.handlers.lock().unwrap_or_else(PoisonError::into_inner) =
+            handlers.iter().map(|h| h.name.to_string()).collect();
         let shards = Shards::new(self.inner.simba.clone(), store, handlers, recording.clone());
         let spec = GroupSpec {
             job: SCHEDULES_GROUP.into(),
@@ -213,6 +218,11 @@ impl JobsHandle {
     /// A receiver that sees a change whenever a job starts or stops on this node.
     pub(super) fn changes(&self) -> watch::Receiver<u64> {
         self.inner.changed.subscribe()
+    }
+
+    /// The names of the handlers this node runs schedules with (none before they start).
+    pub(super) fn handler_names(&self) -> Vec<String> {
+        self.inner.handlers.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// The wall clock the jobs' slots are computed on.

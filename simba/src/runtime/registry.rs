@@ -64,7 +64,7 @@ async fn run(simba: Simba, store: SharedJobStore, jobs: JobsHandle, watch: Regis
         let due = simba.session_id().filter(|id| published.as_ref().is_none_or(|(p, g)| p != id || *g != generation));
         let mut retry_soon = false;
         if let Some(id) = due {
-            let body = NodeRegistry::new(&*jobs.node(), jobs.settings()).encode();
+            let body = NodeRegistry::new(&*jobs.node(), jobs.settings()).with_handlers(jobs.handler_names()).encode();
             match store.publish_registry(&id, &body).await {
                 Ok(true) => {
                     tracing::debug!(session = %id, bytes = body.len(), "job registry published");
