@@ -123,6 +123,19 @@ pub enum Triggered {
     },
 }
 
+/// [`request`] on a row and log held in place (the stores that rewrite both as one value):
+/// they become what the request writes, and the answer says whether there is anything to
+/// write.
+pub fn request_in_place(row: &mut ControlRow, log: &mut RequestLog, key: &str, at_ms: i64) -> (bool, Triggered) {
+    match request(row, log, key, at_ms) {
+        (answer, Some((r, l))) => {
+            (*row, *log) = (r, l);
+            (true, answer)
+        }
+        (answer, None) => (false, answer),
+    }
+}
+
 /// The run-now request rule: a request with `key` for a name whose control row is `row` and
 /// whose log is `log`, at `at_ms`. Answers what the store answers, and the row and log it
 /// writes (with the control version moved) when a request was made; `None`: nothing to write.

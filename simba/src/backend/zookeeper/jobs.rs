@@ -549,14 +549,7 @@ impl JobStore for ZkJobStore {
 
     async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
         // The core's request rule decides; the row and its log are written as one node.
-        self.control_change(job, "trigger a job", move |c, log| match claim::request(c, log, key, at_ms) {
-            (answer, Some((row, next))) => {
-                (*c, *log) = (row, next);
-                (true, answer)
-            }
-            (answer, None) => (false, answer),
-        })
-        .await
+        self.control_change(job, "trigger a job", move |c, log| claim::request_in_place(c, log, key, at_ms)).await
     }
 
     async fn control_version(&self) -> BackendResult<u64> {
