@@ -196,6 +196,14 @@ impl ControlRow {
         if group.trigger_id > self.group_taken_id { group.trigger_ms } else { None }
     }
 
+    /// Whether a run-now claim of this name (with its group's row `group`) may find a request
+    /// to take: one of its own or of its group not taken yet. `false`: the claim answers
+    /// `AlreadyClaimed` whatever the logs hold, so a store may answer it from rows read without
+    /// a lock.
+    pub fn run_now_pending(&self, group: Option<&ControlRow>) -> bool {
+        self.pending().is_some() || group.is_some_and(|g| self.group_pending(g).is_some())
+    }
+
     /// Pauses (`true`) or resumes: `(changed, was paused)`.
     pub fn set_paused(&mut self, paused: bool) -> (bool, bool) {
         let was = self.paused;
@@ -510,6 +518,25 @@ mod tests {
             nothing(Answer::AlreadyClaimed),
             "pending before pause"
         );
+    }
+
+    /// R3: a run-now claim may find a request exactly when the job's own row or its group's
+    /// has one not taken by this name; otherwise `decide` answers `AlreadyClaimed` with no write
+    /// (what a store may answer from rows read without a lock).
+    #[test]
+    fn r3_run_now_pending_agrees_with_decide() {
+        let own = ControlRow { group_taken_id: 4, ..requested(1, T, 1) };
+        let cases = [
+            (row(), None),
+            (requested(2, T, 1), None),
+            (own, Some(requested(4, T + 5, 0))),
+            (own, Some(requested(5, T + 5, 0))),
+        ];
+        for (own, group) in cases {
+            let decided = decide(Ask::RunNow, &own, group.as_ref(), None, Logs::NONE);
+            let nothing_to_take = decided.answer == Answer::AlreadyClaimed && decided.writes.is_empty();
+            assert_eq!(own.run_now_pending(group.as_ref()), !nothing_to_take, "{own:?} {group:?}");
+        }
     }
 
     /// The job's own request: taken at its slot (`taken_id` catches up with `trigger_id`),

@@ -191,6 +191,8 @@ pub(crate) struct JobStatements {
     ensure_job: Stmt,
     /// `:1` job, `:2` its group (or the job again): both control rows, locked.
     read_control: Stmt,
+    /// The same rows read without a lock (a run-now check that finds nothing to take).
+    peek_control: Stmt,
     /// `:1` lease: its holder, token and `last_slot`, read without a lock.
     lease_slot: Stmt,
     /// `:1` job, `:2` slot: the ledger moves forward.
@@ -260,6 +262,8 @@ impl JobStatements {
                  WHERE job = :1 OR job = :2{}",
                 D::LOCK_ROWS
             )),
+            peek_control: r("SELECT job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id \
+                 FROM simba_job WHERE job = :1 OR job = :2"),
             lease_slot: r("SELECT session_id, token, last_slot FROM simba_lease WHERE name = :1"),
             set_job_slot: r("UPDATE simba_job SET last_slot = :2 WHERE job = :1"),
             set_lease_slot: r(
@@ -676,6 +680,17 @@ where
 
     /// A manual claim's request logs (R3), read in `tx`: `job`'s and its `group`'s (empty when
     /// the group is the job itself).
+    /// Whether a run-now claim of `job` may find a request to take, by the core's rule on the
+    /// control rows read without a lock (a request made after the read moves the control
+    /// version, and the holder checks again).
+    async fn run_now_pending(&self, job: &str, group: &str, what: &'static str) -> BackendResult<bool> {
+        let rows: Vec<ControlRow> =
+            self.sql.fetch_all(&self.statements.peek_control, &[Param::Text(job), Param::Text(group)], what).await?;
+        let own = rows.iter().find(|r| r.0 == job).map(core_row).unwrap_or_default();
+        let grp = rows.iter().find(|r| r.0 == group && group != job).map(core_row);
+        Ok(own.run_now_pending(grp.as_ref()))
+    }
+
     async fn logs_in(
         &self,
         tx: &mut sqlx::Transaction<'static, D::Db>,
@@ -900,6 +915,12 @@ where
         }
         let what = "claim a job run";
         let group = group_of(req.job).unwrap_or(req.job);
+        // A run-now check with no request to take (the holder checks at every term's start and
+        // control change) is answered from one read without a lock: the transaction below
+        // locks the control rows, and a stalled holder must not hold them for others.
+        if manual && !self.run_now_pending(req.job, group, what).await? {
+            return Ok(Claim::AlreadyClaimed);
+        }
         let mut tx = self.begin(what).await?;
         macro_rules! exec {
             ($stmt:expr, $params:expr) => {{
