@@ -8,6 +8,7 @@
 //! - [`claim`]: the jobs store's claim rule (which slot or run-now request a claim takes, what
 //!   pause does to it, and what the store writes), the one reference every store follows.
 //! - [`cron`]: the one cron parser and time-zone lookup (the macros' settings).
+//! - [`hash`]: the one hash the core places things with (FNV-1a, 64 bits).
 //! - [`mutants`]: rule breaks the model checker switches on (`--cfg simba_mutants`, this repository's own builds only).
 //! - [`policy`]: the schedule policies (J11-J14): overlap, the catch-up window, start
 //!   jitter, start and end bounds.
@@ -43,6 +44,7 @@ pub mod attempt;
 pub mod claim;
 pub mod cron;
 pub mod election;
+pub mod hash;
 pub mod ledger;
 pub mod mutants;
 pub mod policy;

@@ -280,7 +280,10 @@ async fn r3_an_older_database_gains_the_request_tables_and_its_pending_requests_
     assert_eq!((rec.slot_ms, rec.request_key), (t, None), "runs at its time, unnamed");
     assert_eq!(store.claim_run(manual("legacy")).await.unwrap(), Claim::AlreadyClaimed, "once");
     let made = store.trigger("mixed", "after-upgrade", t + 5).await.unwrap();
-    assert!(matches!(&made, crate::job_store::Triggered::Requested(r) if r.id == 3 && r.slot_ms == t + 5), "{made:?}");
+    assert!(
+        matches!(&made, crate::backend::job_store::Triggered::Requested(r) if r.id == 3 && r.slot_ms == t + 5),
+        "{made:?}"
+    );
     let Claim::Claimed(rec) = store.claim_run(manual("mixed")).await.unwrap() else { panic!("the new request") };
     assert_eq!((rec.slot_ms, rec.request_key.as_deref()), (t + 5, Some("after-upgrade")));
     assert_eq!(store.claim_run(manual("mixed")).await.unwrap(), Claim::AlreadyClaimed, "the older ones ran with it");
