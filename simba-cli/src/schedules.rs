@@ -13,7 +13,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use simba::admin::{Page, ScheduleError, Schedules, Toggle};
 use simba::backend::Backend;
-use simba::schedule_store::{AuditRecord, ListQuery, Misfire, Policies, Schedule, ScheduleSpec};
+use simba::schedule_store::{AuditRecord, ListQuery, Misfire, Overlap, Policies, Schedule, ScheduleSpec};
 
 use crate::json;
 use crate::output::{Failure, emit};
@@ -68,7 +68,7 @@ pub(crate) enum SchedulesCommand {
         #[command(flatten)]
         def: Definition,
     },
-    /// Change a schedule's handler, timing, payload or misfire policy (what is not given stays).
+    /// Change a schedule's handler, timing, payload or policies (what is not given stays).
     #[command(after_help = "Example:\n  simba schedules update tenant-4711.report --cron '0 30 8 * * MON-FRI'")]
     Update {
         /// The schedule id.
@@ -135,6 +135,10 @@ pub(crate) struct Definition {
     /// What to do with slots missed while no node held the schedule: skip or run_once.
     #[arg(long, value_name = "POLICY", value_parser = parse_misfire)]
     misfire: Option<Misfire>,
+    /// What a slot does while the schedule's previous run is in flight: skip (the default),
+    /// buffer_one, allow_all or cancel_running.
+    #[arg(long, value_name = "POLICY", value_parser = parse_overlap)]
+    overlap: Option<Overlap>,
     /// With --misfire run_once: slots missed longer ago than this are recorded missed and never
     /// caught up (e.g. 1h).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
@@ -154,6 +158,11 @@ pub(crate) struct Definition {
 /// A misfire policy by its `simba.toml` name (the rules crate's one parser).
 fn parse_misfire(s: &str) -> Result<Misfire, String> {
     simba_rules::misfire::parse(s).ok_or_else(|| format!("expected {}", simba_rules::misfire::VALID))
+}
+
+/// An overlap policy by its `simba.toml` name (the rules crate's one parser).
+fn parse_overlap(s: &str) -> Result<Overlap, String> {
+    Overlap::from_name(s).ok_or_else(|| format!("expected {}", simba_rules::overlap::VALID))
 }
 
 /// An RFC 3339 instant, as unix milliseconds.
@@ -195,6 +204,9 @@ impl Definition {
         let p = &mut s.policies;
         if let Some(m) = self.misfire {
             *p = p.with_misfire(m);
+        }
+        if let Some(o) = self.overlap {
+            *p = p.with_overlap(o);
         }
         if let Some(w) = self.catch_up_window {
             *p = p.with_catch_up_window(w);
@@ -328,6 +340,9 @@ fn list_table(page: &Page) -> String {
 fn policies_text(p: &Policies) -> String {
     let ms = |v: u64| humantime::format_duration(Duration::from_millis(v)).to_string();
     let mut text = p.misfire.name().to_owned();
+    if p.overlap != Overlap::Skip {
+        text.push_str(&format!(", overlap {}", p.overlap.as_str()));
+    }
     if let Some(w) = p.catch_up_window_ms {
         text.push_str(&format!(", catch-up window {}", ms(w)));
     }

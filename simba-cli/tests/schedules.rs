@@ -128,21 +128,23 @@ async fn a7_schedules_commands_on_sqlite() {
     assert!(out.contains("dave") && out.contains("resume") && !out.contains("alice"), "{out}");
 }
 
-/// J12-J14 through the tool: `--catch-up-window`, `--jitter`, `--start` and `--end` are stored
+/// J11-J14 through the tool: `--overlap`, `--catch-up-window`, `--jitter`, `--start` and `--end` are stored
 /// as the schedule's policies and shown by `get`; an update changes only what it names; policies
 /// that contradict each other are refused with the reason, nothing stored.
 #[tokio::test]
-async fn j12_j14_schedule_policies_through_the_tool() {
+async fn j11_j14_schedule_policies_through_the_tool() {
     let (_dir, url) = store().await;
     let mut create = vec!["schedules", "create", "p", "--handler", "report", "--every", "1m", "--as", "alice"];
     create.extend(["--misfire", "run_once", "--catch-up-window", "1h", "--jitter", "30s"]);
-    create.extend(["--start", "2027-01-01T00:00:00Z"]);
+    create.extend(["--start", "2027-01-01T00:00:00Z", "--overlap", "buffer_one"]);
     let (code, _, err) = simba(&url, &create).await;
     assert_eq!(code, 0, "{err}");
     let (code, out, _) = simba(&url, &["schedules", "get", "p"]).await;
     assert_eq!(code, 0);
     assert!(
-        out.contains("policies    misfire run_once, catch-up window 1h, jitter 30s, from 2027-01-01T00:00:00.000Z\n"),
+        out.contains(
+            "policies    misfire run_once, overlap buffer_one, catch-up window 1h, jitter 30s, from 2027-01-01T00:00:00.000Z\n"
+        ),
         "{out}"
     );
     let (code, _, err) =
@@ -155,12 +157,14 @@ async fn j12_j14_schedule_policies_through_the_tool() {
         (Some("run_once"), Some(3_600_000), Some(30_000)),
         "kept: {p}"
     );
+    assert_eq!(p["overlap"], "buffer_one", "kept: {p}");
     assert_eq!((p["start_ms"].as_i64(), p["end_ms"].as_i64()), (Some(1_798_761_600_000), Some(1_801_440_000_000)));
     let bad = [
         (vec!["--jitter", "2m"], "shorter than the fixed rate"),
         (vec!["--end", "2026-01-01T00:00:00Z"], "end bound is before the start bound"),
         (vec!["--misfire", "skip"], "catch-up window"),
         (vec!["--start", "tomorrow"], "RFC 3339"),
+        (vec!["--overlap", "replace"], "\"cancel_running\""),
     ];
     for (args, reason) in bad {
         let mut update = vec!["schedules", "update", "p", "--as", "carol"];

@@ -3,7 +3,7 @@
 //! functions and does what they answer; a schedule stored as data will ask the same ones.
 //!
 //! - [`on_due`]: what a slot that comes due does while runs of the job are in flight (J11,
-//!   the overlap policy).
+//!   the overlap policy); [`Runs`]: the bookkeeping of those runs that both shells share.
 //! - [`term_start`]: which slots of a term's start gap are missed, older than the catch-up
 //!   window, or caught up (J12, with the misfire policy of R5).
 //! - [`jitter`]: how long after its instant a slot starts, the same on every node (J13).
@@ -34,6 +34,18 @@ pub enum Overlap {
 }
 
 impl Overlap {
+    /// The policy named `name` (`skip`, `buffer_one`, `allow_all`, `cancel_running`: the
+    /// rules crate's one parser, which the macros use too), or `None`.
+    pub fn from_name(name: &str) -> Option<Overlap> {
+        use simba_rules::overlap::Policy;
+        Some(match simba_rules::overlap::parse(name)? {
+            Policy::Skip => Overlap::Skip,
+            Policy::BufferOne => Overlap::BufferOne,
+            Policy::AllowAll => Overlap::AllowAll,
+            Policy::CancelRunning => Overlap::CancelRunning,
+        })
+    }
+
     /// The policy's name, as `overlap = "..."` writes it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -81,6 +93,121 @@ pub fn on_due(overlap: Overlap, running: usize, buffered: bool) -> Due {
 /// J11: whether the waiting slot starts now that `running` runs are in flight.
 pub fn start_buffered(running: usize, buffered: bool) -> bool {
     buffered && running == 0
+}
+
+/// J11: the runs of one job in one term as the overlap policy counts them, and the slots that
+/// wait or were skipped beside them. One bookkeeping for code-defined jobs (the runner polls its
+/// runs in place) and schedules stored as data (a partition's worker spawns them): the shell
+/// starts, cancels and awaits what this answers, and tells it when a run starts and ends.
+/// `S` is the shell's slot.
+#[derive(Debug)]
+pub struct Runs<S> {
+    overlap: Overlap,
+    running: usize,
+    /// The slot waiting for the runs in flight (`buffer_one`), or the one that replaces them
+    /// once they ended (`cancel_running`), with its instant.
+    waiting: Option<(S, DateTime<Utc>)>,
+    /// Slots skipped while runs were in flight, recorded once (R9) when the last one ends.
+    skipped: Vec<DateTime<Utc>>,
+    /// The newest slot that ran, which skipped slots passed behind.
+    last_ran: Option<DateTime<Utc>>,
+}
+
+/// What the shell does with a slot that came due ([`Runs::due`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step<S> {
+    /// Claim it and start its run now (then [`Runs::started`]).
+    Start(S),
+    /// A run-now request that would be skipped: not claimed, it stays pending in the store.
+    Wait,
+    /// Skipped: recorded `skipped_running` with the others when the last run ends.
+    Skipped,
+    /// It waits: [`Runs::ended`] hands it back when the last run ended.
+    Buffered,
+    /// Cancel the runs in flight (each recorded `cancelled`); the slot waits for their end,
+    /// when [`Runs::ended`] hands it back to start.
+    Cancel,
+}
+
+/// What the shell does once the last run in flight ended ([`Runs::ended`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Quiet<S> {
+    /// The slots skipped while runs were in flight, oldest first: one `skipped_running` record.
+    pub skipped: Vec<DateTime<Utc>>,
+    /// The newest slot that ran, which they passed behind (`None` when none was skipped).
+    pub behind: Option<DateTime<Utc>>,
+    /// The waiting slot, to claim and start now.
+    pub next: Option<S>,
+}
+
+impl<S> Runs<S> {
+    /// No run in flight, under `overlap`.
+    pub fn new(overlap: Overlap) -> Self {
+        Runs { overlap, running: 0, waiting: None, skipped: Vec::new(), last_ran: None }
+    }
+
+    /// How many runs are in flight.
+    pub fn running(&self) -> usize {
+        self.running
+    }
+
+    /// Nothing in flight and nothing waiting.
+    pub fn is_idle(&self) -> bool {
+        self.running == 0 && self.waiting.is_none()
+    }
+
+    /// `slot`, at `at`, came due (`manual`: a run-now request): the step the shell takes
+    /// ([`on_due`]). A slot that replaces another still waiting for cancelled runs to end
+    /// leaves that one skipped.
+    pub fn due(&mut self, slot: S, at: DateTime<Utc>, manual: bool) -> Step<S> {
+        match on_due(self.overlap, self.running, self.waiting.is_some()) {
+            Due::Start => Step::Start(slot),
+            Due::Skip if manual => Step::Wait,
+            Due::Skip => {
+                self.skipped.push(at);
+                Step::Skipped
+            }
+            Due::Buffer => {
+                self.waiting = Some((slot, at));
+                Step::Buffered
+            }
+            Due::CancelThenStart => {
+                if let Some((_, old)) = self.waiting.replace((slot, at)) {
+                    self.skipped.push(old);
+                }
+                Step::Cancel
+            }
+        }
+    }
+
+    /// The shell started a run (of a slot [`due`](Self::due) or [`ended`](Self::ended) handed it).
+    pub fn started(&mut self) {
+        self.running += 1;
+    }
+
+    /// A run of the slot at `at` ended (`ran`: false when its claim was refused). Once none is
+    /// in flight: the skipped slots to record and, if `start_next` (false when the term is
+    /// closing: the next holder finds the waiting slot unclaimed), the waiting one to start.
+    pub fn ended(&mut self, at: DateTime<Utc>, ran: bool, start_next: bool) -> Option<Quiet<S>> {
+        self.running = self.running.saturating_sub(1);
+        if ran && self.last_ran.is_none_or(|l| l < at) {
+            self.last_ran = Some(at);
+        }
+        if self.running > 0 {
+            return None;
+        }
+        let skipped = std::mem::take(&mut self.skipped);
+        let behind = if skipped.is_empty() { None } else { self.last_ran };
+        let waiting = start_buffered(self.running, self.waiting.is_some()) && start_next;
+        let next = if waiting { self.waiting.take().map(|(s, _)| s) } else { None };
+        Some(Quiet { skipped, behind, next })
+    }
+
+    /// The newest slot that ran since the last call (`skip`: the loop reports the slots it
+    /// passed behind it, R9).
+    pub fn take_last_ran(&mut self) -> Option<DateTime<Utc>> {
+        self.last_ran.take()
+    }
 }
 
 /// The slots of a term's start gap, split by the catch-up window (J12) and the bounds (J14).
@@ -141,7 +268,7 @@ pub fn split_gap(
 /// FNV-1a, 64 bits: a hash that is the same on every node, build and platform (the standard
 /// library's hasher is seeded per process); one function for the jitter here and the
 /// schedules' partitions. Frozen by tests: changing it moves every slot's start.
-pub use crate::schedules::fnv1a64;
+pub use crate::hash::fnv1a64;
 
 /// J13: how long after its instant slot `slot_ms` of job `job` starts: a whole number of
 /// milliseconds from 0 to `max`, fixed by a hash of the job's name and the slot (every node
@@ -231,6 +358,62 @@ mod tests {
         assert!(!start_buffered(1, true) && !start_buffered(0, false));
         let names: Vec<&str> = [Skip, BufferOne, AllowAll, CancelRunning].iter().map(|o| o.as_str()).collect();
         assert_eq!(names, ["skip", "buffer_one", "allow_all", "cancel_running"]);
+        for o in [Skip, BufferOne, AllowAll, CancelRunning] {
+            assert_eq!(Overlap::from_name(o.as_str()), Some(o), "the name reads back");
+        }
+        assert_eq!(Overlap::from_name("replace"), None);
+    }
+
+    /// J11: the bookkeeping of runs in flight. buffer_one: one slot waits and starts when the
+    /// last run ends, the next is skipped and recorded behind the newest that ran; skip: slots
+    /// skipped while a run lasts are handed back once, with the slot they passed behind;
+    /// cancel_running: the new slot waits for the cancelled runs, a second one replaces it (the
+    /// first skipped); a closing term leaves the waiting slot; a manual request waits, unrecorded.
+    #[test]
+    fn j11_runs_in_flight_bookkeeping() {
+        let t = |s: u32| utc(&format!("2026-12-02T10:00:{s:02}Z"));
+        let mut r = Runs::new(Overlap::BufferOne);
+        assert_eq!(r.due(1, t(1), false), Step::Start(1));
+        r.started();
+        assert_eq!(r.due(2, t(2), false), Step::Buffered);
+        assert_eq!(r.due(3, t(3), false), Step::Skipped);
+        assert!(!r.is_idle());
+        let q = r.ended(t(1), true, true);
+        assert_eq!(q, Some(Quiet { skipped: vec![t(3)], behind: Some(t(1)), next: Some(2) }));
+        r.started();
+        assert_eq!(r.ended(t(2), true, true), Some(Quiet { skipped: vec![], behind: None, next: None }));
+        assert!(r.is_idle());
+
+        let mut r = Runs::new(Overlap::Skip);
+        assert_eq!(r.due("a", t(1), false), Step::Start("a"));
+        r.started();
+        assert_eq!(r.due("b", t(2), false), Step::Skipped);
+        assert_eq!(r.due("m", t(2), true), Step::Wait, "a run-now request waits, unrecorded");
+        assert_eq!(
+            r.ended(t(1), false, true),
+            Some(Quiet { skipped: vec![t(2)], behind: None, next: None }),
+            "refused: nothing ran"
+        );
+        assert_eq!(r.take_last_ran(), None);
+
+        let mut r = Runs::new(Overlap::AllowAll);
+        for i in 0..3 {
+            assert_eq!(r.due(i, t(i), false), Step::Start(i));
+            r.started();
+        }
+        assert_eq!((r.running(), r.ended(t(0), true, true)), (3, None), "two still in flight");
+
+        let mut r = Runs::new(Overlap::CancelRunning);
+        r.started();
+        assert_eq!(r.due(5, t(5), false), Step::Cancel);
+        assert_eq!(r.due(6, t(6), false), Step::Cancel, "a newer slot replaces the waiting one");
+        assert_eq!(r.ended(t(4), true, true), Some(Quiet { skipped: vec![t(5)], behind: Some(t(4)), next: Some(6) }));
+
+        let mut r = Runs::new(Overlap::BufferOne);
+        r.started();
+        assert_eq!(r.due(2, t(2), false), Step::Buffered);
+        assert_eq!(r.ended(t(1), true, false).map(|q| q.next), Some(None), "closing: the waiting slot is left");
+        assert_eq!(r.take_last_ran(), Some(t(1)));
     }
 
     /// J12: at a term's start at 10:10:30, last claimed 10:00, one slot a minute, a window of

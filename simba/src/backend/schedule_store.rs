@@ -79,16 +79,10 @@ impl fmt::Display for ScheduleSpec {
     }
 }
 
-/// What a slot does when the schedule's previous run is still in flight. Only `skip` exists
-/// yet (the code-defined jobs' rule, R9); more modes are added as variants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Overlap {
-    /// The slot is recorded `skipped_running` (the default).
-    #[default]
-    Skip,
-}
+/// What a slot does when the schedule's previous run is still in flight (J11, the code-defined
+/// jobs' policy with the same names): `skip` (recorded `skipped_running`, the default),
+/// `buffer_one`, `allow_all` or `cancel_running`.
+pub use simba_core::policy::Overlap;
 
 /// A schedule's policies, stored as a JSON object of named fields (`misfire`, `overlap`, and
 /// where set `catch_up_window_ms`, `jitter_ms`, `start_ms`, `end_ms`): the code-defined jobs'
@@ -102,7 +96,8 @@ pub struct Policies {
     /// What to do with slots missed while no node held the schedule's partition.
     #[serde(with = "misfire_name")]
     pub misfire: Misfire,
-    /// What a slot does while the previous run is in flight.
+    /// What a slot does while the previous run is in flight (J11).
+    #[serde(with = "overlap_name")]
     pub overlap: Overlap,
     /// Slots missed longer ago than this (milliseconds) when a term starts are recorded
     /// `missed`, saying so, and never caught up (J12). `None`: no limit.
@@ -139,6 +134,12 @@ impl Policies {
     /// The default policies with `misfire`.
     pub fn with_misfire(mut self, misfire: Misfire) -> Self {
         self.misfire = misfire;
+        self
+    }
+
+    /// These policies with `overlap` (J11).
+    pub fn with_overlap(mut self, overlap: Overlap) -> Self {
+        self.overlap = overlap;
         self
     }
 
@@ -182,6 +183,24 @@ impl Policies {
             }
         }
         simba_rules::policies::bounds_problem(self.start_ms, self.end_ms).map(str::to_owned)
+    }
+}
+
+/// [`Overlap`] by its `simba.toml` name (`skip`, `buffer_one`, `allow_all`, `cancel_running`).
+mod overlap_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Overlap;
+
+    pub(super) fn serialize<S: Serializer>(o: &Overlap, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(o.as_str())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Overlap, D::Error> {
+        let name = String::deserialize(d)?;
+        Overlap::from_name(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!("unknown overlap policy {name:?}: use {}", simba_rules::overlap::VALID))
+        })
     }
 }
 
@@ -438,7 +457,7 @@ pub enum Created {
 }
 
 /// Where schedules stored as data live (ADR 0020), in the shape of
-/// [`JobStore`](crate::job_store::JobStore): methods return `impl Future + Send` (write them
+/// [`JobStore`](super::job_store::JobStore): methods return `impl Future + Send` (write them
 /// as `async fn`), and the one type-erased form is [`SharedScheduleStore`]. Every method is
 /// one logical step, atomic in the store, and may be dropped at any point (the store stays
 /// consistent whether or not it took effect). A store never sleeps and never retries.
@@ -769,6 +788,14 @@ mod tests {
         assert_eq!(old, p);
         let newer: Policies = serde_json::from_str(r#"{"overlap": "skip", "backfill_rps": 5}"#).expect("a newer row");
         assert_eq!(newer, Policies::default());
+        for o in [Overlap::Skip, Overlap::BufferOne, Overlap::AllowAll, Overlap::CancelRunning] {
+            let p = Policies::default().with_overlap(o);
+            let json = serde_json::to_value(p).expect("json");
+            assert_eq!(json["overlap"], o.as_str(), "J11: stored by its name");
+            assert_eq!(serde_json::from_value::<Policies>(json).ok(), Some(p));
+        }
+        let bad = serde_json::from_str::<Policies>(r#"{"overlap": "replace"}"#).expect_err("an unknown name");
+        assert!(bad.to_string().contains("unknown overlap policy \"replace\""), "{bad}");
         let all = Policies::default().with_jitter(std::time::Duration::from_millis(5)).with_bounds(Some(1), None);
         let json = serde_json::json!({"misfire": "skip", "overlap": "skip", "jitter_ms": 5, "start_ms": 1});
         assert_eq!(serde_json::to_value(all).ok(), Some(json), "only the fields set");

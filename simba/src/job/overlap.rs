@@ -9,7 +9,7 @@ use std::pin::Pin;
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use simba_core::policy::{Due, Overlap, on_due, start_buffered};
+use simba_core::policy::{Overlap, Runs, Step};
 use tokio_util::sync::CancellationToken;
 
 use super::history::Recording;
@@ -22,20 +22,15 @@ use crate::job_store::SlotKind;
 type Run<'r> = Pin<Box<dyn Future<Output = (Slot, bool)> + Send + 'r>>;
 
 /// The runs of one job in flight in one term (J11). Its futures progress only while polled:
-/// the slot loops poll [`ended`](Self::ended) in every wait.
+/// the slot loops poll [`ended`](Self::ended) in every wait. The bookkeeping (what waits, what
+/// was skipped) is the core's [`Runs`], shared with the schedules' partition workers.
 pub(super) struct InFlight<'r, F> {
     runner: &'r SlotRunner<F>,
     overlap: Overlap,
     runs: FuturesUnordered<Run<'r>>,
     /// The signals that replace the runs in flight (`cancel_running`).
     replace: Vec<CancellationToken>,
-    /// The slot waiting for the runs in flight (`buffer_one`).
-    buffered: Option<Slot>,
-    /// Slots skipped while runs were in flight, recorded as one `skipped_running` (R9) when
-    /// the last of those runs ends.
-    skipped: Vec<DateTime<Utc>>,
-    /// The newest slot that ran, which skipped slots passed behind.
-    last_ran: Option<DateTime<Utc>>,
+    count: Runs<Slot>,
     /// A manual slot ran: another run-now request may be pending (R3: each is its own run),
     /// so the loop claims again ([`take_manual_again`](Self::take_manual_again)).
     manual_again: bool,
@@ -48,10 +43,8 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
             overlap,
             runs: FuturesUnordered::new(),
             replace: Vec::new(),
-            buffered: None,
+            count: Runs::new(overlap),
             manual_again: false,
-            skipped: Vec::new(),
-            last_ran: None,
         }
     }
 
@@ -92,29 +85,34 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
     /// awaited here, so no slot comes due while it runs: the loop then reports the slots it
     /// passed (R9). Returns the slot that ran when it was awaited.
     pub(super) async fn due(&mut self, slot: Slot) -> Option<DateTime<Utc>> {
-        match on_due(self.overlap, self.runs.len(), self.buffered.is_some()) {
-            Due::Start => self.start(slot),
-            Due::Skip if slot.kind == SlotKind::Manual => {
+        match self.count.due(slot, slot.at, slot.kind == SlotKind::Manual) {
+            Step::Start(slot) => self.start(slot),
+            Step::Wait => {
                 tracing::debug!(job = %self.runner.records().job, "a run-now request waits: runs are in flight");
             }
-            Due::Skip => {
+            Step::Skipped => {
                 let (job, overlap) = (&self.runner.records().job, self.overlap.as_str());
                 tracing::debug!(%job, slot = %slot.at, runs = self.runs.len(), overlap, "slot skipped: runs are in flight");
-                self.skipped.push(slot.at);
             }
-            Due::Buffer => self.buffered = Some(slot),
-            Due::CancelThenStart => {
+            Step::Buffered => {}
+            Step::Cancel => {
                 tracing::info!(job = %self.runner.records().job, slot = %slot.at, runs = self.runs.len(), "a new slot replaces the runs in flight (overlap = cancel_running)");
                 for r in self.replace.drain(..) {
                     r.cancel();
                 }
-                self.drain(false).await;
-                self.start(slot);
+                // The new slot starts when the last cancelled run ended (`on_end`).
+                let mut left = self.runs.len();
+                while left > 0
+                    && let Some(end) = self.runs.next().await
+                {
+                    left -= 1;
+                    self.on_end(end, true);
+                }
             }
         }
         if self.overlap == Overlap::Skip {
             self.drain(false).await;
-            return self.last_ran.take();
+            return self.count.take_last_ran();
         }
         None
     }
@@ -122,6 +120,7 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
     fn start(&mut self, slot: Slot) {
         let (runner, replaced) = (self.runner, CancellationToken::new());
         self.replace.push(replaced.clone());
+        self.count.started();
         self.runs.push(Box::pin(async move {
             let ran = runner.run_replaceable(slot, &replaced).await;
             (slot, ran)
@@ -149,19 +148,11 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
     /// waiting slot starts (if `start_next`).
     fn on_end(&mut self, (slot, ran): (Slot, bool), start_next: bool) {
         self.manual_again |= ran && slot.kind == SlotKind::Manual;
-        if ran && self.last_ran.is_none_or(|l| l < slot.at) {
-            self.last_ran = Some(slot.at);
-        }
-        if !self.runs.is_empty() {
-            return;
-        }
+        let Some(quiet) = self.count.ended(slot.at, ran, start_next) else { return };
         self.replace.clear();
         let (rec, term) = (self.runner.records(), self.runner.term());
-        let skipped = std::mem::take(&mut self.skipped);
-        rec.skipped_run(&skipped, if skipped.is_empty() { None } else { self.last_ran }, term);
-        if start_buffered(self.runs.len(), self.buffered.is_some())
-            && start_next
-            && let Some(next) = self.buffered.take()
+        rec.skipped_run(&quiet.skipped, quiet.behind, term);
+        if let Some(next) = quiet.next
             && term.is_valid()
         {
             self.start(next);

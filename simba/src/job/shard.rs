@@ -13,10 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use simba_core::policy::Bounds;
+use simba_core::policy::{Bounds, Overlap, Runs, Step};
 use simba_core::schedules::{Fires, job_name, term_start_gap};
-use tokio::task::JoinHandle;
+use tokio::task::{Id, JoinError, JoinSet};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::changes::{ChangeFeed, counter_of};
 use super::handler::Handler;
@@ -134,7 +135,7 @@ impl Shards {
     async fn run(self, term: Term, partition: u32) -> Result<(), BoxError> {
         let mut changes = self.inner.feed.listen();
         let mut shard = Shard { partition, seen: None, loaded_ms: 0, entries: BTreeMap::new() };
-        let mut in_flight: HashMap<String, JoinHandle<()>> = HashMap::new();
+        let mut in_flight = InFlight::default();
         let every = self.inner.simba.config().renew_interval();
         // When to read the partition again after a failed read, even if no counter moved.
         let mut retry: Option<Instant> = None;
@@ -156,7 +157,6 @@ impl Shards {
                     self.term_start_gaps(&shard, &term, &mut in_flight).await;
                 }
             }
-            in_flight.retain(|_, h| !h.is_finished());
             let now_ms = self.inner.rec.now().timestamp_millis();
             for (id, due) in shard.take_due(now_ms) {
                 self.fire(&shard, &id, &due, SlotKind::Scheduled, &term, &mut in_flight);
@@ -168,6 +168,9 @@ impl Shards {
             };
             tokio::select! {
                 () = term.cancelled() => break,
+                Some(done) = in_flight.tasks.join_next_with_id(), if !in_flight.tasks.is_empty() => {
+                    self.ended(&shard, done, &term, &mut in_flight, true);
+                }
                 () = sleep_until_some(next) => {}
                 moved = changes.changed() => {
                     if moved.is_err() {
@@ -177,9 +180,10 @@ impl Shards {
                 }
             }
         }
-        // The runs in flight end with the term (their context's cancellation, then their record).
-        for (_, h) in in_flight {
-            let _ = h.await;
+        // The runs in flight end with the term (their context's cancellation, then their
+        // record); a slot still waiting is left unclaimed for the next holder.
+        while let Some(done) = in_flight.tasks.join_next_with_id().await {
+            self.ended(&shard, done, &term, &mut in_flight, false);
         }
         Ok(())
     }
@@ -224,16 +228,13 @@ impl Shards {
     /// [`GAP_READS`] at a time, before the term fires any slot (a slot it claimed first would
     /// hide the gap); a schedule whose last slot cannot be read after [`GAP_TRIES`] tries keeps
     /// no record of its gap, with a warning naming it.
-    async fn term_start_gaps(&self, shard: &Shard, term: &Term, in_flight: &mut HashMap<String, JoinHandle<()>>) {
+    async fn term_start_gaps(&self, shard: &Shard, term: &Term, in_flight: &mut InFlight) {
         use futures_util::stream::{self, StreamExt};
         let now_ms = shard.loaded_ms;
         let inputs: Vec<(Recording, Fires, i64, Policies, Bounds)> = shard
             .entries
             .iter()
-            .map(|(id, e)| {
-                let rec = Recording { job: job_name(id).into(), ..self.inner.rec.clone() };
-                (rec, e.fires.clone(), e.schedule.updated_ms, e.schedule.policies, e.bounds)
-            })
+            .map(|(id, e)| (self.records(id), e.fires.clone(), e.schedule.updated_ms, e.schedule.policies, e.bounds))
             .collect();
         let reads = stream::iter(inputs).map(|(rec, fires, floor, policies, bounds)| {
             let term = term.clone();
@@ -271,51 +272,132 @@ impl Shards {
         }
     }
 
-    /// Fires schedule `id`'s due slots: the newest runs (claimed, run, recorded); older ones the
-    /// loop came too late for are recorded `missed`. A run still in flight makes the slot
-    /// `skipped_running` (overlap `skip`). Without the handler on this node, the slot is claimed
-    /// and recorded `missed` with the reason `no_handler`, never dropped silently.
-    fn fire(
-        &self,
-        shard: &Shard,
-        id: &str,
-        due: &[i64],
-        kind: SlotKind,
-        term: &Term,
-        in_flight: &mut HashMap<String, JoinHandle<()>>,
-    ) {
+    /// The records of schedule `id` (`schedule/<id>`).
+    fn records(&self, id: &str) -> Recording {
+        Recording { job: job_name(id).into(), ..self.inner.rec.clone() }
+    }
+
+    /// Fires schedule `id`'s due slots: the newest comes due under the schedule's overlap
+    /// policy (J11: started, skipped, buffered or replacing the runs in flight, the core's
+    /// [`Runs`] deciding); older ones the loop came too late for are recorded `missed`.
+    fn fire(&self, shard: &Shard, id: &str, due: &[i64], kind: SlotKind, term: &Term, in_flight: &mut InFlight) {
         let (Some(entry), Some((&newest, older))) = (shard.entries.get(id), due.split_last()) else { return };
-        let rec = Recording { job: job_name(id).into(), ..self.inner.rec.clone() };
+        let rec = self.records(id);
         for &ms in older {
             rec.append_with(at(ms), Outcome::Missed, Some("the node was late for this slot".to_owned()), term);
         }
-        if in_flight.contains_key(id) {
-            rec.skipped_run(&[at(newest)], None, term);
-            return;
-        }
         let slot = Slot::at(at(newest), kind);
-        let Some(handler) = self.inner.handlers.get(&entry.schedule.handler) else {
-            let handler = entry.schedule.handler.clone();
-            let why = format!("{NO_HANDLER}: handler `{handler}` is not registered on node {}", rec.node);
-            let unrun = |_: Term| job_future(async { Ok::<(), BoxError>(()) });
-            let runner = SlotRunner::new(self.inner.simba.clone(), rec, term.clone(), unrun);
-            let task = async move {
-                if runner.claim_as_missed(slot, why).await {
-                    let (job, node) = (&runner.records().job, &runner.records().node);
-                    tracing::warn!(%job, %handler, %node, slot_ms = slot.ms, "no handler `{handler}` on this node: the slot is recorded missed (no_handler)");
+        let overlap = entry.schedule.policies.overlap;
+        let active = in_flight.active.entry(id.to_owned()).or_insert_with(|| Active::new(overlap));
+        match active.runs.due(slot, slot.at, false) {
+            Step::Start(slot) => self.start(entry, slot, term, in_flight),
+            Step::Wait | Step::Buffered => {}
+            Step::Skipped => {
+                tracing::debug!(job = %rec.job, slot = %slot.at, overlap = overlap.as_str(), "slot skipped: runs are in flight");
+            }
+            Step::Cancel => {
+                tracing::info!(job = %rec.job, slot = %slot.at, "a new slot replaces the runs in flight (overlap = cancel_running)");
+                for r in active.replace.drain(..) {
+                    r.cancel();
                 }
-            };
-            in_flight.insert(id.to_owned(), tokio::spawn(tracing::Instrument::in_current_span(task)));
-            return;
-        };
-        let (run, payload) = (handler.run.clone(), Arc::<str>::from(entry.schedule.payload.as_str()));
-        let runner =
-            SlotRunner::new(self.inner.simba.clone(), rec, term.clone(), move |t: Term| run(t, Arc::clone(&payload)));
-        let task = tracing::Instrument::in_current_span(async move {
-            runner.run(slot).await;
-        });
-        in_flight.insert(id.to_owned(), tokio::spawn(task));
+            }
+        }
     }
+
+    /// Claims and runs `slot` of `entry`'s schedule as a task of the term. Without the
+    /// handler on this node, the slot is claimed and recorded `missed` with the reason
+    /// `no_handler` (A12), never dropped silently.
+    fn start(&self, entry: &Entry, slot: Slot, term: &Term, in_flight: &mut InFlight) {
+        let id = entry.schedule.id.clone();
+        let rec = self.records(&id);
+        let Some(active) = in_flight.active.get_mut(&id) else { return };
+        active.runs.started();
+        let replaced = CancellationToken::new();
+        active.replace.push(replaced.clone());
+        let simba = self.inner.simba.clone();
+        let task = match self.inner.handlers.get(&entry.schedule.handler) {
+            None => {
+                let handler = entry.schedule.handler.clone();
+                let why = format!("{NO_HANDLER}: handler `{handler}` is not registered on node {}", rec.node);
+                let unrun = |_: Term| job_future(async { Ok::<(), BoxError>(()) });
+                let runner = SlotRunner::new(simba, rec, term.clone(), unrun);
+                Box::pin(async move {
+                    let claimed = runner.claim_as_missed(slot, why).await;
+                    if claimed {
+                        let (job, node) = (&runner.records().job, &runner.records().node);
+                        tracing::warn!(%job, %handler, %node, slot_ms = slot.ms, "no handler `{handler}` on this node: the slot is recorded missed (no_handler)");
+                    }
+                    claimed
+                }) as std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>
+            }
+            Some(handler) => {
+                let (run, payload) = (handler.run.clone(), Arc::<str>::from(entry.schedule.payload.as_str()));
+                let runner = SlotRunner::new(simba, rec, term.clone(), move |t: Term| run(t, Arc::clone(&payload)));
+                Box::pin(async move { runner.run_replaceable(slot, &replaced).await })
+            }
+        };
+        let handle = in_flight.tasks.spawn(tracing::Instrument::in_current_span(task));
+        in_flight.slots.insert(handle.id(), (id, slot));
+    }
+
+    /// A run of the term ended: once a schedule has none in flight, its skipped slots get
+    /// their one record (R9) and its waiting slot starts (`start_next`: false at the term's
+    /// end, which leaves it to the next holder; also left when the schedule is no longer
+    /// loaded, deleted or paused meanwhile).
+    fn ended(
+        &self,
+        shard: &Shard,
+        done: Result<(Id, bool), JoinError>,
+        term: &Term,
+        in_flight: &mut InFlight,
+        start_next: bool,
+    ) {
+        let (task, ran) = match done {
+            Ok((task, ran)) => (task, ran),
+            Err(e) => {
+                tracing::warn!(error = %e, "a schedule's run task failed");
+                (e.id(), false)
+            }
+        };
+        let Some((id, slot)) = in_flight.slots.remove(&task) else { return };
+        let Some(active) = in_flight.active.get_mut(&id) else { return };
+        let Some(quiet) = active.runs.ended(slot.at, ran, start_next && term.is_valid()) else { return };
+        active.replace.clear();
+        self.records(&id).skipped_run(&quiet.skipped, quiet.behind, term);
+        match (quiet.next, shard.entries.get(&id)) {
+            (Some(next), Some(entry)) => self.start(entry, next, term, in_flight),
+            (Some(next), None) => {
+                tracing::debug!(schedule = %id, slot = %next.at, "the waiting slot is dropped: the schedule was deleted or paused");
+                in_flight.active.remove(&id);
+            }
+            (None, _) => {
+                if active.runs.is_idle() {
+                    in_flight.active.remove(&id);
+                }
+            }
+        }
+    }
+}
+
+/// The runs of one schedule in flight in this term, and the signals that replace them (J11).
+struct Active {
+    runs: Runs<Slot>,
+    replace: Vec<CancellationToken>,
+}
+
+impl Active {
+    fn new(overlap: Overlap) -> Self {
+        Active { runs: Runs::new(overlap), replace: Vec::new() }
+    }
+}
+
+/// The runs of a partition's term: one task each (its answer: whether the slot ran), the
+/// schedule and slot of each task, and the schedules with runs in flight or a slot waiting.
+#[derive(Default)]
+struct InFlight {
+    tasks: JoinSet<bool>,
+    slots: HashMap<Id, (String, Slot)>,
+    active: HashMap<String, Active>,
 }
 
 /// One partition's schedules, by id, and the change counter they were read at.

@@ -366,3 +366,97 @@ async fn a11_a_broadcast_change_reaches_the_holder_at_once() {
     assert!(!after.is_empty(), "the resume reached the holder at once");
     a.shutdown().await;
 }
+
+/// Each start of the handler `slow`: (schedule id, slot, wall-clock start).
+type Starts = Arc<Mutex<Vec<(String, i64, i64)>>>;
+
+/// The handler `slow`: notes its start, then takes 2.2 s, or less when its run is cancelled.
+fn slow(starts: &Starts, clock: WallClock) -> Handler {
+    let starts = Arc::clone(starts);
+    Handler::from_closure("slow", move |_term: Term, payload: Arc<str>| {
+        let starts = Arc::clone(&starts);
+        job_future(async move {
+            let v: serde_json::Value = serde_json::from_str(&payload)?;
+            let ctx = JobContext::current().ok_or("no context")?;
+            let id = v["id"].as_str().unwrap_or_default().to_owned();
+            let entry = (id, ctx.slot().timestamp_millis(), clock.now().timestamp_millis());
+            starts.lock().unwrap_or_else(PoisonError::into_inner).push(entry);
+            tokio::select! {
+                () = ctx.cancelled() => {}
+                () = sleep(MS(2_200)) => {}
+            }
+            Ok::<(), simba::BoxError>(())
+        })
+    })
+}
+
+/// J11 for schedules stored as data, by the code-defined jobs' formulas: runs of 2.2 s every
+/// second, one schedule per overlap policy. `skip`: slots 1 and 2 pass during slot 0's run
+/// (one `skipped_running` record), slot 3 starts on its instant; `buffer_one`: slot 1 waits and
+/// starts when slot 0 ends (2.2 s), slot 2 is skipped; `allow_all`: every slot starts on its
+/// instant; `cancel_running`: every slot starts on its instant and the run it replaces is
+/// recorded `cancelled`. Every slot is claimed once.
+#[tokio::test(start_paused = true)]
+async fn j11_a_schedules_overlap_policy_governs_its_slots_beside_a_slow_run() {
+    use simba::schedule_store::{Overlap, Policies};
+    let store = MemoryBackend::new();
+    let starts = Starts::default();
+    let clock = WallClock::follow_tokio_from(base());
+    let a = node_on(&store, 1, vec![slow(&starts, clock)], clock).await;
+    let api = a.schedules().expect("schedules");
+    let modes = [Overlap::Skip, Overlap::BufferOne, Overlap::AllowAll, Overlap::CancelRunning];
+    for o in modes {
+        let id = format!("o-{}", o.as_str().replace('_', "-"));
+        let s = Schedule::new(&id, "slow", ScheduleSpec::fixed_rate(Duration::from_secs(1)))
+            .with_payload(format!(r#"{{"id": "{id}"}}"#))
+            .with_policies(Policies::default().with_overlap(o));
+        api.create(s, "test").await.expect("create");
+    }
+    sleep(MS(9_000)).await;
+    a.shutdown().await;
+    sleep(MS(100)).await;
+    let all = starts.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let offsets = |id: &str| -> Vec<(i64, i64)> {
+        let mine: Vec<(i64, i64)> = all.iter().filter(|s| s.0 == id).map(|s| (s.1, s.2)).collect();
+        let first = mine.first().map_or(0, |s| s.0);
+        mine.iter().map(|(slot, start)| (slot - first, start - first)).collect()
+    };
+    let each = |n: i64| (0..n).map(|k| (k * 1000, k * 1000)).collect::<Vec<_>>();
+    assert_eq!(offsets("o-skip")[..3], [(0, 0), (3_000, 3_000), (6_000, 6_000)]);
+    assert_eq!(offsets("o-buffer-one")[..4], [(0, 0), (1_000, 2_200), (3_000, 4_400), (5_000, 6_600)]);
+    assert_eq!(offsets("o-allow-all")[..7], each(7));
+    assert_eq!(offsets("o-cancel-running")[..7], each(7));
+    let outcomes = |h: &[RunRecord]| -> Vec<(i64, Outcome)> {
+        let first = h.first().map_or(0, |r| r.slot_ms);
+        h.iter().map(|r| (r.slot_ms - first, r.outcome)).collect()
+    };
+    let h = history(&store, "o-skip").await;
+    assert_eq!(
+        outcomes(&h)[..3],
+        [(0, Outcome::Ran), (1_000, Outcome::SkippedRunning), (3_000, Outcome::Ran)],
+        "{h:?}"
+    );
+    let h = history(&store, "o-buffer-one").await;
+    assert_eq!(
+        outcomes(&h)[..5],
+        [
+            (0, Outcome::Ran),
+            (1_000, Outcome::Ran),
+            (2_000, Outcome::SkippedRunning),
+            (3_000, Outcome::Ran),
+            (4_000, Outcome::SkippedRunning)
+        ],
+        "{h:?}"
+    );
+    let h = history(&store, "o-allow-all").await;
+    assert!(h[..6].iter().all(|r| r.outcome == Outcome::Ran), "{h:?}");
+    let h = history(&store, "o-cancel-running").await;
+    assert!(h[..6].iter().all(|r| r.outcome == Outcome::Cancelled), "{h:?}");
+    assert!(h[0].error.as_deref().is_some_and(|e| e.starts_with("replaced: a newer slot came due")), "{h:?}");
+    for o in modes {
+        let h = history(&store, &format!("o-{}", o.as_str().replace('_', "-"))).await;
+        for w in h.windows(2) {
+            assert!(w[1].slot_ms > w[0].slot_ms, "{o:?}: each slot once, in order: {h:?}");
+        }
+    }
+}

@@ -109,17 +109,6 @@ pub(super) struct JobTable {
     end: Option<toml::Value>,
 }
 
-/// The overlap policy named `name` (J11).
-pub(super) fn overlap_of(name: &str) -> Option<Overlap> {
-    use simba_rules::overlap::Policy;
-    Some(match simba_rules::overlap::parse(name)? {
-        Policy::Skip => Overlap::Skip,
-        Policy::BufferOne => Overlap::BufferOne,
-        Policy::AllowAll => Overlap::AllowAll,
-        Policy::CancelRunning => Overlap::CancelRunning,
-    })
-}
-
 /// A bound's instant: an RFC 3339 string or a TOML date-time with its offset (J14).
 fn instant(v: &toml::Value) -> Result<chrono::DateTime<chrono::Utc>, String> {
     let text = match v {
@@ -263,7 +252,7 @@ impl Cx<'_> {
         let bad = |key: &str, msg: String| self.key_err(section, key, msg);
         o.overlap = match j.overlap.as_deref() {
             None => None,
-            Some(name) => Some(overlap_of(name).ok_or_else(|| {
+            Some(name) => Some(Overlap::from_name(name).ok_or_else(|| {
                 bad("overlap", format!("unknown overlap policy {name:?}: use {}", simba_rules::overlap::VALID))
             })?),
         };
