@@ -89,14 +89,17 @@ struct Logged {
 /// revoked, and a revocation that lands while a `valid` line is being logged is followed by
 /// the `end` line in the same critical section, with no await in between.
 fn watch(term: &Term) {
-    static SEEN: OnceLock<Mutex<HashMap<u64, Logged>>> = OnceLock::new();
+    static SEEN: OnceLock<Mutex<HashMap<(u64, u128), Logged>>> = OnceLock::new();
     let seen = SEEN.get_or_init(Mutex::default);
     let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
     let token = term.token();
-    let logged = match seen.entry(token) {
+    // A term is its token and its start: a store that lost grants (an asynchronous standby
+    // promoted) can grant this node a token it held before, and that is a new term to log.
+    let start = to_mono(term.started_at());
+    let logged = match seen.entry((token, start)) {
         Entry::Occupied(e) => e.into_mut(),
         Entry::Vacant(e) => {
-            log(format!("term {token} {}", to_mono(term.started_at())));
+            log(format!("term {token} {start}"));
             let t = term.clone();
             tokio::spawn(async move {
                 t.revoked().await;

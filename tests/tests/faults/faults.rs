@@ -311,6 +311,16 @@ pub(crate) fn read_logs(path: &Path) -> Logs {
                 processes.entry(pid).and_modify(|p| *p += 1).or_insert(0);
             }
             Some("term") => {
+                // The same token again for this process, with another start: the store granted
+                // it twice (an asynchronous standby promoted). The later term replaces the
+                // earlier, with none of its deadlines or its end; it starts after the higher
+                // tokens the store lost, so the check counts it as a regression.
+                let key = (pid, n(1) as u64);
+                let this = processes.get(&pid).copied().unwrap_or(0);
+                if l.terms.get(&key).is_some_and(|t| t.0 != n(2)) && l.process.get(&key).copied() == Some(this) {
+                    ends.remove(&key);
+                    deadlines.remove(&key);
+                }
                 l.terms.insert((pid, n(1) as u64), (n(2), n(2)));
                 l.process.insert((pid, n(1) as u64), processes.get(&pid).copied().unwrap_or(0));
             }
