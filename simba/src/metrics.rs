@@ -20,6 +20,7 @@
 //! | `simba_partitions_held` | gauge | `group` | partitions of the group this process holds |
 //! | `simba_job_slots_total` | counter | `job`, `outcome` | slots by how they ended (`ran`, `failed`, `declined`, `missed`, ...) |
 //! | `simba_job_paused` | gauge | `job` | 1 while this node's claims find the job paused |
+//! | `simba_job_alerts_total` | counter | `job`, `kind` | alerts delivered to the application's hook (`failed`, `missed`, `late`) |
 //! | `simba_job_records_lost_total` | counter | `job` | history records given up: the store did not take them before the end of their term plus a grace (each one is also a warning naming the slot) |
 //! | `simba_job_registry_differences` | gauge | | differences between the live nodes' job registries at the last check |
 //!
@@ -87,6 +88,9 @@ pub mod names {
     /// Counter, label `job`: history records given up because the store did not take them in
     /// time (each one is also logged with its slot).
     pub const JOB_RECORDS_LOST: &str = "simba_job_records_lost_total";
+    /// Counter, labels `job` (the job's metric name: the group's for partitions and
+    /// schedules) and `kind`: alerts delivered to the application's hook.
+    pub const JOB_ALERTS: &str = "simba_job_alerts_total";
     /// Gauge: how many differences this node saw between the live nodes' job registries at
     /// its last check (0: they agree).
     pub const REGISTRY_DIFFERENCES: &str = "simba_job_registry_differences";
@@ -178,6 +182,10 @@ impl ClaimResult {
 
 pub(crate) fn job_claim(job: &str, result: ClaimResult) {
     counter!(names::JOB_CLAIMS, "job" => job.to_owned(), "result" => result.as_str()).increment(1);
+}
+
+pub(crate) fn job_alert(job: &str, kind: &'static str) {
+    counter!(names::JOB_ALERTS, "job" => job.to_owned(), "kind" => kind).increment(1);
 }
 
 pub(crate) fn job_record_lost(job: &str) {

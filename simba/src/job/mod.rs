@@ -5,6 +5,7 @@
 //! (`runner.rs`: claim, attempts, retries, timeout), which records each outcome through the
 //! job's history (`history.rs`) and its ordered writer (`writer.rs`).
 
+mod alert;
 mod changes;
 mod clock;
 mod context;
@@ -21,6 +22,8 @@ mod shard;
 mod state;
 mod writer;
 
+pub(crate) use alert::Alerts;
+pub use alert::{Alert, AlertFn, AlertKind};
 pub use clock::WallClock;
 pub use context::JobContext;
 pub(crate) use handler::decode_payload;

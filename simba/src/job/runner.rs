@@ -248,6 +248,12 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             }
             let started = Instant::now();
             crate::metrics::job_started(&self.rec.metric, if attempt == 1 { lateness } else { Duration::ZERO });
+            if attempt == 1
+                && let Some(alerts) = &self.rec.alerts
+            {
+                let (job, metric) = (self.rec.job.as_ref(), self.rec.metric.as_ref());
+                alerts.late((job, metric), slot_at, lateness, (&self.rec.node, term.token()));
+            }
             tracing::debug!(job = %self.rec.job, lease = term.name(), token = term.token(), attempt, ?lateness, "job run starting");
             let span = run_span(&self.rec.job, term, attempt);
             let fut = ctx.scope(tracing::Instrument::instrument((self.body)(term.clone()), span));
@@ -537,6 +543,7 @@ mod tests {
             control: None,
             clock: WallClock::System,
             writer: Writer::default(),
+            alerts: None,
             state: Default::default(),
         }
     }

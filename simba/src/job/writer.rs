@@ -24,6 +24,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
+use super::alert::{Alert, Alerts};
 use crate::Term;
 use crate::backend::BackendError;
 use crate::job_store::{Outcome, RunRecord, SharedJobStore, SlotKind};
@@ -133,6 +134,8 @@ impl Pending {
 pub(crate) struct Writer {
     tx: Arc<OnceLock<mpsc::UnboundedSender<Queued>>>,
     pending: Arc<Pending>,
+    /// The application's alert hook: told of a `failed` or `missed` record once it took effect.
+    alerts: Option<Alerts>,
 }
 
 /// The sending side of a job's writer: counts what it hands over in the runtime's
@@ -153,15 +156,15 @@ impl WriterTx {
 
 impl Writer {
     /// A writer whose records count in `pending` (one per runtime).
-    pub(crate) fn counted(pending: Arc<Pending>) -> Self {
-        Writer { tx: Arc::default(), pending }
+    pub(crate) fn counted(pending: Arc<Pending>, alerts: Option<Alerts>) -> Self {
+        Writer { tx: Arc::default(), pending, alerts }
     }
 
     /// The writer's queue, starting its task on first use (inside a Tokio runtime).
     pub(crate) fn sender(&self, store: &SharedJobStore) -> WriterTx {
         let tx = self.tx.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(run(store.clone(), rx, self.pending.clone()));
+            tokio::spawn(run(store.clone(), rx, self.pending.clone(), self.alerts.clone()));
             tx
         });
         WriterTx { tx: tx.clone(), pending: Arc::clone(&self.pending) }
@@ -190,7 +193,12 @@ fn push(queue: &mut VecDeque<Queued>, q: Queued, pending: &Pending) {
 }
 
 /// The writer's task: the head of the queue is written (retried) before the next.
-async fn run(store: SharedJobStore, mut rx: mpsc::UnboundedReceiver<Queued>, pending: Arc<Pending>) {
+async fn run(
+    store: SharedJobStore,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
+    pending: Arc<Pending>,
+    alerts: Option<Alerts>,
+) {
     let mut queue = VecDeque::new();
     let mut open = true;
     let mut backoff = FIRST_BACKOFF;
@@ -209,7 +217,13 @@ async fn run(store: SharedJobStore, mut rx: mpsc::UnboundedReceiver<Queued>, pen
         }
         let Some(head) = queue.front() else { continue };
         match write(&store, head).await {
-            Ok(()) => {
+            Ok(took) => {
+                if took
+                    && let Some(a) = &alerts
+                    && let Some(alert) = Alert::of_record(head.write.record())
+                {
+                    a.deliver(&alert, &head.metric);
+                }
                 queue.pop_front();
                 pending.done();
                 backoff = FIRST_BACKOFF;
@@ -260,8 +274,10 @@ impl From<BackendError> for Refused {
 }
 
 /// One try of `q`, within the term's call timeout (the renewal period once the term ended:
-/// the timeout of a call made for an ended session is zero).
-async fn write(store: &SharedJobStore, q: &Queued) -> Result<(), Refused> {
+/// the timeout of a call made for an ended session is zero). `Ok(true)`: this write set the
+/// slot's record (`false`: it was there already, or retention or a later holder's record took
+/// its place), so an alert is raised once, by the node whose write took effect.
+async fn write(store: &SharedJobStore, q: &Queued) -> Result<bool, Refused> {
     let to = match q.term.call_timeout() {
         d if d.is_zero() => q.term.session().period(),
         d => d,
@@ -272,36 +288,36 @@ async fn write(store: &SharedJobStore, q: &Queued) -> Result<(), Refused> {
     }
 }
 
-async fn write_once(store: &SharedJobStore, w: &Write) -> Result<(), Refused> {
+async fn write_once(store: &SharedJobStore, w: &Write) -> Result<bool, Refused> {
     match w {
         Write::Finish(r) => {
-            if !store.finish_run(r).await? {
+            let took = store.finish_run(r).await?;
+            if !took {
                 // Retention dropped it, or a later holder's record took its identity.
                 tracing::debug!(job = %r.job, slot_ms = r.slot_ms, outcome = %r.outcome, "the slot's record was gone (retention)");
             }
+            Ok(took)
         }
-        Write::Append(r) => {
-            store.append(r).await?;
-        }
+        Write::Append(r) => Ok(store.append(r).await?),
         Write::Close(r) => {
             let still_running = store.history(&r.job, CLOSE_LOOKBACK).await?.iter().any(|s| {
                 (s.kind, s.slot_ms) == (r.kind, r.slot_ms) && s.outcome == Outcome::Running && s.token == r.token
             });
             if still_running {
-                store.finish_run(r).await?;
-            } else {
-                tracing::debug!(job = %r.job, slot_ms = r.slot_ms, "the abandoned run's record was ended meanwhile; not closing it");
+                return Ok(store.finish_run(r).await?);
             }
+            tracing::debug!(job = %r.job, slot_ms = r.slot_ms, "the abandoned run's record was ended meanwhile; not closing it");
+            Ok(false)
         }
         Write::Unclaimed(r) => {
-            if !store.finish_run(r).await? {
-                let mut a = r.clone();
-                a.kind = SlotKind::Scheduled;
-                store.append(&a).await?;
+            if store.finish_run(r).await? {
+                return Ok(true);
             }
+            let mut a = r.clone();
+            a.kind = SlotKind::Scheduled;
+            Ok(store.append(&a).await?)
         }
     }
-    Ok(())
 }
 
 fn give_up(q: &Queued, error: &str) {

@@ -42,6 +42,8 @@ pub struct RuntimeBuilder {
     seed: Option<u64>,
     node: Option<String>,
     state: StateMap,
+    alert_hook: Option<std::sync::Arc<crate::job::AlertFn>>,
+    late_after: Option<std::time::Duration>,
 }
 
 impl RuntimeBuilder {
@@ -62,7 +64,51 @@ impl RuntimeBuilder {
             seed: None,
             node: None,
             state: StateMap::default(),
+            alert_hook: None,
+            late_after: None,
         }
+    }
+
+    /// Calls `hook` with each [`Alert`](crate::job::Alert): a run that failed after its last
+    /// attempt, a slot missed, and (with [`alert_late_after`](Self::alert_late_after)) a run
+    /// that started late, for every job of this runtime, code-defined or a schedule stored as
+    /// data. Each is delivered once per slot, by the node whose record of it took effect in the
+    /// store. The hook runs on the job's record writer: hand anything slow (a webhook, a pager)
+    /// to a channel or a task of its own. A hook that panics is caught and logged.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), simba::Error> {
+    /// use simba::Runtime;
+    /// use simba::job::AlertKind;
+    ///
+    /// let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    /// tokio::spawn(async move {
+    ///     while let Some(alert) = rx.recv().await {
+    ///         let alert: simba::job::Alert = alert;
+    ///         eprintln!("{} {} at {}: {:?}", alert.kind.as_str(), alert.job, alert.slot, alert.reason);
+    ///     }
+    /// });
+    /// Runtime::builder()
+    ///     .on_alert(move |a| {
+    ///         if a.kind != AlertKind::Late || a.job.starts_with("billing") {
+    ///             let _ = tx.send(a.clone());
+    ///         }
+    ///     })
+    ///     .alert_late_after(std::time::Duration::from_secs(30))
+    ///     .run()
+    ///     .await
+    /// # }
+    /// ```
+    pub fn on_alert(mut self, hook: impl Fn(&crate::job::Alert) + Send + Sync + 'static) -> Self {
+        self.alert_hook = Some(std::sync::Arc::new(hook));
+        self
+    }
+
+    /// With [`on_alert`](Self::on_alert): a run whose first attempt starts more than `after`
+    /// past its slot raises a `late` alert (default: no `late` alerts).
+    pub fn alert_late_after(mut self, after: std::time::Duration) -> Self {
+        self.late_after = Some(after);
+        self
     }
 
     /// Names this node in run records and in its published registry (default: `SIMBA_NODE`,
@@ -237,7 +283,9 @@ impl RuntimeBuilder {
         let (control_stop, control) = watch_control(&simba, store.as_ref());
         let node = self.node.map_or_else(node_name, Into::into);
         let state = Arc::new(self.state);
-        let jobs = JobsHandle::new(simba.clone(), config, policies, store.clone(), control, node, self.clock, state);
+        let alerts = self.alert_hook.map(|h| crate::job::Alerts::new(h, self.late_after));
+        let parts = (state, alerts);
+        let jobs = JobsHandle::new(simba.clone(), config, policies, store.clone(), control, node, self.clock, parts);
         let handler_names = handlers.iter().map(|h| h.name.to_string()).collect();
         let started = match start_jobs(&jobs, plan).await {
             Ok(()) => schedules::start(&jobs, handlers).await,

@@ -13,8 +13,8 @@ use super::plan::{PlannedGroup, PlannedJob, plan_group, plan_scheduled};
 use std::time::Duration;
 
 use crate::job::{
-    GroupSpec, Handler, JobPolicy, JobSettings, Misfire, PartitionedJob, Pending, Policies, Recording, RunPolicy,
-    SCHEDULES_GROUP, ScheduledJob, Shards, StateMap, WallClock, Writer, run_group, run_scheduled,
+    Alerts, GroupSpec, Handler, JobPolicy, JobSettings, Misfire, PartitionedJob, Pending, Policies, Recording,
+    RunPolicy, SCHEDULES_GROUP, ScheduledJob, Shards, StateMap, WallClock, Writer, run_group, run_scheduled,
 };
 use crate::job_store::SharedJobStore;
 use crate::schedule_store::SharedScheduleStore;
@@ -48,6 +48,8 @@ struct Inner {
     clock: WallClock,
     /// The application's state the jobs take ([`State<T>`](crate::State)).
     state: Arc<StateMap>,
+    /// The application's alert hook, if it registered one.
+    alerts: Option<Alerts>,
     running: Mutex<BTreeMap<String, Running>>,
     /// The handlers of schedules stored as data this node runs (published in its registry).
     handlers: Mutex<Vec<String>>,
@@ -90,7 +92,7 @@ impl JobsHandle {
         control: Option<watch::Receiver<u64>>,
         node: Arc<str>,
         clock: WallClock,
-        state: Arc<StateMap>,
+        (state, alerts): (Arc<StateMap>, Option<Alerts>),
     ) -> Self {
         let (changed, _) = watch::channel(0);
         let inner = Inner {
@@ -102,6 +104,7 @@ impl JobsHandle {
             node,
             clock,
             state,
+            alerts,
             running: Mutex::default(),
             handlers: Mutex::default(),
             changed,
@@ -124,7 +127,8 @@ impl JobsHandle {
             policy,
             control: i.control.clone(),
             clock: i.clock,
-            writer: Writer::counted(Arc::clone(&i.pending)),
+            writer: Writer::counted(Arc::clone(&i.pending), i.alerts.clone()),
+            alerts: i.alerts.clone(),
             state: Arc::clone(&i.state),
         }
     }

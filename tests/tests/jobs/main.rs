@@ -1,6 +1,7 @@
 //! Jobs, macros and the runtime (docs/SPEC.md section 10), and the macros' compile-time errors (J3).
 
 mod added;
+mod alerts;
 mod history;
 mod jobs;
 mod macros;
