@@ -358,8 +358,9 @@ fn start_timeout_is_read_and_checked() {
 }
 
 /// Rule B7: the listeners a configuration opens beyond loopback are named, with the fix;
-/// loopback ones are not.
+/// loopback ones are not. (`[metrics] listen` needs the `prometheus` feature.)
 #[test]
+#[cfg(feature = "prometheus")]
 fn b7_listeners_beyond_loopback_are_named() {
     let c = parse("[backend]\nurl = \"sqlite://x.db\"\n[metrics]\nlisten = \"127.0.0.1:9464\"\n[dashboard]\nlisten = \"0.0.0.0:9465\"\n")
         .expect("parses");
