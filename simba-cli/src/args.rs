@@ -88,9 +88,15 @@ pub(crate) enum Command {
         listen: Option<std::net::SocketAddr>,
     },
     /// Every job the backend's history knows: paused?, last outcome and slot, node, token,
-    /// failures in the last 24 h, pending run requests.
-    #[command(after_help = "Example:\n  simba jobs --backend postgres://simba@db.internal/simba")]
-    Jobs,
+    /// failures, missed slots and late starts in the last 24 h, pending run requests.
+    #[command(
+        after_help = "Example:\n  simba jobs --backend postgres://simba@db.internal/simba\n  simba jobs --late-after 1m"
+    )]
+    Jobs {
+        /// A run counts as late when it started more than this after its slot (e.g. 30s).
+        #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+        late_after: std::time::Duration,
+    },
     /// The newest records of one job (`JOB`, or `JOB/i` for a partition), newest first.
     #[command(after_help = "Example:\n  simba history nightly-report -n 5\n  simba history billing/3 --json")]
     History {
@@ -149,7 +155,7 @@ impl Command {
     pub(crate) fn jobs(&self) -> Option<crate::jobs::JobsCommand> {
         use crate::jobs::JobsCommand;
         Some(match self {
-            Command::Jobs => JobsCommand::List,
+            Command::Jobs { late_after } => JobsCommand::List { late_after: *late_after },
             Command::History { job, limit } => JobsCommand::History { job: job.clone(), limit: *limit },
             Command::Pause { job } => JobsCommand::Pause { job: job.clone() },
             Command::Resume { job } => JobsCommand::Resume { job: job.clone() },

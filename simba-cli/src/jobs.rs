@@ -20,7 +20,7 @@ use crate::output::{Failure, emit};
 /// One of the jobs commands, as parsed.
 #[derive(Debug, Clone)]
 pub(crate) enum JobsCommand {
-    List,
+    List { late_after: std::time::Duration },
     History { job: String, limit: usize },
     Pause { job: String },
     Resume { job: String },
@@ -46,12 +46,12 @@ pub(crate) async fn run(
     // writing) up to the tool's timeout, and say whether a failed change took effect.
     let jobs = Jobs::new(store).with_wait(wait);
     let text = match cmd {
-        JobsCommand::List => {
+        JobsCommand::List { late_after } => {
             let list = jobs.list().await.map_err(message)?;
             let registry = jobs.registry().await.map_err(message)?;
             // Holders are shown where the store can be listed; a failure leaves them out.
             let held = backend.inspect().await.map(|s| s.leases).unwrap_or_default();
-            let rows = list_rows(&jobs, &list, &registry, &held).await?;
+            let rows = list_rows(&jobs, &list, &registry, (&held, *late_after)).await?;
             if json { list_json(&rows, &registry)? } else { list_table(&rows, &registry) }
         }
         JobsCommand::History { job, limit } => {
@@ -157,7 +157,10 @@ struct ListRow {
     /// those held for a partitioned job).
     holders: Vec<(String, String, u64)>,
     next_fire: Option<i64>,
+    /// In the last 24 h: runs failed, timed out or cancelled; slots missed; runs started late.
     failures: usize,
+    missed: usize,
+    late: usize,
     /// The live nodes disagree about it.
     differs: bool,
 }
@@ -167,8 +170,9 @@ async fn list_rows(
     jobs: &Jobs,
     list: &[JobState],
     registry: &RegistryReport,
-    held: &[LeaseInfo],
+    (held, late_after): (&[LeaseInfo], std::time::Duration),
 ) -> Result<Vec<ListRow>, Failure> {
+    let late_ms = i64::try_from(late_after.as_millis()).unwrap_or(i64::MAX);
     let since = Utc::now().timestamp_millis() - 24 * 3600 * 1000;
     let now = std::time::SystemTime::now();
     let differing = registry.differing_jobs();
@@ -217,18 +221,21 @@ async fn list_rows(
             .and_then(JobSettings::parsed_schedule)
             .and_then(|spec| spec.next_fire(now))
             .and_then(|t| DateTime::<Utc>::from(t).timestamp_millis().into());
-        let failures = if state.is_some() {
+        let (failures, missed, late) = if state.is_some() {
             let h = jobs.store().history(&job, jobs.store().retention()).await.map_err(|e| message(e.into()))?;
-            h.iter()
-                .filter(|r| r.slot_ms >= since)
-                .filter(|r| matches!(r.outcome, Outcome::Failed | Outcome::TimedOut | Outcome::Cancelled))
-                .count()
+            let day: Vec<_> = h.iter().filter(|r| r.slot_ms >= since).collect();
+            let count = |f: &dyn Fn(&RunRecord) -> bool| day.iter().filter(|r| f(r)).count();
+            (
+                count(&|r| matches!(r.outcome, Outcome::Failed | Outcome::TimedOut | Outcome::Cancelled)),
+                count(&|r| r.outcome == Outcome::Missed),
+                count(&|r| r.attempt <= 1 && r.started_ms.is_some_and(|s| s - r.slot_ms > late_ms)),
+            )
         } else {
-            0
+            (0, 0, 0)
         };
         let base = job.split('/').next().unwrap_or(&job);
         let differs = differing.contains(&job) || differing.contains(base);
-        rows.push(ListRow { job, state, settings, partition, holders, next_fire, failures, differs });
+        rows.push(ListRow { job, state, settings, partition, holders, next_fire, failures, missed, late, differs });
     }
     Ok(rows)
 }
@@ -289,6 +296,8 @@ fn list_json(rows: &[ListRow], registry: &RegistryReport) -> Result<String, Fail
                 last: st.and_then(|j| j.last.as_ref()).map(json::Record::from),
                 trigger_pending: json::time(st.and_then(|j| j.trigger_pending_ms)),
                 failures_24h: r.failures,
+                missed_24h: r.missed,
+                late_24h: r.late,
                 registry_differs: r.differs,
             }
         })
@@ -316,6 +325,8 @@ fn list_table(rows: &[ListRow], registry: &RegistryReport) -> String {
                 last.map_or("-".to_owned(), |l| l.outcome.to_string()),
                 time(last.map(|l| l.slot_ms)),
                 r.failures.to_string(),
+                r.missed.to_string(),
+                r.late.to_string(),
                 time(st.and_then(|j| j.trigger_pending_ms)),
             ]
         })
@@ -331,6 +342,8 @@ fn list_table(rows: &[ListRow], registry: &RegistryReport) -> String {
             "LAST",
             "SLOT",
             "FAILURES 24H",
+            "MISSED 24H",
+            "LATE 24H",
             "RUN REQUESTED",
         ],
         &cells,
@@ -433,20 +446,20 @@ mod tests {
         let sweep = JobSettings::partitioned("sweep", "sweep", 4, None, Misfire::Skip, &RunPolicy::default());
         let a = NodeRegistry::new("node-a", vec![settings("0 * * * * *"), sweep.clone()]);
         assert!(store.publish_registry(&holder, &a.encode()).await.expect("publish"));
-        let (_, out) = cmd(&b, JobsCommand::List, false).await;
+        let (_, out) = cmd(&b, JobsCommand::List { late_after: std::time::Duration::from_secs(5) }, false).await;
         assert!(out.contains("report  scheduled    0 * * * * * Europe/Berlin  no      node-a (1)"), "{out}");
         assert!(out.contains("sweep   partitioned  once per term              no      0 of 4 held"), "{out}");
         assert!(!out.contains("do not agree") && !out.contains("no live node"), "{out}");
         let other = b.open_session(std::time::Duration::from_secs(30)).await.expect("session").id;
         let c = NodeRegistry::new("node-b", vec![settings("30 * * * * *")]);
         assert!(store.publish_registry(&other, &c.encode()).await.expect("publish"));
-        let (r, out) = cmd(&b, JobsCommand::List, false).await;
+        let (r, out) = cmd(&b, JobsCommand::List { late_after: std::time::Duration::from_secs(5) }, false).await;
         assert_eq!(r, Ok(0));
         assert!(out.contains("report *  scheduled"), "{out}");
         assert!(out.contains("the 2 live nodes do not agree (* marks the jobs):"), "{out}");
         assert!(out.contains("  job `report` schedule: `0 * * * * *` on node-a; `30 * * * * *` on node-b"), "{out}");
         assert!(out.contains("  job `sweep` runs on node-a but not on node-b"), "{out}");
-        let (_, out) = cmd(&b, JobsCommand::List, true).await;
+        let (_, out) = cmd(&b, JobsCommand::List { late_after: std::time::Duration::from_secs(5) }, true).await;
         let v: Value = serde_json::from_str(&out).expect("json");
         let report = &v["jobs"][0];
         assert_eq!((report["job"].as_str(), report["kind"].as_str()), (Some("report"), Some("scheduled")));
@@ -470,15 +483,64 @@ mod tests {
         (r, String::from_utf8_lossy(&out).into_owned())
     }
 
+    /// `simba jobs` counts, over the last 24 h, the slots missed and the runs whose first
+    /// attempt started more than `--late-after` after their slot (older records not).
+    #[tokio::test]
+    async fn jobs_count_missed_and_late_in_the_last_day() {
+        let b = MemoryBackend::new();
+        let s = b.open_session(std::time::Duration::from_secs(30)).await.expect("session").id;
+        let Ok(Acquire::Won(token)) = b.acquire(&s, "feed").await else { panic!("acquire") };
+        let store = b.jobs();
+        let now = chrono::Utc::now().timestamp_millis() / 1000 * 1000;
+        // (slot before now, started after the slot), oldest first (slots are claimed in order):
+        // 2 days ago and late, 30 s late, 10 s late, on time.
+        for (ago, late) in [(2 * 86_400_000, 60_000), (180_000, 30_000), (120_000, 10_000), (60_000, 2)] {
+            let slot_ms = now - ago;
+            let req = ClaimRequest {
+                session: &s,
+                lease: "feed",
+                token,
+                job: "feed",
+                slot_ms,
+                kind: SlotKind::Scheduled,
+                node: "node-a",
+                started_ms: slot_ms + late,
+                attempts: 1,
+            };
+            let Ok(Claim::Claimed(mut r)) = store.claim_run(req).await else { panic!("claim") };
+            r.outcome = Outcome::Ran;
+            r.ended_ms = Some(slot_ms + late + 5);
+            assert!(store.finish_run(&r).await.expect("finish"));
+        }
+        for ago in [30_000, 90_000, 3 * 86_400_000] {
+            let mut m = RunRecord::not_run("feed", now - ago, Outcome::Missed);
+            m.token = token;
+            assert!(store.append(&m).await.expect("append"));
+        }
+        let list = |secs| JobsCommand::List { late_after: std::time::Duration::from_secs(secs) };
+        let (_, out) = cmd(&b, list(5), true).await;
+        let v: Value = serde_json::from_str(&out).expect("json");
+        let j = &v["jobs"][0];
+        assert_eq!((j["missed_24h"].as_u64(), j["late_24h"].as_u64()), (Some(2), Some(2)), "{out}");
+        let (_, out) = cmd(&b, list(20), true).await;
+        let v: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(v["jobs"][0]["late_24h"], 1, "only the run 30 s late is past 20 s: {out}");
+        let (_, out) = cmd(&b, list(5), false).await;
+        assert!(out.lines().next().is_some_and(|h| h.contains("FAILURES 24H  MISSED 24H  LATE 24H")), "{out}");
+    }
+
     /// `simba jobs`, `history`, `pause` (twice), `resume`, `trigger`, as
     /// tables and JSON, on a store with records.
     #[tokio::test]
     async fn item4_jobs_history_pause_trigger_output() {
         let b = filled().await;
-        let (r, out) = cmd(&b, JobsCommand::List, false).await;
+        let (r, out) = cmd(&b, JobsCommand::List { late_after: std::time::Duration::from_secs(5) }, false).await;
         assert_eq!(r, Ok(0));
         assert!(out.starts_with("JOB     KIND  SCHEDULE  PAUSED  HOLDER (TOKEN)  NEXT  LAST  SLOT"), "{out}");
-        assert!(out.contains(" (1)    -     ran   2026-05-28T20:28:40.000Z  0             -"), "{out}");
+        assert!(
+            out.contains(" (1)    -     ran   2026-05-28T20:28:40.000Z  0             0           0         -"),
+            "{out}"
+        );
         assert!(out.contains("no live node published its jobs"), "{out}");
         let (_, out) = cmd(&b, JobsCommand::History { job: "report".into(), limit: 2 }, false).await;
         let lines: Vec<&str> = out.lines().collect();
@@ -499,7 +561,7 @@ mod tests {
         assert_eq!(r, Ok(0));
         let v: Value = serde_json::from_str(&out).expect("json");
         assert_eq!((v["paused"].as_bool(), v["changed"].as_bool()), (Some(true), Some(false)));
-        let (_, out) = cmd(&b, JobsCommand::List, true).await;
+        let (_, out) = cmd(&b, JobsCommand::List { late_after: std::time::Duration::from_secs(5) }, true).await;
         let v: Value = serde_json::from_str(&out).expect("json");
         assert_eq!(v["jobs"][0]["paused"], true);
         assert_eq!(v["jobs"][0]["last"]["outcome"], "ran");

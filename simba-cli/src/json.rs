@@ -89,6 +89,10 @@ pub(crate) struct Job<'a> {
     pub(crate) last: Option<Record<'a>>,
     pub(crate) trigger_pending: Option<String>,
     pub(crate) failures_24h: usize,
+    /// Slots recorded `missed` in the last 24 h.
+    pub(crate) missed_24h: usize,
+    /// Runs whose first attempt started more than `--late-after` after their slot, in the last 24 h.
+    pub(crate) late_24h: usize,
     pub(crate) registry_differs: bool,
 }
 
