@@ -20,6 +20,7 @@
 //! | `simba_partitions_held` | gauge | `group` | partitions of the group this process holds |
 //! | `simba_job_slots_total` | counter | `job`, `outcome` | slots by how they ended (`ran`, `failed`, `declined`, `missed`, ...) |
 //! | `simba_job_paused` | gauge | `job` | 1 while this node's claims find the job paused |
+//! | `simba_job_next_slot_timestamp_seconds` | gauge | `job` | the holder's next slot of a scheduled job, unix seconds (0 on a node that does not hold it) |
 //! | `simba_job_alerts_total` | counter | `job`, `kind` | alerts delivered to the application's hook (`failed`, `missed`, `late`) |
 //! | `simba_job_records_lost_total` | counter | `job` | history records given up: the store did not take them before the end of their term plus a grace (each one is also a warning naming the slot) |
 //! | `simba_job_registry_differences` | gauge | | differences between the live nodes' job registries at the last check |
@@ -88,6 +89,9 @@ pub mod names {
     /// Counter, label `job`: history records given up because the store did not take them in
     /// time (each one is also logged with its slot).
     pub const JOB_RECORDS_LOST: &str = "simba_job_records_lost_total";
+    /// Gauge, label `job`: the next slot of a scheduled job on its holder, unix seconds; 0 on a
+    /// node whose term of it ended (the holder's series is the one above 0).
+    pub const JOB_NEXT_SLOT: &str = "simba_job_next_slot_timestamp_seconds";
     /// Counter, labels `job` (the job's metric name: the group's for partitions and
     /// schedules) and `kind`: alerts delivered to the application's hook.
     pub const JOB_ALERTS: &str = "simba_job_alerts_total";
@@ -194,6 +198,12 @@ pub(crate) fn job_record_lost(job: &str) {
 
 pub(crate) fn registry_differences(n: usize) {
     gauge!(names::REGISTRY_DIFFERENCES).set(n as f64);
+}
+
+/// The holder's next slot of scheduled job `job` (`None`: its term ended here, or it has none).
+pub(crate) fn job_next_slot(job: &str, at: Option<chrono::DateTime<chrono::Utc>>) {
+    let secs = at.map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0);
+    gauge!(names::JOB_NEXT_SLOT, "job" => job.to_owned()).set(secs);
 }
 
 pub(crate) fn job_paused(job: &str, paused: bool) {

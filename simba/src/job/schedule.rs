@@ -3,6 +3,7 @@
 //! record so that each cron slot runs at most once across the cluster (J5): the slot runner
 //! (`runner.rs`) claims each slot these loops hand it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -65,12 +66,33 @@ pub(crate) async fn run_scheduled(
     run: impl Fn(Term) -> JobFuture + Send + Sync,
 ) -> Result<(), crate::BoxError> {
     let mut run_now = RunNowRequests(rec.control.take());
+    // A code-defined job's next slot, as a gauge while this node holds it (a partition's slots
+    // are the group's: no gauge).
+    let _gauge = (rec.job == rec.metric).then(|| NextSlot(Arc::clone(&rec.metric)));
     let runner = SlotRunner::new(simba, rec, term, run);
     manual(&runner).await;
     let mut runs = InFlight::new(&runner, policies.overlap);
     match timer {
         Timer::Fixed(period) => run_fixed(&mut runs, &mut run_now, period, &policies).await,
         Timer::Cron { cron, tz } => run_cron(&mut runs, &mut run_now, (&cron, tz), misfire, &policies).await,
+    }
+}
+
+/// The next-slot gauge of a job while this node holds it; 0 once its term ended here.
+struct NextSlot(Arc<str>);
+
+impl NextSlot {
+    /// Sets the gauge of `rec`'s job to `at`, unless `rec` is a partition's.
+    fn set(rec: &Recording, at: DateTime<Utc>) {
+        if rec.job == rec.metric {
+            crate::metrics::job_next_slot(&rec.metric, Some(at));
+        }
+    }
+}
+
+impl Drop for NextSlot {
+    fn drop(&mut self) {
+        crate::metrics::job_next_slot(&self.0, None);
     }
 }
 
@@ -150,6 +172,7 @@ async fn run_fixed<F: Fn(Term) -> JobFuture + Send + Sync>(
     loop {
         let named = slots.name();
         let delay = jitter(&rec.job, named.0, max_jitter, Some(period));
+        NextSlot::set(&rec, named.1);
         if !wait_until(runs, run_now, start + slots.due() + delay).await {
             return Ok(());
         }
@@ -205,6 +228,7 @@ async fn run_cron<F: Fn(Term) -> JobFuture + Send + Sync>(
             idle(runs, run_now).await;
             return Ok(());
         };
+        NextSlot::set(&rec, slot);
         let until_next = next_slot(cron, tz, slot).and_then(|n| (n - slot).to_std().ok());
         let starts = slot
             + chrono::Duration::from_std(jitter(&rec.job, slot.timestamp_millis(), max_jitter, until_next))

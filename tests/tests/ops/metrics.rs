@@ -122,6 +122,12 @@ async fn metrics_and_healthz_after_elect_step_down_and_expire() {
     assert!(value(&m, "simba_job_duration_seconds_count", &[("job", "tick")]).is_some_and(|v| v >= 3.0), "{m}");
     assert!(value(&m, "simba_job_lateness_seconds_bucket", &[("job", "tick"), ("le", "+Inf")]).is_some(), "{m}");
     assert!(value(&m, "simba_renewal_duration_seconds_count", &[]).is_some_and(|v| v >= 1.0), "{m}");
+    // The holder's next slot of a scheduled job (every 100 ms): within a second of now; none
+    // for a partition (the group's slots).
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    let next = value(&m, "simba_job_next_slot_timestamp_seconds", &[("job", "tick")]).expect("tick's next slot");
+    assert!((next - now).abs() < 1.0, "next slot {next}, now {now}");
+    assert_eq!(value(&m, "simba_job_next_slot_timestamp_seconds", &[("job", "grp")]), None, "{m}");
 
     // Step down: an election of the same client loses its term with reason stepped_down.
     let manual = simba.election("manual");
