@@ -108,6 +108,22 @@ canon() {
   esac
 }
 var_of() { local v=${1^^}; echo "${v//-/_}"; } # redis-evicting -> REDIS_EVICTING
+
+# Keeps every port of these servers (the *_PORT variables, replicated members included) out of
+# the kernel's ephemeral range, which they lie in (32768-60999 here): a killed server's port
+# must still be free when the fault suite restarts it, and an outgoing connection once took a
+# killed etcd member's peer port as its source port, so its restart failed with "address
+# already in use". Explicit binds are unaffected. Needs root (the test command runs as root);
+# without it, says so and goes on.
+reserve_ports() {
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur want v
+  cur=$(cat "$f" 2>/dev/null) || return 0
+  want=$(for v in $(compgen -v | grep '_PORT$'); do [[ ${!v} =~ ^[0-9]+$ ]] && echo "${!v}"; done | sort -un | paste -sd, -)
+  [[ -n $want ]] || return 0
+  if ! echo "${cur:+$cur,}$want" >"$f" 2>/dev/null; then
+    log "cannot reserve the servers' ports in $f (not root?): a server restarted by a fault test may find its port taken"
+  fi
+}
 port_of() { local v; v="$(var_of "$1")_PORT"; echo "${!v}"; }
 dir_of() { echo "$BASE/$1"; }
 pidfile_of() { echo "$BASE/$1.pid"; }
@@ -717,6 +733,7 @@ cmd_start() {
   install_missing
   lock
   touch "$BASE/.simba-backends"
+  reserve_ports
   gen_certs
   gen_bad_certs
   for n in "${NAMES[@]}"; do

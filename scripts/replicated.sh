@@ -127,6 +127,7 @@ cmd_start_replicated() {
   install_missing
   lock
   touch "$BASE/.simba-backends"
+  reserve_ports
   for n in "${REPL_NAMES[@]}"; do
     pid=$(running_pid "$n")
     if [[ -n $pid ]]; then
