@@ -27,26 +27,80 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p simba-sched -p simba-sched-cor
 # `cargo install simba-sched-cli` works on a machine that has none.
 PROTOC=/nonexistent cargo check -q -p simba-sched-cli --bin simba
 
+# Every test target is built once, before the servers start, so that both lanes below find it
+# fresh.
+cargo test --workspace --all-features --no-run
+
+# Two lanes run at once, each against its own set of private servers (scripts/README.md):
+# - the fault lane: the `faults` test binary (node processes, servers killed and paused, timed
+#   failovers), on the default set and the replicated stores, at normal priority;
+# - the other lane: every other test target and the doc tests, on a second set shifted 200
+#   ports further, under `nice` with its servers, so the fault lane's timings keep the CPU they
+#   had when it ran alone.
+# The fault lane is the longest (about 23 of the 31 minutes the tests took one after the
+# other); the other lane fits in its shadow.
+others_offset=$((${SIMBA_BACKENDS_PORT_OFFSET:-0} + 200))
+others_dir=$PWD/.backends-others
+stop_servers() {
+  bash scripts/backends.sh stop >/dev/null 2>&1 || true
+  SIMBA_BACKENDS_PORT_OFFSET=$others_offset SIMBA_BACKENDS_DIR=$others_dir \
+    bash scripts/backends.sh stop >/dev/null 2>&1 || true
+}
 # A failed command substitution inside `eval "$(...)"` does not stop `set -e`: capture first,
 # so a server that does not start stops the test command here.
-trap 'bash scripts/backends.sh stop >/dev/null 2>&1 || true' EXIT
+trap stop_servers EXIT
 servers_env=$(bash scripts/backends.sh start)
-eval "$servers_env"
 # The replicated stores (a 3-member etcd cluster, a 3-server ZooKeeper ensemble; ADR 0029):
 # `stop` above stops them too.
 replicated_env=$(bash scripts/backends.sh start-replicated)
-eval "$replicated_env"
+others_env=$(SIMBA_BACKENDS_PORT_OFFSET=$others_offset SIMBA_BACKENDS_DIR=$others_dir \
+  nice -n 10 bash scripts/backends.sh start)
 browser_env=$(bash scripts/browser.sh install)
 eval "$browser_env"
 # Every backend test runs: one whose server is missing fails instead of printing SKIPPED.
 export CI=true
 
+# The other lane's targets: what `cargo test` selects by default (every library, binary and
+# test target whose `test` flag is on), but the `faults` test target.
+other_targets=$(cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+flags, tests = {"--lib"}, set()
+for p in json.load(sys.stdin)["packages"]:
+    for t in p["targets"]:
+        if not t.get("test"):
+            continue
+        if "bin" in t["kind"]:
+            flags.add("--bin " + t["name"])
+        elif "test" in t["kind"]:
+            tests.add(t["name"])
+assert "faults" in tests, "the fault lane has no faults test target"
+flags |= {"--test " + n for n in tests - {"faults"}}
+print(" ".join(sorted(flags)))')
+
 # The fault suite's tables (faults by kind, worst time back to a leader) go to a file, printed
 # at the end: cargo shows a passing test's output only with --nocapture.
 report=$PWD/target/faults-report.md
-mkdir -p target && rm -f "$report"
+fault_log=$PWD/target/fault-lane.log
+mkdir -p target && rm -f "$report" "$fault_log"
+(
+  eval "$servers_env"
+  eval "$replicated_env"
+  SIMBA_RELIABILITY_OUT=$report cargo test --workspace --all-features --no-fail-fast --test faults
+) >"$fault_log" 2>&1 &
+fault_pid=$!
+
 status=0
-SIMBA_RELIABILITY_OUT=$report cargo test --workspace --all-features --no-fail-fast || status=$?
+(
+  eval "$others_env"
+  rc=0
+  # shellcheck disable=SC2086 # one word per flag
+  nice -n 10 cargo test --workspace --all-features --no-fail-fast $other_targets || rc=$?
+  nice -n 10 cargo test --workspace --all-features --no-fail-fast --doc || rc=$?
+  exit "$rc"
+) || status=$?
+echo "== the fault lane ($fault_log)"
+tail -n +1 --pid="$fault_pid" -f "$fault_log"
+wait "$fault_pid" || status=$?
 if [[ -f $report ]]; then
   echo "== fault suite report ($report)"
   cat "$report"
