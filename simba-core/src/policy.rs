@@ -146,6 +146,11 @@ impl<S> Runs<S> {
         Runs { overlap, running: 0, waiting: None, skipped: Vec::new(), last_ran: None }
     }
 
+    /// The overlap policy it follows.
+    pub fn overlap(&self) -> Overlap {
+        self.overlap
+    }
+
     /// How many runs are in flight.
     pub fn running(&self) -> usize {
         self.running

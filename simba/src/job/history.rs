@@ -34,8 +34,6 @@ pub(crate) struct Recording {
     /// Writes this job's records in order, retrying what the store refused (shared by the
     /// clones of one job's recording, and by the partitions of a group).
     pub(crate) writer: Writer,
-    /// The application's alert hook (`late` starts; the writer raises `failed` and `missed`).
-    pub(crate) alerts: Option<super::Alerts>,
     /// The application's state, which each run's context carries to the job.
     pub(crate) state: Arc<super::StateMap>,
 }

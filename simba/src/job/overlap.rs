@@ -26,7 +26,6 @@ type Run<'r> = Pin<Box<dyn Future<Output = (Slot, bool)> + Send + 'r>>;
 /// was skipped) is the core's [`Runs`], shared with the schedules' partition workers.
 pub(super) struct InFlight<'r, F> {
     runner: &'r SlotRunner<F>,
-    overlap: Overlap,
     runs: FuturesUnordered<Run<'r>>,
     /// The signals that replace the runs in flight (`cancel_running`).
     replace: Vec<CancellationToken>,
@@ -40,7 +39,6 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
     pub(super) fn new(runner: &'r SlotRunner<F>, overlap: Overlap) -> Self {
         InFlight {
             runner,
-            overlap,
             runs: FuturesUnordered::new(),
             replace: Vec::new(),
             count: Runs::new(overlap),
@@ -90,13 +88,10 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
             Step::Wait => {
                 tracing::debug!(job = %self.runner.records().job, "a run-now request waits: runs are in flight");
             }
-            Step::Skipped => {
-                let (job, overlap) = (&self.runner.records().job, self.overlap.as_str());
-                tracing::debug!(%job, slot = %slot.at, runs = self.runs.len(), overlap, "slot skipped: runs are in flight");
-            }
+            Step::Skipped => skipped(&self.runner.records().job, slot.at, self.runs.len(), self.count.overlap()),
             Step::Buffered => {}
             Step::Cancel => {
-                tracing::info!(job = %self.runner.records().job, slot = %slot.at, runs = self.runs.len(), "a new slot replaces the runs in flight (overlap = cancel_running)");
+                replacing(&self.runner.records().job, slot.at, self.runs.len());
                 for r in self.replace.drain(..) {
                     r.cancel();
                 }
@@ -110,7 +105,7 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
                 }
             }
         }
-        if self.overlap == Overlap::Skip {
+        if self.count.overlap() == Overlap::Skip {
             self.drain(false).await;
             return self.count.take_last_ran();
         }
@@ -158,4 +153,15 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
             self.start(next);
         }
     }
+}
+
+/// Logs a slot of `job` at `at` skipped because `runs` runs are in flight under `overlap`
+/// (J11; the slot loops and the schedules' partition workers alike).
+pub(super) fn skipped(job: &str, at: DateTime<Utc>, runs: usize, overlap: Overlap) {
+    tracing::debug!(%job, slot = %at, runs, overlap = overlap.as_str(), "slot skipped: runs are in flight");
+}
+
+/// Logs a slot of `job` at `at` that replaces the `runs` runs in flight (`cancel_running`, J11).
+pub(super) fn replacing(job: &str, at: DateTime<Utc>, runs: usize) {
+    tracing::info!(%job, slot = %at, runs, "a new slot replaces the runs in flight (overlap = cancel_running)");
 }

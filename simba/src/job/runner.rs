@@ -230,30 +230,8 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
         let mut attempt = 1;
         loop {
             let cancel = CancellationToken::new();
-            let ctx = JobContext {
-                slot: slot_at,
-                kind,
-                attempt,
-                attempts,
-                node: Arc::clone(&self.rec.node),
-                cancel: cancel.clone(),
-                state: Arc::clone(&self.rec.state),
-            };
-            if let Some(r) = rec.as_mut() {
-                r.attempt = attempt;
-                r.outcome = Outcome::Running;
-                r.started_ms = Some(self.rec.now().timestamp_millis());
-                r.ended_ms = None;
-                r.error = None;
-            }
+            let ctx = self.begin(rec.as_mut(), (slot_at, kind), (attempt, attempts), lateness, &cancel);
             let started = Instant::now();
-            crate::metrics::job_started(&self.rec.metric, if attempt == 1 { lateness } else { Duration::ZERO });
-            if attempt == 1
-                && let Some(alerts) = &self.rec.alerts
-            {
-                let (job, metric) = (self.rec.job.as_ref(), self.rec.metric.as_ref());
-                alerts.late((job, metric), slot_at, lateness, (&self.rec.node, term.token()));
-            }
             tracing::debug!(job = %self.rec.job, lease = term.name(), token = term.token(), attempt, ?lateness, "job run starting");
             let span = run_span(&self.rec.job, term, attempt);
             let fut = ctx.scope(tracing::Instrument::instrument((self.body)(term.clone()), span));
@@ -268,12 +246,7 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             let retry = retry && term.remaining() > wait;
             let final_outcome = if retry { Outcome::Retried } else { outcome };
             crate::metrics::job_slot(&self.rec.metric, final_outcome);
-            if let Some(r) = rec.as_mut() {
-                r.outcome = final_outcome;
-                r.ended_ms = Some(self.rec.now().timestamp_millis());
-                r.error = error.as_deref().map(truncate_error);
-                self.rec.finish(r, term);
-            }
+            self.end(rec.as_mut(), final_outcome, error.as_deref().map(truncate_error));
             if !retry {
                 return;
             }
@@ -282,12 +255,7 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
                 _ = term.cancelled() => return,
                 _ = replaced.cancelled() => {
                     // Replaced while waiting to retry: the slot ends here, as cancelled.
-                    if let Some(r) = rec.as_mut() {
-                        r.outcome = Outcome::Cancelled;
-                        r.ended_ms = Some(self.rec.now().timestamp_millis());
-                        r.error = Some(REPLACED.to_owned());
-                        self.rec.finish(r, term);
-                    }
+                    self.end(rec.as_mut(), Outcome::Cancelled, Some(REPLACED.to_owned()));
                     crate::metrics::job_slot(&self.rec.metric, Outcome::Cancelled);
                     return;
                 }
@@ -297,6 +265,53 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
                 return;
             }
             attempt += 1;
+        }
+    }
+
+    /// Starts attempt `attempt` of `attempts` of the slot at `slot_at`: its record back to
+    /// `running`, its start counted (with the slot's lateness on the first attempt, which also
+    /// raises the `late` alert) and its run context, cancelled through `cancel`.
+    fn begin(
+        &self,
+        rec: Option<&mut RunRecord>,
+        (slot_at, kind): (DateTime<Utc>, SlotKind),
+        (attempt, attempts): (u32, u32),
+        lateness: Duration,
+        cancel: &CancellationToken,
+    ) -> JobContext {
+        if let Some(r) = rec {
+            r.attempt = attempt;
+            r.outcome = Outcome::Running;
+            r.started_ms = Some(self.rec.now().timestamp_millis());
+            r.ended_ms = None;
+            r.error = None;
+        }
+        crate::metrics::job_started(&self.rec.metric, if attempt == 1 { lateness } else { Duration::ZERO });
+        if attempt == 1
+            && let Some(alerts) = self.rec.writer.alerts()
+        {
+            let (job, metric) = (self.rec.job.as_ref(), self.rec.metric.as_ref());
+            alerts.late((job, metric), slot_at, lateness, (&self.rec.node, self.term.token()));
+        }
+        JobContext {
+            slot: slot_at,
+            kind,
+            attempt,
+            attempts,
+            node: Arc::clone(&self.rec.node),
+            cancel: cancel.clone(),
+            state: Arc::clone(&self.rec.state),
+        }
+    }
+
+    /// Ends the slot's record (when the store keeps one) as `outcome`, with `error`, and
+    /// hands it to the writer.
+    fn end(&self, rec: Option<&mut RunRecord>, outcome: Outcome, error: Option<String>) {
+        if let Some(r) = rec {
+            r.outcome = outcome;
+            r.ended_ms = Some(self.rec.now().timestamp_millis());
+            r.error = error;
+            self.rec.finish(r, &self.term);
         }
     }
 
@@ -543,7 +558,6 @@ mod tests {
             control: None,
             clock: WallClock::System,
             writer: Writer::default(),
-            alerts: None,
             state: Default::default(),
         }
     }

@@ -292,11 +292,9 @@ impl Shards {
         match active.runs.due(slot, slot.at, false) {
             Step::Start(slot) => self.start(entry, slot, term, in_flight),
             Step::Wait | Step::Buffered => {}
-            Step::Skipped => {
-                tracing::debug!(job = %rec.job, slot = %slot.at, overlap = overlap.as_str(), "slot skipped: runs are in flight");
-            }
+            Step::Skipped => super::overlap::skipped(&rec.job, slot.at, active.runs.running(), overlap),
             Step::Cancel => {
-                tracing::info!(job = %rec.job, slot = %slot.at, "a new slot replaces the runs in flight (overlap = cancel_running)");
+                super::overlap::replacing(&rec.job, slot.at, active.runs.running());
                 for r in active.replace.drain(..) {
                     r.cancel();
                 }

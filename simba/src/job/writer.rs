@@ -169,6 +169,12 @@ impl Writer {
         });
         WriterTx { tx: tx.clone(), pending: Arc::clone(&self.pending) }
     }
+
+    /// The application's alert hook: the writer raises `failed` and `missed`, the runner
+    /// `late` starts.
+    pub(crate) fn alerts(&self) -> Option<&Alerts> {
+        self.alerts.as_ref()
+    }
 }
 
 /// Queues `q`: replaces a queued record of the same identity, else appends it. A full queue

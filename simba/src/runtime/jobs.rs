@@ -128,7 +128,6 @@ impl JobsHandle {
             control: i.control.clone(),
             clock: i.clock,
             writer: Writer::counted(Arc::clone(&i.pending), i.alerts.clone()),
-            alerts: i.alerts.clone(),
             state: Arc::clone(&i.state),
         }
     }

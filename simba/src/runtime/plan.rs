@@ -219,7 +219,6 @@ pub(super) fn plan_group(
             control: None,
             clock: crate::job::WallClock::System,
             writer: Default::default(),
-            alerts: None,
             state: Default::default(),
         },
     };
