@@ -21,6 +21,7 @@
 //! | `simba_job_slots_total` | counter | `job`, `outcome` | slots by how they ended (`ran`, `failed`, `declined`, `missed`, ...) |
 //! | `simba_job_paused` | gauge | `job` | 1 while this node's claims find the job paused |
 //! | `simba_job_next_slot_timestamp_seconds` | gauge | `job` | the holder's next slot of a scheduled job, unix seconds (0 on a node that does not hold it) |
+//! | `simba_alert_webhook_total` | counter | `result` | alerts handed to the alert webhook: `delivered`, `failed` (refused, or given up after its tries), `dropped` (its queue was full) |
 //! | `simba_job_alerts_total` | counter | `job`, `kind` | alerts delivered to the application's hook (`failed`, `missed`, `late`) |
 //! | `simba_job_records_lost_total` | counter | `job` | history records given up: the store did not take them before the end of their term plus a grace (each one is also a warning naming the slot) |
 //! | `simba_job_registry_differences` | gauge | | differences between the live nodes' job registries at the last check |
@@ -95,6 +96,9 @@ pub mod names {
     /// Counter, labels `job` (the job's metric name: the group's for partitions and
     /// schedules) and `kind`: alerts delivered to the application's hook.
     pub const JOB_ALERTS: &str = "simba_job_alerts_total";
+    /// Counter, label `result` (`delivered`, `failed`: given up after its tries or refused,
+    /// `dropped`: the queue was full): alerts handed to the alert webhook (feature `webhook`).
+    pub const ALERT_WEBHOOK: &str = "simba_alert_webhook_total";
     /// Gauge: how many differences this node saw between the live nodes' job registries at
     /// its last check (0: they agree).
     pub const REGISTRY_DIFFERENCES: &str = "simba_job_registry_differences";
@@ -190,6 +194,11 @@ pub(crate) fn job_claim(job: &str, result: ClaimResult) {
 
 pub(crate) fn job_alert(job: &str, kind: &'static str) {
     counter!(names::JOB_ALERTS, "job" => job.to_owned(), "kind" => kind).increment(1);
+}
+
+#[cfg(feature = "webhook")]
+pub(crate) fn alert_webhook(result: &'static str) {
+    counter!(names::ALERT_WEBHOOK, "result" => result).increment(1);
 }
 
 pub(crate) fn job_record_lost(job: &str) {

@@ -107,7 +107,7 @@ pub(crate) fn is_secret_key(key: &str) -> bool {
         return false;
     }
     ["password", "passwd", "secret", "token", "credential", "apikey"].iter().any(|w| k.contains(w))
-        || matches!(k.as_str(), "pass" | "pwd" | "auth" | "digest" | "userinfo")
+        || matches!(k.as_str(), "pass" | "pwd" | "auth" | "digest" | "userinfo" | "webhook")
 }
 
 /// Reads a PEM file named by a TLS setting (`what`: "CA file", "client certificate",

@@ -20,6 +20,8 @@ mod runner;
 mod schedule;
 mod shard;
 mod state;
+#[cfg(feature = "webhook")]
+pub(crate) mod webhook;
 mod writer;
 
 pub(crate) use alert::Alerts;

@@ -283,7 +283,14 @@ impl RuntimeBuilder {
         let (control_stop, control) = watch_control(&simba, store.as_ref());
         let node = self.node.map_or_else(node_name, Into::into);
         let state = Arc::new(self.state);
-        let alerts = self.alert_hook.map(|h| crate::job::Alerts::new(h, self.late_after));
+        let alerts = match alert_hook(self.alert_hook, &config.alerts) {
+            Ok(hook) => hook.map(|h| crate::job::Alerts::new(h, self.late_after.or(config.alerts.late_after))),
+            Err(e) => {
+                control_stop.cancel();
+                simba.close().await;
+                return Err(e);
+            }
+        };
         let parts = (state, alerts);
         let jobs = JobsHandle::new(simba.clone(), config, policies, store.clone(), control, node, self.clock, parts);
         let handler_names = handlers.iter().map(|h| h.name.to_string()).collect();
@@ -372,4 +379,32 @@ impl ConfigSource {
             ConfigSource::Given(c) => Ok(*c),
         }
     }
+}
+
+/// The runtime's alert hook: the application's (`on_alert`), and with `[alerts] webhook` a
+/// second one that queues each alert for the webhook (R13); `None` when there is neither.
+fn alert_hook(
+    app: Option<Arc<crate::job::AlertFn>>,
+    settings: &super::AlertSettings,
+) -> Result<Option<Arc<crate::job::AlertFn>>, Error> {
+    #[cfg(feature = "webhook")]
+    if let Some(url) = &settings.webhook {
+        let webhook = crate::job::webhook::Webhook::start(url, settings.webhook_timeout)
+            .map_err(|e| Error::from(crate::ConfigError::new(format!("[alerts] webhook: {e}"))))?;
+        if !url.is_local() && url.expose().starts_with("http://") {
+            tracing::warn!(url = %url, "the alert webhook is plain HTTP to another machine: its alerts and its URL's token cross the network unencrypted; use https");
+        }
+        tracing::info!(url = %url, "alerts are POSTed to the webhook");
+        let hook: Arc<crate::job::AlertFn> = match app {
+            Some(app) => Arc::new(move |a: &crate::job::Alert| {
+                app(a);
+                webhook.queue(a);
+            }),
+            None => Arc::new(move |a: &crate::job::Alert| webhook.queue(a)),
+        };
+        return Ok(Some(hook));
+    }
+    #[cfg(not(feature = "webhook"))]
+    let _ = settings;
+    Ok(app)
 }

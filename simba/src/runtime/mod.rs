@@ -23,7 +23,10 @@ mod signals;
 use crate::Error;
 
 pub use builder::RuntimeBuilder;
-pub use config::{DEFAULT_START_TIMEOUT, JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY, RuntimeConfig};
+pub use config::{
+    AlertSettings, DEFAULT_START_TIMEOUT, DEFAULT_WEBHOOK_TIMEOUT, JobOverride, MAX_HISTORY_RETENTION, MAX_RETRY,
+    RuntimeConfig, WebhookUrl,
+};
 pub use jobs::JobsHandle;
 pub use registry::REGISTRY_CHECK_PERIOD;
 pub use running::RunningRuntime;

@@ -12,3 +12,4 @@ mod no_config;
 mod security;
 mod start;
 mod traces;
+mod webhook;

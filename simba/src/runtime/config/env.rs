@@ -1,7 +1,7 @@
 //! `SIMBA_<TABLE>__<KEY>` environment overrides: which variables are overrides, and how one
 //! is written into the file's table before it is checked.
 
-const SECTIONS: [&str; 7] = ["backend", "session", "jobs", "metrics", "dashboard", "history", "schedules"];
+const SECTIONS: [&str; 8] = ["backend", "session", "jobs", "metrics", "dashboard", "history", "schedules", "alerts"];
 
 /// `SIMBA_<TABLE>__<KEY>` variables (those with a double underscore); others such as
 /// `SIMBA_CONFIG` are not overrides.
@@ -32,7 +32,7 @@ pub(super) fn apply_override(table: &mut toml::Table, var: &str, value: &str) ->
         let hint = crate::suggest::nearest(&path[0], SECTIONS)
             .map(|s| format!(" (did you mean SIMBA_{}__...?)", s.to_uppercase()));
         return Err(format!(
-            "environment variable {var}: unknown table `{}`; tables are backend, session, jobs, metrics, dashboard, history and schedules{}",
+            "environment variable {var}: unknown table `{}`; tables are backend, session, jobs, metrics, dashboard, history, schedules and alerts{}",
             path[0],
             hint.unwrap_or_default()
         ));

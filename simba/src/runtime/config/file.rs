@@ -29,6 +29,16 @@ pub(super) struct FileConfig {
     pub(super) history: HistoryTable,
     #[serde(default)]
     pub(super) schedules: SchedulesTable,
+    #[serde(default)]
+    pub(super) alerts: AlertsTable,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AlertsTable {
+    pub(super) webhook: Option<String>,
+    pub(super) webhook_timeout: Option<String>,
+    pub(super) late_after: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -402,6 +412,35 @@ impl Cx<'_> {
     }
 
     /// `[history] retention`.
+    /// `[alerts]` (rules R12, R13): a webhook needs the feature `webhook`, a timeout above zero.
+    pub(super) fn alerts(&self, t: &AlertsTable) -> Result<super::AlertSettings, Error> {
+        let mut s = super::AlertSettings::default();
+        if let Some(d) = self.dur("alerts", "webhook_timeout", &t.webhook_timeout)? {
+            if d.is_zero() {
+                return Err(self.key_err(
+                    "alerts",
+                    "webhook_timeout",
+                    "0s leaves no time to deliver: write e.g. \"10s\"".to_owned(),
+                ));
+            }
+            s.webhook_timeout = d;
+        }
+        s.late_after = self.dur("alerts", "late_after", &t.late_after)?;
+        if let Some(url) = &t.webhook {
+            if !cfg!(feature = "webhook") {
+                return Err(self.key_err(
+                    "alerts",
+                    "webhook",
+                    "this build has no alert webhook: enable the feature `webhook` of simba-sched (Cargo.toml: \
+                     `simba = { package = \"simba-sched\", features = [\"webhook\"] }`), or remove the key"
+                        .to_owned(),
+                ));
+            }
+            s.webhook = Some(super::WebhookUrl::parse(url).map_err(|m| self.key_err("alerts", "webhook", m))?);
+        }
+        Ok(s)
+    }
+
     pub(super) fn history_retention(&self, retention: Option<i64>) -> Result<Option<usize>, Error> {
         let Some(n) = retention else { return Ok(None) };
         match usize::try_from(n) {

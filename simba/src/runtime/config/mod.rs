@@ -23,6 +23,7 @@
 //! The model is here; the file's tables and their checks are in `file`, the overrides in
 //! `env`, and what an error says (lines, variables, masked secrets, hints) in `diagnostics`.
 
+mod alerts;
 mod diagnostics;
 mod env;
 mod file;
@@ -40,6 +41,8 @@ use diagnostics::{Cx, Origins, secrets_in};
 pub(crate) use env::env_overrides;
 use env::{apply_override, overridden_keys};
 use file::FileConfig;
+
+pub use alerts::{AlertSettings, DEFAULT_WEBHOOK_TIMEOUT, WebhookUrl};
 
 /// The largest `retry` a job may ask for.
 pub const MAX_RETRY: u32 = 100;
@@ -128,6 +131,9 @@ pub struct RuntimeConfig {
     /// group and job name of this application lives in (ADR 0013); `None`
     /// (the default): the store's default namespace, as before namespaces existed.
     pub namespace: Option<crate::backend::namespace::Namespace>,
+    /// `[alerts]`: the alert webhook (feature `webhook`) and the lateness of a `late` alert
+    /// (rules R12, R13).
+    pub alerts: AlertSettings,
     /// `[backend] start_timeout` (default [`DEFAULT_START_TIMEOUT`]): how long the runtime's
     /// start keeps trying a backend that is unavailable (refused, reset, no answer, a name
     /// that does not resolve yet) before it gives up. A misconfigured backend (a malformed URL,
@@ -169,6 +175,7 @@ impl std::fmt::Debug for RuntimeConfig {
             .field("history_retention", &self.history_retention)
             .field("schedule_partitions", &self.schedule_partitions)
             .field("namespace", &self.namespace)
+            .field("alerts", &self.alerts)
             .field("start_timeout", &self.start_timeout)
             .finish_non_exhaustive()
     }
@@ -187,6 +194,7 @@ impl Default for RuntimeConfig {
             history_retention: None,
             schedule_partitions: simba_core::schedules::DEFAULT_PARTITIONS,
             namespace: None,
+            alerts: AlertSettings::default(),
             start_timeout: DEFAULT_START_TIMEOUT,
             origins: Origins::default(),
         }
@@ -306,6 +314,7 @@ impl RuntimeConfig {
             crate::dashboard::resolve(file.dashboard).map_err(|(key, m)| cx.key_err("dashboard", key, m))?;
         let history_retention = cx.history_retention(file.history.retention)?;
         let schedule_partitions = cx.schedule_partitions(file.schedules.partitions)?;
+        let alerts = cx.alerts(&file.alerts)?;
         Ok(RuntimeConfig {
             source: source.to_owned(),
             backend_url,
@@ -317,6 +326,7 @@ impl RuntimeConfig {
             history_retention,
             schedule_partitions,
             namespace,
+            alerts,
             start_timeout,
             origins: cx.origins,
         })

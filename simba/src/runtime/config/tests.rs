@@ -431,3 +431,42 @@ fn a9_schedule_partitions_are_read_and_checked() {
         assert!(e.to_string().contains("1 to 4096"), "{e}");
     }
 }
+
+/// R13: `[alerts]` is read and checked: a webhook URL that is not http(s) with a host, a
+/// timeout of zero or not a duration is an error naming the line and what to write, and never
+/// shows the URL (its path holds the receiver's token); the environment overrides it; without
+/// the feature `webhook` a webhook is refused with the feature to enable.
+#[test]
+fn r13_alerts_are_read_and_checked() {
+    let c = parse("").expect("empty");
+    assert_eq!(
+        (c.alerts.webhook.as_ref(), c.alerts.webhook_timeout, c.alerts.late_after),
+        (None, DEFAULT_WEBHOOK_TIMEOUT, None)
+    );
+    let c = parse("[alerts]\nlate_after = \"30s\"\n").expect("late_after alone");
+    assert_eq!(c.alerts.late_after, Some(Duration::from_secs(30)));
+    let ok = "[alerts]\nwebhook = \"https://hooks.example.com/T0KEN\"\nwebhook_timeout = \"3s\"\n";
+    if cfg!(feature = "webhook") {
+        let c = parse(ok).expect("valid");
+        assert_eq!(c.alerts.webhook.as_ref().map(|u| u.expose()), Some("https://hooks.example.com/T0KEN"));
+        assert_eq!(c.alerts.webhook_timeout, Duration::from_secs(3));
+        assert!(!format!("{c:?}").contains("T0KEN"), "Debug masks the URL");
+        for (bad, says) in [("ftp://hooks.example.com/T0KEN", "scheme `ftp`"), ("T0KEN", "not a URL")] {
+            let e = parse(&format!("[alerts]\nwebhook = \"{bad}\"\n")).expect_err(bad).to_string();
+            assert!(e.contains("line 2, [alerts] webhook") && e.contains(says), "{e}");
+            assert!(!e.contains("T0KEN"), "the error hides the URL: {e}");
+        }
+        let over = vec![("SIMBA_ALERTS__WEBHOOK".to_owned(), "http://127.0.0.1:9/other".to_owned())];
+        let c = RuntimeConfig::from_toml_str(ok, "simba.toml", over).expect("override");
+        assert_eq!(c.alerts.webhook.as_ref().map(|u| u.expose()), Some("http://127.0.0.1:9/other"));
+    } else {
+        let e = parse(ok).expect_err("no feature").to_string();
+        assert!(e.contains("[alerts] webhook") && e.contains("feature `webhook`"), "{e}");
+    }
+    let e = parse("[alerts]\nwebhook_timeout = \"0s\"\n").expect_err("zero").to_string();
+    assert!(e.contains("[alerts] webhook_timeout") && e.contains("10s"), "{e}");
+    let e = parse("[alerts]\nlate_after = \"soon\"\n").expect_err("not a duration").to_string();
+    assert!(e.contains("[alerts] late_after") && e.contains("invalid duration"), "{e}");
+    let e = parse("[alerts]\nhook = \"x\"\n").expect_err("unknown key").to_string();
+    assert!(e.contains("hook") && e.contains("webhook"), "{e}");
+}
