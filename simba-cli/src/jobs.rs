@@ -165,6 +165,42 @@ struct ListRow {
     differs: bool,
 }
 
+/// What a job's history holds for the last 24 hours, as `simba jobs` and `simba schedules
+/// list` count it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct DayCounts {
+    /// Runs failed, timed out or cancelled.
+    #[serde(rename = "failures_24h")]
+    pub(crate) failures: usize,
+    /// Slots recorded `missed`.
+    #[serde(rename = "missed_24h")]
+    pub(crate) missed: usize,
+    /// Runs whose first attempt started more than the threshold after their slot.
+    #[serde(rename = "late_24h")]
+    pub(crate) late: usize,
+}
+
+impl DayCounts {
+    /// Reads `job`'s history (as many records as `store` keeps) and counts the last 24 hours'
+    /// records, a run counting as late past `late_after`.
+    pub(crate) async fn of(
+        store: &simba::job_store::SharedJobStore,
+        job: &str,
+        late_after: std::time::Duration,
+    ) -> simba::backend::BackendResult<Self> {
+        let late_ms = i64::try_from(late_after.as_millis()).unwrap_or(i64::MAX);
+        let since = Utc::now().timestamp_millis() - 24 * 3600 * 1000;
+        let h = store.history(job, store.retention()).await?;
+        let day: Vec<&RunRecord> = h.iter().filter(|r| r.slot_ms >= since).collect();
+        let count = |f: &dyn Fn(&RunRecord) -> bool| day.iter().filter(|r| f(r)).count();
+        Ok(DayCounts {
+            failures: count(&|r| matches!(r.outcome, Outcome::Failed | Outcome::TimedOut | Outcome::Cancelled)),
+            missed: count(&|r| r.outcome == Outcome::Missed),
+            late: count(&|r| r.attempt <= 1 && r.started_ms.is_some_and(|s| s - r.slot_ms > late_ms)),
+        })
+    }
+}
+
 /// The rows: every job the store knows, then every published job it does not know yet.
 async fn list_rows(
     jobs: &Jobs,
@@ -172,8 +208,6 @@ async fn list_rows(
     registry: &RegistryReport,
     (held, late_after): (&[LeaseInfo], std::time::Duration),
 ) -> Result<Vec<ListRow>, Failure> {
-    let late_ms = i64::try_from(late_after.as_millis()).unwrap_or(i64::MAX);
-    let since = Utc::now().timestamp_millis() - 24 * 3600 * 1000;
     let now = std::time::SystemTime::now();
     let differing = registry.differing_jobs();
     let node_of = |session: &SessionId| {
@@ -221,17 +255,10 @@ async fn list_rows(
             .and_then(JobSettings::parsed_schedule)
             .and_then(|spec| spec.next_fire(now))
             .and_then(|t| DateTime::<Utc>::from(t).timestamp_millis().into());
-        let (failures, missed, late) = if state.is_some() {
-            let h = jobs.store().history(&job, jobs.store().retention()).await.map_err(|e| message(e.into()))?;
-            let day: Vec<_> = h.iter().filter(|r| r.slot_ms >= since).collect();
-            let count = |f: &dyn Fn(&RunRecord) -> bool| day.iter().filter(|r| f(r)).count();
-            (
-                count(&|r| matches!(r.outcome, Outcome::Failed | Outcome::TimedOut | Outcome::Cancelled)),
-                count(&|r| r.outcome == Outcome::Missed),
-                count(&|r| r.attempt <= 1 && r.started_ms.is_some_and(|s| s - r.slot_ms > late_ms)),
-            )
+        let DayCounts { failures, missed, late } = if state.is_some() {
+            DayCounts::of(jobs.store(), &job, late_after).await.map_err(|e| message(e.into()))?
         } else {
-            (0, 0, 0)
+            DayCounts::default()
         };
         let base = job.split('/').next().unwrap_or(&job);
         let differs = differing.contains(&job) || differing.contains(base);

@@ -13,8 +13,9 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use simba::admin::{Page, ScheduleError, Schedules, Toggle};
 use simba::backend::Backend;
-use simba::schedule_store::{AuditRecord, ListQuery, Misfire, Overlap, Policies, Schedule, ScheduleSpec};
+use simba::schedule_store::{AuditRecord, ListQuery, Misfire, Overlap, Policies, Schedule, ScheduleSpec, job_name};
 
+use crate::jobs::DayCounts;
 use crate::json;
 use crate::output::{Failure, emit};
 
@@ -48,6 +49,9 @@ pub(crate) enum SchedulesCommand {
         /// How many (at most 1000).
         #[arg(long, short = 'n', value_name = "N", default_value_t = 50)]
         limit: usize,
+        /// A run counts as late when it started more than this after its slot (e.g. 30s).
+        #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+        late_after: Duration,
     },
     /// One schedule, with its next fires.
     #[command(after_help = "Example:\n  simba schedules get tenant-4711.report --fires 3")]
@@ -256,13 +260,20 @@ pub(crate) async fn run(
     };
     let who = who(args);
     let text = match &args.command {
-        SchedulesCommand::List { handler, prefix, after, limit } => {
+        SchedulesCommand::List { handler, prefix, after, limit, late_after } => {
             let mut q = ListQuery::first(*limit);
             q.handler.clone_from(handler);
             q.prefix.clone_from(prefix);
             q.after.clone_from(after);
             let page = api.list(q).await.map_err(failure)?;
-            if json { json::pretty(&ListJson { schema: json::SCHEMA, page: &page })? } else { list_table(&page) }
+            let days = day_counts(backend, &page, *late_after).await?;
+            let rows: Vec<Row<'_>> =
+                page.schedules.iter().zip(days).map(|(schedule, day)| Row { schedule, day }).collect();
+            if json {
+                json::pretty(&ListJson { schema: json::SCHEMA, schedules: &rows, next: page.next.as_deref() })?
+            } else {
+                list_table(&rows, page.next.as_deref())
+            }
         }
         SchedulesCommand::Get { id, fires } => {
             let s = api.get(id).await.map_err(failure)?;
@@ -310,14 +321,43 @@ fn time(ms: i64) -> String {
     json::time(Some(ms)).unwrap_or_else(|| "-".to_owned())
 }
 
-fn list_table(page: &Page) -> String {
-    if page.schedules.is_empty() {
+/// One schedule of a list, with what its history holds for the last 24 hours.
+#[derive(Serialize)]
+struct Row<'a> {
+    #[serde(flatten)]
+    schedule: &'a Schedule,
+    #[serde(flatten)]
+    day: DayCounts,
+}
+
+/// How many schedules' histories a list reads at once.
+const HISTORY_READS: usize = 16;
+
+/// The last 24 hours of each schedule of `page` (its history under `schedule/<id>`), at most
+/// [`HISTORY_READS`] read at a time; zeros on a backend without a jobs store.
+async fn day_counts(backend: &impl Backend, page: &Page, late_after: Duration) -> Result<Vec<DayCounts>, Failure> {
+    let Some(store) = backend.job_store() else { return Ok(vec![DayCounts::default(); page.schedules.len()]) };
+    let mut counts = Vec::with_capacity(page.schedules.len());
+    for chunk in page.schedules.chunks(HISTORY_READS) {
+        let reads = chunk.iter().map(|s| {
+            let (store, job) = (store.clone(), job_name(&s.id));
+            tokio::spawn(async move { DayCounts::of(&store, &job, late_after).await })
+        });
+        for read in reads.collect::<Vec<_>>() {
+            let day = read.await.map_err(|e| Failure::unreachable(format!("reading a schedule's history: {e}")))?;
+            counts.push(day.map_err(|e| Failure::unreachable(e.to_string()))?);
+        }
+    }
+    Ok(counts)
+}
+
+fn list_table(rows: &[Row<'_>], next: Option<&str>) -> String {
+    if rows.is_empty() {
         return "no schedules\n".to_owned();
     }
-    let rows: Vec<Vec<String>> = page
-        .schedules
+    let rows: Vec<Vec<String>> = rows
         .iter()
-        .map(|s| {
+        .map(|Row { schedule: s, day }| {
             vec![
                 s.id.clone(),
                 s.handler.clone(),
@@ -325,11 +365,15 @@ fn list_table(page: &Page) -> String {
                 if s.paused { "yes".to_owned() } else { "no".to_owned() },
                 s.partition.to_string(),
                 s.revision.to_string(),
+                day.failures.to_string(),
+                day.missed.to_string(),
+                day.late.to_string(),
             ]
         })
         .collect();
-    let mut text = crate::jobs::table(&["ID", "HANDLER", "WHEN", "PAUSED", "PARTITION", "REVISION"], &rows);
-    if let Some(next) = &page.next {
+    let heads = ["ID", "HANDLER", "WHEN", "PAUSED", "PARTITION", "REVISION", "FAILURES 24H", "MISSED 24H", "LATE 24H"];
+    let mut text = crate::jobs::table(&heads, &rows);
+    if let Some(next) = next {
         text.push_str(&format!("more: simba schedules list --after {next}\n"));
     }
     text
@@ -444,8 +488,10 @@ fn audit_table(records: &[AuditRecord]) -> String {
 #[derive(Serialize)]
 struct ListJson<'a> {
     schema: u32,
-    #[serde(flatten)]
-    page: &'a Page,
+    /// Each schedule's fields, with `failures_24h`, `missed_24h` and `late_24h`.
+    schedules: &'a [Row<'a>],
+    /// The last id of this page when another page follows.
+    next: Option<&'a str>,
 }
 
 /// `simba schedules get|create|update --json`: the stored schedule and its next fires.

@@ -176,3 +176,67 @@ async fn j11_j14_schedule_policies_through_the_tool() {
     let (_, out, _) = simba(&url, &["--json", "schedules", "get", "p"]).await;
     assert_eq!(json(&out)["schedule"]["revision"], 2, "nothing stored by the refused updates");
 }
+
+/// `simba schedules list` counts, per schedule, what its history (`schedule/<id>`) holds for the
+/// last 24 hours: runs failed, slots missed, and runs whose first attempt started more than
+/// `--late-after` after their slot (records older than a day are not counted).
+#[tokio::test]
+async fn schedules_list_counts_failures_missed_and_late_in_the_last_day() {
+    use simba::backend::{Acquire, Backend};
+    use simba::job_store::{Claim, ClaimRequest, Outcome, RunRecord, SlotKind};
+    let (_dir, url) = store().await;
+    let (code, _, err) =
+        simba(&url, &["schedules", "create", "tenant-1", "--handler", "report", "--every", "60s"]).await;
+    assert_eq!(code, 0, "{err}");
+    simba(&url, &["schedules", "create", "tenant-2", "--handler", "report", "--every", "60s"]).await;
+    let b = simba::backend::sqlite::SqliteBackend::connect(&url).await.unwrap_or_else(|e| panic!("{e}"));
+    let s = b.open_session(std::time::Duration::from_secs(30)).await.unwrap_or_else(|e| panic!("{e}")).id;
+    let Ok(Acquire::Won(token)) = b.acquire(&s, "simba.schedules.0").await else { panic!("acquire") };
+    let jobs = b.job_store().unwrap_or_else(|| panic!("a jobs store"));
+    let job = simba::schedule_store::job_name("tenant-1");
+    let now = chrono::Utc::now().timestamp_millis() / 1000 * 1000;
+    // (slot before now, started after it, outcome), oldest first: two days ago and late (not
+    // counted), failed, 30 s late, on time.
+    for (ago, late, outcome) in [
+        (2 * 86_400_000, 60_000, Outcome::Ran),
+        (600_000, 10, Outcome::Failed),
+        (300_000, 30_000, Outcome::Ran),
+        (120_000, 5, Outcome::Ran),
+    ] {
+        let slot_ms = now - ago;
+        let req = ClaimRequest {
+            session: &s,
+            lease: "simba.schedules.0",
+            token,
+            job: &job,
+            slot_ms,
+            kind: SlotKind::Scheduled,
+            node: "node-a",
+            started_ms: slot_ms + late,
+            attempts: 1,
+        };
+        let Ok(Claim::Claimed(mut r)) = jobs.claim_run(req).await else { panic!("claim {ago}") };
+        r.outcome = outcome;
+        r.ended_ms = Some(slot_ms + late + 5);
+        assert!(jobs.finish_run(&r).await.unwrap_or_else(|e| panic!("{e}")));
+    }
+    let mut missed = RunRecord::not_run(job.clone(), now - 60_000, Outcome::Missed);
+    missed.token = token;
+    assert!(jobs.append(&missed).await.unwrap_or_else(|e| panic!("{e}")));
+
+    let (code, out, _) = simba(&url, &["--json", "schedules", "list"]).await;
+    assert_eq!(code, 0, "{out}");
+    let v = json(&out);
+    let one = &v["schedules"][0];
+    assert_eq!(one["id"], "tenant-1", "{out}");
+    let day = |s: &Value| (s["failures_24h"].as_u64(), s["missed_24h"].as_u64(), s["late_24h"].as_u64());
+    assert_eq!(day(one), (Some(1), Some(1), Some(1)), "{out}");
+    assert_eq!(day(&v["schedules"][1]), (Some(0), Some(0), Some(0)), "tenant-2 has no history: {out}");
+    let (_, out, _) = simba(&url, &["--json", "schedules", "list", "--late-after", "1m"]).await;
+    assert_eq!(json(&out)["schedules"][0]["late_24h"], 0, "30 s late is not past 1 minute: {out}");
+    let (_, out, _) = simba(&url, &["schedules", "list"]).await;
+    let head = out.lines().next().unwrap_or_default();
+    assert!(head.ends_with("FAILURES 24H  MISSED 24H  LATE 24H"), "{out}");
+    let row = out.lines().find(|l| l.starts_with("tenant-1")).unwrap_or_default();
+    assert!(row.split_whitespace().rev().take(3).all(|n| n == "1"), "{out}");
+}
