@@ -15,6 +15,7 @@
 //! (`webpki-roots`) and the process's crypto provider if it has one, ring otherwise (simba
 //! installs none, see `backend::tls_provider`).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,9 +48,10 @@ impl Webhook {
     /// Starts the delivery task for `url` (inside a Tokio runtime), each try bounded by
     /// `timeout`. The task ends once the hook is dropped and its queue is delivered. `Err`:
     /// the process's rustls provider cannot make a TLS client.
-    pub(crate) fn start(url: &WebhookUrl, timeout: Duration) -> Result<Self, String> {
+    pub(crate) fn start(url: &WebhookUrl, timeout: Duration, ca_file: Option<&Path>) -> Result<Self, String> {
         let (tx, rx) = mpsc::channel(QUEUE);
-        let target = Target { uri: url.uri().clone(), shown: url.to_string(), timeout, tls: tls_connector()? };
+        let tls = tls_connector(ca_file)?;
+        let target = Target { uri: url.uri().clone(), shown: url.to_string(), timeout, tls };
         tokio::spawn(deliver_all(target, rx));
         Ok(Webhook { tx })
     }
@@ -162,7 +164,14 @@ async fn post(target: &Target, body: Bytes, key: &str) -> Result<StatusCode, Str
     if https {
         let name = rustls::pki_types::ServerName::try_from(bare.to_owned())
             .map_err(|e| format!("invalid server name {bare:?}: {e}"))?;
-        let tls = target.tls.connect(name, tcp).await.map_err(|e| format!("TLS: {e}"))?;
+        let tls = target.tls.connect(name, tcp).await.map_err(|e| {
+            let hint = if e.to_string().contains("UnknownIssuer") {
+                " (the receiver's certificate is not signed by a trusted CA: give its CA as [alerts] webhook_ca_file)"
+            } else {
+                ""
+            };
+            format!("TLS: {e}{hint}")
+        })?;
         send(tls, req).await
     } else {
         send(tcp, req).await
@@ -192,12 +201,30 @@ where
     status
 }
 
-/// The TLS client: the process's rustls provider if it has one, else ring; the Mozilla roots.
-fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
+/// The TLS client: the process's rustls provider if it has one, else ring; the certificates of
+/// `ca_file` as its roots, else the Mozilla roots.
+fn tls_connector(ca_file: Option<&Path>) -> Result<tokio_rustls::TlsConnector, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let roots = match ca_file {
+        None => rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() },
+        Some(path) => {
+            let shown = path.display();
+            let pem = crate::secret::read_pem("CA file", path)?;
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|e| format!("the CA file {shown}: {e}"))?;
+                roots.add(cert).map_err(|e| format!("the CA file {shown}: {e}"))?;
+            }
+            if roots.is_empty() {
+                return Err(format!("the CA file {shown} holds no certificate"));
+            }
+            roots
+        }
+    };
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("the process's rustls provider cannot be used: {e}"))?

@@ -389,7 +389,8 @@ fn alert_hook(
 ) -> Result<Option<Arc<crate::job::AlertFn>>, Error> {
     #[cfg(feature = "webhook")]
     if let Some(url) = &settings.webhook {
-        let webhook = crate::job::webhook::Webhook::start(url, settings.webhook_timeout)
+        let ca = settings.webhook_ca_file.as_deref();
+        let webhook = crate::job::webhook::Webhook::start(url, settings.webhook_timeout, ca)
             .map_err(|e| Error::from(crate::ConfigError::new(format!("[alerts] webhook: {e}"))))?;
         if !url.is_local() && url.expose().starts_with("http://") {
             tracing::warn!(url = %url, "the alert webhook is plain HTTP to another machine: its alerts and its URL's token cross the network unencrypted; use https");

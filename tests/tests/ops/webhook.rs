@@ -64,10 +64,21 @@ fn always_fails(_term: Term) -> simba::job::JobFuture {
 /// A runtime on the SQLite file in `dir` running `job` (failing every second, no retry), its
 /// alerts POSTed to `url`; stopped after `run_for`. The job's history, oldest first.
 async fn run_failing(dir: &tempfile::TempDir, job: &'static str, url: &str, run_for: Duration) -> Vec<RunRecord> {
+    run_failing_with(dir, job, url, "", run_for).await
+}
+
+/// [`run_failing`], with `more` added to the file's `[alerts]`.
+async fn run_failing_with(
+    dir: &tempfile::TempDir,
+    job: &'static str,
+    url: &str,
+    more: &str,
+    run_for: Duration,
+) -> Vec<RunRecord> {
     let db = dir.path().join("simba.db");
     let toml = format!(
         "[backend]\nurl = \"sqlite://{}\"\n\n[session]\nlease_duration = \"3s\"\nrenew_interval = \"500ms\"\n\n\
-         [alerts]\nwebhook = \"{url}\"\nwebhook_timeout = \"2s\"\n",
+         [alerts]\nwebhook = \"{url}\"\nwebhook_timeout = \"2s\"\n{more}",
         db.display()
     );
     let config = RuntimeConfig::from_toml_str(&toml, "simba.toml", Vec::new()).expect("config");
@@ -160,4 +171,103 @@ async fn r13_a_503_is_tried_again_with_the_same_key_and_a_400_is_not() {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let keys: Vec<&str> = posts.iter().map(|p| p.key.as_str()).collect();
     assert_eq!(r.posts().len(), failed, "one POST per alert: {keys:?}");
+}
+
+/// An https receiver on loopback with the test CA's server certificate (`server.pem`, for
+/// 127.0.0.1): the bodies of the requests it read, and how many handshakes failed.
+#[derive(Clone, Default)]
+struct TlsReceiver {
+    bodies: Arc<Mutex<Vec<String>>>,
+    failed_handshakes: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Serves `r` with the certificates of `tls_dir`; its URL.
+async fn serve_tls(r: TlsReceiver, tls_dir: &str) -> String {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(format!("{tls_dir}/server.pem"))
+        .expect("server.pem")
+        .collect::<Result<_, _>>()
+        .expect("certificates");
+    let key = PrivateKeyDer::from_pem_file(format!("{tls_dir}/server.key")).expect("server.key");
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, r) = (acceptor.clone(), r.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    r.failed_handshakes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    return;
+                };
+                // One HTTP/1.1 request: its head, then as many body bytes as it announces.
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let body = loop {
+                    let Ok(n @ 1..) = tls.read(&mut chunk).await else { return };
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).into_owned();
+                    let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
+                    let length = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+                        })
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if body.len() >= length {
+                        break body.to_owned();
+                    }
+                };
+                r.bodies.lock().unwrap_or_else(PoisonError::into_inner).push(body);
+                let _ = tls.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    format!("https://127.0.0.1:{}/hooks/T0KEN", addr.port())
+}
+
+/// R13 over https: with `webhook_ca_file` naming the CA that signed the receiver's certificate
+/// each alert arrives over TLS; with the Mozilla roots alone (the default) the receiver's
+/// certificate is refused: every try fails its handshake and nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_https_receivers_are_verified_against_the_ca_file_or_the_mozilla_roots() {
+    // The test CA and its server certificate, which `scripts/backends.sh start` makes.
+    let Some(tls_dir) = simba_tests::server_url("SIMBA_TEST_TLS_DIR") else { return };
+    let trusted = TlsReceiver::default();
+    let url = serve_tls(trusted.clone(), &tls_dir).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = format!("webhook_ca_file = \"{tls_dir}/ca.pem\"\n");
+    let h = run_failing_with(&dir, "wh_tls", &url, &ca, Duration::from_millis(2_500)).await;
+    let failed = h.iter().filter(|rec| rec.outcome == Outcome::Failed).count();
+    assert!(failed >= 2, "{h:?}");
+    for _ in 0..50 {
+        if trusted.bodies.lock().unwrap_or_else(PoisonError::into_inner).len() >= failed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let bodies = trusted.bodies.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(bodies.len(), failed, "each alert over TLS: {bodies:?}");
+    assert!(bodies.iter().all(|b| b.contains("\"job\":\"wh_tls\"")), "{bodies:?}");
+
+    let untrusted = TlsReceiver::default();
+    let url = serve_tls(untrusted.clone(), &tls_dir).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h = run_failing_with(&dir, "wh_untrusted", &url, "", Duration::from_millis(1_500)).await;
+    assert!(h.iter().any(|rec| rec.outcome == Outcome::Failed), "{h:?}");
+    // The first try at once, the second 1 s later: both refused in the handshake.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let refused = untrusted.failed_handshakes.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(refused >= 2, "the client refused the certificate on each try: {refused}");
+    assert!(untrusted.bodies.lock().unwrap_or_else(PoisonError::into_inner).is_empty(), "nothing sent");
 }

@@ -5,6 +5,7 @@
 //! [alerts]
 //! webhook = "https://hooks.example.com/simba/T0KEN"   # feature `webhook`
 //! webhook_timeout = "10s"                             # each try (default 10s)
+//! webhook_ca_file = "/etc/ssl/private-ca.pem"         # trust this CA, not the Mozilla roots
 //! late_after = "30s"                                  # a run starting later raises `late`
 //! ```
 
@@ -23,6 +24,10 @@ pub struct AlertSettings {
     pub webhook: Option<WebhookUrl>,
     /// `webhook_timeout` (default [`DEFAULT_WEBHOOK_TIMEOUT`]): the bound on each try.
     pub webhook_timeout: Duration,
+    /// `webhook_ca_file`: a PEM file of the CA certificates an `https` receiver's certificate
+    /// must chain to, instead of the Mozilla roots (a receiver behind a private CA); `None`
+    /// (the default): the Mozilla roots.
+    pub webhook_ca_file: Option<std::path::PathBuf>,
     /// `late_after`: a run whose first attempt starts more than this after its slot raises a
     /// `late` alert; `None` (the default): no `late` alerts, unless the code sets
     /// [`RuntimeBuilder::alert_late_after`](crate::runtime::RuntimeBuilder::alert_late_after),
@@ -32,7 +37,12 @@ pub struct AlertSettings {
 
 impl Default for AlertSettings {
     fn default() -> Self {
-        AlertSettings { webhook: None, webhook_timeout: DEFAULT_WEBHOOK_TIMEOUT, late_after: None }
+        AlertSettings {
+            webhook: None,
+            webhook_timeout: DEFAULT_WEBHOOK_TIMEOUT,
+            webhook_ca_file: None,
+            late_after: None,
+        }
     }
 }
 
@@ -41,6 +51,7 @@ impl fmt::Debug for AlertSettings {
         f.debug_struct("AlertSettings")
             .field("webhook", &self.webhook)
             .field("webhook_timeout", &self.webhook_timeout)
+            .field("webhook_ca_file", &self.webhook_ca_file)
             .field("late_after", &self.late_after)
             .finish()
     }

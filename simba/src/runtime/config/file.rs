@@ -38,6 +38,7 @@ pub(super) struct FileConfig {
 pub(super) struct AlertsTable {
     pub(super) webhook: Option<String>,
     pub(super) webhook_timeout: Option<String>,
+    pub(super) webhook_ca_file: Option<String>,
     pub(super) late_after: Option<String>,
 }
 
@@ -426,6 +427,11 @@ impl Cx<'_> {
             s.webhook_timeout = d;
         }
         s.late_after = self.dur("alerts", "late_after", &t.late_after)?;
+        if let Some(path) = &t.webhook_ca_file {
+            let path = std::path::PathBuf::from(path);
+            crate::secret::read_pem("CA file", &path).map_err(|m| self.key_err("alerts", "webhook_ca_file", m))?;
+            s.webhook_ca_file = Some(path);
+        }
         if let Some(url) = &t.webhook {
             if !cfg!(feature = "webhook") {
                 return Err(self.key_err(

@@ -467,6 +467,8 @@ fn r13_alerts_are_read_and_checked() {
     assert!(e.contains("[alerts] webhook_timeout") && e.contains("10s"), "{e}");
     let e = parse("[alerts]\nlate_after = \"soon\"\n").expect_err("not a duration").to_string();
     assert!(e.contains("[alerts] late_after") && e.contains("invalid duration"), "{e}");
+    let e = parse("[alerts]\nwebhook_ca_file = \"/nonexistent/ca.pem\"\n").expect_err("no file").to_string();
+    assert!(e.contains("[alerts] webhook_ca_file") && e.contains("cannot read the CA file /nonexistent/ca.pem"), "{e}");
     let e = parse("[alerts]\nhook = \"x\"\n").expect_err("unknown key").to_string();
     assert!(e.contains("hook") && e.contains("webhook"), "{e}");
 }
