@@ -22,6 +22,7 @@ mod shard;
 mod state;
 #[cfg(feature = "webhook")]
 pub(crate) mod webhook;
+mod webhook_url;
 mod writer;
 
 pub(crate) use alert::Alerts;
@@ -40,6 +41,7 @@ pub use registry::{
 };
 pub(crate) use state::StateMap;
 pub use state::{State, StateNeed};
+pub use webhook_url::WebhookUrl;
 
 pub(crate) use history::{Recording, node_name};
 pub(crate) use writer::{Pending, Writer};

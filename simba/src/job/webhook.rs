@@ -28,7 +28,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::alert::Alert;
-use crate::runtime::WebhookUrl;
+use super::webhook_url::WebhookUrl;
 
 /// How many alerts wait for the webhook at most; the next one is dropped.
 pub(crate) const QUEUE: usize = 1_000;

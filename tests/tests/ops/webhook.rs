@@ -105,13 +105,18 @@ async fn run_failing_with(
 
 /// Waits until `r` got `n` POSTs (the webhook delivers after the records, on its own task).
 async fn wait_for(r: &Receiver, n: usize) -> Vec<Post> {
+    wait_until(|| r.posts().len() >= n).await;
+    r.posts()
+}
+
+/// Waits (at most 10 s) until `done` holds.
+async fn wait_until(done: impl Fn() -> bool) {
     for _ in 0..100 {
-        if r.posts().len() >= n {
-            break;
+        if done() {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    r.posts()
 }
 
 /// R13: every `failed` record is one POST (the application's hook still hears it too), whose
@@ -250,12 +255,7 @@ async fn r13_https_receivers_are_verified_against_the_ca_file_or_the_mozilla_roo
     let h = run_failing_with(&dir, "wh_tls", &url, &ca, Duration::from_millis(2_500)).await;
     let failed = h.iter().filter(|rec| rec.outcome == Outcome::Failed).count();
     assert!(failed >= 2, "{h:?}");
-    for _ in 0..50 {
-        if trusted.bodies.lock().unwrap_or_else(PoisonError::into_inner).len() >= failed {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(|| trusted.bodies.lock().unwrap_or_else(PoisonError::into_inner).len() >= failed).await;
     let bodies = trusted.bodies.lock().unwrap_or_else(PoisonError::into_inner).clone();
     assert_eq!(bodies.len(), failed, "each alert over TLS: {bodies:?}");
     assert!(bodies.iter().all(|b| b.contains("\"job\":\"wh_tls\"")), "{bodies:?}");
