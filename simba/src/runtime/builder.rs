@@ -260,6 +260,9 @@ impl RuntimeBuilder {
         // Parsed once: the connection, the dashboard and the log line share it.
         let url = BackendUrl::new(config.backend_url.as_str());
         warn_transport(&config, self.backend.is_none().then_some(&url));
+        // Before connecting: a webhook that cannot make its TLS client leaves nothing started.
+        let alerts = alert_hook(self.alert_hook, &config.alerts)?
+            .map(|h| crate::job::Alerts::new(h, self.late_after.or(config.alerts.late_after)));
         let simba = connect(self.backend, self.seed, &config, &url).await?;
         let servers = match Servers::start(&simba, &config, &url, &plan).await {
             Ok(s) => s,
@@ -283,14 +286,6 @@ impl RuntimeBuilder {
         let (control_stop, control) = watch_control(&simba, store.as_ref());
         let node = self.node.map_or_else(node_name, Into::into);
         let state = Arc::new(self.state);
-        let alerts = match alert_hook(self.alert_hook, &config.alerts) {
-            Ok(hook) => hook.map(|h| crate::job::Alerts::new(h, self.late_after.or(config.alerts.late_after))),
-            Err(e) => {
-                control_stop.cancel();
-                simba.close().await;
-                return Err(e);
-            }
-        };
         let parts = (state, alerts);
         let jobs = JobsHandle::new(simba.clone(), config, policies, store.clone(), control, node, self.clock, parts);
         let handler_names = handlers.iter().map(|h| h.name.to_string()).collect();
@@ -397,9 +392,10 @@ fn alert_hook(
         }
         tracing::info!(url = %url, "alerts are POSTed to the webhook");
         let hook: Arc<crate::job::AlertFn> = match app {
+            // The webhook's first: an application hook that panics does not cost it the alert.
             Some(app) => Arc::new(move |a: &crate::job::Alert| {
-                app(a);
                 webhook.queue(a);
+                app(a);
             }),
             None => Arc::new(move |a: &crate::job::Alert| webhook.queue(a)),
         };

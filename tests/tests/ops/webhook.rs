@@ -64,15 +64,16 @@ fn always_fails(_term: Term) -> simba::job::JobFuture {
 /// A runtime on the SQLite file in `dir` running `job` (failing every second, no retry), its
 /// alerts POSTed to `url`; stopped after `run_for`. The job's history, oldest first.
 async fn run_failing(dir: &tempfile::TempDir, job: &'static str, url: &str, run_for: Duration) -> Vec<RunRecord> {
-    run_failing_with(dir, job, url, "", run_for).await
+    run_failing_with(dir, job, url, ("", false), run_for).await
 }
 
-/// [`run_failing`], with `more` added to the file's `[alerts]`.
+/// [`run_failing`], with `more` added to the file's `[alerts]`, and an application hook that
+/// panics after counting when `panics`.
 async fn run_failing_with(
     dir: &tempfile::TempDir,
     job: &'static str,
     url: &str,
-    more: &str,
+    (more, panics): (&str, bool),
     run_for: Duration,
 ) -> Vec<RunRecord> {
     let db = dir.path().join("simba.db");
@@ -89,7 +90,10 @@ async fn run_failing_with(
         .without_registry()
         .job(ScheduledJob::new(job, Schedule::cron("* * * * * *"), &always_fails))
         .policy(JobPolicy { name: job, retry: 0, backoff: None, timeout: None })
-        .on_alert(move |_| *h.lock().unwrap_or_else(PoisonError::into_inner) += 1)
+        .on_alert(move |_| {
+            *h.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+            assert!(!panics, "the application's hook panics");
+        })
         .start()
         .await
         .expect("start");
@@ -143,6 +147,24 @@ async fn r13_each_alert_is_one_post_with_its_slot_and_key() {
         assert_eq!((b["node"].as_str(), b["token"].as_u64()), (Some(rec.node.as_str()), Some(rec.token)));
         assert!(b["reason"].as_str().is_some_and(|e| e.contains("the ledger said no")), "{b}");
     }
+}
+
+/// R13: an application hook that panics (caught and logged by the runtime) does not cost the
+/// webhook its alert: the webhook's queue hears each alert before the application's hook runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_an_application_hook_that_panics_does_not_cost_the_webhook_its_alert() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r = Receiver { posts: Arc::default(), status: StatusCode::OK, fail_first: 0 };
+    let url = serve(r.clone()).await;
+    let h = run_failing_with(&dir, "wh_panic", &url, ("", true), Duration::from_millis(2_500)).await;
+    let failed: Vec<String> = h
+        .iter()
+        .filter(|rec| rec.outcome == Outcome::Failed)
+        .map(|rec| format!("wh_panic/{}/failed", rec.slot_ms))
+        .collect();
+    assert!(failed.len() >= 2, "{h:?}");
+    let keys: Vec<String> = wait_for(&r, failed.len()).await.into_iter().map(|p| p.key).collect();
+    assert_eq!(keys, failed, "every alert POSTed although the application's hook panicked on each");
 }
 
 /// R13: a receiver that answers 503 gets the same alert again, with the same key, until it
@@ -252,7 +274,7 @@ async fn r13_https_receivers_are_verified_against_the_ca_file_or_the_mozilla_roo
     let url = serve_tls(trusted.clone(), &tls_dir).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = format!("webhook_ca_file = \"{tls_dir}/ca.pem\"\n");
-    let h = run_failing_with(&dir, "wh_tls", &url, &ca, Duration::from_millis(2_500)).await;
+    let h = run_failing_with(&dir, "wh_tls", &url, (&ca, false), Duration::from_millis(2_500)).await;
     let failed = h.iter().filter(|rec| rec.outcome == Outcome::Failed).count();
     assert!(failed >= 2, "{h:?}");
     wait_until(|| trusted.bodies.lock().unwrap_or_else(PoisonError::into_inner).len() >= failed).await;
@@ -263,7 +285,7 @@ async fn r13_https_receivers_are_verified_against_the_ca_file_or_the_mozilla_roo
     let untrusted = TlsReceiver::default();
     let url = serve_tls(untrusted.clone(), &tls_dir).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let h = run_failing_with(&dir, "wh_untrusted", &url, "", Duration::from_millis(1_500)).await;
+    let h = run_failing_with(&dir, "wh_untrusted", &url, ("", false), Duration::from_millis(1_500)).await;
     assert!(h.iter().any(|rec| rec.outcome == Outcome::Failed), "{h:?}");
     // The first try at once, the second 1 s later: both refused in the handshake.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
