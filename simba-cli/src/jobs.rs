@@ -107,7 +107,7 @@ fn toggled(job: &str, t: &Toggle, json: bool) -> Result<String, Failure> {
 }
 
 /// An unknown job is refused; anything else is the store failing to answer.
-fn message(e: AdminError) -> Failure {
+pub(crate) fn message(e: AdminError) -> Failure {
     match e {
         e @ (AdminError::UnknownJob { .. }
         | AdminError::InvalidRequestKey { .. }

@@ -1,4 +1,4 @@
-//! `simba schedules list|get|create|update|delete|pause|resume|audit`: schedules stored as
+//! `simba schedules list|get|create|update|delete|pause|resume|trigger|audit`: schedules stored as
 //! data, through [`simba::admin::Schedules`]. Every change names who made it (`--as`, else
 //! the OS user) in the store's audit trail.
 //!
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use simba::admin::{Page, ScheduleError, Schedules, Toggle};
+use simba::admin::{Page, ScheduleError, Schedules, Toggle, TriggerOptions};
 use simba::backend::Backend;
 use simba::schedule_store::{AuditRecord, ListQuery, Misfire, Overlap, Policies, Schedule, ScheduleSpec, job_name};
 
@@ -107,7 +107,28 @@ pub(crate) enum SchedulesCommand {
         #[arg(long, value_name = "TEXT")]
         note: Option<String>,
     },
-    /// The audit trail: who created, changed, paused, resumed or deleted what, newest first.
+    /// Run a schedule once now, on the node holding its partition (a `manual` run naming the
+    /// request's key), optionally with another payload for this run only.
+    #[command(
+        after_help = "Example:\n  simba schedules trigger tenant-4711.report --payload '{\"tenant\": 4711, \"week\": 49}' --note 'rerun week 49' --as alice"
+    )]
+    Trigger {
+        /// The schedule id.
+        id: String,
+        /// The request's key (default: generated). The same key again is the same request: it
+        /// runs once, whether it is still pending or already ran, so repeating a command whose
+        /// outcome is unknown is safe.
+        #[arg(long, value_name = "KEY")]
+        request_key: Option<String>,
+        /// The payload this run gets instead of the schedule's, JSON text (at most 16 KiB).
+        #[arg(long, value_name = "JSON")]
+        payload: Option<String>,
+        /// Why, for the audit trail.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+    },
+    /// The audit trail: who created, changed, paused, resumed, triggered or deleted what,
+    /// newest first.
     #[command(after_help = "Example:\n  simba schedules audit tenant-4711.report -n 10")]
     Audit {
         /// Only this schedule's records.
@@ -300,6 +321,28 @@ pub(crate) async fn run(
         SchedulesCommand::Resume { id, note } => {
             toggled(id, &api.resume(id, &who, note.as_deref()).await.map_err(failure)?, json)?
         }
+        SchedulesCommand::Trigger { id, request_key, payload, note } => {
+            let mut options = TriggerOptions::new();
+            (options.key, options.payload, options.note) =
+                (request_key.as_deref(), payload.as_deref(), note.as_deref());
+            let r = api.trigger(id, &who, options).await.map_err(failure)?;
+            let job = job_name(id);
+            let said = r.message(&job);
+            if json {
+                json::line(&json::Triggered {
+                    schema: json::SCHEMA,
+                    job: &job,
+                    request: Some(r.id),
+                    request_key: &r.key,
+                    known: r.known,
+                    at: json::time(Some(r.slot_ms)),
+                    retried_after: r.retried_after.as_deref(),
+                    message: &said,
+                })?
+            } else {
+                said + "\n"
+            }
+        }
         SchedulesCommand::Audit { id, limit } => {
             let records = api.audit(id.as_deref(), *limit).await.map_err(failure)?;
             if json { json::pretty(&AuditJson::new(&records))? } else { audit_table(&records) }
@@ -312,7 +355,8 @@ pub(crate) async fn run(
 /// failing exits 3.
 fn failure(e: ScheduleError) -> Failure {
     match e {
-        e @ ScheduleError::Store(_) => Failure::unreachable(e.to_string()),
+        e @ (ScheduleError::Store(_) | ScheduleError::Unrecorded { .. }) => Failure::unreachable(e.to_string()),
+        ScheduleError::Trigger(e) => crate::jobs::message(e),
         e => Failure::refused(e.to_string()),
     }
 }

@@ -240,3 +240,60 @@ async fn schedules_list_counts_failures_missed_and_late_in_the_last_day() {
     let row = out.lines().find(|l| l.starts_with("tenant-1")).unwrap_or_default();
     assert!(row.split_whitespace().rev().take(3).all(|n| n == "1"), "{out}");
 }
+
+/// A15 through the tool: `simba schedules trigger` makes a keyed request on
+/// `schedule/<id>` (pending in `simba jobs`' store until a holder takes it), with a payload
+/// for that run only; the same key again requests nothing new; the audit trail names who and
+/// the key; a payload that is not JSON, or a missing id, is refused (exit 1) with nothing
+/// written.
+#[tokio::test]
+async fn a15_schedules_trigger_through_the_tool() {
+    let (_dir, url) = store().await;
+    let create = ["schedules", "create", "t1", "--handler", "report", "--cron", "0 0 9 * * MON", "--as", "alice"];
+    assert_eq!(simba(&url, &create).await.0, 0);
+    let trigger = [
+        "--json",
+        "schedules",
+        "trigger",
+        "t1",
+        "--request-key",
+        "rerun-49",
+        "--payload",
+        r#"{"tenant": 4711, "week": 49}"#,
+        "--note",
+        "rerun week 49",
+        "--as",
+        "bob",
+    ];
+    let (code, out, err) = simba(&url, &trigger).await;
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(
+        (v["job"].as_str(), v["request_key"].as_str(), v["known"].as_bool()),
+        (Some("schedule/t1"), Some("rerun-49"), Some(false))
+    );
+    let (code, out, _) = simba(&url, &trigger[1..]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("already requested with key `rerun-49`"), "{out}");
+
+    let b = simba::backend::sqlite::SqliteBackend::connect(&url).await.unwrap_or_else(|e| panic!("{e}"));
+    let store = simba::backend::Backend::job_store(&b).unwrap_or_else(|| panic!("a jobs store"));
+    let state = store.job("schedule/t1").await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(state.and_then(|s| s.trigger_pending_ms).is_some(), "the request waits for the partition's holder");
+
+    let (code, out, _) = simba(&url, &["--json", "schedules", "audit", "t1"]).await;
+    assert_eq!(code, 0);
+    let audit = json(&out);
+    let first = &audit["records"][1];
+    assert_eq!((first["who"].as_str(), first["action"].as_str()), (Some("bob"), Some("trigger")), "{audit}");
+    assert_eq!(first["note"].as_str(), Some("request rerun-49, with its own payload: rerun week 49"));
+
+    let (code, _, err) = simba(&url, &["schedules", "trigger", "t1", "--payload", "{week: 49}"]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("the payload is not JSON") && err.contains("nothing was stored"), "{err}");
+    let (code, _, err) = simba(&url, &["schedules", "trigger", "t2"]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no schedule `t2`: did you mean `t1`?"), "{err}");
+    let (_, out, _) = simba(&url, &["--json", "schedules", "audit", "t1"]).await;
+    assert_eq!(json(&out)["records"].as_array().map(Vec::len), Some(3), "nothing recorded for the refusals");
+}

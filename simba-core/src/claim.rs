@@ -40,6 +40,15 @@ pub const MAX_PENDING_REQUESTS: usize = 16;
 /// retry of one of them is recognised ([`Triggered::Known`]); an older key is forgotten.
 pub const REMEMBERED_REQUESTS: usize = 64;
 
+/// How many pending requests of one name may carry a payload ([`Trigger::payload`]); a further
+/// one with a payload is refused ([`Triggered::Full`]) until a claim takes one. With
+/// [`MAX_PAYLOAD_BYTES`] each, a name's log stays far below the smallest store's value limit
+/// (ZooKeeper's 1 MiB node).
+pub const MAX_PENDING_PAYLOADS: usize = 4;
+
+/// The longest payload a request may carry, in bytes: a schedule's own bound.
+pub const MAX_PAYLOAD_BYTES: usize = crate::schedules::MAX_PAYLOAD_BYTES;
+
 /// The longest request key, in bytes ([`valid_request_key`]).
 pub const MAX_REQUEST_KEY_BYTES: usize = 64;
 
@@ -51,6 +60,34 @@ pub fn valid_request_key(key: &str) -> bool {
         && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
 }
 
+/// A run-now request as asked ([`request`]): its key, its instant and, for a schedule stored
+/// as data, the payload its run uses instead of the schedule's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Trigger<'a> {
+    /// The key the operator gave or the tool generated ([`valid_request_key`]).
+    pub key: &'a str,
+    /// When it was asked, unix milliseconds.
+    pub at_ms: i64,
+    /// The payload the run uses instead of the schedule's (JSON text, at most
+    /// [`MAX_PAYLOAD_BYTES`]; the API checks it before asking).
+    pub payload: Option<&'a str>,
+}
+
+impl<'a> Trigger<'a> {
+    /// A request with `key` at `at_ms`, without a payload.
+    pub fn new(key: &'a str, at_ms: i64) -> Self {
+        Trigger { key, at_ms, payload: None }
+    }
+
+    /// With `payload` for the run instead of the schedule's.
+    #[must_use]
+    pub fn with_payload(mut self, payload: &'a str) -> Self {
+        self.payload = Some(payload);
+        self
+    }
+}
+
 /// One run-now request of a name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -60,11 +97,54 @@ pub struct Request {
     pub slot_ms: i64,
     /// The key the operator gave or the tool generated ([`valid_request_key`]).
     pub key: String,
+    /// The payload its run uses instead of the schedule's; kept while the request is
+    /// pending, dropped from the log at its next write once taken.
+    pub payload: Option<String>,
+}
+
+impl Request {
+    /// A request without a payload.
+    pub fn new(id: i64, slot_ms: i64, key: impl Into<String>) -> Self {
+        Request { id, slot_ms, key: key.into(), payload: None }
+    }
+}
+
+/// `payload` as one space-free field of a log line: `%`, space, tab, CR and LF as `%XX`
+/// (compact JSON has no other whitespace outside strings, and no raw control character).
+fn escape_payload(payload: &str) -> String {
+    let mut out = String::with_capacity(payload.len());
+    for c in payload.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            ' ' => out.push_str("%20"),
+            '\t' => out.push_str("%09"),
+            '\n' => out.push_str("%0A"),
+            '\r' => out.push_str("%0D"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The payload of an escaped field ([`escape_payload`]); `None` when an escape is broken.
+fn unescape_payload(field: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut bytes = field.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex = [bytes.next()?, bytes.next()?];
+            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+        } else {
+            out.push(b);
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// The requests a name remembers, by id: every pending one and the newest taken ones, at most
 /// [`REMEMBERED_REQUESTS`]. Stored as text ([`encode`](Self::encode)): one line per request,
-/// `id slot key`.
+/// `id slot key`, and ` payload` (escaped) when it has one (an older build reads the first
+/// three fields and ignores the rest).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestLog(pub Vec<Request>);
 
@@ -87,9 +167,20 @@ impl RequestLog {
         self.0.iter().filter(|r| r.id > taken_id).count()
     }
 
-    /// The log as stored: `id slot key` lines, by id.
+    /// How many requests with an id after `taken_id` carry a payload.
+    pub fn payloads_after(&self, taken_id: i64) -> usize {
+        self.0.iter().filter(|r| r.id > taken_id && r.payload.is_some()).count()
+    }
+
+    /// The log as stored: `id slot key[ payload]` lines, by id.
     pub fn encode(&self) -> String {
-        self.0.iter().map(|r| format!("{} {} {}\n", r.id, r.slot_ms, r.key)).collect()
+        self.0
+            .iter()
+            .map(|r| match &r.payload {
+                None => format!("{} {} {}\n", r.id, r.slot_ms, r.key),
+                Some(p) => format!("{} {} {} {}\n", r.id, r.slot_ms, r.key, escape_payload(p)),
+            })
+            .collect()
     }
 
     /// The log stored as `text`; lines that are not requests are skipped.
@@ -101,7 +192,11 @@ impl RequestLog {
                 let id = parts.next()?.parse().ok()?;
                 let slot_ms = parts.next()?.parse().ok()?;
                 let key = parts.next().filter(|k| valid_request_key(k))?.to_owned();
-                Some(Request { id, slot_ms, key })
+                let payload = match parts.next() {
+                    Some(field) => Some(unescape_payload(field)?),
+                    None => None,
+                };
+                Some(Request { id, slot_ms, key, payload })
             })
             .collect();
         v.sort_by_key(|r| r.id);
@@ -116,7 +211,8 @@ pub enum Triggered {
     Requested(Request),
     /// A request with this key was made before (pending or taken): nothing new is made.
     Known(Request),
-    /// [`MAX_PENDING_REQUESTS`] requests of the name wait already: nothing is made.
+    /// [`MAX_PENDING_REQUESTS`] requests of the name wait already, or [`MAX_PENDING_PAYLOADS`]
+    /// with a payload for a request that has one: nothing is made.
     Full {
         /// How many wait.
         pending: usize,
@@ -126,8 +222,8 @@ pub enum Triggered {
 /// [`request`] on a row and log held in place (the stores that rewrite both as one value):
 /// they become what the request writes, and the answer says whether there is anything to
 /// write.
-pub fn request_in_place(row: &mut ControlRow, log: &mut RequestLog, key: &str, at_ms: i64) -> (bool, Triggered) {
-    match request(row, log, key, at_ms) {
+pub fn request_in_place(row: &mut ControlRow, log: &mut RequestLog, ask: Trigger<'_>) -> (bool, Triggered) {
+    match request(row, log, ask) {
         (answer, Some((r, l))) => {
             (*row, *log) = (r, l);
             (true, answer)
@@ -136,28 +232,30 @@ pub fn request_in_place(row: &mut ControlRow, log: &mut RequestLog, key: &str, a
     }
 }
 
-/// The run-now request rule: a request with `key` for a name whose control row is `row` and
-/// whose log is `log`, at `at_ms`. Answers what the store answers, and the row and log it
-/// writes (with the control version moved) when a request was made; `None`: nothing to write.
-pub fn request(
-    row: &ControlRow,
-    log: &RequestLog,
-    key: &str,
-    at_ms: i64,
-) -> (Triggered, Option<(ControlRow, RequestLog)>) {
-    if let Some(known) = log.find(key) {
+/// The run-now request rule: the request `ask` for a name whose control row is `row` and
+/// whose log is `log`. Answers what the store answers, and the row and log it writes (with
+/// the control version moved) when a request was made; `None`: nothing to write. The log
+/// written keeps the payloads of pending requests only (a taken one's is dropped).
+pub fn request(row: &ControlRow, log: &RequestLog, ask: Trigger<'_>) -> (Triggered, Option<(ControlRow, RequestLog)>) {
+    if let Some(known) = log.find(ask.key) {
         return (Triggered::Known(known.clone()), None);
     }
     let pending = log.pending_after(row.taken_id);
-    if pending >= MAX_PENDING_REQUESTS {
+    if pending >= MAX_PENDING_REQUESTS
+        || (ask.payload.is_some() && log.payloads_after(row.taken_id) >= MAX_PENDING_PAYLOADS)
+    {
         return (Triggered::Full { pending }, None);
     }
     let mut next = *row;
-    let slot_ms = trigger_slot(row.trigger_ms, at_ms);
+    let slot_ms = trigger_slot(row.trigger_ms, ask.at_ms);
     next.trigger_ms = Some(slot_ms);
     next.trigger_id = row.trigger_id.saturating_add(1);
-    let made = Request { id: next.trigger_id, slot_ms, key: key.to_owned() };
+    let made =
+        Request { id: next.trigger_id, slot_ms, key: ask.key.to_owned(), payload: ask.payload.map(str::to_owned) };
     let mut kept = log.0.clone();
+    for r in kept.iter_mut().filter(|r| r.id <= row.taken_id) {
+        r.payload = None;
+    }
     kept.push(made.clone());
     let drop = kept.len().saturating_sub(REMEMBERED_REQUESTS);
     kept.drain(..drop);
@@ -574,7 +672,7 @@ mod tests {
     fn after_requests(keys: &[&str]) -> (ControlRow, RequestLog) {
         let (mut c, mut log) = (row(), RequestLog::default());
         for k in keys {
-            let (answer, writes) = request(&c, &log, k, T);
+            let (answer, writes) = request(&c, &log, Trigger::new(k, T));
             assert!(matches!(answer, Triggered::Requested(_)), "{k}: {answer:?}");
             (c, log) = writes.unwrap_or_default();
         }
@@ -614,7 +712,7 @@ mod tests {
         let own = requested(3, T + 9, 0);
         let d = decide(Ask::RunNow, &own, None, None, Logs::NONE);
         assert_eq!((d.answer, d.writes.own.map(|o| o.taken_id)), (Answer::Claimed { slot_ms: T + 9 }, Some(3)));
-        let log = RequestLog(vec![Request { id: 2, slot_ms: T + 5, key: "k".into() }]);
+        let log = RequestLog(vec![Request::new(2, T + 5, "k")]);
         let d = decide(Ask::RunNow, &own, None, None, Logs { own: &log, group: &NO_REQUESTS });
         assert_eq!(d.answer, Answer::Claimed { slot_ms: T + 5 });
         assert_eq!((d.writes.own.map(|o| o.taken_id), d.request.map(|r| r.key)), (Some(2), Some("k".into())));
@@ -628,7 +726,7 @@ mod tests {
         let (mut group, mut log) = (row(), RequestLog::default());
         for k in &keys {
             group.taken_id = group.trigger_id; // other partitions keep up
-            let (_, w) = request(&group, &log, k, T);
+            let (_, w) = request(&group, &log, Trigger::new(k, T));
             (group, log) = w.unwrap_or_default();
         }
         let d = decide(Ask::RunNow, &row(), Some(&group), None, Logs { own: &NO_REQUESTS, group: &log });
@@ -657,22 +755,25 @@ mod tests {
     #[test]
     fn r3_requests_are_keyed_distinct_and_bounded() {
         let (c, log) = after_requests(&["a"]);
-        let (again, writes) = request(&c, &log, "a", T + 50);
-        assert_eq!((again, writes), (Triggered::Known(Request { id: 1, slot_ms: T, key: "a".into() }), None));
-        let (made, writes) = request(&c, &log, "b", T - 5);
-        assert_eq!(made, Triggered::Requested(Request { id: 2, slot_ms: T + 1, key: "b".into() }));
+        let (again, writes) = request(&c, &log, Trigger::new("a", T + 50));
+        assert_eq!((again, writes), (Triggered::Known(Request::new(1, T, "a")), None));
+        let (made, writes) = request(&c, &log, Trigger::new("b", T - 5));
+        assert_eq!(made, Triggered::Requested(Request::new(2, T + 1, "b")));
         let (c2, log2) = writes.unwrap_or_default();
         assert_eq!((c2.trigger_id, c2.trigger_ms, c2.pending()), (2, Some(T + 1), Some(T + 1)));
         let taken = ControlRow { taken_id: 2, ..c2 };
-        assert!(matches!(request(&taken, &log2, "a", T).0, Triggered::Known(_)), "taken: still known");
+        assert!(matches!(request(&taken, &log2, Trigger::new("a", T)).0, Triggered::Known(_)), "taken: still known");
         let keys: Vec<String> = (0..MAX_PENDING_REQUESTS).map(|i| format!("p{i}")).collect();
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let (full, full_log) = after_requests(&keys);
-        assert_eq!(request(&full, &full_log, "one-more", T), (Triggered::Full { pending: MAX_PENDING_REQUESTS }, None));
+        assert_eq!(
+            request(&full, &full_log, Trigger::new("one-more", T)),
+            (Triggered::Full { pending: MAX_PENDING_REQUESTS }, None)
+        );
         let (mut c, mut log) = (row(), RequestLog::default());
         for i in 0..REMEMBERED_REQUESTS + 10 {
             c.taken_id = c.trigger_id;
-            (c, log) = request(&c, &log, &format!("r{i}"), T).1.unwrap_or_default();
+            (c, log) = request(&c, &log, Trigger::new(&format!("r{i}"), T)).1.unwrap_or_default();
         }
         assert_eq!(log.0.len(), REMEMBERED_REQUESTS);
         assert!(log.find("r0").is_none() && log.find(&format!("r{}", REMEMBERED_REQUESTS + 9)).is_some());
@@ -686,6 +787,43 @@ mod tests {
         assert_eq!(p.set_paused(true), (false, true));
         assert_eq!(p.set_paused(false), (true, true));
     }
+    /// A15: a request may carry a payload; it survives the log's text form (spaces, newlines
+    /// and `%` in it included), is dropped from the log once its request is taken (at the
+    /// next write), and at most [`MAX_PENDING_PAYLOADS`] pending requests carry one; a request
+    /// without a payload is not limited by them.
+    #[test]
+    fn a15_a_request_carries_its_payload_while_pending() {
+        let payload = "{\"tenant\": 4711,\n \"note\": \"50% off\tnow\"}";
+        let (c, log) =
+            request(&row(), &RequestLog::default(), Trigger::new("p1", T).with_payload(payload)).1.unwrap_or_default();
+        let line = log.encode();
+        assert_eq!(line.lines().count(), 1, "one line: {line:?}");
+        assert_eq!(line.split(' ').count(), 4, "four fields: {line:?}");
+        let read = RequestLog::decode(&line);
+        assert_eq!(read, log, "read back as written");
+        assert_eq!(read.0[0].payload.as_deref(), Some(payload));
+        let old_build: Vec<&str> = line.trim_end().splitn(4, ' ').take(3).collect();
+        assert_eq!(old_build, ["1", &T.to_string(), "p1"], "the first three fields as an older build reads them");
+        assert_eq!(RequestLog::decode("1 5 k 50%2"), RequestLog::default(), "a broken escape is not a request");
+
+        // Taken, then another request is written: the taken one's payload is gone.
+        let taken = ControlRow { taken_id: c.trigger_id, ..c };
+        let (c2, log2) = request(&taken, &log, Trigger::new("p2", T + 1)).1.unwrap_or_default();
+        assert_eq!(log2.0.iter().map(|r| r.payload.is_some()).collect::<Vec<_>>(), [false, false]);
+
+        // At most MAX_PENDING_PAYLOADS pending with a payload; one without is still made.
+        let (mut c, mut log) = (c2, log2);
+        for i in 0..MAX_PENDING_PAYLOADS {
+            (c, log) = request(&c, &log, Trigger::new(&format!("q{i}"), T).with_payload("{}")).1.unwrap_or_default();
+        }
+        let pending = log.pending_after(c.taken_id);
+        assert_eq!(
+            request(&c, &log, Trigger::new("one-more", T).with_payload("{}")),
+            (Triggered::Full { pending }, None)
+        );
+        assert!(matches!(request(&c, &log, Trigger::new("plain", T)).0, Triggered::Requested(_)));
+    }
+
     /// A5: a schedule's slot is checked against the schedule's own ledger only: the
     /// partition lease's last slot (other schedules of the partition, or `claim_slot`) neither
     /// refuses it nor moves; the ledger moves; pause (the schedule's or `schedule`'s) consumes it.

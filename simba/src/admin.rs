@@ -28,7 +28,7 @@ use crate::job::RegistryReport;
 mod schedules;
 
 use crate::job_store::{JobState, RunRecord, SharedJobStore, group_of};
-pub use schedules::{MAX_FIRES, MAX_PAGE, Page, ScheduleError, Schedules};
+pub use schedules::{MAX_FIRES, MAX_PAGE, Page, ScheduleError, Schedules, TriggerOptions};
 
 /// Why an operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -99,10 +99,13 @@ pub enum AdminError {
         key: String,
     },
     /// The job has [`MAX_PENDING_REQUESTS`](crate::job_store::MAX_PENDING_REQUESTS) run-now
-    /// requests waiting already: nothing was requested.
+    /// requests waiting already, or [`MAX_PENDING_PAYLOADS`](crate::job_store::MAX_PENDING_PAYLOADS)
+    /// with a payload for a request with one: nothing was requested.
     #[error(
-        "nothing requested: `{job}` has {pending} run-now requests waiting, the most a job keeps; wait until its \
-         holder takes one (`simba jobs` shows it), or check that a node runs `{job}`"
+        "nothing requested: `{job}` has {pending} run-now requests waiting, the most a job keeps ({} in all, {} \
+         with a payload); wait until its holder takes one (`simba jobs` shows it), or check that a node runs `{job}`",
+        crate::job_store::MAX_PENDING_REQUESTS,
+        crate::job_store::MAX_PENDING_PAYLOADS
     )]
     TooManyRequests {
         /// The job as given.
@@ -313,17 +316,32 @@ impl Jobs {
         at: chrono::DateTime<chrono::Utc>,
     ) -> Result<Requested, AdminError> {
         self.check(job).await?;
+        self.request(job, key, None, at).await
+    }
+
+    /// The run-now request of `job` (known to exist) with `key` (`None`: generated) and an
+    /// optional payload override, tried again with its key while the store is unavailable
+    /// within the wait ([`trigger_at`](Self::trigger_at)).
+    pub(crate) async fn request(
+        &self,
+        job: &str,
+        key: Option<&str>,
+        payload: Option<&str>,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Requested, AdminError> {
         let key = key.map_or_else(new_request_key, str::to_owned);
         if !crate::job_store::valid_request_key(&key) {
             return Err(AdminError::InvalidRequestKey { key });
         }
         let at_ms = at.timestamp_millis();
+        let mut ask = crate::job_store::Trigger::new(&key, at_ms);
+        ask.payload = payload;
         let deadline = Instant::now() + self.wait;
         let mut pause = Duration::from_millis(20);
         let mut failed: Option<String> = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let error = match bounded(left, self.store.trigger(job, &key, at_ms)).await {
+            let error = match bounded(left, self.store.trigger_with(job, ask)).await {
                 Ok(answer) => return requested(job, key, answer, failed),
                 Err(e) => e,
             };
@@ -587,14 +605,18 @@ mod tests {
                 (false, _) => self.inner.set_paused(job, paused).await,
             }
         }
-        async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> crate::backend::BackendResult<Triggered> {
+        async fn trigger(
+            &self,
+            job: &str,
+            ask: crate::job_store::Trigger<'_>,
+        ) -> crate::backend::BackendResult<Triggered> {
             match (self.fails(), self.fault) {
                 (true, Fault::Busy) => Err(Flaky::err()),
                 (true, Fault::AnswerLost) => {
-                    self.inner.trigger(job, key, at_ms).await?;
+                    self.inner.trigger_with(job, ask).await?;
                     Err(Flaky::err())
                 }
-                (false, _) => self.inner.trigger(job, key, at_ms).await,
+                (false, _) => self.inner.trigger_with(job, ask).await,
             }
         }
         async fn control_version(&self) -> crate::backend::BackendResult<u64> {

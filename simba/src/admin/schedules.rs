@@ -10,7 +10,7 @@ use crate::schedule_store::{
     SharedScheduleStore, unsupported,
 };
 
-use super::Toggle;
+use super::{AdminError, Jobs, Requested, Toggle};
 
 /// The longest page [`Schedules::list`] reads.
 pub const MAX_PAGE: usize = 1000;
@@ -81,6 +81,28 @@ pub enum ScheduleError {
     /// The store failed.
     #[error("the schedule store failed: {0}")]
     Store(#[from] BackendError),
+    /// The run was requested (`key`), but its audit record was not written: repeat the call
+    /// with the key, which requests nothing new and records it.
+    #[error(
+        "the run was requested (key {key}), but its audit record was not written ({error}): repeat with the key \
+         `{key}`, which requests nothing new and records it"
+    )]
+    Unrecorded {
+        /// The request's key.
+        key: String,
+        /// Why the record was not written.
+        error: BackendError,
+    },
+    /// A run-now request was refused or not confirmed by the jobs store (the error says
+    /// which, and with which key to repeat it).
+    #[error("{0}")]
+    Trigger(#[from] AdminError),
+    /// The backend has no jobs store, where run-now requests live: nothing was requested.
+    #[error("{store} keeps no jobs store, where run-now requests live: nothing was requested")]
+    NoJobStore {
+        /// The store's description.
+        store: String,
+    },
 }
 
 fn invalid(reason: impl Into<String>) -> ScheduleError {
@@ -126,6 +148,8 @@ pub struct Page {
 #[derive(Clone)]
 pub struct Schedules {
     store: SharedScheduleStore,
+    /// Where run-now requests go ([`trigger`](Self::trigger)).
+    jobs: Option<Jobs>,
     partitions: u32,
     handlers: Option<BTreeSet<String>>,
     clock: crate::job::WallClock,
@@ -143,14 +167,20 @@ impl std::fmt::Debug for Schedules {
 impl Schedules {
     /// The operations on `store`, with [`DEFAULT_PARTITIONS`] partitions.
     pub fn new(store: SharedScheduleStore) -> Self {
-        Schedules { store, partitions: DEFAULT_PARTITIONS, handlers: None, clock: crate::job::WallClock::System }
+        Schedules {
+            store,
+            jobs: None,
+            partitions: DEFAULT_PARTITIONS,
+            handlers: None,
+            clock: crate::job::WallClock::System,
+        }
     }
 
     /// The operations on `backend`'s schedule store; [`ScheduleError::Unsupported`] when it
     /// has none.
     pub fn for_backend<B: Backend>(backend: &B) -> Result<Self, ScheduleError> {
         match backend.schedule_store() {
-            Some(store) => Ok(Schedules::new(store)),
+            Some(store) => Ok(Schedules { jobs: Jobs::for_backend(backend), ..Schedules::new(store) }),
             None => Err(ScheduleError::Unsupported { store: backend.describe() }),
         }
     }
@@ -158,7 +188,7 @@ impl Schedules {
     /// The operations on a client's backend (in its namespace).
     pub fn for_client(simba: &crate::Simba) -> Result<Self, ScheduleError> {
         match simba.schedule_store() {
-            Some(store) => Ok(Schedules::new(store)),
+            Some(store) => Ok(Schedules { jobs: Jobs::for_client(simba), ..Schedules::new(store) }),
             None => Err(ScheduleError::Unsupported { store: simba.backend_description() }),
         }
     }
@@ -196,6 +226,15 @@ impl Schedules {
         self
     }
 
+    /// Sends run-now requests ([`trigger`](Self::trigger)) through `jobs` (its store and its
+    /// wait); [`for_backend`](Self::for_backend) and [`for_client`](Self::for_client) take the
+    /// backend's.
+    #[must_use]
+    pub fn with_jobs(mut self, jobs: Jobs) -> Self {
+        self.jobs = Some(jobs);
+        self
+    }
+
     /// The store this operates on.
     pub fn store(&self) -> &SharedScheduleStore {
         &self.store
@@ -212,13 +251,10 @@ impl Schedules {
         simba_core::schedules::check_id(&s.id).map_err(invalid)?;
         self.check_handler(&s.handler)?;
         s.spec.check().map_err(invalid)?;
-        simba_core::schedules::check_payload_size(s.payload.len()).map_err(invalid)?;
         if let Some(problem) = s.policies.problem(&s.spec) {
             return Err(invalid(format!("schedule `{}`: {problem}", s.id)));
         }
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&s.payload) {
-            return Err(invalid(format!("the payload is not JSON ({e}): give JSON text, e.g. {{\"tenant\": 4711}}")));
-        }
+        check_payload(&s.payload)?;
         if let Some(note) = &s.pause_note {
             check_note(Some(note))?;
         }
@@ -295,6 +331,77 @@ impl Schedules {
         }
     }
 
+    /// Asks the holder of schedule `id`'s partition to run it once now (rule A15), by `who`,
+    /// with `payload` instead of the schedule's when given, and returns the request. The run
+    /// is a `manual` record of `schedule/<id>` naming the request's key; its handler gets the
+    /// request's payload. Nothing is written when the id, the payload (JSON, at most
+    /// [`MAX_PAYLOAD_BYTES`](crate::schedule_store::MAX_PAYLOAD_BYTES)), `who` or the note is
+    /// refused, or the schedule does not exist.
+    ///
+    /// The request is the jobs store's (R3): `key` names it (`None`: generated), the same key
+    /// again is the same request, pending or taken, and a try that fails while the store is
+    /// unavailable is repeated with its key within the wait. A paused schedule's request
+    /// waits until it is resumed. Each answered call is recorded in the audit trail
+    /// (`trigger`, its note naming the key; a repeat says so).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use simba::admin::{Schedules, TriggerOptions};
+    /// use simba::backend::memory::MemoryBackend;
+    /// use simba::schedule_store::{Schedule, ScheduleSpec};
+    ///
+    /// let schedules = Schedules::for_backend(&MemoryBackend::new())?;
+    /// let weekly = Schedule::new("tenant-4711.report", "report", ScheduleSpec::cron("0 0 9 * * MON", "UTC"));
+    /// schedules.create(weekly, "alice").await?;
+    /// let asked = TriggerOptions::new().key("rerun-2026-49").payload(r#"{"tenant": 4711, "week": 49}"#);
+    /// let request = schedules.trigger("tenant-4711.report", "alice", asked).await?;
+    /// assert_eq!((request.key.as_str(), request.known), ("rerun-2026-49", false));
+    /// let again = schedules.trigger("tenant-4711.report", "alice", asked).await?;
+    /// assert!(again.known, "the same key is the same request");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn trigger(&self, id: &str, who: &str, options: TriggerOptions<'_>) -> Result<Requested, ScheduleError> {
+        simba_core::schedules::check_id(id).map_err(invalid)?;
+        let now = self.clock.now();
+        actor(who, options.note, now.timestamp_millis())?;
+        if let Some(p) = options.payload {
+            check_payload(p)?;
+        }
+        let Some(jobs) = &self.jobs else { return Err(ScheduleError::NoJobStore { store: self.store.describe() }) };
+        self.get(id).await?;
+        let job = crate::schedule_store::job_name(id);
+        let asked = jobs.request(&job, options.key, options.payload, now).await?;
+        let mut note = format!("request {}", asked.key);
+        if asked.known {
+            note.push_str(" (a repeat: nothing new requested)");
+        }
+        if options.payload.is_some() {
+            note.push_str(", with its own payload");
+        }
+        if let Some(n) = options.note {
+            note = format!("{note}: {n}");
+        }
+        let mut end = note.len().min(MAX_NOTE_BYTES);
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        let actor = Actor { who, at_ms: now.timestamp_millis(), note: Some(&note) };
+        match self.store.record(id, crate::schedule_store::AuditAction::Trigger, &actor).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(schedule = id, key = %asked.key, "the schedule was deleted as its run was requested: the request is not in the audit trail")
+            }
+            Err(e) => {
+                tracing::warn!(schedule = id, key = %asked.key, error = %e, "the run was requested, but its audit record was not written");
+                return Err(ScheduleError::Unrecorded { key: asked.key, error: e });
+            }
+        }
+        Ok(asked)
+    }
+
     /// Schedule `id`; [`ScheduleError::NotFound`] names the nearest existing id.
     pub async fn get(&self, id: &str) -> Result<Schedule, ScheduleError> {
         simba_core::schedules::check_id(id).map_err(invalid)?;
@@ -355,6 +462,56 @@ impl Schedules {
         let nearby = self.store.list(&ListQuery::first(NEAREST_SCAN).prefix(half)).await.unwrap_or_default();
         let nearest = crate::suggest::nearest(id, nearby.iter().map(|s| s.id.as_str())).map(str::to_owned);
         ScheduleError::NotFound { id: id.to_owned(), nearest }
+    }
+}
+
+/// A payload is JSON text of at most [`MAX_PAYLOAD_BYTES`](crate::schedule_store::MAX_PAYLOAD_BYTES) (rule A3).
+fn check_payload(payload: &str) -> Result<(), ScheduleError> {
+    simba_core::schedules::check_payload_size(payload.len()).map_err(invalid)?;
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(payload) {
+        return Err(invalid(format!("the payload is not JSON ({e}): give JSON text, e.g. {{\"tenant\": 4711}}")));
+    }
+    Ok(())
+}
+
+/// How a schedule's run-now request is asked ([`Schedules::trigger`]): its key, a payload
+/// for this run instead of the schedule's, and a note for the audit trail; all optional.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct TriggerOptions<'a> {
+    /// The request's key (`None`: generated).
+    pub key: Option<&'a str>,
+    /// The payload this run gets instead of the schedule's.
+    pub payload: Option<&'a str>,
+    /// Why, for the audit trail.
+    pub note: Option<&'a str>,
+}
+
+impl<'a> TriggerOptions<'a> {
+    /// No key (one is generated), the schedule's payload, no note.
+    pub fn new() -> Self {
+        TriggerOptions::default()
+    }
+
+    /// The request's key: the same key again is the same request (a retry runs nothing twice).
+    #[must_use]
+    pub fn key(mut self, key: &'a str) -> Self {
+        self.key = Some(key);
+        self
+    }
+
+    /// The payload this run gets instead of the schedule's (JSON text).
+    #[must_use]
+    pub fn payload(mut self, payload: &'a str) -> Self {
+        self.payload = Some(payload);
+        self
+    }
+
+    /// Why, for the audit trail.
+    #[must_use]
+    pub fn note(mut self, note: &'a str) -> Self {
+        self.note = Some(note);
+        self
     }
 }
 

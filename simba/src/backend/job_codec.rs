@@ -184,6 +184,7 @@ pub(crate) fn decode_record(data: &[u8]) -> Result<RunRecord, String> {
         ended_ms,
         error,
         request_key,
+        payload_override: None,
     })
 }
 
@@ -231,7 +232,7 @@ mod tests {
         };
         assert_eq!(decode_control(encode_control(&c).as_bytes()), Some(c));
         assert_eq!(decode_control(b"paused=1\nfuture=x\n").map(|c| c.paused), Some(true));
-        let log = RequestLog(vec![simba_core::claim::Request { id: 2, slot_ms: 9, key: "k-2".into() }]);
+        let log = RequestLog(vec![simba_core::claim::Request::new(2, 9, "k-2")]);
         let data = encode_control_log(&c, &log);
         assert_eq!((decode_control(data.as_bytes()), decode_log(data.as_bytes())), (Some(c), log));
         assert_eq!(decode_log(encode_control(&c).as_bytes()), RequestLog::default(), "a row of an older build");

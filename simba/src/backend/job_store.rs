@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use simba_core::claim::{Answer, Ask};
 pub use simba_core::claim::{
-    MAX_PENDING_REQUESTS, MAX_REQUEST_KEY_BYTES, REMEMBERED_REQUESTS, Request, Triggered, valid_request_key,
+    MAX_PENDING_PAYLOADS, MAX_PENDING_REQUESTS, MAX_REQUEST_KEY_BYTES, REMEMBERED_REQUESTS, Request, Trigger,
+    Triggered, valid_request_key,
 };
 use tokio::sync::broadcast;
 
@@ -193,6 +194,11 @@ pub struct RunRecord {
     /// For a manual slot, the key of the run-now request it answers ([`JobStore::trigger`]);
     /// `None` for other slots and for a request made by an older build.
     pub request_key: Option<String>,
+    /// For a manual run of a schedule stored as data, the payload its run-now request gave
+    /// instead of the schedule's (rule A15). Set on the record a claim answers and not kept
+    /// in history: a record read back has `None`.
+    #[serde(skip)]
+    pub payload_override: Option<Arc<str>>,
 }
 
 impl RunRecord {
@@ -212,6 +218,7 @@ impl RunRecord {
             ended_ms: None,
             error: None,
             request_key: None,
+            payload_override: None,
         }
     }
 }
@@ -324,6 +331,7 @@ impl ClaimRequest<'_> {
             Answer::Claimed { slot_ms } => {
                 let mut record = self.running_record(slot_ms);
                 record.request_key = request.map(|r| r.key.clone());
+                record.payload_override = request.and_then(|r| r.payload.as_deref()).map(Arc::from);
                 Claim::Claimed(record)
             }
         }
@@ -346,6 +354,7 @@ impl ClaimRequest<'_> {
             ended_ms: None,
             error: None,
             request_key: None,
+            payload_override: None,
         }
     }
 }
@@ -457,17 +466,19 @@ pub trait JobStore: Send + Sync + 'static {
     /// before. Bumps the control version and broadcasts `job` where the store can.
     fn set_paused(&self, job: &str, paused: bool) -> impl Future<Output = BackendResult<bool>> + Send;
 
-    /// Requests one run of `job` now, at `at_ms` (unix milliseconds), named by `key` (a
-    /// [`valid_request_key`]; [`SharedJobStore::trigger`] refuses others), in one atomic step:
-    /// the core's request rule, [`simba_core::claim::request`] (rule R3).
+    /// Requests one run of `job` now, at `ask.at_ms` (unix milliseconds), named by `ask.key`
+    /// (a [`valid_request_key`]; [`SharedJobStore::trigger_with`] refuses others), in one
+    /// atomic step: the core's request rule, [`simba_core::claim::request`] (rules R3, A15).
     ///
     /// * `key` known for `job` (one of its newest [`REMEMBERED_REQUESTS`], pending or taken):
     ///   [`Triggered::Known`] with that request; nothing changes (a retry never runs twice).
-    /// * [`MAX_PENDING_REQUESTS`] requests of `job` wait: [`Triggered::Full`]; nothing changes.
+    /// * [`MAX_PENDING_REQUESTS`] requests of `job` wait, or [`MAX_PENDING_PAYLOADS`] with a
+    ///   payload for a request with one: [`Triggered::Full`]; nothing changes.
     /// * Otherwise [`Triggered::Requested`]: a new request, its id strictly increasing per
-    ///   job, its slot after the previous request's (even within one millisecond). Each
-    ///   request is its own run. Bumps the control version and broadcasts `job` where it can.
-    fn trigger(&self, job: &str, key: &str, at_ms: i64) -> impl Future<Output = BackendResult<Triggered>> + Send;
+    ///   job, its slot after the previous request's (even within one millisecond), with
+    ///   `ask.payload` kept while it is pending. Each request is its own run. Bumps the
+    ///   control version and broadcasts `job` where it can.
+    fn trigger(&self, job: &str, ask: Trigger<'_>) -> impl Future<Output = BackendResult<Triggered>> + Send;
 
     /// A number that changes whenever any job's pause state or pending request changes.
     fn control_version(&self) -> impl Future<Output = BackendResult<u64>> + Send;
@@ -515,7 +526,7 @@ trait DynJobStore: Send + Sync + 'static {
     fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>>;
     fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>>;
     fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>>;
-    fn trigger<'a>(&'a self, job: &'a str, key: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<Triggered>>;
+    fn trigger<'a>(&'a self, job: &'a str, ask: Trigger<'a>) -> BoxFuture<'a, BackendResult<Triggered>>;
     fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>>;
     fn subscribe_control(&self) -> Option<broadcast::Receiver<String>>;
     fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>>;
@@ -547,8 +558,8 @@ impl<J: JobStore> DynJobStore for J {
     fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
         Box::pin(JobStore::set_paused(self, job, paused))
     }
-    fn trigger<'a>(&'a self, job: &'a str, key: &'a str, at_ms: i64) -> BoxFuture<'a, BackendResult<Triggered>> {
-        Box::pin(JobStore::trigger(self, job, key, at_ms))
+    fn trigger<'a>(&'a self, job: &'a str, ask: Trigger<'a>) -> BoxFuture<'a, BackendResult<Triggered>> {
+        Box::pin(JobStore::trigger(self, job, ask))
     }
     fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>> {
         Box::pin(JobStore::control_version(self))
@@ -630,15 +641,29 @@ impl SharedJobStore {
         self.0.set_paused(job, paused).await
     }
 
-    /// See [`JobStore::trigger`]; a `key` that is not a [`valid_request_key`] is refused
-    /// here (`Misconfigured`), before any store sees it.
+    /// [`trigger_with`](Self::trigger_with) a request without a payload.
     pub async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+        self.trigger_with(job, Trigger::new(key, at_ms)).await
+    }
+
+    /// See [`JobStore::trigger`]; a key that is not a [`valid_request_key`], or a payload
+    /// over [`MAX_PAYLOAD_BYTES`](simba_core::claim::MAX_PAYLOAD_BYTES), is refused here
+    /// (`Misconfigured`), before any store sees it.
+    pub async fn trigger_with(&self, job: &str, ask: Trigger<'_>) -> BackendResult<Triggered> {
+        let key = ask.key;
         if !valid_request_key(key) {
             return Err(BackendError::Misconfigured(format!(
                 "invalid request key {key:?}: use 1 to {MAX_REQUEST_KEY_BYTES} ASCII letters, digits or -_.:"
             )));
         }
-        self.0.trigger(job, key, at_ms).await
+        if let Some(p) = ask.payload.filter(|p| p.is_empty() || p.len() > simba_core::claim::MAX_PAYLOAD_BYTES) {
+            return Err(BackendError::Misconfigured(format!(
+                "a request's payload must be 1 to {} bytes, not {}",
+                simba_core::claim::MAX_PAYLOAD_BYTES,
+                p.len()
+            )));
+        }
+        self.0.trigger(job, ask).await
     }
 
     /// See [`JobStore::control_version`].
@@ -705,8 +730,8 @@ impl JobStore for SharedJobStore {
     async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
         SharedJobStore::set_paused(self, job, paused).await
     }
-    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
-        SharedJobStore::trigger(self, job, key, at_ms).await
+    async fn trigger(&self, job: &str, ask: Trigger<'_>) -> BackendResult<Triggered> {
+        SharedJobStore::trigger_with(self, job, ask).await
     }
     async fn control_version(&self) -> BackendResult<u64> {
         SharedJobStore::control_version(self).await

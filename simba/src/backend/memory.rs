@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use simba_core::claim::{self, ControlRow, Decision, Logs, RequestLog};
+use simba_core::claim::{self, ControlRow, Decision, Logs, RequestLog, Trigger};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
@@ -414,6 +414,7 @@ impl JobsMem {
 
     fn insert(&mut self, mut rec: RunRecord, retention: Option<usize>) {
         rec.error = rec.error.as_deref().map(truncate_error);
+        rec.payload_override = None;
         let retention = retention.unwrap_or(self.retention);
         let recs = self.records.entry(rec.job.clone()).or_default();
         recs.insert((rec.slot_ms, rec.kind), rec);
@@ -512,13 +513,13 @@ impl JobStore for MemoryJobStore {
         Ok(before)
     }
 
-    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+    async fn trigger(&self, job: &str, ask: Trigger<'_>) -> BackendResult<Triggered> {
         let answer = {
             let mut st = self.state();
             let row = st.jobs.controls.get(job).copied().unwrap_or_default();
             let log = st.jobs.requests.get(job).cloned().unwrap_or_default();
             // The core's request rule decides; this store applies its writes.
-            let (answer, writes) = claim::request(&row, &log, key, at_ms);
+            let (answer, writes) = claim::request(&row, &log, ask);
             if let Some((row, log)) = writes {
                 st.jobs.version += 1;
                 st.jobs.controls.insert(job.to_owned(), row);

@@ -138,6 +138,16 @@ impl ScheduleStore for MemorySchedules {
         }))
     }
 
+    async fn record(&self, space: &str, id: &str, action: AuditAction, actor: &Actor<'_>) -> BackendResult<bool> {
+        Ok(self
+            .with(space, |sp| {
+                let partition = sp.schedules.get(id)?.partition;
+                sp.wrote(partition, AuditRecord::new(actor, action, id), self.retention);
+                Some(())
+            })
+            .is_some())
+    }
+
     async fn get(&self, space: &str, id: &str) -> BackendResult<Option<Schedule>> {
         Ok(self.with(space, |sp| sp.schedules.get(id).cloned()))
     }

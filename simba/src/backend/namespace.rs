@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
-use super::job_store::{Claim, ClaimRequest, JobState, JobStore, RunRecord, SharedJobStore, Triggered};
+use super::job_store::{Claim, ClaimRequest, JobState, JobStore, RunRecord, SharedJobStore, Trigger, Triggered};
 use super::{
     Acquire, Backend, BackendError, BackendResult, GroupInfo, HeldDigest, Join, KeepAlive, LeaseInfo, SessionGrant,
     SessionId, SharedBackend, StoreSnapshot,
@@ -467,9 +467,9 @@ impl JobStore for NamespacedJobs {
         self.inner.set_paused(&stored, paused).await
     }
 
-    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+    async fn trigger(&self, job: &str, ask: Trigger<'_>) -> BackendResult<Triggered> {
         let stored = self.map(job)?;
-        self.inner.trigger(&stored, key, at_ms).await
+        self.inner.trigger_with(&stored, ask).await
     }
 
     async fn publish_registry(&self, session: &SessionId, registry: &str) -> BackendResult<bool> {

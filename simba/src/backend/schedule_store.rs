@@ -312,12 +312,20 @@ pub enum AuditAction {
     Pause,
     /// A schedule was resumed.
     Resume,
+    /// A run of a schedule was requested now (the note names the request's key).
+    Trigger,
 }
 
 impl AuditAction {
     /// Every action, in declaration order.
-    pub const ALL: [AuditAction; 5] =
-        [AuditAction::Create, AuditAction::Update, AuditAction::Delete, AuditAction::Pause, AuditAction::Resume];
+    pub const ALL: [AuditAction; 6] = [
+        AuditAction::Create,
+        AuditAction::Update,
+        AuditAction::Delete,
+        AuditAction::Pause,
+        AuditAction::Resume,
+        AuditAction::Trigger,
+    ];
 
     /// The snake_case name stores persist (`pause`).
     pub fn as_str(self) -> &'static str {
@@ -327,6 +335,7 @@ impl AuditAction {
             AuditAction::Delete => "delete",
             AuditAction::Pause => "pause",
             AuditAction::Resume => "resume",
+            AuditAction::Trigger => "trigger",
         }
     }
 
@@ -513,6 +522,18 @@ pub trait ScheduleStore: Send + Sync + 'static {
         actor: &Actor<'_>,
     ) -> impl Future<Output = BackendResult<Option<bool>>> + Send;
 
+    /// Records `action` on schedule `id` by `actor` for an action that changes no schedule
+    /// (a trigger, whose request the jobs store keeps): the partition's counter and the audit
+    /// record, in one atomic step, the row untouched (its revision too); `false` when no such
+    /// schedule exists (nothing written).
+    fn record(
+        &self,
+        space: &str,
+        id: &str,
+        action: AuditAction,
+        actor: &Actor<'_>,
+    ) -> impl Future<Output = BackendResult<bool>> + Send;
+
     /// Schedule `id`, if it exists.
     fn get(&self, space: &str, id: &str) -> impl Future<Output = BackendResult<Option<Schedule>>> + Send;
 
@@ -580,6 +601,13 @@ trait DynScheduleStore: Send + Sync + 'static {
         paused: bool,
         actor: &'a Actor<'a>,
     ) -> BoxFuture<'a, BackendResult<Option<bool>>>;
+    fn record<'a>(
+        &'a self,
+        space: &'a str,
+        id: &'a str,
+        action: AuditAction,
+        actor: &'a Actor<'a>,
+    ) -> BoxFuture<'a, BackendResult<bool>>;
     fn get<'a>(&'a self, space: &'a str, id: &'a str) -> BoxFuture<'a, BackendResult<Option<Schedule>>>;
     fn list<'a>(&'a self, space: &'a str, q: &'a ListQuery) -> BoxFuture<'a, BackendResult<Vec<Schedule>>>;
     fn partitions<'a>(&'a self, space: &'a str) -> BoxFuture<'a, BackendResult<Option<u32>>>;
@@ -625,6 +653,15 @@ impl<S: ScheduleStore> DynScheduleStore for S {
         actor: &'a Actor<'a>,
     ) -> BoxFuture<'a, BackendResult<Option<bool>>> {
         Box::pin(ScheduleStore::set_paused(self, space, id, paused, actor))
+    }
+    fn record<'a>(
+        &'a self,
+        space: &'a str,
+        id: &'a str,
+        action: AuditAction,
+        actor: &'a Actor<'a>,
+    ) -> BoxFuture<'a, BackendResult<bool>> {
+        Box::pin(ScheduleStore::record(self, space, id, action, actor))
     }
     fn get<'a>(&'a self, space: &'a str, id: &'a str) -> BoxFuture<'a, BackendResult<Option<Schedule>>> {
         Box::pin(ScheduleStore::get(self, space, id))
@@ -710,6 +747,11 @@ impl SharedScheduleStore {
     /// See [`ScheduleStore::set_paused`].
     pub async fn set_paused(&self, id: &str, paused: bool, actor: &Actor<'_>) -> BackendResult<Option<bool>> {
         self.store.set_paused(&self.space, id, paused, actor).await
+    }
+
+    /// See [`ScheduleStore::record`].
+    pub async fn record(&self, id: &str, action: AuditAction, actor: &Actor<'_>) -> BackendResult<bool> {
+        self.store.record(&self.space, id, action, actor).await
     }
 
     /// See [`ScheduleStore::get`].

@@ -324,6 +324,7 @@ fn record(job: &str, slot_ms: i64, outcome: Outcome, error: Option<&str>) -> Run
         ended_ms: Some(slot_ms + 250),
         error: error.map(str::to_owned),
         request_key: None,
+        payload_override: None,
     }
 }
 

@@ -73,6 +73,10 @@ enum Attempt {
     Replaced(bool),
 }
 
+/// Where a claimed manual run's payload override is put before its body is called (rule
+/// A15): the schedule's body reads it, and falls back to the schedule's payload.
+pub(crate) type PayloadCell = Arc<std::sync::Mutex<Option<Arc<str>>>>;
+
 /// Runs the slots of one job in one term, one at a time (J5): each slot is claimed, run in
 /// attempts, and recorded.
 pub(crate) struct SlotRunner<F> {
@@ -81,12 +85,20 @@ pub(crate) struct SlotRunner<F> {
     term: Term,
     /// The job's function, called once per attempt with the term.
     body: F,
+    /// Where the claim's payload override goes (a schedule's runner only).
+    payload: Option<PayloadCell>,
 }
 
 impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     /// The runner of the job function `body` in `term`, recording through `rec`.
     pub(crate) fn new(simba: Simba, rec: Recording, term: Term, body: F) -> Self {
-        SlotRunner { simba, rec, term, body }
+        SlotRunner { simba, rec, term, body, payload: None }
+    }
+
+    /// Puts each claimed run's payload override (or none) in `cell` before its body runs.
+    pub(crate) fn with_payload_cell(mut self, cell: PayloadCell) -> Self {
+        self.payload = Some(cell);
+        self
     }
 
     /// The job's records (and its names, store and clock).
@@ -111,6 +123,10 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     /// [`RunPolicy::GRACE`], and is recorded `cancelled` (never retried).
     pub(crate) async fn run_replaceable(&self, slot: Slot, replaced: &CancellationToken) -> bool {
         let Claimed::Run(running) = self.claim(slot).await else { return false };
+        if let Some(cell) = &self.payload {
+            let given = running.as_ref().and_then(|r| r.payload_override.clone());
+            *cell.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = given;
+        }
         if slot.kind == SlotKind::Manual {
             tracing::info!(job = %self.rec.job, token = self.term.token(), "running the job now, as requested");
         }

@@ -6,15 +6,19 @@
 //! due slot to the job runner (`runner.rs`): claimed under the partition's lease and token on
 //! the schedule's own ledger (rule A5), run with the handler, recorded under `schedule/<id>` as
 //! a code-defined job's slot. It re-reads the partition when its change counter moved, read
-//! once per renewal interval (rule A11).
+//! once per renewal interval (rule A11). A run-now request of a schedule (A15) is seen when
+//! the jobs store's control version moves: the node reads the names with a request pending
+//! once per move, for all its partitions, and the holder claims each request as a `manual`
+//! slot whose handler gets the request's payload when it carries one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use simba_core::policy::{Bounds, Overlap, Runs, Step};
 use simba_core::schedules::{Fires, job_name, term_start_gap};
+use tokio::sync::watch;
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -23,8 +27,8 @@ use super::changes::{ChangeFeed, counter_of};
 use super::handler::Handler;
 use super::history::Recording;
 use super::registry::{JobFuture, PartitionRun, job_future};
-use super::runner::{Slot, SlotRunner};
-use crate::job_store::{Outcome, SlotKind};
+use super::runner::{PayloadCell, Slot, SlotRunner};
+use crate::job_store::{Outcome, SharedJobStore, SlotKind};
 use crate::schedule_store::{ListQuery, Misfire, Policies, Schedule, SharedScheduleStore};
 use crate::{BoxError, Simba, Term};
 
@@ -62,6 +66,54 @@ struct Inner {
     handlers: BTreeMap<String, Handler>,
     /// The records' template: its `job` is replaced by each schedule's `schedule/<id>`.
     rec: Recording,
+    /// The ids of the schedules with a run-now request pending, read once per move of the
+    /// jobs store's control version (A15); `None` without a jobs store.
+    pending: Option<watch::Receiver<Arc<BTreeSet<String>>>>,
+}
+
+/// The schedule ids with a run-now request pending in `store` (its `schedule/<id>` names).
+async fn pending_requests(store: &SharedJobStore) -> crate::backend::BackendResult<BTreeSet<String>> {
+    let jobs = store.jobs().await?;
+    Ok(jobs
+        .into_iter()
+        .filter(|j| j.trigger_pending_ms.is_some())
+        .filter_map(|j| j.job.strip_prefix("schedule/").map(str::to_owned))
+        .collect())
+}
+
+/// Publishes [`pending_requests`] at start and after each move of `control`, until the node's
+/// control watch ends or no worker listens. A failed read is tried again at the next move, or
+/// after `every`.
+async fn watch_pending(
+    store: SharedJobStore,
+    mut control: watch::Receiver<u64>,
+    tx: watch::Sender<Arc<BTreeSet<String>>>,
+    every: Duration,
+) {
+    loop {
+        let failed;
+        match pending_requests(&store).await {
+            Ok(ids) => {
+                failed = false;
+                tx.send_if_modified(|old| {
+                    let moved = **old != ids;
+                    if moved {
+                        *old = Arc::new(ids);
+                    }
+                    moved
+                });
+            }
+            Err(e) => {
+                failed = true;
+                tracing::warn!(error = %e, "cannot read the schedules' run-now requests; trying again");
+            }
+        }
+        tokio::select! {
+            moved = control.changed() => if moved.is_err() { return },
+            () = tokio::time::sleep(every), if failed => {}
+            () = tx.closed() => return,
+        }
+    }
 }
 
 /// One schedule as a partition's holder keeps it: the row (its payload and handler, read at
@@ -119,7 +171,15 @@ impl Shards {
         let handlers = handlers.into_iter().map(|h| (h.name.to_string(), h)).collect();
         let every = simba.config().renew_interval();
         let feed = ChangeFeed::new(store.clone(), every, every);
-        Shards { inner: Arc::new(Inner { simba, store, feed, handlers, rec }) }
+        let pending = match (&rec.store, &rec.control) {
+            (Some(jobs), Some(control)) => {
+                let (tx, rx) = watch::channel(Arc::default());
+                tokio::spawn(watch_pending(jobs.clone(), control.clone(), tx, every));
+                Some(rx)
+            }
+            _ => None,
+        };
+        Shards { inner: Arc::new(Inner { simba, store, feed, handlers, rec, pending }) }
     }
 
     /// The partition worker, as the group runs it once per term.
@@ -134,6 +194,8 @@ impl Shards {
     /// change feed finds the partition's counter moved, each due slot fired.
     async fn run(self, term: Term, partition: u32) -> Result<(), BoxError> {
         let mut changes = self.inner.feed.listen();
+        let mut pending = self.inner.pending.clone();
+        let mut asked = true;
         let mut shard = Shard { partition, seen: None, loaded_ms: 0, entries: BTreeMap::new() };
         let mut in_flight = InFlight::default();
         let every = self.inner.simba.config().renew_interval();
@@ -152,6 +214,8 @@ impl Shards {
                     retry = Some(Instant::now() + every);
                 }
                 stale = false;
+                // A schedule loaded now (created, resumed) may have a request waiting.
+                asked = true;
                 if !gaps_done && shard.seen.is_some() {
                     gaps_done = true;
                     self.term_start_gaps(&shard, &term, &mut in_flight).await;
@@ -160,6 +224,13 @@ impl Shards {
             let now_ms = self.inner.rec.now().timestamp_millis();
             for (id, due) in shard.take_due(now_ms) {
                 self.fire(&shard, &id, &due, SlotKind::Scheduled, &term, &mut in_flight);
+            }
+            if asked && shard.seen.is_some() {
+                asked = false;
+                let ids = pending.as_mut().map(|rx| Arc::clone(&rx.borrow_and_update())).unwrap_or_default();
+                for id in ids.iter().filter(|id| shard.entries.contains_key(*id)) {
+                    self.fire(&shard, id, &[now_ms], SlotKind::Manual, &term, &mut in_flight);
+                }
             }
             let next = shard.next_ms().map(|ms| Instant::now() + ms_until(now_ms, ms));
             let next = match (next, retry) {
@@ -178,6 +249,7 @@ impl Shards {
                     }
                     stale = true;
                 }
+                Ok(()) = changed(pending.as_mut()) => asked = true,
             }
         }
         // The runs in flight end with the term (their context's cancellation, then their
@@ -279,7 +351,9 @@ impl Shards {
 
     /// Fires schedule `id`'s due slots: the newest comes due under the schedule's overlap
     /// policy (J11: started, skipped, buffered or replacing the runs in flight, the core's
-    /// [`Runs`] deciding); older ones the loop came too late for are recorded `missed`.
+    /// [`Runs`] deciding); older ones the loop came too late for are recorded `missed`. A
+    /// `manual` slot (a run-now request, A15) is one slot at now, which waits for the runs in
+    /// flight rather than being skipped.
     fn fire(&self, shard: &Shard, id: &str, due: &[i64], kind: SlotKind, term: &Term, in_flight: &mut InFlight) {
         let (Some(entry), Some((&newest, older))) = (shard.entries.get(id), due.split_last()) else { return };
         let rec = self.records(id);
@@ -289,7 +363,7 @@ impl Shards {
         let slot = Slot::at(at(newest), kind);
         let overlap = entry.schedule.policies.overlap;
         let active = in_flight.active.entry(id.to_owned()).or_insert_with(|| Active::new(overlap));
-        match active.runs.due(slot, slot.at, false) {
+        match active.runs.due(slot, slot.at, kind == SlotKind::Manual) {
             Step::Start(slot) => self.start(entry, slot, term, in_flight),
             Step::Wait | Step::Buffered => {}
             Step::Skipped => super::overlap::skipped(&rec.job, slot.at, active.runs.running(), overlap),
@@ -330,8 +404,23 @@ impl Shards {
             }
             Some(handler) => {
                 let (run, payload) = (handler.run.clone(), Arc::<str>::from(entry.schedule.payload.as_str()));
-                let runner = SlotRunner::new(simba, rec, term.clone(), move |t: Term| run(t, Arc::clone(&payload)));
-                Box::pin(async move { runner.run_replaceable(slot, &replaced).await })
+                // A run-now request's payload, once its claim gave one (A15), else the schedule's.
+                let given = PayloadCell::default();
+                let cell = Arc::clone(&given);
+                let body = move |t: Term| {
+                    let given = cell.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+                    run(t, given.unwrap_or_else(|| Arc::clone(&payload)))
+                };
+                let runner = SlotRunner::new(simba, rec, term.clone(), body).with_payload_cell(given);
+                let (store, id) = (self.inner.store.clone(), id.clone());
+                Box::pin(async move {
+                    // A run-now request is claimed only while the schedule is there and not
+                    // paused as the store has it now, not as this term last loaded it (A15).
+                    if slot.kind == SlotKind::Manual && !runnable_now(&store, &id).await {
+                        return false;
+                    }
+                    runner.run_replaceable(slot, &replaced).await
+                })
             }
         };
         let handle = in_flight.tasks.spawn(tracing::Instrument::in_current_span(task));
@@ -359,18 +448,41 @@ impl Shards {
         };
         let Some((id, slot)) = in_flight.slots.remove(&task) else { return };
         let Some(active) = in_flight.active.get_mut(&id) else { return };
-        let Some(quiet) = active.runs.ended(slot.at, ran, start_next && term.is_valid()) else { return };
+        // Each run-now request is its own run (R3): after one ran, the next pending one is
+        // claimed (the claim answers `AlreadyClaimed` when none is left).
+        if slot.kind == SlotKind::Manual && ran && start_next && term.is_valid() {
+            let now_ms = self.inner.rec.now().timestamp_millis();
+            self.quiet(shard, &id, active.runs.ended(slot.at, ran, true), term, in_flight);
+            self.fire(shard, &id, &[now_ms], SlotKind::Manual, term, in_flight);
+            return;
+        }
+        let quiet = active.runs.ended(slot.at, ran, start_next && term.is_valid());
+        self.quiet(shard, &id, quiet, term, in_flight);
+    }
+
+    /// What a schedule's run ending left (`quiet`, when none is in flight any more): its
+    /// skipped slots' one record (R9), and its waiting slot started.
+    fn quiet(
+        &self,
+        shard: &Shard,
+        id: &str,
+        quiet: Option<simba_core::policy::Quiet<Slot>>,
+        term: &Term,
+        in_flight: &mut InFlight,
+    ) {
+        let Some(quiet) = quiet else { return };
+        let Some(active) = in_flight.active.get_mut(id) else { return };
         active.replace.clear();
-        self.records(&id).skipped_run(&quiet.skipped, quiet.behind, term);
-        match (quiet.next, shard.entries.get(&id)) {
+        self.records(id).skipped_run(&quiet.skipped, quiet.behind, term);
+        match (quiet.next, shard.entries.get(id)) {
             (Some(next), Some(entry)) => self.start(entry, next, term, in_flight),
             (Some(next), None) => {
                 tracing::debug!(schedule = %id, slot = %next.at, "the waiting slot is dropped: the schedule was deleted or paused");
-                in_flight.active.remove(&id);
+                in_flight.active.remove(id);
             }
             (None, _) => {
                 if active.runs.is_idle() {
-                    in_flight.active.remove(&id);
+                    in_flight.active.remove(id);
                 }
             }
         }
@@ -451,6 +563,29 @@ impl Shard {
         }
         due
     }
+}
+
+/// Whether schedule `id` exists and is not paused in `store` now; `false` when it cannot be
+/// read (the request stays pending for a later look).
+async fn runnable_now(store: &SharedScheduleStore, id: &str) -> bool {
+    match store.get(id).await {
+        Ok(Some(s)) => !s.paused,
+        Ok(None) => false,
+        Err(e) => {
+            tracing::warn!(schedule = id, error = %e, "cannot read the schedule before its requested run; the request waits");
+            false
+        }
+    }
+}
+
+/// Waits until `rx` moves; never without one (or once its sender is gone).
+async fn changed<T>(rx: Option<&mut watch::Receiver<T>>) -> Result<(), ()> {
+    if let Some(rx) = rx
+        && rx.changed().await.is_ok()
+    {
+        return Ok(());
+    }
+    std::future::pending().await
 }
 
 /// Sleeps until `at`, or forever without one.

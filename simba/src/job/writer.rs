@@ -364,7 +364,7 @@ mod tests {
     use crate::RevokeReason;
     use crate::backend::BackendResult;
     use crate::backend::SessionId;
-    use crate::job_store::{Claim, ClaimRequest, JobState, JobStore};
+    use crate::job_store::{Claim, ClaimRequest, JobState, JobStore, Trigger};
     use crate::term::SessionCell;
 
     /// Takes `finish_run` and `append` in the order they come, after refusing the first
@@ -415,7 +415,7 @@ mod tests {
         async fn set_paused(&self, _: &str, _: bool) -> BackendResult<bool> {
             unused()
         }
-        async fn trigger(&self, _: &str, _: &str, _: i64) -> BackendResult<crate::job_store::Triggered> {
+        async fn trigger(&self, _: &str, _: Trigger<'_>) -> BackendResult<crate::job_store::Triggered> {
             unused()
         }
         async fn control_version(&self) -> BackendResult<u64> {

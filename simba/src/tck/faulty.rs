@@ -311,6 +311,15 @@ impl ScheduleStore for FaultySchedules {
     async fn set_paused(&self, space: &str, id: &str, paused: bool, actor: &Actor<'_>) -> BackendResult<Option<bool>> {
         self.inner.in_space(space).set_paused(id, paused, actor).await
     }
+    async fn record(
+        &self,
+        space: &str,
+        id: &str,
+        action: crate::schedule_store::AuditAction,
+        actor: &Actor<'_>,
+    ) -> BackendResult<bool> {
+        self.inner.in_space(space).record(id, action, actor).await
+    }
     async fn get(&self, space: &str, id: &str) -> BackendResult<Option<Schedule>> {
         self.handle.apply(Op::ScheduleRead, None, self.inner.in_space(space).get(id)).await
     }

@@ -32,6 +32,7 @@ pub const RULES: &[&str] = &[
     "jobs_trigger_retry_with_the_same_key_runs_once",
     "jobs_distinct_request_keys_each_run",
     "jobs_pending_requests_are_bounded",
+    "jobs_trigger_payload_rides_with_its_request",
     "jobs_group_trigger_runs_each_partition_once",
     "jobs_own_and_group_requests_run_once",
     "jobs_trigger_waits_while_paused",
@@ -432,6 +433,43 @@ pub async fn jobs_trigger_retry_with_the_same_key_runs_once<B: Backend>(b: B) {
     let _ = b.close_session(&s).await;
 }
 
+/// A15: a request's payload (a schedule's run-now override) comes back on the record of the
+/// claim that takes that request, and only that one: the next request's run has its own (or
+/// none); history does not keep it; a retry while pending answers the request with its
+/// payload; at most [`MAX_PENDING_PAYLOADS`](crate::job_store::MAX_PENDING_PAYLOADS) pending
+/// requests carry one.
+pub async fn jobs_trigger_payload_rides_with_its_request<B: Backend>(b: B) {
+    use crate::job_store::{MAX_PENDING_PAYLOADS, Trigger};
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = format!("schedule/{}", unique("sch"));
+    let payload = "{\"tenant\": 4711, \"note\": \"50% off\\nnow\"}";
+    let made = ok(store.trigger_with(&job, Trigger::new("with-payload", T0).with_payload(payload)).await, "trigger");
+    let Triggered::Requested(made) = made else { panic!("expected a new request, got {made:?}") };
+    assert_eq!(made.payload.as_deref(), Some(payload));
+    let again = ok(store.trigger_with(&job, Trigger::new("with-payload", T0 + 1)).await, "retry");
+    assert_eq!(again, Triggered::Known(made), "a retry while pending: the request with its payload");
+    trigger(&store, &job, "plain", T0 + 2).await;
+    let first = run_manual(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual), "the payload's run").await;
+    assert_eq!(
+        (first.request_key.as_deref(), first.payload_override.as_deref()),
+        (Some("with-payload"), Some(payload))
+    );
+    let second = run_manual(&store, req(&s, &lease, token, &job, 0, SlotKind::Manual), "the plain run").await;
+    assert_eq!((second.request_key.as_deref(), second.payload_override), (Some("plain"), None));
+    let h = ok(store.history(&job, 10).await, "history");
+    assert!(h.len() == 2 && h.iter().all(|r| r.payload_override.is_none()), "history keeps no payload: {h:?}");
+    for i in 0..MAX_PENDING_PAYLOADS {
+        let t =
+            ok(store.trigger_with(&job, Trigger::new(&format!("p{i}"), T0 + 10).with_payload("{}")).await, "trigger");
+        assert!(matches!(t, Triggered::Requested(_)), "payload {i}: {t:?}");
+    }
+    let full = ok(store.trigger_with(&job, Trigger::new("p-more", T0 + 10).with_payload("{}")).await, "one too many");
+    assert_eq!(full, Triggered::Full { pending: MAX_PENDING_PAYLOADS });
+    trigger(&store, &job, "plain-again", T0 + 11).await;
+    let _ = b.close_session(&s).await;
+}
+
 /// R3: requests with distinct keys made before any claim are distinct runs, oldest first,
 /// each at its own slot (the second one later than the first even at the same instant), and
 /// each record names its request, in the history too.
@@ -811,6 +849,7 @@ macro_rules! jobs_suite {
             jobs_trigger_retry_with_the_same_key_runs_once,
             jobs_distinct_request_keys_each_run,
             jobs_pending_requests_are_bounded,
+            jobs_trigger_payload_rides_with_its_request,
             jobs_group_trigger_runs_each_partition_once,
             jobs_own_and_group_requests_run_once,
             jobs_trigger_waits_while_paused,

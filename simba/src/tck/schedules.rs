@@ -27,6 +27,7 @@ pub const RULES: &[&str] = &[
     "schedules_list_pages_and_filters",
     "schedules_audit_records_every_write",
     "schedules_audit_retention_bounded",
+    "schedules_record_audits_an_action_that_writes_no_schedule",
     "schedules_spaces_share_nothing",
     "schedules_payload_and_policies_round_trip",
     "schedules_slot_claim_uses_the_schedules_own_ledger",
@@ -317,6 +318,30 @@ pub async fn schedules_audit_retention_bounded<B: Backend>(b: B) {
     assert_eq!(kept, ["r5", "r4", "r3"]);
 }
 
+/// A7, A15: an action that changes no schedule (a trigger) is recorded by `record`: its
+/// audit record and its partition's counter, the row untouched (same revision, same
+/// content); a missing id records nothing.
+pub async fn schedules_record_audits_an_action_that_writes_no_schedule<B: Backend>(b: B) {
+    let store = store_of(&b);
+    create(&store, &daily("t1"), T0).await;
+    let before = get(&store, "t1").await;
+    let part = partition_of("t1", P);
+    let moved = counter(&store, part).await;
+    let by = Actor { who: "erin", at_ms: T0 + 7, note: Some("request deploy-42") };
+    assert!(ok(store.record("t1", AuditAction::Trigger, &by).await, "record"), "the schedule exists");
+    assert_eq!(get(&store, "t1").await, before, "the row, its revision included, is untouched");
+    assert_eq!(counter(&store, part).await, moved + 1, "the partition's counter moved");
+    let newest = audit(&store, Some("t1")).await;
+    let seen: Vec<(i64, &str, AuditAction, Option<&str>)> =
+        newest.iter().map(|r| (r.at_ms, r.who.as_str(), r.action, r.note.as_deref())).collect();
+    assert_eq!(
+        seen,
+        [(T0 + 7, "erin", AuditAction::Trigger, Some("request deploy-42")), (T0, "alice", AuditAction::Create, None)]
+    );
+    assert!(!ok(store.record("nope", AuditAction::Trigger, &by).await, "record"), "no such schedule");
+    assert_eq!(audit(&store, None).await.len(), 2, "nothing recorded for a missing id");
+}
+
 /// A8: spaces (namespaces) share nothing: the same id in two spaces is two schedules, with
 /// their own partition counts, counters, listings and audit trails.
 pub async fn schedules_spaces_share_nothing<B: Backend>(b: B) {
@@ -546,6 +571,7 @@ macro_rules! schedules_suite {
             schedules_list_pages_and_filters,
             schedules_audit_records_every_write,
             schedules_audit_retention_bounded,
+            schedules_record_audits_an_action_that_writes_no_schedule,
             schedules_spaces_share_nothing,
             schedules_payload_and_policies_round_trip,
             schedules_slot_claim_uses_the_schedules_own_ledger,

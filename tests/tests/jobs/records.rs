@@ -98,8 +98,12 @@ impl JobStore for FlakyJobs {
     async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
         self.inner.set_paused(job, paused).await
     }
-    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<simba::job_store::Triggered> {
-        self.inner.trigger(job, key, at_ms).await
+    async fn trigger(
+        &self,
+        job: &str,
+        ask: simba::job_store::Trigger<'_>,
+    ) -> BackendResult<simba::job_store::Triggered> {
+        self.inner.trigger_with(job, ask).await
     }
     async fn control_version(&self) -> BackendResult<u64> {
         self.down()?;

@@ -460,3 +460,76 @@ async fn j11_a_schedules_overlap_policy_governs_its_slots_beside_a_slow_run() {
         }
     }
 }
+
+/// A15: a run-now request of a schedule runs it once as a `manual` slot on the partition's
+/// holder, naming its key; a request with a payload gives that payload to this run only
+/// (the next request's run gets the schedule's); a repeat of a key requests nothing new; a
+/// paused schedule's request waits for the resume; each answered call is in the audit trail;
+/// a bad payload or a missing id is refused with nothing written.
+#[tokio::test(start_paused = true)]
+async fn a15_a_triggered_schedule_runs_once_per_request_with_the_requests_payload() {
+    use simba::admin::{ScheduleError, TriggerOptions};
+    use simba::job_store::SlotKind;
+    use simba::schedule_store::AuditAction;
+    let store = MemoryBackend::new();
+    let runs = Runs::default();
+    let a = node(&store, 1, vec![report(&runs)]).await;
+    let b = node(&store, 2, vec![report(&runs)]).await;
+    let api = a.schedules().expect("schedules");
+    let weekly = Schedule::new("w", "report", ScheduleSpec::cron("0 0 9 * * MON", "Europe/Berlin"))
+        .with_payload(r#"{"id": "w", "tenant": 1}"#);
+    api.create(weekly, "test").await.expect("create");
+    let given = TriggerOptions::new().key("k1").payload(r#"{"id": "w", "tenant": 99}"#).note("rerun for 99");
+    let first = api.trigger("w", "ops", given).await.expect("trigger k1");
+    assert!(!first.known);
+    api.trigger("w", "ops", TriggerOptions::new().key("k2")).await.expect("trigger k2");
+    assert!(api.trigger("w", "ops", given).await.expect("repeat k1").known, "a repeat is the same request");
+    sleep(MS(3_000)).await;
+    let got = runs_of(&runs, "w");
+    assert_eq!(got.iter().map(|(_, t)| *t).collect::<Vec<_>>(), [99, 1], "k1's payload, then the schedule's: {got:?}");
+    let h = history(&store, "w").await;
+    let manual: Vec<(SlotKind, Outcome, Option<&str>)> =
+        h.iter().map(|r| (r.kind, r.outcome, r.request_key.as_deref())).collect();
+    assert_eq!(
+        manual,
+        [(SlotKind::Manual, Outcome::Ran, Some("k1")), (SlotKind::Manual, Outcome::Ran, Some("k2"))],
+        "one manual run per request, none for the repeat"
+    );
+    assert_eq!(h.iter().map(|r| r.slot_ms).collect::<Vec<_>>(), got.iter().map(|(s, _)| *s).collect::<Vec<_>>());
+
+    api.pause("w", "ops", Some("freeze")).await.expect("pause");
+    api.trigger("w", "ops", TriggerOptions::new().key("k3")).await.expect("trigger while paused");
+    sleep(MS(3_000)).await;
+    assert_eq!(runs_of(&runs, "w").len(), 2, "a paused schedule's request waits");
+    api.resume("w", "ops", None).await.expect("resume");
+    sleep(MS(2_000)).await;
+    assert_eq!(runs_of(&runs, "w").last().map(|(_, t)| *t), Some(1), "k3 ran after the resume");
+    assert_eq!(history(&store, "w").await.last().and_then(|r| r.request_key.clone()).as_deref(), Some("k3"));
+
+    let audit = api.audit(Some("w"), 100).await.expect("audit");
+    let triggers: Vec<(&str, Option<&str>)> = audit
+        .iter()
+        .rev()
+        .filter(|r| r.action == AuditAction::Trigger)
+        .map(|r| (r.who.as_str(), r.note.as_deref()))
+        .collect();
+    assert_eq!(
+        triggers,
+        [
+            ("ops", Some("request k1, with its own payload: rerun for 99")),
+            ("ops", Some("request k2")),
+            ("ops", Some("request k1 (a repeat: nothing new requested), with its own payload: rerun for 99")),
+            ("ops", Some("request k3")),
+        ]
+    );
+    let before = api.audit(None, 100).await.expect("audit").len();
+    let bad = api.trigger("w", "ops", TriggerOptions::new().payload("{not json")).await;
+    assert!(matches!(bad, Err(ScheduleError::Invalid { .. })), "{bad:?}");
+    let missing = api.trigger("x", "ops", TriggerOptions::new()).await;
+    assert!(matches!(missing, Err(ScheduleError::NotFound { .. })), "{missing:?}");
+    assert_eq!(api.audit(None, 100).await.expect("audit").len(), before, "nothing written for a refusal");
+    sleep(MS(1_000)).await;
+    assert_eq!(runs_of(&runs, "w").len(), 3, "nothing ran for a refusal");
+    a.shutdown().await;
+    b.shutdown().await;
+}

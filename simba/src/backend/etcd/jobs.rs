@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use etcd_client::{
     Compare, CompareOp, EventType, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
-use simba_core::claim::{self, ControlRow, Decision, Logs, RequestLog};
+use simba_core::claim::{self, ControlRow, Decision, Logs, RequestLog, Trigger};
 use tokio::sync::broadcast;
 
 use super::EtcdBackend;
@@ -480,9 +480,9 @@ impl JobStore for EtcdJobStore {
         self.control_change(job, "pause or resume a job", move |c, _| c.set_paused(paused)).await
     }
 
-    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+    async fn trigger(&self, job: &str, ask: Trigger<'_>) -> BackendResult<Triggered> {
         // The core's request rule decides; the row and its log are written as one value.
-        self.control_change(job, "trigger a job", move |c, log| claim::request_in_place(c, log, key, at_ms)).await
+        self.control_change(job, "trigger a job", move |c, log| claim::request_in_place(c, log, ask)).await
     }
 
     async fn control_version(&self) -> BackendResult<u64> {

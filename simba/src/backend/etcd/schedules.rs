@@ -516,6 +516,15 @@ impl ScheduleStore for EtcdScheduleStore {
         .await
     }
 
+    async fn record(&self, space: &str, id: &str, action: AuditAction, actor: &Actor<'_>) -> BackendResult<bool> {
+        self.write(space, id, actor, "record an action in the audit trail", |sp, read| {
+            let Some((old, rev)) = &read.row else { return Ok(Err(false)) };
+            // The row as read, at its revision: the write fails if it changed meanwhile.
+            Ok(Ok((Write::replace(sp, *rev, self.encode(old)?, old.partition, action, id), true)))
+        })
+        .await
+    }
+
     async fn get(&self, space: &str, id: &str) -> BackendResult<Option<Schedule>> {
         let got = self
             .backend

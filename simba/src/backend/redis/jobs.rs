@@ -33,7 +33,7 @@ use tokio::sync::broadcast;
 
 use super::RedisBackend;
 use super::subscriber::Subscriber;
-use simba_core::claim::{self, Answer, ControlRow, Logs, RequestLog};
+use simba_core::claim::{self, Answer, ControlRow, Logs, RequestLog, Trigger};
 
 use crate::backend::job_store::{
     Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, Triggered, WatchReady,
@@ -462,6 +462,7 @@ impl RedisJobStore {
             ended_ms: opt(next()),
             error: next().filter(|e| !e.is_empty()),
             request_key: next().filter(|k| !k.is_empty()),
+            payload_override: None,
         })
     }
 
@@ -657,16 +658,16 @@ impl JobStore for RedisJobStore {
         Ok(was == 1)
     }
 
-    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+    async fn trigger(&self, job: &str, ask: Trigger<'_>) -> BackendResult<Triggered> {
         self.ready.settle(self.backend.inner.connect_timeout).await;
         let channel = self.channel();
         let hash = self.job_key(job);
         for _ in 0..ATTEMPTS {
             let [own, _] = self.read_control(&hash, &hash).await?;
             // The core's request rule decides; the script writes it if the hash is as read.
-            let (answer, writes) = claim::request(&own.row, &own.log, key, at_ms);
+            let (answer, writes) = claim::request(&own.row, &own.log, ask);
             let Some((row, log)) = writes else { return Ok(answer) };
-            let (id, slot) = (row.trigger_id.to_string(), row.trigger_ms.unwrap_or(at_ms).to_string());
+            let (id, slot) = (row.trigger_id.to_string(), row.trigger_ms.unwrap_or(ask.at_ms).to_string());
             let log = log.encode();
             let args = [job, own.seen.as_str(), &id, &slot, &log, &channel];
             let written: i64 =

@@ -124,6 +124,15 @@ if row[2] == '1' then return 1 end
 return 0
 ";
 
+/// `KEYS`: 1 row hash, 2 changes hash, 3 audit list. `ARGV`: 1 id, 2 audit record, 3 records
+/// kept. Answers 1 recorded, 0 no such schedule (nothing written).
+const RECORD: &str = r"
+local partition = redis.call('HGET', KEYS[1], 'partition')
+if not partition then return 0 end
+wrote(KEYS[2], KEYS[3], ARGV[1], partition, ARGV[2], tonumber(ARGV[3]))
+return 1
+";
+
 /// `KEYS`: 1 the index to walk (the space's ids, a partition's or a handler's set), 2 another
 /// index, walked instead when it is smaller (a partition's and a handler's sets both filter).
 /// `ARGV`: 1 the space's row key without the id, 2 where to start (`-`, `[id` or `(id`), 3 the
@@ -170,6 +179,7 @@ pub(super) struct Scripts {
     pub(super) update: Script,
     pub(super) delete: Script,
     pub(super) set_paused: Script,
+    pub(super) record: Script,
     pub(super) list: Script,
 }
 
@@ -178,6 +188,7 @@ pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     update: Script::new(&format!("{WROTE}{UPDATE}")),
     delete: Script::new(&format!("{WROTE}{DELETE}")),
     set_paused: Script::new(&format!("{WROTE}{SET_PAUSED}")),
+    record: Script::new(&format!("{WROTE}{RECORD}")),
     list: Script::new(&format!("{ROW_FIELDS_LUA}{LIST}")),
 });
 

@@ -132,7 +132,7 @@ impl RedisScheduleStore {
     }
 
     /// `actor`'s record of `action` on `target`, as the trail keeps it, and the retention.
-    fn record(&self, actor: &Actor<'_>, action: AuditAction, target: &str) -> BackendResult<(String, String)> {
+    fn audit_record(&self, actor: &Actor<'_>, action: AuditAction, target: &str) -> BackendResult<(String, String)> {
         Ok((self.json(&AuditRecord::new(actor, action, target))?, self.retention.max(1).to_string()))
     }
 
@@ -195,7 +195,7 @@ impl ScheduleStore for RedisScheduleStore {
         let k = self.keys(space);
         let partition = partition_of(&s.id, partitions);
         let (spec, policies) = (self.json(&s.spec)?, self.json(&s.policies)?);
-        let (record, keep) = self.record(actor, AuditAction::Create, &s.id)?;
+        let (record, keep) = self.audit_record(actor, AuditAction::Create, &s.id)?;
         let (count, part, at) = (partitions.to_string(), partition.to_string(), actor.at_ms.to_string());
         let keys =
             [k.space(), k.row(&s.id), k.ids(), k.partition(partition), k.handler(&s.handler), k.changes(), k.audit()];
@@ -234,7 +234,7 @@ impl ScheduleStore for RedisScheduleStore {
         let what = "update a schedule";
         let k = self.keys(space);
         let (spec, policies) = (self.json(&s.spec)?, self.json(&s.policies)?);
-        let (record, keep) = self.record(actor, AuditAction::Update, &s.id)?;
+        let (record, keep) = self.audit_record(actor, AuditAction::Update, &s.id)?;
         let (handlers, at) = (k.handler_base(), actor.at_ms.to_string());
         let args = [handlers.as_str(), &s.id, &s.handler, &spec, &s.payload, &policies, actor.who, &at, &record, &keep];
         let revision: i64 =
@@ -248,7 +248,7 @@ impl ScheduleStore for RedisScheduleStore {
 
     async fn delete(&self, space: &str, id: &str, actor: &Actor<'_>) -> BackendResult<bool> {
         let k = self.keys(space);
-        let (record, keep) = self.record(actor, AuditAction::Delete, id)?;
+        let (record, keep) = self.audit_record(actor, AuditAction::Delete, id)?;
         let (partitions, handlers) = (k.partition_base(), k.handler_base());
         let keys = [k.row(id), k.ids(), k.changes(), k.audit()];
         let args = [partitions.as_str(), &handlers, id, &record, &keep];
@@ -263,7 +263,7 @@ impl ScheduleStore for RedisScheduleStore {
         let what = if paused { "pause a schedule" } else { "resume a schedule" };
         let k = self.keys(space);
         let action = if paused { AuditAction::Pause } else { AuditAction::Resume };
-        let (record, keep) = self.record(actor, action, id)?;
+        let (record, keep) = self.audit_record(actor, action, id)?;
         let note = if paused { actor.note } else { None };
         let at = actor.at_ms.to_string();
         let args = [flag(paused), note.unwrap_or(""), flag(note.is_some()), actor.who, &at, &record, &keep, id];
@@ -275,6 +275,22 @@ impl ScheduleStore for RedisScheduleStore {
                 Ok(Some(was == 1))
             }
             _ => Err(self.backend.protocol(what, was)),
+        }
+    }
+
+    async fn record(&self, space: &str, id: &str, action: AuditAction, actor: &Actor<'_>) -> BackendResult<bool> {
+        let what = "record an action in the audit trail";
+        let k = self.keys(space);
+        let (record, keep) = self.audit_record(actor, action, id)?;
+        let args = [id, record.as_str(), keep.as_str()];
+        let done: i64 = self.backend.eval(&SCRIPTS.record, [k.row(id), k.changes(), k.audit()], args, what).await?;
+        match done {
+            0 => Ok(false),
+            1 => {
+                self.changed(space).await;
+                Ok(true)
+            }
+            _ => Err(self.backend.protocol(what, done)),
         }
     }
 

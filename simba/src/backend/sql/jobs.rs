@@ -61,7 +61,7 @@
 
 use std::marker::PhantomData;
 
-use simba_core::claim::{self, Decision, Logs, RequestLog};
+use simba_core::claim::{self, Decision, Logs, RequestLog, Trigger};
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
 use tokio::sync::{OnceCell, broadcast};
 
@@ -629,6 +629,7 @@ where
             ended_ms,
             error,
             request_key,
+            payload_override: None,
         })
     }
 
@@ -1055,7 +1056,7 @@ where
 
     /// A transaction on every dialect (see the module's documentation): the control row and
     /// the log are read locked, the core's request rule decides, its writes follow.
-    async fn trigger(&self, job: &str, key: &str, at_ms: i64) -> BackendResult<Triggered> {
+    async fn trigger(&self, job: &str, ask: Trigger<'_>) -> BackendResult<Triggered> {
         self.ensure_schema().await?;
         let s = self.statements;
         let what = "trigger a job";
@@ -1075,9 +1076,9 @@ where
         let logs: Vec<(String, String)> =
             sqlx::query_as_with(s.keyed.read_logs.sql(), args).fetch_all(&mut *tx).await.map_err(self.sql.err(what))?;
         let log = logs.first().map(|l| RequestLog::decode(&l.1)).unwrap_or_default();
-        let (answer, writes) = claim::request(&core_row(&row), &log, key, at_ms);
+        let (answer, writes) = claim::request(&core_row(&row), &log, ask);
         let Some((next, log)) = writes else { return Ok(answer) };
-        let slot = next.trigger_ms.unwrap_or(at_ms);
+        let slot = next.trigger_ms.unwrap_or(ask.at_ms);
         exec!(s.keyed.write_request, [Param::Text(job), Param::Int(next.trigger_id), Param::Int(slot)]);
         exec!(s.keyed.write_log, [Param::Text(job), Param::Text(&log.encode())]);
         exec!(s.bump_version, []);

@@ -521,6 +521,14 @@ where
         Ok(Some(was != 0))
     }
 
+    async fn record(&self, space: &str, id: &str, action: AuditAction, actor: &Actor<'_>) -> BackendResult<bool> {
+        let what = "record an action in the audit trail";
+        let mut tx = self.write(what).await?;
+        let Some((part, _, _)) = self.lock(&mut tx, space, id, what).await? else { return Ok(false) };
+        self.wrote(tx, space, part, &AuditRecord::new(actor, action, id), what).await?;
+        Ok(true)
+    }
+
     async fn get(&self, space: &str, id: &str) -> BackendResult<Option<Schedule>> {
         self.ensure_schema().await?;
         let rows: Vec<Row> =

@@ -459,6 +459,18 @@ impl ScheduleStore for ZkScheduleStore {
         .await
     }
 
+    async fn record(&self, space: &str, id: &str, action: AuditAction, actor: &Actor<'_>) -> BackendResult<bool> {
+        self.write(space, id, None, actor, "record an action in the audit trail", |snap| {
+            let (Some((row, version)), Some((space_row, _))) = (&snap.row, &snap.space) else {
+                return Ok(Step::Answer(false));
+            };
+            // The row as read, at its version: the write fails if it changed meanwhile.
+            let op = NodeOp::Set(Box::new(row.clone()), *version);
+            Ok(Step::Write(Plan { partitions: space_row.partitions, op, action, answer: true }))
+        })
+        .await
+    }
+
     async fn get(&self, space: &str, id: &str) -> BackendResult<Option<Schedule>> {
         let what = "read a schedule";
         let client = self.client(what).await?;
