@@ -21,6 +21,7 @@
 //! | `simba_job_slots_total` | counter | `job`, `outcome` | slots by how they ended (`ran`, `failed`, `declined`, `missed`, ...) |
 //! | `simba_job_paused` | gauge | `job` | 1 while this node's claims find the job paused |
 //! | `simba_job_next_slot_timestamp_seconds` | gauge | `job` | the holder's next slot of a scheduled job, unix seconds (0 on a node that does not hold it) |
+//! | `simba_schedules_next_fire_timestamp_seconds` | gauge | `partition` | the earliest next slot of the schedules of a partition of `simba.schedules` on its holder, unix seconds (0 on a node that does not hold it, or when none is due) |
 //! | `simba_alert_webhook_total` | counter | `result` | alerts handed to the alert webhook: `delivered`, `failed` (refused, or given up after its tries), `dropped` (its queue was full) |
 //! | `simba_job_alerts_total` | counter | `job`, `kind` | alerts delivered to the application's hook (`failed`, `missed`, `late`) |
 //! | `simba_job_records_lost_total` | counter | `job` | history records given up: the store did not take them before the end of their term plus a grace (each one is also a warning naming the slot) |
@@ -93,6 +94,11 @@ pub mod names {
     /// Gauge, label `job`: the next slot of a scheduled job on its holder, unix seconds; 0 on a
     /// node whose term of it ended (the holder's series is the one above 0).
     pub const JOB_NEXT_SLOT: &str = "simba_job_next_slot_timestamp_seconds";
+    /// Gauge, label `partition` (of `simba.schedules`, bounded by `[schedules] partitions`):
+    /// the earliest next slot of the partition's schedules on its holder, unix seconds; 0 on a
+    /// node that does not hold it, or when none of its schedules has a next slot. A holder
+    /// whose value stays in the past is behind.
+    pub const SCHEDULES_NEXT_FIRE: &str = "simba_schedules_next_fire_timestamp_seconds";
     /// Counter, labels `job` (the job's metric name: the group's for partitions and
     /// schedules) and `kind`: alerts delivered to the application's hook.
     pub const JOB_ALERTS: &str = "simba_job_alerts_total";
@@ -213,6 +219,13 @@ pub(crate) fn registry_differences(n: usize) {
 pub(crate) fn job_next_slot(job: &str, at: Option<chrono::DateTime<chrono::Utc>>) {
     let secs = at.map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0);
     gauge!(names::JOB_NEXT_SLOT, "job" => job.to_owned()).set(secs);
+}
+
+/// The earliest next slot of partition `partition`'s schedules on this node, unix
+/// milliseconds (`None`: not held here, or none due).
+pub(crate) fn schedules_next_fire(partition: u32, at_ms: Option<i64>) {
+    let secs = at_ms.map_or(0.0, |ms| ms as f64 / 1000.0);
+    gauge!(names::SCHEDULES_NEXT_FIRE, "partition" => partition.to_string()).set(secs);
 }
 
 pub(crate) fn job_paused(job: &str, paused: bool) {

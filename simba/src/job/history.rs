@@ -88,12 +88,18 @@ impl Recording {
     }
 
     /// A scheduled or caught-up slot whose claim failed or got no answer is recorded `missed`
-    /// with the reason, by the writer, once the store answers again (a manual request stays
-    /// pending instead). Whether the claim took effect is unknown: the writer overwrites the
-    /// `running` record it may have left, else inserts the `missed` record; a later holder's
-    /// gap report of the same slot finds it and makes no second record.
+    /// with the reason, by the writer, once the store answers again. Whether the claim took
+    /// effect is unknown: the writer overwrites the `running` record it may have left, else
+    /// inserts the `missed` record; a later holder's gap report of the same slot finds it and
+    /// makes no second record. A manual slot's claim that took effect took its request: the
+    /// writer finds the `running` record it left and finishes it `missed`; one that did not
+    /// leaves the request pending ([`Write::LostManual`]).
     pub(super) fn unclaimed(&self, req: &ClaimRequest<'_>, term: &Term, error: &str) {
         if req.kind == SlotKind::Manual {
+            // Whether the claim took the request is unknown: the writer looks (rule R3).
+            let mut running = req.running_record(req.slot_ms);
+            running.error = Some(error.to_owned());
+            self.enqueue(term, Write::LostManual(running));
             return;
         }
         crate::metrics::job_slot(&self.metric, Outcome::Missed);

@@ -48,6 +48,15 @@ const GAP_TRIES: u32 = 3;
 /// The reason a slot of a term's start gap is recorded `missed` with (A14).
 const GAP_REASON: &str = "no node held the schedule's partition when the slot came";
 
+/// The most slots of one schedule a write can leave unfired that are recorded `missed` (as
+/// for a term's start gap, A14).
+const MAX_UNFIRED: usize = 100;
+
+/// The reason a slot is recorded `missed` with when a write replaced its schedule before this
+/// node fired it.
+const REPLACED_REASON: &str =
+    "the schedule was edited, paused or deleted after this slot came and before the node fired it";
+
 /// The reason a slot of a schedule whose handler this node lacks is recorded `missed` with.
 const NO_HANDLER: &str = "no_handler";
 
@@ -81,22 +90,35 @@ async fn pending_requests(store: &SharedJobStore) -> crate::backend::BackendResu
         .collect())
 }
 
+/// How many renewal intervals after a control move the node looks again at run-now requests
+/// still pending; then twice as long each time, up to [`PENDING_AGAIN_MAX`].
+const PENDING_AGAIN: u32 = 4;
+
+/// The longest wait between two looks at requests still pending, in renewal intervals.
+const PENDING_AGAIN_MAX: u32 = 64;
+
 /// Publishes [`pending_requests`] at start and after each move of `control`, until the node's
 /// control watch ends or no worker listens. A failed read is tried again at the next move, or
-/// after `every`.
+/// after `every`; while requests are pending, they are read and told again, [`PENDING_AGAIN`]
+/// intervals after the last move, then twice as long each time.
 async fn watch_pending(
     store: SharedJobStore,
     mut control: watch::Receiver<u64>,
     tx: watch::Sender<Arc<BTreeSet<String>>>,
     every: Duration,
 ) {
+    let mut again = false;
+    let mut pause = PENDING_AGAIN;
     loop {
-        let failed;
+        let (failed, waiting);
         match pending_requests(&store).await {
             Ok(ids) => {
-                failed = false;
+                (failed, waiting) = (false, !ids.is_empty());
+                // A look again at requests still pending (`again`) tells the workers even when
+                // nothing changed: a claim whose answer was lost may have left its request
+                // pending, and no control move would come for it.
                 tx.send_if_modified(|old| {
-                    let moved = **old != ids;
+                    let moved = again && waiting || **old != ids;
                     if moved {
                         *old = Arc::new(ids);
                     }
@@ -104,13 +126,23 @@ async fn watch_pending(
                 });
             }
             Err(e) => {
-                failed = true;
+                (failed, waiting) = (true, false);
                 tracing::warn!(error = %e, "cannot read the schedules' run-now requests; trying again");
             }
         }
         tokio::select! {
-            moved = control.changed() => if moved.is_err() { return },
-            () = tokio::time::sleep(every), if failed => {}
+            moved = control.changed() => {
+                if moved.is_err() {
+                    return;
+                }
+                (again, pause) = (false, PENDING_AGAIN);
+            }
+            () = tokio::time::sleep(every), if failed => again = false,
+            () = tokio::time::sleep(every * pause), if waiting => {
+                // Doubling, so that a request nobody can take (its schedule paused or deleted)
+                // costs one read per 64 intervals at most.
+                (again, pause) = (true, (pause * 2).min(PENDING_AGAIN_MAX));
+            }
             () = tx.closed() => return,
         }
     }
@@ -150,6 +182,22 @@ impl Entry {
         };
         let next = self.fires.next_after(from)?;
         (!self.bounds.ended(at(next))).then_some(next)
+    }
+
+    /// The slots from its next one that were due (started) at `now_ms` and are before
+    /// `before_ms`: the ones a late node had not fired when a write replaced the schedule (at
+    /// most [`MAX_UNFIRED`]).
+    fn unfired(&self, before_ms: i64, now_ms: i64) -> Vec<i64> {
+        let mut out = Vec::new();
+        let mut next = self.next_ms;
+        while let Some(ms) = next.filter(|ms| *ms < before_ms && self.starts_ms(*ms) <= now_ms) {
+            if out.len() >= MAX_UNFIRED {
+                break;
+            }
+            out.push(ms);
+            next = self.next_after(ms);
+        }
+        out
     }
 
     /// When slot `ms` starts: its instant plus its jitter (J13), the same on every node.
@@ -203,15 +251,19 @@ impl Shards {
         let mut retry: Option<Instant> = None;
         let mut stale = true;
         let mut gaps_done = false;
+        let mut gauge = NextFire(None, partition);
         while term.is_valid() {
             if stale || retry.is_some_and(|at| Instant::now() >= at) {
                 retry = None;
                 let counters = changes.borrow_and_update().clone();
-                if let Some(counters) = counters
-                    && let Err(e) = self.refresh(&mut shard, counter_of(&counters, partition)).await
-                {
-                    tracing::warn!(partition, error = %e, "cannot read the partition's schedules; trying again");
-                    retry = Some(Instant::now() + every);
+                if let Some(counters) = counters {
+                    match self.refresh(&mut shard, counter_of(&counters, partition)).await {
+                        Ok(unfired) => self.record_unfired(unfired, &term),
+                        Err(e) => {
+                            tracing::warn!(partition, error = %e, "cannot read the partition's schedules; trying again");
+                            retry = Some(Instant::now() + every);
+                        }
+                    }
                 }
                 stale = false;
                 // A schedule loaded now (created, resumed) may have a request waiting.
@@ -232,7 +284,12 @@ impl Shards {
                     self.fire(&shard, id, &[now_ms], SlotKind::Manual, &term, &mut in_flight);
                 }
             }
-            let next = shard.next_ms().map(|ms| Instant::now() + ms_until(now_ms, ms));
+            let next_ms = shard.next_ms();
+            if next_ms != gauge.0 {
+                gauge.0 = next_ms;
+                crate::metrics::schedules_next_fire(partition, next_ms);
+            }
+            let next = next_ms.map(|ms| Instant::now() + ms_until(now_ms, ms));
             let next = match (next, retry) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -263,10 +320,14 @@ impl Shards {
     /// Re-reads the partition's schedules when its change counter, `counter` by the node's
     /// last read, moved since the worker read them (or at the first): a schedule whose
     /// revision did not change keeps its next slot.
-    async fn refresh(&self, shard: &mut Shard, counter: u64) -> Result<(), crate::backend::BackendError> {
+    async fn refresh(
+        &self,
+        shard: &mut Shard,
+        counter: u64,
+    ) -> Result<Vec<(String, Vec<i64>)>, crate::backend::BackendError> {
         let store = &self.inner.store;
         if shard.seen == Some(counter) {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let mut rows = Vec::new();
         let mut query = ListQuery::first(PAGE).partition(shard.partition);
@@ -281,7 +342,7 @@ impl Shards {
             }
         }
         let now_ms = self.inner.rec.now().timestamp_millis();
-        shard.load(rows, now_ms);
+        let unfired = shard.load(rows, now_ms);
         shard.seen = Some(counter);
         shard.loaded_ms = now_ms;
         tracing::debug!(
@@ -290,7 +351,18 @@ impl Shards {
             counter,
             "partition's schedules loaded"
         );
-        Ok(())
+        Ok(unfired)
+    }
+
+    /// Records `missed` the slots a write replaced before this node fired them ([`Shard::load`]).
+    fn record_unfired(&self, unfired: Vec<(String, Vec<i64>)>, term: &Term) {
+        for (id, slots) in unfired {
+            let rec = self.records(&id);
+            tracing::info!(job = %rec.job, slots = slots.len(), "slots the node was late for when the schedule was written are recorded missed");
+            for ms in slots {
+                rec.append_with(at(ms), Outcome::Missed, Some(REPLACED_REASON.to_owned()), term);
+            }
+        }
     }
 
     /// A14: at the start of a term, after the first read of the partition, each schedule's
@@ -489,6 +561,15 @@ impl Shards {
     }
 }
 
+/// The partition's next-fire gauge as last set (`.0`), set to 0 when its term ends here.
+struct NextFire(Option<i64>, u32);
+
+impl Drop for NextFire {
+    fn drop(&mut self) {
+        crate::metrics::schedules_next_fire(self.1, None);
+    }
+}
+
 /// The runs of one schedule in flight in this term, and the signals that replace them (J11).
 struct Active {
     runs: Runs<Slot>,
@@ -522,9 +603,23 @@ struct Shard {
 impl Shard {
     /// Replaces the entries with `rows` (paused schedules and ones whose spec no longer checks
     /// are left out): a schedule read at the same revision keeps its next slot; a new or
-    /// edited one fires next at its first slot after `now_ms`.
-    fn load(&mut self, rows: Vec<Schedule>, now_ms: i64) {
+    /// edited one fires next at its first slot after `now_ms`. Returns, by schedule, the slots
+    /// of the entries replaced or left out that were due before their write (its `updated_ms`;
+    /// now for a deleted one) and that this node had not fired yet (it was late): they belong
+    /// to the spec the write replaced, and the caller records them `missed`.
+    fn load(&mut self, rows: Vec<Schedule>, now_ms: i64) -> Vec<(String, Vec<i64>)> {
         let mut entries = BTreeMap::new();
+        let mut unfired = Vec::new();
+        let written: HashMap<&str, i64> = rows.iter().map(|s| (s.id.as_str(), s.updated_ms)).collect();
+        for (id, old) in &self.entries {
+            let before = written.get(id.as_str()).copied().unwrap_or(now_ms);
+            let changed =
+                rows.iter().find(|s| &s.id == id).is_none_or(|s| s.paused || s.revision != old.schedule.revision);
+            let slots = if changed { old.unfired(before, now_ms) } else { Vec::new() };
+            if !slots.is_empty() {
+                unfired.push((id.clone(), slots));
+            }
+        }
         for s in rows.into_iter().filter(|s| !s.paused) {
             if let Some(old) = self.entries.remove(&s.id).filter(|e| e.schedule.revision == s.revision) {
                 entries.insert(s.id.clone(), old);
@@ -540,6 +635,7 @@ impl Shard {
             }
         }
         self.entries = entries;
+        unfired
     }
 
     /// When the partition's earliest next slot starts (its instant plus its jitter).
@@ -664,6 +760,30 @@ mod tests {
         }
         assert_eq!(taken, [30_000, 40_000, 50_000, 60_000], "within the bounds, each once");
         assert_eq!(shard.next_ms(), None, "none after the end bound");
+    }
+
+    /// A11: a write (edit, pause, delete) that a late node loads after some of the schedule's
+    /// slots came, and before it fired them, leaves those slots to be recorded `missed`: the
+    /// ones before the write (its `updated_ms`; now for a delete), never one after it, none
+    /// for an unchanged schedule.
+    #[test]
+    fn a11_slots_a_late_node_had_not_fired_when_a_write_came_are_returned() {
+        let mut shard = Shard { partition: 0, seen: None, loaded_ms: 0, entries: BTreeMap::new() };
+        let unfired = shard.load(vec![every("e", 1, 1), every("p", 1, 1), every("d", 1, 1), every("u", 1, 1)], 500);
+        assert!(unfired.is_empty(), "a first load leaves nothing: {unfired:?}");
+        let edited = Schedule { updated_ms: 2_500, ..every("e", 5, 2) };
+        let paused = Schedule { updated_ms: 3_200, paused: true, ..every("p", 1, 2) };
+        let unfired = shard.load(vec![edited, paused, every("u", 1, 1)], 4_100);
+        assert_eq!(
+            unfired,
+            [
+                ("d".to_owned(), vec![1_000, 2_000, 3_000, 4_000]),
+                ("e".to_owned(), vec![1_000, 2_000]),
+                ("p".to_owned(), vec![1_000, 2_000, 3_000]),
+            ],
+            "the deleted one up to now, the others up to their write; `u` unchanged keeps its slots"
+        );
+        assert_eq!(shard.entries["u"].next_ms, Some(1_000), "unchanged: its slots are still to fire");
     }
 
     /// A11: slots come from the spec alone (A4); a reload at the same revision keeps the next slot, an

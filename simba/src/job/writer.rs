@@ -58,12 +58,18 @@ pub(crate) enum Write {
     /// slot still queued here (the earlier term's own end records, waiting for the store,
     /// know how the run ended; the close only guesses).
     Close(RunRecord),
+    /// A manual slot whose claim got no answer: the `running` record the claim would have
+    /// written (its session, token and start name it; `error` the reason). If the claim took
+    /// effect, the request was taken and that record waits in the store for an end that never
+    /// comes: it is found among the job's newest records and finished `missed` with the
+    /// reason. If it did not, nothing is written (the request is still pending).
+    LostManual(RunRecord),
 }
 
 impl Write {
     fn record(&self) -> &RunRecord {
         match self {
-            Write::Finish(r) | Write::Append(r) | Write::Unclaimed(r) | Write::Close(r) => r,
+            Write::Finish(r) | Write::Append(r) | Write::Unclaimed(r) | Write::Close(r) | Write::LostManual(r) => r,
         }
     }
 
@@ -314,6 +320,24 @@ async fn write_once(store: &SharedJobStore, w: &Write) -> Result<bool, Refused> 
             }
             tracing::debug!(job = %r.job, slot_ms = r.slot_ms, "the abandoned run's record was ended meanwhile; not closing it");
             Ok(false)
+        }
+        Write::LostManual(r) => {
+            let taken = store.history(&r.job, CLOSE_LOOKBACK).await?.into_iter().find(|s| {
+                s.kind == SlotKind::Manual
+                    && s.outcome == Outcome::Running
+                    && (s.session.as_str(), s.token, s.started_ms) == (r.session.as_str(), r.token, r.started_ms)
+            });
+            let Some(taken) = taken else {
+                tracing::debug!(job = %r.job, "the manual claim that got no answer did not take effect: its request is still pending");
+                return Ok(false);
+            };
+            let error = r.error.as_deref().unwrap_or("no answer");
+            let mut done = unclaimed(taken, error);
+            done.error = Some(crate::job_store::truncate_error(&format!(
+                "the store did not answer the claim of this run-now request ({error}); it took the request, so the request will not run: trigger it again"
+            )));
+            tracing::warn!(job = %r.job, slot_ms = done.slot_ms, key = ?done.request_key, "a run-now request's claim took effect without an answer: its run is recorded missed");
+            Ok(store.finish_run(&done).await?)
         }
         Write::Unclaimed(r) => {
             if store.finish_run(r).await? {

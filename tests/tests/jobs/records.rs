@@ -347,6 +347,41 @@ async fn item2_a_claim_whose_answer_was_lost_is_recorded_missed() {
     assert!(missed[0].error.as_deref().unwrap_or("").starts_with("the store did not answer"), "{h:?}");
 }
 
+/// R3: a run-now claim that took its request in the store but whose answer never came
+/// leaves a `running` manual record of a run that never started; once the store answers, the
+/// node finds it (its session, token and start) and finishes it `missed`, saying the request
+/// was taken and must be triggered again. Nothing is left running, nothing ran.
+#[tokio::test(start_paused = true)]
+async fn r3_a_run_now_claim_whose_answer_was_lost_is_recorded_missed() {
+    static RUNS: AtomicU32 = AtomicU32::new(0);
+    fn counted(_term: Term) -> simba::job::JobFuture {
+        simba::job::job_future(async move {
+            RUNS.fetch_add(1, Ordering::SeqCst);
+            Ok::<(), std::io::Error>(())
+        })
+    }
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let job = ScheduledJob::new("r_lost_manual", Schedule::cron("0 0 0 1 1 *"), &counted);
+    let a = node(&store, &faults, job, None).await;
+    sleep(MS(500)).await;
+    faults.lose_claim_replies.store(true, Ordering::SeqCst);
+    let jobs = simba::admin::Jobs::for_backend(&store).expect("store").with_registered(["r_lost_manual"]);
+    jobs.trigger_keyed("r_lost_manual", Some("lost-1")).await.expect("trigger");
+    sleep(MS(1_000)).await;
+    faults.lose_claim_replies.store(false, Ordering::SeqCst);
+    sleep(MS(2_000)).await;
+    let h = history(&store, "r_lost_manual").await;
+    a.shutdown().await;
+    assert_eq!(RUNS.load(Ordering::SeqCst), 0, "nothing ran");
+    let [r] = h.as_slice() else { panic!("one record: {h:?}") };
+    assert_eq!((r.kind, r.outcome, r.request_key.as_deref()), (SlotKind::Manual, Outcome::Missed, Some("lost-1")));
+    let e = r.error.as_deref().unwrap_or("");
+    assert!(e.contains("it took the request") && e.contains("trigger it again"), "{r:?}");
+    let state = store.jobs().job("r_lost_manual").await.expect("job").expect("known");
+    assert_eq!(state.trigger_pending_ms, None, "the request was taken");
+}
+
 /// Counts `simba_job_claims_total` of one job by its `result` label (the test's own
 /// recorder); a claim of another job fails the test.
 pub(crate) struct Claims(&'static str, Mutex<BTreeMap<String, Arc<AtomicU64>>>);

@@ -533,3 +533,61 @@ async fn a15_a_triggered_schedule_runs_once_per_request_with_the_requests_payloa
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// The values of `simba_schedules_next_fire_timestamp_seconds`, by partition.
+#[derive(Default)]
+struct NextFires(Mutex<BTreeMap<String, Arc<std::sync::atomic::AtomicU64>>>);
+
+impl NextFires {
+    fn of(&self, partition: u32) -> Option<f64> {
+        let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        all.get(&partition.to_string()).map(|v| f64::from_bits(v.load(std::sync::atomic::Ordering::SeqCst)))
+    }
+}
+
+impl metrics::Recorder for NextFires {
+    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::noop()
+    }
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        if key.name() != simba::metrics::names::SCHEDULES_NEXT_FIRE {
+            return metrics::Gauge::noop();
+        }
+        let partition = key.labels().find(|l| l.key() == "partition").map(|l| l.value().to_owned());
+        let partition = partition.unwrap_or_else(|| panic!("no partition label: {key:?}"));
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        metrics::Gauge::from_arc(Arc::clone(all.entry(partition).or_default()))
+    }
+    fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+/// The next-fire gauge of a partition of `simba.schedules` (labelled by partition, bounded by
+/// the partition count, never by schedule): on its holder, the earliest next slot of its
+/// schedules, following the slots as they pass; 0 once the node's term of it ended.
+#[tokio::test(start_paused = true)]
+async fn a11_the_partitions_next_fire_gauge_follows_its_earliest_schedule() {
+    let gauges = NextFires::default();
+    let _local = metrics::set_default_local_recorder(&gauges);
+    let store = MemoryBackend::new();
+    let runs = Runs::default();
+    let clock = WallClock::follow_tokio_from(base());
+    let a = node_on(&store, 1, vec![report(&runs)], clock).await;
+    let api = a.schedules().expect("schedules");
+    let every_10s = Schedule::new("g", "report", ScheduleSpec::cron("*/10 * * * * *", "UTC"))
+        .with_payload(r#"{"id": "g", "tenant": 1}"#);
+    let partition = api.create(every_10s, "test").await.expect("create").partition;
+    sleep(MS(1_000)).await;
+    let next = |ms: i64| ((ms / 10_000) + 1) * 10_000;
+    let now = clock.now().timestamp_millis();
+    assert_eq!(gauges.of(partition), Some(next(now) as f64 / 1000.0), "the next slot after {now}");
+    sleep(MS(10_000)).await;
+    let now = clock.now().timestamp_millis();
+    assert_eq!(gauges.of(partition), Some(next(now) as f64 / 1000.0), "moved on with the slot that passed");
+    a.shutdown().await;
+    assert_eq!(gauges.of(partition), Some(0.0), "0 once the term ended here");
+}
