@@ -4,6 +4,7 @@
 //! | method | path | what |
 //! | --- | --- | --- |
 //! | GET | `/`, `/leases`, `/groups`, `/jobs`, `/jobs/{job}` | the pages (HTML) |
+//! | GET | `/schedules?prefix=&handler=&after=`, `/schedules/{id}` | the schedules pages (HTML, read from the schedule store per request, not live) |
 //! | GET | `/events/{overview,leases,groups,jobs}`, `/events/job/{job}` | server-sent events: `event: main`, the page's new `<main>` content |
 //! | GET | `/api/state` | the model as JSON (the facts of `simba status --json` and what the dashboard observed) |
 //! | GET | `/api/jobs` | the jobs as JSON: per job the fields of `simba jobs --json`, schedule, time zone, next fire, holder, and `records` (the last 50, as `simba history --json`) |
@@ -11,6 +12,7 @@
 //! | GET | `/livez`, `/readyz`, `/healthz` | the probes (rule O1): the process serves; the session is live (`/healthz` = `/readyz`) |
 //! | GET | `/metrics` | Prometheus text, when built with [`metrics`](super::DashboardBuilder::metrics) (feature `prometheus`) |
 //! | POST | `/api/jobs/{job}/{pause, resume, trigger}` | actions, only with `[dashboard] actions = true` |
+//! | POST | `/api/schedules/{id}/{pause, resume, trigger}` | the same for a schedule; an optional body `{"note": "..."}` |
 //!
 //! Every path is relative to where the router is mounted (rule O2): the pages carry a `<base>`
 //! built from the mount prefix, and no page, form or script names an absolute path.
@@ -33,20 +35,24 @@ use tokio_util::sync::CancellationToken;
 use super::auth::{Action, ActionError, Control, authorise};
 use super::config::ActionToken;
 use super::hub::Hub;
-use super::pages::{self, Page};
+use super::pages::{self, Frame, Page, Tab};
+use super::schedule_pages;
+use super::schedules::{ListParams, Problem, ScheduleOps};
 use crate::probe::Probe;
 
 /// The largest request body accepted (actions carry none).
 pub(crate) const MAX_BODY: usize = 1024;
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
-                   base-uri 'self'; form-action 'none'; frame-ancestors 'none'";
+                   base-uri 'self'; form-action 'self'; frame-ancestors 'none'";
 
 /// What every handler shares.
 pub(crate) struct App {
     pub(crate) hub: Arc<Hub>,
     pub(crate) token: Option<ActionToken>,
     pub(crate) control: Option<Arc<dyn Control>>,
+    /// The schedules pages' store and actions.
+    pub(crate) schedules: Arc<ScheduleOps>,
     pub(crate) stop: CancellationToken,
     /// The prefix browsers reach the dashboard under, when it is not the one the router was
     /// nested at (a proxy rewrites the path); `None`: found from each request.
@@ -79,9 +85,11 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/events/job/{*job}", get(|s: Shared, Path(job): Path<String>| stream(s, Page::Job(job))))
         .route("/api/state", get(state))
         .route("/api/jobs", get(jobs_json))
+        .route("/schedules", get(schedules_page))
+        .route("/schedules/{id}", get(schedule_page))
         .route("/assets/{name}", get(asset));
     if app.token.is_some() {
-        r = r.route("/api/jobs/{job}/{action}", post(act));
+        r = r.route("/api/jobs/{job}/{action}", post(act)).route("/api/schedules/{id}/{action}", post(act_schedule));
     }
     #[cfg(feature = "prometheus")]
     if app.metrics.is_some() {
@@ -274,7 +282,7 @@ async fn not_found(method: Method, uri: Uri) -> Response {
     match method {
         Method::GET | Method::HEAD => text(
             StatusCode::NOT_FOUND,
-            crate::probe::not_found(uri.path(), "; pages: /, /leases, /groups, /jobs").trim_end(),
+            crate::probe::not_found(uri.path(), "; pages: /, /leases, /groups, /jobs, /schedules").trim_end(),
         ),
         m => not_allowed(&m, true),
     }
@@ -284,12 +292,35 @@ fn not_allowed(method: &Method, read_only: bool) -> Response {
     let msg = if read_only {
         format!("{method} refused: this dashboard is read-only (actions are off: [dashboard] actions = false)")
     } else {
-        format!("{method} refused: actions are POST /api/jobs/JOB/{{pause,resume,trigger}}")
+        format!(
+            "{method} refused: actions are POST /api/jobs/JOB/{{pause,resume,trigger}} and \
+             /api/schedules/ID/{{pause,resume,trigger}}"
+        )
     };
     let mut res = text(StatusCode::METHOD_NOT_ALLOWED, msg);
     let allow = if read_only { "GET, HEAD" } else { "GET, HEAD, POST" };
     res.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
     res
+}
+
+/// The refusal of a request that may not act: actions off (405), or [`authorise`]'s refusals;
+/// `None` when it may.
+fn refusal(app: &App, headers: &HeaderMap, uri: &Uri) -> Option<Response> {
+    let Some(token) = &app.token else { return Some(not_allowed(&Method::POST, true)) };
+    let (code, msg) = authorise(headers, uri, token).err()?;
+    let mut res = text(code, msg);
+    if code == StatusCode::UNAUTHORIZED {
+        res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    Some(res)
+}
+
+fn unknown_action(action: &str) -> Response {
+    text(StatusCode::NOT_FOUND, format!("unknown action {action:?}: use pause, resume or trigger"))
+}
+
+fn json_answer(code: StatusCode, body: &serde_json::Value) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], Body::from(body.to_string())).into_response()
 }
 
 async fn act(
@@ -299,17 +330,10 @@ async fn act(
     uri: Uri,
     _body: Bytes,
 ) -> Response {
-    let Some(token) = &app.token else { return not_allowed(&Method::POST, true) };
-    if let Err((code, msg)) = authorise(&headers, &uri, token) {
-        let mut res = text(code, msg);
-        if code == StatusCode::UNAUTHORIZED {
-            res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        return res;
+    if let Some(refused) = refusal(&app, &headers, &uri) {
+        return refused;
     }
-    let Some(action) = Action::from_name(&action) else {
-        return text(StatusCode::NOT_FOUND, format!("unknown action {action:?}: use pause, resume or trigger"));
-    };
+    let Some(action) = Action::from_name(&action) else { return unknown_action(&action) };
     if let Some(problem) = crate::name_problem(&job) {
         return text(StatusCode::BAD_REQUEST, format!("invalid job name: {problem}"));
     }
@@ -326,8 +350,98 @@ async fn act(
         Err(ActionError::UnknownJob(m)) => (StatusCode::NOT_FOUND, false, m),
         Err(ActionError::Failed(m)) => (StatusCode::BAD_GATEWAY, false, m),
     };
-    let body = serde_json::json!({"ok": ok, "job": job, "action": action.name(), "message": message});
-    (code, [(header::CONTENT_TYPE, "application/json")], Body::from(body.to_string())).into_response()
+    json_answer(code, &serde_json::json!({"ok": ok, "job": job, "action": action.name(), "message": message}))
+}
+
+/// The body of a schedule action: empty, or `{"note": "..."}` (a blank note is none).
+fn note_of(body: &[u8]) -> Result<Option<String>, String> {
+    #[derive(serde::Deserialize)]
+    struct NoteBody {
+        note: Option<String>,
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let parsed: NoteBody = serde_json::from_slice(body)
+        .map_err(|e| format!("the body is not {{\"note\": \"...\"}} ({e}): send that JSON, or no body"))?;
+    Ok(parsed.note.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()))
+}
+
+/// `POST /api/schedules/{id}/{action}`: the job actions' checks, then pause (its note the
+/// reason), resume or run now through `admin::Schedules`, recorded as `dashboard`.
+async fn act_schedule(
+    State(app): Shared,
+    Path((id, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = refusal(&app, &headers, &uri) {
+        return refused;
+    }
+    let Some(action) = Action::from_name(&action) else { return unknown_action(&action) };
+    let note = match note_of(&body) {
+        Ok(n) => n,
+        Err(m) => return text(StatusCode::BAD_REQUEST, m),
+    };
+    let result = app.schedules.act(&id, action, note.as_deref()).await;
+    app.hub.poke();
+    let (code, ok, message) = match result {
+        Ok(m) => (StatusCode::OK, true, m),
+        Err(p) => {
+            let code = if let Problem::NoStore(_) = p { StatusCode::NOT_IMPLEMENTED } else { status_of(Some(&p)) };
+            (code, false, p.to_string())
+        }
+    };
+    json_answer(code, &serde_json::json!({"ok": ok, "schedule": id, "action": action.name(), "message": message}))
+}
+
+/// The status of a schedules page: 200 with something to show (a backend without schedules
+/// too: its page says so), else what went wrong.
+fn status_of(problem: Option<&Problem>) -> StatusCode {
+    match problem {
+        None | Some(Problem::NoStore(_)) => StatusCode::OK,
+        Some(Problem::Invalid(_)) => StatusCode::BAD_REQUEST,
+        Some(Problem::NotFound { .. }) => StatusCode::NOT_FOUND,
+        Some(Problem::Failed(_)) => StatusCode::BAD_GATEWAY,
+    }
+}
+
+/// A schedules page: `content` in the layout, with `code`.
+fn schedule_html(
+    app: &App,
+    at: &Paths,
+    code: StatusCode,
+    title: String,
+    slug: &'static str,
+    content: maud::Markup,
+) -> Response {
+    let frame = Frame { title, slug, events: None, tab: Tab::Schedules };
+    let html = pages::layout(&frame, &app.hub.latest(), &mount_prefix(app, at), content).into_string();
+    (code, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
+}
+
+/// `GET /schedules`: the search form and one page of schedules; a refused query is a 400
+/// page that says why.
+async fn schedules_page(State(app): Shared, at: Paths, uri: Uri) -> Response {
+    let (params, listing) = match ListParams::parse(uri.query()) {
+        Ok(params) => {
+            let listing = app.schedules.list(&params).await;
+            (params, listing)
+        }
+        Err(p) => (ListParams::default(), Err(p)),
+    };
+    let code = status_of(listing.as_ref().err());
+    schedule_html(&app, &at, code, "Schedules".into(), "schedules", schedule_pages::list_page(&params, &listing))
+}
+
+/// `GET /schedules/{id}`: one schedule's page; a missing id is a 404 page naming the nearest.
+async fn schedule_page(State(app): Shared, at: Paths, Path(id): Path<String>) -> Response {
+    let (code, content) = match app.schedules.detail(&id).await {
+        Ok(d) => (StatusCode::OK, schedule_pages::detail_page(&d, app.token.is_some())),
+        Err(p) => (status_of(Some(&p)), schedule_pages::problem(&p)),
+    };
+    schedule_html(&app, &at, code, format!("Schedule {id}"), "schedule", content)
 }
 
 #[cfg(test)]

@@ -46,6 +46,12 @@ impl Hub {
         rx
     }
 
+    /// The latest model as it is, without asking for a read (the schedules pages use only its
+    /// header facts: they read the schedule store themselves).
+    pub(crate) fn latest(&self) -> Arc<Model> {
+        Arc::clone(&self.tx.borrow())
+    }
+
     /// The latest model, after waiting for a new reading if it is older than [`REFRESH`] (a
     /// page opened on an idle dashboard shows the present, not the last time someone looked).
     pub(crate) async fn fresh(&self) -> Arc<Model> {

@@ -15,6 +15,12 @@
 //! carrying `Authorization: Bearer TOKEN` (the token of `token_file`) pause, resume or run a
 //! job through [`crate::admin::Jobs`]; a backend without a jobs store answers them 501.
 //!
+//! The schedules pages (`/schedules`, `/schedules/{id}`) list the schedules stored as data
+//! ([`crate::schedule_store`]) a page at a time, with a search by id prefix and handler, and
+//! show one schedule's definition, next fires, history and audit trail; with actions on,
+//! `POST /api/schedules/{id}/{pause,resume,trigger}` pause (with a note), resume and run it
+//! now through [`crate::admin::Schedules`], recorded in the audit trail as `dashboard`.
+//!
 //! Inside a service (rules O1 to O3), the same dashboard is an axum router to nest under any
 //! prefix on the service's own port:
 //! [`RunningRuntime::dashboard`](crate::runtime::RunningRuntime::dashboard) or
@@ -45,6 +51,12 @@ mod model;
 mod pages;
 #[cfg(feature = "dashboard")]
 mod router;
+#[cfg(feature = "dashboard")]
+mod schedule_pages;
+#[cfg(all(test, feature = "dashboard"))]
+mod schedule_tests;
+#[cfg(feature = "dashboard")]
+mod schedules;
 #[cfg(feature = "dashboard")]
 mod source;
 #[cfg(all(test, feature = "dashboard"))]
@@ -156,7 +168,8 @@ mod server {
         control: Option<Arc<dyn Control>>,
         config: &DashboardConfig,
     ) -> Result<DashboardServer, Error> {
-        listen(Parts { source, control, session: None }, config).await
+        let schedules = Arc::new(super::schedules::ScheduleOps::none());
+        listen(Parts { source, control, schedules, session: None }, config).await
     }
 
     /// Binds `config.listen` and serves the router of `parts` there (the router a service

@@ -11,7 +11,7 @@ use super::jobs::{JobRow, JobsView, took};
 use super::model::{Balance, Cluster, GroupView, Holder, Model, SessionRow, split_partitions};
 use super::text::human;
 use crate::backend::SessionId;
-use crate::job_store::Outcome;
+use crate::job_store::{Outcome, RunRecord};
 
 /// A page of the dashboard.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +100,7 @@ pub(crate) fn job_path(job: &str) -> String {
 }
 
 /// Percent-encodes everything but unreserved characters and `/`.
-fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~/:".contains(&b) {
@@ -112,30 +112,59 @@ fn encode(s: &str) -> String {
     out
 }
 
+/// What the layout around a page's `<main>` needs: its title, its name, its event stream
+/// (`None`: a page rendered per request, such as the schedules pages, which is not patched
+/// live) and the navigation entry it highlights.
+pub(crate) struct Frame {
+    pub(crate) title: String,
+    pub(crate) slug: &'static str,
+    pub(crate) events: Option<String>,
+    pub(crate) tab: Tab,
+}
+
+/// A navigation entry: a page of the model, or the schedules pages (read from the schedule
+/// store on each request, `super::schedules`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Tab {
+    Page(Page),
+    Schedules,
+}
+
+impl Frame {
+    fn of(page: &Page) -> Frame {
+        Frame { title: page.title(), slug: page.slug(), events: Some(page.events()), tab: Tab::Page(page.tab()) }
+    }
+}
+
 /// The whole page. `base` is the path prefix the browser reaches the dashboard under (`""` at
 /// the root, `"/simba"` when a service nests it there): the page's `<base>`, against which every
 /// relative link, asset, event stream and action of the page resolves.
 pub(crate) fn page(page: &Page, model: &Model, base: &str) -> Markup {
-    let tab = page.tab();
+    layout(&Frame::of(page), model, base, main(page, model))
+}
+
+/// The layout around `content` (the `<main>` of the page `frame` describes).
+pub(crate) fn layout(frame: &Frame, model: &Model, base: &str, content: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                title { "simba · " (page.title()) }
+                title { "simba · " (frame.title) }
                 base href=(format!("{base}/"));
                 link rel="icon" href="assets/icon.svg" type="image/svg+xml";
                 link rel="stylesheet" href="assets/app.css";
                 script src="assets/app.js" defer {}
             }
-            body data-page=(page.slug()) data-events=(page.events()) {
+            body data-page=(frame.slug) data-events=[frame.events.as_deref()] {
                 header.top {
                     span.brand { "simba" }
                     nav {
                         @for p in Page::ALL {
-                            a.tab.active[p == tab] href=(p.nav_link(base)) { (p.title()) }
+                            a.tab.active[frame.tab == Tab::Page(p.clone())] href=(p.nav_link(base)) { (p.title()) }
                         }
+                        a.tab.active[frame.tab == Tab::Schedules] href="schedules" { "Schedules" }
                     }
                     span.backend title="the backend this dashboard reads" { (model.backend) }
                     @if model.actions {
@@ -143,10 +172,14 @@ pub(crate) fn page(page: &Page, model: &Model, base: &str) -> Markup {
                             title="the token of [dashboard] token_file; kept in this tab only (sessionStorage)";
                     }
                     span.mode title="POST actions" { @if model.actions { "actions on" } @else { "read-only" } }
-                    span #live .live.off title="live updates" { "connecting" }
+                    @if frame.events.is_some() {
+                        span #live .live.off title="live updates" { "connecting" }
+                    } @else {
+                        span #live .live.off title="this page is read from the store when loaded" { "reload to refresh" }
+                    }
                 }
                 @if model.actions { div #flash role="status" hidden {} }
-                main #main { (main(page, model)) }
+                main #main { (content) }
             }
         }
     }
@@ -550,34 +583,42 @@ fn job_page(job: &str, view: &JobsView, c: &Cluster, model: &Model) -> Markup {
                         @if model.actions { p.actions { (buttons(j)) } }
                         (bar(j))
                         h2 { "History (newest first, last " (super::source::HISTORY) ")" }
-                        table.grid.history {
-                            thead {
-                                tr {
-                                    th { "Slot" } th { "Kind" } th { "Outcome" } th.r { "Attempt" } th { "Node" }
-                                    th.r { "Token" } th.r { "Duration" } th { "Error" }
-                                }
-                            }
-                            tbody #records {
-                                @for r in &j.records {
-                                    tr data-outcome=(r.outcome.as_str()) data-kind=(r.kind.as_str()) data-slot-ms=(r.slot_ms) {
-                                        td.num { (ms_clock(r.slot_ms)) }
-                                        td {
-                                            (r.kind.as_str())
-                                            @if let Some(k) = &r.request_key { " " span.dim title="request key" { (k) } }
-                                        }
-                                        td { (outcome_badge(r.outcome)) }
-                                        td.r.num { @if r.attempts > 1 { (r.attempt) "/" (r.attempts) } @else { (r.attempt) } }
-                                        td { @if r.node.is_empty() { span.dim { "-" } } @else { (r.node) } }
-                                        td.r.num { (r.token) }
-                                        td.r.num { (duration(took(r))) }
-                                        td.error-text { @if let Some(e) = &r.error { (e) } }
-                                    }
-                                }
-                                @if j.records.is_empty() { tr { td.empty colspan="8" { "No record yet." } } }
-                            }
-                        }
+                        (history_table(&j.records))
                     }
                 }
+            }
+        }
+    }
+}
+
+/// A job's records, newest first, one row each (the job page's table; a schedule's page shows
+/// the records of `schedule/<id>` with it).
+pub(crate) fn history_table(records: &[RunRecord]) -> Markup {
+    html! {
+        table.grid.history {
+            thead {
+                tr {
+                    th { "Slot" } th { "Kind" } th { "Outcome" } th.r { "Attempt" } th { "Node" }
+                    th.r { "Token" } th.r { "Duration" } th { "Error" }
+                }
+            }
+            tbody #records {
+                @for r in records {
+                    tr data-outcome=(r.outcome.as_str()) data-kind=(r.kind.as_str()) data-slot-ms=(r.slot_ms) {
+                        td.num { (ms_clock(r.slot_ms)) }
+                        td {
+                            (r.kind.as_str())
+                            @if let Some(k) = &r.request_key { " " span.dim title="request key" { (k) } }
+                        }
+                        td { (outcome_badge(r.outcome)) }
+                        td.r.num { @if r.attempts > 1 { (r.attempt) "/" (r.attempts) } @else { (r.attempt) } }
+                        td { @if r.node.is_empty() { span.dim { "-" } } @else { (r.node) } }
+                        td.r.num { (r.token) }
+                        td.r.num { (duration(took(r))) }
+                        td.error-text { @if let Some(e) = &r.error { (e) } }
+                    }
+                }
+                @if records.is_empty() { tr { td.empty colspan="8" { "No record yet." } } }
             }
         }
     }
@@ -600,7 +641,7 @@ fn job_holder(j: &JobRow, c: &Cluster) -> Markup {
     }
 }
 
-fn outcome_badge(o: Outcome) -> Markup {
+pub(crate) fn outcome_badge(o: Outcome) -> Markup {
     html! { span class={ "oc o-" (o.as_str()) } { (o.as_str()) } }
 }
 
@@ -639,7 +680,7 @@ fn buttons(j: &JobRow) -> Markup {
 }
 
 /// A unix-millisecond instant as `2026-12-01 17:03:05.250 UTC`.
-fn ms_clock(ms: i64) -> String {
+pub(crate) fn ms_clock(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map_or_else(|| ms.to_string(), |t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
 }

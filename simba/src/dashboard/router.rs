@@ -14,8 +14,9 @@ use super::auth::Control;
 use super::config::{ActionToken, DashboardConfig, check_host};
 use super::hub::Hub;
 use super::jobs::JobsControl;
+use super::schedules::ScheduleOps;
 use super::source::{BackendSource, Source, registered};
-use crate::admin::Jobs;
+use crate::admin::{Jobs, Schedules};
 use crate::backend::{Backend, BackendUrl, SharedBackend};
 use crate::{Error, Simba};
 
@@ -224,6 +225,8 @@ fn check_hosts(hosts: &[String]) -> Result<Vec<String>, String> {
 pub(crate) struct Parts {
     pub(crate) source: Arc<dyn Source>,
     pub(crate) control: Option<Arc<dyn Control>>,
+    /// The schedules pages' store (and its actions).
+    pub(crate) schedules: Arc<ScheduleOps>,
     /// The node's client, for `/readyz`.
     pub(crate) session: Option<Simba>,
 }
@@ -241,20 +244,34 @@ impl Parts {
                     .flatten()
                     .map(|j| Arc::new(JobsControl::new(j.with_registered(names), url.secrets())) as Arc<dyn Control>);
                 let backend = Arc::clone(&simba.shared.backend);
+                let schedules = ScheduleOps::new(Schedules::for_client(&simba), simba.job_store(), url.secrets());
                 let source =
                     BackendSource::new(backend, &url, READ_TIMEOUT, Some(simba.clone())).with_registry(registry);
-                Parts { source: Arc::new(source), control, session: Some(simba) }
+                Parts { source: Arc::new(source), control, schedules: Arc::new(schedules), session: Some(simba) }
             }
             Origin::Backend { backend, url } => {
                 let control = actions
                     .then(|| backend.job_store().map(Jobs::new))
                     .flatten()
                     .map(|j| Arc::new(JobsControl::new(j, url.secrets())) as Arc<dyn Control>);
+                let schedules = ScheduleOps::new(schedules_of(&backend), backend.job_store(), url.secrets());
                 let source = BackendSource::new(backend, &url, READ_TIMEOUT, None);
-                Parts { source: Arc::new(source), control, session: None }
+                Parts { source: Arc::new(source), control, schedules: Arc::new(schedules), session: None }
             }
         }
     }
+}
+
+/// The schedule operations of `backend` (with its jobs store, for run now), or why it has none.
+fn schedules_of(backend: &SharedBackend) -> Result<Schedules, crate::admin::ScheduleError> {
+    let Some(store) = backend.schedule_store() else {
+        return Err(crate::admin::ScheduleError::Unsupported { store: backend.describe() });
+    };
+    let api = Schedules::new(store);
+    Ok(match backend.job_store() {
+        Some(jobs) => api.with_jobs(Jobs::new(jobs)),
+        None => api,
+    })
 }
 
 /// How the router behaves.
@@ -296,6 +313,7 @@ pub(crate) fn assemble(parts: Parts, options: Options, stop: CancellationToken) 
         hub,
         token: options.actions,
         control: parts.control,
+        schedules: parts.schedules,
         stop: stop.clone(),
         prefix: options.prefix,
         hosts: options.hosts,

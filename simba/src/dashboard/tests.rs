@@ -22,14 +22,14 @@ use crate::backend::{Backend, GroupInfo, LeaseInfo, SessionId, SessionInfo, Stor
 use crate::job::Schedule;
 use crate::job_store::{JobState, Outcome, RunRecord, SlotKind};
 
-const TOKEN: &str = "0123456789abcdef0123";
+pub(super) const TOKEN: &str = "0123456789abcdef0123";
 
-fn local() -> DashboardConfig {
+pub(super) fn local() -> DashboardConfig {
     DashboardConfig::new(([127, 0, 0, 1], 0).into())
 }
 
 /// One request on its own connection: `(status, head, body)`.
-async fn request(addr: SocketAddr, raw: &str) -> (u16, String, String) {
+pub(super) async fn request(addr: SocketAddr, raw: &str) -> (u16, String, String) {
     let mut conn = TcpStream::connect(addr).await.expect("connect");
     conn.write_all(raw.as_bytes()).await.expect("write");
     let mut buf = Vec::new();
@@ -40,18 +40,18 @@ async fn request(addr: SocketAddr, raw: &str) -> (u16, String, String) {
     (status, head.to_owned(), body.to_owned())
 }
 
-async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
+pub(super) async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
     request(addr, &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")).await
 }
 
-async fn post(addr: SocketAddr, path: &str, headers: &str) -> (u16, String, String) {
+pub(super) async fn post(addr: SocketAddr, path: &str, headers: &str) -> (u16, String, String) {
     let raw =
         format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n{headers}\r\n");
     request(addr, &raw).await
 }
 
 /// A reading with markup in every string the pages show.
-fn hostile_reading() -> Reading {
+pub(super) fn hostile_reading() -> Reading {
     let m = |what: &str| format!("<simba-x>{what}\"'&</simba-x>");
     let (a, b) = (SessionId::new(m("session-a")), SessionId::new(m("session-b")));
     let group = m("group");
@@ -216,7 +216,7 @@ impl Control for Recorder {
     }
 }
 
-struct Fixed(Reading);
+pub(super) struct Fixed(pub(super) Reading);
 
 impl Source for Fixed {
     fn read(&self) -> BoxFuture<'_, Result<Reading, String>> {
@@ -309,7 +309,7 @@ async fn a_change_reaches_the_event_stream_within_a_second() {
 }
 
 /// A record of `job` at `slot_ms` with `outcome`.
-fn record(job: &str, slot_ms: i64, outcome: Outcome, error: Option<&str>) -> RunRecord {
+pub(super) fn record(job: &str, slot_ms: i64, outcome: Outcome, error: Option<&str>) -> RunRecord {
     RunRecord {
         job: job.to_owned(),
         slot_ms,
@@ -329,7 +329,7 @@ fn record(job: &str, slot_ms: i64, outcome: Outcome, error: Option<&str>) -> Run
 }
 
 const HOSTILE_JOB: &str = "<simba-x>job\"'&</simba-x>";
-const HOSTILE_ERROR: &str = "<script>window.__pwned=1</script><simba-x>boom</simba-x>";
+pub(super) const HOSTILE_ERROR: &str = "<script>window.__pwned=1</script><simba-x>boom</simba-x>";
 
 /// A store with a registered cron job `report` (three slots, the last failed with markup in
 /// its error, held by session a) and a hostile job name that only the store knows.

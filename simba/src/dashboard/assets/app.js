@@ -1,8 +1,9 @@
 // simba dashboard: keeps <main> live. The server renders (and escapes) every page; this
 // script only patches the new <main> it receives over server-sent events into the page,
 // touching the nodes that changed so that scrolling and text selection survive a refresh.
-// With actions on, its buttons POST api/jobs/JOB/ACTION (relative to the page's <base>) with the token of the header's
-// field (kept in this tab's sessionStorage, sent as `Authorization: Bearer`, never in a URL).
+// With actions on, its buttons POST api/jobs/JOB/ACTION or api/schedules/ID/ACTION (relative to the page's <base>) with
+// the token of the header's field (kept in this tab's sessionStorage, sent as `Authorization: Bearer`, never in a URL).
+// A schedule's page is not live (no event stream): after its action succeeds it reloads, and shows the answer again.
 "use strict";
 (function () {
   var events = document.body.getAttribute("data-events");
@@ -46,6 +47,7 @@
   }
 
   var KEY = "simba-dashboard-token";
+  var SAID = "simba-dashboard-said";
   var field = document.getElementById("token");
   var flash = document.getElementById("flash");
   if (field) {
@@ -60,14 +62,22 @@
     flash.textContent = text;
   }
 
-  function act(job, action) {
+  var said = flash && sessionStorage.getItem(SAID);
+  if (said) {
+    sessionStorage.removeItem(SAID);
+    say(200, said);
+  }
+
+  // `target` is "jobs/NAME" or "schedules/ID"; `body` the JSON text sent (or null).
+  function act(target, action, body, reload) {
     var token = sessionStorage.getItem(KEY) || "";
     var headers = {};
     if (token) headers.Authorization = "Bearer " + token;
-    say(0, action + " " + job + "…");
+    if (body) headers["Content-Type"] = "application/json";
+    say(0, action + " " + target + "…");
     // Relative: resolved against the page's <base>, the prefix the dashboard is mounted under.
-    fetch("api/jobs/" + encodeURIComponent(job) + "/" + action, {
-      method: "POST", headers: headers, credentials: "omit", cache: "no-store"
+    fetch("api/" + target + "/" + action, {
+      method: "POST", headers: headers, body: body, credentials: "omit", cache: "no-store"
     }).then(function (res) {
       return res.text().then(function (body) {
         var msg = body.trim();
@@ -78,15 +88,29 @@
           msg += " (enter the action token in the field above)";
         }
         say(res.status, res.status + ": " + msg);
+        if (reload && res.ok) {
+          sessionStorage.setItem(SAID, res.status + ": " + msg);
+          location.reload();
+        }
       });
     }, function (err) { say(599, "request failed: " + err); });
   }
 
   document.addEventListener("click", function (e) {
     var b = e.target.closest ? e.target.closest("button.act") : null;
-    if (b && flash) act(b.getAttribute("data-job"), b.getAttribute("data-action"));
+    if (!b || !flash) return;
+    var schedule = b.getAttribute("data-schedule");
+    if (schedule === null) {
+      act("jobs/" + encodeURIComponent(b.getAttribute("data-job")), b.getAttribute("data-action"), null, false);
+      return;
+    }
+    var note = document.getElementById("note");
+    var body = note && note.value.trim() ? JSON.stringify({ note: note.value.trim() }) : null;
+    act("schedules/" + encodeURIComponent(schedule), b.getAttribute("data-action"), body, true);
   });
 
+  // A page rendered per request (the schedules pages) has no event stream.
+  if (!events) return;
   var source = new EventSource(events);
   source.addEventListener("main", function (e) {
     var t = document.createElement("template");
