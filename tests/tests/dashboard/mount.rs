@@ -125,7 +125,7 @@ async fn o2_the_router_serves_every_page_under_the_services_prefix() {
 
     assert_eq!(request(addr, "GET", &ip, "/").await.2, "orders service");
     assert_eq!(request(addr, "GET", "evil.test", "/api/orders").await.0, 200, "the service's routes are its own");
-    for path in ["/simba", "/simba/leases", "/simba/groups", "/simba/jobs", "/simba/jobs/tick"] {
+    for path in ["/simba", "/simba/leases", "/simba/groups", "/simba/jobs", "/simba/jobs/tick", "/simba/schedules"] {
         let (code, _, page) = request(addr, "GET", &ip, path).await;
         assert_eq!(code, 200, "{path}: {page}");
         assert!(page.contains("<base href=\"/simba/\">"), "{path}: {page}");
