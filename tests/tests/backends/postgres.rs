@@ -483,3 +483,73 @@ fn server_processes(postmaster: &str) -> Vec<String> {
     }
     pids
 }
+
+/// Transactions cancelled at every point of their round trips, as a claim's call timeout
+/// cancels them on a loaded machine (run-now claims are a transaction on every dialect): no
+/// pooled connection is left inside a transaction. sqlx 0.9 leaves one when a `BEGIN` in
+/// flight is cancelled, and its pool hands that connection out again: the multi-process
+/// schedules test saw a node's every statement fail with "current transaction is aborted"
+/// for seconds. Counted on the server: sessions of the test's database `idle in transaction`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_transactions_leave_no_pooled_connection_inside_one() {
+    use simba::job_store::{ClaimRequest, SlotKind};
+    let url = url_or_skip!("SIMBA_TEST_POSTGRES_URL");
+    let _serial = SERIAL.lock().await;
+    let root = admin(&url).await;
+    let database = format!("simba_cancel_{:016x}", rand_u64());
+    exec(&root, format!("CREATE DATABASE {database}")).await;
+    let user = url.split_once("://").and_then(|(_, r)| r.split_once('@')).map_or("postgres", |(u, _)| u);
+    let b = connect(&url_for(&url, user, &database)).await;
+    let store = b.job_store().expect("a jobs store");
+    let s = open(&b).await;
+    let lease = unique("cancel");
+    let token = won(&b, &s, &lease).await;
+    let job = unique("job");
+    let stuck_now = || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND state LIKE 'idle in transaction%'",
+        )
+        .bind(&database)
+        .fetch_one(&root)
+        .await
+        .expect("read pg_stat_activity");
+        n
+    };
+    let (mut cancelled, mut answered, mut stuck) = (0, 0, 0);
+    for i in 0..400u64 {
+        store.trigger(&job, &format!("k{i}"), 1_780_000_000_000 + i as i64).await.expect("trigger");
+        let req = ClaimRequest {
+            session: &s,
+            lease: &lease,
+            token,
+            job: &job,
+            slot_ms: 0,
+            kind: SlotKind::Manual,
+            node: "cancel-test",
+            started_ms: 1,
+            attempts: 1,
+        };
+        match timeout(Duration::from_micros(150 * (i % 60)), store.claim_run(req)).await {
+            Ok(_) => answered += 1,
+            Err(_) => {
+                cancelled += 1;
+                // Before the pool lends the connection again: a `BEGIN` cancelled in flight
+                // has reached the server by now.
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                stuck += stuck_now().await;
+            }
+        }
+    }
+    eprintln!(
+        "postgres: {cancelled} claims cancelled, {answered} answered; sessions seen left in a transaction: {stuck}"
+    );
+    assert!(cancelled > 50 && answered > 50, "cancelled at many points: {cancelled} cancelled, {answered} answered");
+    assert_eq!(stuck, 0, "pooled connections left inside a transaction");
+    for _ in 0..40 {
+        store.job(&job).await.expect("every pooled connection answers");
+        store.history(&job, 5).await.expect("every pooled connection answers");
+    }
+    b.close_session(&s).await.expect("close");
+    drop(b);
+    exec(&root, format!("DROP DATABASE {database} WITH (FORCE)")).await;
+}

@@ -297,6 +297,29 @@ impl Shared {
     }
 }
 
+/// Begins a transaction on `pool` the dialect's way ([`Dialect::BEGIN`]), safe to cancel.
+///
+/// sqlx 0.9's `begin` is not, on PostgreSQL and MySQL: a future dropped while its `BEGIN` round
+/// trip is in flight leaves the server session inside a transaction that nothing rolls back,
+/// and the pool hands that connection out again, every statement on it failing with "current
+/// transaction is aborted" until the server's idle-in-transaction timeout kills it (found by
+/// the multi-process schedules test, where claims time out under load; sqlx issue 4393). So
+/// there the `BEGIN` runs in a task of its own: a caller that gives up drops a transaction
+/// that did begin, which rolls back and returns its connection clean. SQLite's begin is safe
+/// (sqlx rolls back a `BEGIN` dropped midway there) and its claims are the hot path: awaited
+/// in place.
+pub(crate) async fn begin<D: Dialect>(
+    pool: &sqlx::Pool<D::Db>,
+) -> Result<sqlx::Transaction<'static, D::Db>, sqlx::Error> {
+    if let Some(statement) = D::BEGIN {
+        return pool.begin_with(statement).await;
+    }
+    let pool = pool.clone();
+    tokio::spawn(async move { pool.begin().await })
+        .await
+        .map_err(|e| sqlx::Error::Protocol(format!("the task that began the transaction failed: {e}")))?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -516,11 +516,7 @@ where
     /// stalled inside one (stopped, or its link black-holed) holds row locks: the fault suite
     /// found that stopping every run of a job on PostgreSQL for over 10 s (ADR 0012).
     async fn begin(&self, what: &'static str) -> BackendResult<sqlx::Transaction<'static, D::Db>> {
-        match D::BEGIN {
-            Some(begin) => self.sql.pool().begin_with(begin).await,
-            None => self.sql.pool().begin().await,
-        }
-        .map_err(self.sql.err(what))
+        super::dialect::begin::<D>(self.sql.pool()).await.map_err(self.sql.err(what))
     }
 
     /// Creates the tables on the first call (every statement idempotent; in one transaction,
@@ -815,10 +811,7 @@ where
         let unique = |e: &sqlx::Error| e.as_database_error().is_some_and(|d| d.is_unique_violation());
         if D::WRITE_AND_TRIM_IN_TRANSACTION {
             let pool = self.records.as_ref().unwrap_or_else(|| self.sql.pool());
-            let begun = match D::BEGIN {
-                Some(begin) => pool.begin_with(begin).await,
-                None => pool.begin().await,
-            };
+            let begun = super::dialect::begin::<D>(pool).await;
             let mut tx = begun.map_err(self.sql.err(what))?;
             let args = self.args(stmt, params)?;
             let done = match sqlx::query_with(stmt.sql(), args).execute(&mut *tx).await {

@@ -236,11 +236,7 @@ where
             }
             return Ok(());
         }
-        let mut tx = match D::BEGIN {
-            Some(begin) => self.pool.begin_with(begin).await,
-            None => self.pool.begin().await,
-        }
-        .map_err(self.err(what))?;
+        let mut tx = dialect::begin::<D>(&self.pool).await.map_err(self.err(what))?;
         for (stmt, params) in steps {
             let args = args::<D::Db>(&self.description, stmt, params)?;
             sqlx::query_with(stmt.sql(), args).execute(&mut *tx).await.map_err(self.err(what))?;

@@ -282,11 +282,7 @@ where
     }
 
     async fn begin(&self, what: &'static str) -> BackendResult<Tx<D>> {
-        match D::BEGIN {
-            Some(begin) => self.sql.pool().begin_with(begin).await,
-            None => self.sql.pool().begin().await,
-        }
-        .map_err(self.sql.err(what))
+        super::dialect::begin::<D>(self.sql.pool()).await.map_err(self.sql.err(what))
     }
 
     /// A transaction with the schema in place.
