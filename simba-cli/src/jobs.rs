@@ -67,22 +67,7 @@ pub(crate) async fn run(
         JobsCommand::Pause { job } => toggled(job, &jobs.pause(job).await.map_err(message)?, json)?,
         JobsCommand::Resume { job } => toggled(job, &jobs.resume(job).await.map_err(message)?, json)?,
         JobsCommand::Trigger { job, request_key } => {
-            let r = jobs.trigger_keyed(job, request_key.as_deref()).await.map_err(message)?;
-            let said = r.message(job);
-            if json {
-                json::line(&json::Triggered {
-                    schema: json::SCHEMA,
-                    job,
-                    request: Some(r.id),
-                    request_key: &r.key,
-                    known: r.known,
-                    at: json::time(Some(r.slot_ms)),
-                    retried_after: r.retried_after.as_deref(),
-                    message: &said,
-                })?
-            } else {
-                said + "\n"
-            }
+            requested(job, &jobs.trigger_keyed(job, request_key.as_deref()).await.map_err(message)?, json)?
         }
     };
     emit(out, &text)
@@ -107,6 +92,24 @@ fn toggled(job: &str, t: &Toggle, json: bool) -> Result<String, Failure> {
 }
 
 /// An unknown job is refused; anything else is the store failing to answer.
+/// What `simba trigger` and `simba schedules trigger` print for request `r` of `job`.
+pub(crate) fn requested(job: &str, r: &simba::admin::Requested, json: bool) -> Result<String, Failure> {
+    let said = r.message(job);
+    if !json {
+        return Ok(said + "\n");
+    }
+    json::line(&json::Triggered {
+        schema: json::SCHEMA,
+        job,
+        request: Some(r.id),
+        request_key: &r.key,
+        known: r.known,
+        at: json::time(Some(r.slot_ms)),
+        retried_after: r.retried_after.as_deref(),
+        message: &said,
+    })
+}
+
 pub(crate) fn message(e: AdminError) -> Failure {
     match e {
         e @ (AdminError::UnknownJob { .. }

@@ -13,7 +13,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use simba::admin::{Page, ScheduleError, Schedules, Toggle, TriggerOptions};
 use simba::backend::Backend;
-use simba::schedule_store::{AuditRecord, ListQuery, Misfire, Overlap, Policies, Schedule, ScheduleSpec, job_name};
+use simba::schedule_store::{AuditRecord, ListQuery, Misfire, Overlap, Schedule, ScheduleSpec, job_name};
 
 use crate::jobs::DayCounts;
 use crate::json;
@@ -326,22 +326,7 @@ pub(crate) async fn run(
             (options.key, options.payload, options.note) =
                 (request_key.as_deref(), payload.as_deref(), note.as_deref());
             let r = api.trigger(id, &who, options).await.map_err(failure)?;
-            let job = job_name(id);
-            let said = r.message(&job);
-            if json {
-                json::line(&json::Triggered {
-                    schema: json::SCHEMA,
-                    job: &job,
-                    request: Some(r.id),
-                    request_key: &r.key,
-                    known: r.known,
-                    at: json::time(Some(r.slot_ms)),
-                    retried_after: r.retried_after.as_deref(),
-                    message: &said,
-                })?
-            } else {
-                said + "\n"
-            }
+            crate::jobs::requested(&job_name(id), &r, json)?
         }
         SchedulesCommand::Audit { id, limit } => {
             let records = api.audit(id.as_deref(), *limit).await.map_err(failure)?;
@@ -423,29 +408,6 @@ fn list_table(rows: &[Row<'_>], next: Option<&str>) -> String {
     text
 }
 
-/// A schedule's policies as `simba schedules get` shows them: the misfire policy, then the
-/// ones set.
-fn policies_text(p: &Policies) -> String {
-    let ms = |v: u64| humantime::format_duration(Duration::from_millis(v)).to_string();
-    let mut text = p.misfire.name().to_owned();
-    if p.overlap != Overlap::Skip {
-        text.push_str(&format!(", overlap {}", p.overlap.as_str()));
-    }
-    if let Some(w) = p.catch_up_window_ms {
-        text.push_str(&format!(", catch-up window {}", ms(w)));
-    }
-    if let Some(j) = p.jitter_ms {
-        text.push_str(&format!(", jitter {}", ms(j)));
-    }
-    if let Some(start) = p.start_ms {
-        text.push_str(&format!(", from {}", time(start)));
-    }
-    if let Some(end) = p.end_ms {
-        text.push_str(&format!(", until {}", time(end)));
-    }
-    text
-}
-
 fn shown(s: &Schedule, next: &[i64], json: bool) -> Result<String, Failure> {
     if json {
         return json::pretty(&ScheduleJson {
@@ -455,12 +417,12 @@ fn shown(s: &Schedule, next: &[i64], json: bool) -> Result<String, Failure> {
         });
     }
     let mut text = format!(
-        "id          {}\nhandler     {}\nwhen        {}\npayload     {}\npolicies    misfire {}\npaused      {}\npartition   {}\nrevision    {}\ncreated     {} by {}\nupdated     {} by {}\n",
+        "id          {}\nhandler     {}\nwhen        {}\npayload     {}\npolicies    {}\npaused      {}\npartition   {}\nrevision    {}\ncreated     {} by {}\nupdated     {} by {}\n",
         s.id,
         s.handler,
         s.spec,
         s.payload,
-        policies_text(&s.policies),
+        s.policies.summary(),
         match (&s.paused, &s.pause_note) {
             (true, Some(note)) => format!("yes ({note})"),
             (true, None) => "yes".to_owned(),

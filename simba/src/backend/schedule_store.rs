@@ -162,6 +162,39 @@ impl Policies {
         self
     }
 
+    /// The policies as people read them (`simba schedules get`, the dashboard): the misfire
+    /// policy, then the ones set, instants in RFC 3339, e.g. `misfire run_once, catch-up
+    /// window 6h, jitter 5m`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use simba::schedule_store::{Misfire, Policies};
+    ///
+    /// let p = Policies::default().with_misfire(Misfire::RunOnce).with_jitter(Duration::from_secs(300));
+    /// assert_eq!(p.summary(), "misfire run_once, jitter 5m");
+    /// ```
+    pub fn summary(&self) -> String {
+        let ms = |v: u64| humantime::format_duration(std::time::Duration::from_millis(v)).to_string();
+        let at = |v: i64| crate::job_store::rfc3339_ms(Some(v)).unwrap_or_else(|| v.to_string());
+        let mut text = format!("misfire {}", self.misfire.name());
+        if self.overlap != Overlap::Skip {
+            text.push_str(&format!(", overlap {}", self.overlap.as_str()));
+        }
+        if let Some(w) = self.catch_up_window_ms {
+            text.push_str(&format!(", catch-up window {}", ms(w)));
+        }
+        if let Some(j) = self.jitter_ms {
+            text.push_str(&format!(", jitter {}", ms(j)));
+        }
+        if let Some(start) = self.start_ms {
+            text.push_str(&format!(", from {}", at(start)));
+        }
+        if let Some(end) = self.end_ms {
+            text.push_str(&format!(", until {}", at(end)));
+        }
+        text
+    }
+
     /// Why these policies are refused for `spec`, or `None` (the code-defined jobs' checks:
     /// a window longer than zero and only with `misfire = run_once`, a jitter shorter than a
     /// fixed rate, a start before the end).

@@ -9,7 +9,7 @@ use maud::{Markup, html};
 
 use super::pages::{encode, history_table, ms_clock, outcome_badge};
 use super::schedules::{AUDIT, Detail, FIRES, ListParams, ListRow, Listing, PAGE_SIZE, Problem};
-use crate::schedule_store::{Policies, Schedule, ScheduleSpec, job_name};
+use crate::schedule_store::{Schedule, ScheduleSpec, job_name};
 
 /// `schedules/ID` (relative to the page's `<base>`).
 pub(crate) fn schedule_path(id: &str) -> String {
@@ -36,29 +36,6 @@ pub(crate) fn when_text(spec: &ScheduleSpec) -> String {
         }
         spec => spec.to_string(),
     }
-}
-
-/// A schedule's policies as `simba schedules get` shows them: the misfire policy, then the
-/// ones set.
-pub(crate) fn policies_text(p: &Policies) -> String {
-    let ms = |v: u64| humantime::format_duration(Duration::from_millis(v)).to_string();
-    let mut text = format!("misfire {}", p.misfire.name());
-    if p.overlap != crate::schedule_store::Overlap::Skip {
-        text.push_str(&format!(", overlap {}", p.overlap.as_str()));
-    }
-    if let Some(w) = p.catch_up_window_ms {
-        text.push_str(&format!(", catch-up window {}", ms(w)));
-    }
-    if let Some(j) = p.jitter_ms {
-        text.push_str(&format!(", jitter {}", ms(j)));
-    }
-    if let Some(start) = p.start_ms {
-        text.push_str(&format!(", from {}", ms_clock(start)));
-    }
-    if let Some(end) = p.end_ms {
-        text.push_str(&format!(", until {}", ms_clock(end)));
-    }
-    text
 }
 
 /// Why a page has nothing to show, as its content.
@@ -199,7 +176,7 @@ fn definition(s: &Schedule) -> Markup {
                 tr { th { "Handler" } td { code { (s.handler) } } }
                 tr { th { "When" } td { code { (when_text(&s.spec)) } } }
                 tr { th { "Payload" } td { pre #payload { (s.payload) } } }
-                tr { th { "Policies" } td { (policies_text(&s.policies)) } }
+                tr { th { "Policies" } td { (s.policies.summary()) } }
                 tr { th { "Paused" } td #paused { (paused(s)) } }
                 tr { th { "Partition" } td.num { (s.partition) } }
                 tr { th { "Revision" } td.num { (s.revision) } }
