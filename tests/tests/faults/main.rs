@@ -1,5 +1,5 @@
 //! Faults with real processes (rule V2): the fault suite, the multi-process cron test, the
-//! multi-process history test (issue 12), degraded networks (issue 16 item 2), replicated stores
+//! multi-process history test (issue 12), the multi-process schedules test (issue 36), degraded networks (issue 16 item 2), replicated stores
 //! with their leader faulted (ADR 0029) and the fault proxy itself.
 //!
 //! The fault suite and the multi-process test start node processes and time failovers, so
@@ -14,6 +14,7 @@ mod multiprocess;
 mod proxy;
 mod replicated;
 mod replicated_pg;
+mod schedules;
 mod storage;
 
 /// Held by every test that runs node processes against shared servers and times them.
