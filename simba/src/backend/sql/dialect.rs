@@ -303,7 +303,7 @@ impl Shared {
 /// trip is in flight leaves the server session inside a transaction that nothing rolls back,
 /// and the pool hands that connection out again, every statement on it failing with "current
 /// transaction is aborted" until the server's idle-in-transaction timeout kills it (found by
-/// the multi-process schedules test, where claims time out under load; sqlx issue 4393). So
+/// the multi-process schedules test, where claims time out under load; a known sqlx defect). So
 /// there the `BEGIN` runs in a task of its own: a caller that gives up drops a transaction
 /// that did begin, which rolls back and returns its connection clean. SQLite's begin is safe
 /// (sqlx rolls back a `BEGIN` dropped midway there) and its claims are the hot path: awaited
