@@ -175,7 +175,7 @@ impl Policies {
     /// ```
     pub fn summary(&self) -> String {
         let ms = |v: u64| humantime::format_duration(std::time::Duration::from_millis(v)).to_string();
-        let at = |v: i64| crate::job_store::rfc3339_ms(Some(v)).unwrap_or_else(|| v.to_string());
+        let at = |v: i64| super::job_store::rfc3339_ms(Some(v)).unwrap_or_else(|| v.to_string());
         let mut text = format!("misfire {}", self.misfire.name());
         if self.overlap != Overlap::Skip {
             text.push_str(&format!(", overlap {}", self.overlap.as_str()));
