@@ -47,12 +47,23 @@ pub(crate) async fn run(
     let jobs = Jobs::new(store).with_wait(wait);
     let text = match cmd {
         JobsCommand::List { late_after } => {
-            let list = jobs.list().await.map_err(message)?;
+            // Schedules stored as data are `simba schedules list`'s: thousands of them would
+            // bury the jobs, each with a history read.
+            let (list, schedules): (Vec<JobState>, Vec<JobState>) = jobs
+                .list()
+                .await
+                .map_err(message)?
+                .into_iter()
+                .partition(|j| !simba::schedule_store::is_schedule_job(&j.job));
             let registry = jobs.registry().await.map_err(message)?;
             // Holders are shown where the store can be listed; a failure leaves them out.
             let held = backend.inspect().await.map(|s| s.leases).unwrap_or_default();
             let rows = list_rows(&jobs, &list, &registry, (&held, *late_after)).await?;
-            if json { list_json(&rows, &registry)? } else { list_table(&rows, &registry) }
+            if json {
+                list_json(&rows, &registry, schedules.len())?
+            } else {
+                list_table(&rows, &registry, schedules.len())
+            }
         }
         JobsCommand::History { job, limit } => {
             let h = jobs.history(job, *limit).await.map_err(message)?;
@@ -302,7 +313,7 @@ impl ListRow {
     }
 }
 
-fn list_json(rows: &[ListRow], registry: &RegistryReport) -> Result<String, Failure> {
+fn list_json(rows: &[ListRow], registry: &RegistryReport, schedules: usize) -> Result<String, Failure> {
     let jobs = rows
         .iter()
         .map(|r| {
@@ -332,10 +343,23 @@ fn list_json(rows: &[ListRow], registry: &RegistryReport) -> Result<String, Fail
             }
         })
         .collect();
-    json::pretty(&json::Jobs { schema: json::SCHEMA, jobs, registry: json::Registry::from(registry) })
+    let registry = json::Registry::from(registry);
+    json::pretty(&json::Jobs { schema: json::SCHEMA, jobs, registry, schedule_histories: schedules })
 }
 
-fn list_table(rows: &[ListRow], registry: &RegistryReport) -> String {
+fn list_table(rows: &[ListRow], registry: &RegistryReport, schedules: usize) -> String {
+    let schedules = match schedules {
+        0 => String::new(),
+        n => format!(
+            "\n{n} schedule{} stored as data {} a history too: `simba schedules list` counts them, `simba history \
+             schedule/<id>` shows one\n",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "has" } else { "have" }
+        ),
+    };
+    if rows.is_empty() && !schedules.is_empty() {
+        return format!("no jobs defined in code yet\n{schedules}");
+    }
     if rows.is_empty() {
         return "no jobs yet: a job appears once a node running it has started, or once it was paused or triggered\n"
             .to_owned();
@@ -379,6 +403,7 @@ fn list_table(rows: &[ListRow], registry: &RegistryReport) -> String {
         &cells,
     );
     out.push_str(&registry_note(registry));
+    out.push_str(&schedules);
     out
 }
 

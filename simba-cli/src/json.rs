@@ -71,6 +71,9 @@ pub(crate) struct Jobs<'a> {
     pub(crate) schema: u32,
     pub(crate) jobs: Vec<Job<'a>>,
     pub(crate) registry: Registry<'a>,
+    /// How many schedules stored as data have a history (`schedule/<id>`; not in `jobs`:
+    /// `simba schedules list --json` has them).
+    pub(crate) schedule_histories: usize,
 }
 
 /// One job of `simba jobs --json`.

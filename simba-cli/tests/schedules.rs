@@ -281,6 +281,15 @@ async fn a15_schedules_trigger_through_the_tool() {
     let state = store.job("schedule/t1").await.unwrap_or_else(|e| panic!("{e}"));
     assert!(state.and_then(|s| s.trigger_pending_ms).is_some(), "the request waits for the partition's holder");
 
+    // `simba jobs` leaves schedules to `simba schedules list`, and says how many there are.
+    let (code, out, _) = simba(&url, &["jobs"]).await;
+    assert_eq!(code, 0);
+    assert!(!out.lines().any(|l| l.starts_with("schedule/")), "no schedule among the jobs: {out}");
+    assert!(out.contains("1 schedule stored as data has a history too: `simba schedules list`"), "{out}");
+    let (_, out, _) = simba(&url, &["--json", "jobs"]).await;
+    let listed = json(&out);
+    assert_eq!((listed["jobs"].as_array().map(Vec::len), listed["schedule_histories"].as_u64()), (Some(0), Some(1)));
+
     let (code, out, _) = simba(&url, &["--json", "schedules", "audit", "t1"]).await;
     assert_eq!(code, 0);
     let audit = json(&out);

@@ -10,7 +10,7 @@ use simba_core::schedules::{Fires, Spec};
 
 use crate::backend::BackendResult;
 
-pub use simba_core::schedules::{DEFAULT_PARTITIONS, MAX_PAYLOAD_BYTES, job_name, partition_of};
+pub use simba_core::schedules::{DEFAULT_PARTITIONS, MAX_PAYLOAD_BYTES, is_schedule_job, job_name, partition_of};
 /// What a schedule does with slots missed while no node held its partition: the one misfire
 /// type of code-defined jobs (`simba::job::Misfire` is the same type), by the names
 /// `simba.toml` and the macros use (`skip`, `run_once`). Re-exported from the rules crate
