@@ -20,6 +20,7 @@ mod runner;
 mod schedule;
 mod shard;
 mod state;
+mod wait;
 #[cfg(feature = "webhook")]
 pub(crate) mod webhook;
 mod webhook_url;

@@ -342,12 +342,7 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     ) -> Attempt {
         tokio::pin!(fut);
         let deadline = self.rec.policy.timeout.map(|t| Instant::now() + t);
-        let timed_out = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d).await,
-                None => std::future::pending().await,
-            }
-        };
+        let timed_out = super::wait::until(deadline);
         tokio::pin!(timed_out);
         // The election drops this future when the term is lost (H3): the guard still
         // records the slot as cancelled.

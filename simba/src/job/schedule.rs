@@ -103,14 +103,7 @@ struct RunNowRequests(Option<watch::Receiver<u64>>);
 impl RunNowRequests {
     /// Waits until the control version moves; never completes without a store.
     async fn changed(&mut self) {
-        match self.0.as_mut() {
-            Some(rx) => {
-                if rx.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            }
-            None => std::future::pending().await,
-        }
+        super::wait::moved(self.0.as_mut()).await
     }
 }
 

@@ -28,6 +28,7 @@ use super::handler::Handler;
 use super::history::Recording;
 use super::registry::{JobFuture, PartitionRun, job_future};
 use super::runner::{PayloadCell, Slot, SlotRunner};
+use super::wait;
 use crate::job_store::{Outcome, SharedJobStore, SlotKind};
 use crate::schedule_store::{ListQuery, Misfire, Policies, Schedule, SharedScheduleStore};
 use crate::{BoxError, Simba, Term};
@@ -299,14 +300,14 @@ impl Shards {
                 Some(done) = in_flight.tasks.join_next_with_id(), if !in_flight.tasks.is_empty() => {
                     self.ended(&shard, done, &term, &mut in_flight, true);
                 }
-                () = sleep_until_some(next) => {}
+                () = wait::until(next) => {}
                 moved = changes.changed() => {
                     if moved.is_err() {
                         break;
                     }
                     stale = true;
                 }
-                Ok(()) = changed(pending.as_mut()) => asked = true,
+                () = wait::moved(pending.as_mut()) => asked = true,
             }
         }
         // The runs in flight end with the term (their context's cancellation, then their
@@ -610,11 +611,11 @@ impl Shard {
     fn load(&mut self, rows: Vec<Schedule>, now_ms: i64) -> Vec<(String, Vec<i64>)> {
         let mut entries = BTreeMap::new();
         let mut unfired = Vec::new();
-        let written: HashMap<&str, i64> = rows.iter().map(|s| (s.id.as_str(), s.updated_ms)).collect();
+        let read: HashMap<&str, &Schedule> = rows.iter().map(|s| (s.id.as_str(), s)).collect();
         for (id, old) in &self.entries {
-            let before = written.get(id.as_str()).copied().unwrap_or(now_ms);
-            let changed =
-                rows.iter().find(|s| &s.id == id).is_none_or(|s| s.paused || s.revision != old.schedule.revision);
+            let row = read.get(id.as_str());
+            let before = row.map_or(now_ms, |s| s.updated_ms);
+            let changed = row.is_none_or(|s| s.paused || s.revision != old.schedule.revision);
             let slots = if changed { old.unfired(before, now_ms) } else { Vec::new() };
             if !slots.is_empty() {
                 unfired.push((id.clone(), slots));
@@ -671,24 +672,6 @@ async fn runnable_now(store: &SharedScheduleStore, id: &str) -> bool {
             tracing::warn!(schedule = id, error = %e, "cannot read the schedule before its requested run; the request waits");
             false
         }
-    }
-}
-
-/// Waits until `rx` moves; never without one (or once its sender is gone).
-async fn changed<T>(rx: Option<&mut watch::Receiver<T>>) -> Result<(), ()> {
-    if let Some(rx) = rx
-        && rx.changed().await.is_ok()
-    {
-        return Ok(());
-    }
-    std::future::pending().await
-}
-
-/// Sleeps until `at`, or forever without one.
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 
