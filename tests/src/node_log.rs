@@ -102,3 +102,16 @@ pub fn clock_check(over: std::time::Duration) {
     let real = mono_ns() - r0;
     log(format!("clock {r0} {real} {local}"));
 }
+
+/// With `SIMBA_NODE_TRACING=1`, the library's log goes to stderr, filtered by `RUST_LOG`
+/// (the multi-process tests read the warnings of the record writer and the claims' lines);
+/// nothing otherwise.
+pub fn trace_to_stderr() {
+    if std::env::var_os("SIMBA_NODE_TRACING").is_some_and(|v| v == "1") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
+    }
+}

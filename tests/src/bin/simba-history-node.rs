@@ -30,7 +30,7 @@ use std::time::Duration;
 use simba::fencing::{PostgresFence, SqliteFence};
 use simba::job::JobContext;
 use simba::{Term, simba_partitioned, simba_scheduled};
-use simba_tests::node_log::{log, mono_ns};
+use simba_tests::node_log::{log, mono_ns, trace_to_stderr};
 use tokio::sync::OnceCell;
 
 #[simba_scheduled(cron = "* * * * * *")]
@@ -127,15 +127,7 @@ async fn parts(term: &Term, partition: u32) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     log(format!("node {}", mono_ns()));
-    // SIMBA_NODE_TRACING=1: the library's log on stderr, filtered by RUST_LOG (the store-fault
-    // run reads the warnings of the record writer and of the gap look at a term's start).
-    if std::env::var_os("SIMBA_NODE_TRACING").is_some_and(|v| v == "1") {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
-            .init();
-    }
+    trace_to_stderr();
     // The ledger's connection and table are set up before the node joins (the job retries
     // it if the ledger is not reachable yet).
     if std::env::var_os("SIMBA_LEDGER").is_some()

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use simba::job::JobContext;
 use simba::{Term, simba_handler};
-use simba_tests::node_log::{log, mono_ns};
+use simba_tests::node_log::{log, mono_ns, trace_to_stderr};
 
 /// A schedule's payload: its own id, and a version that an edit or a run-now request changes.
 #[derive(serde::Deserialize)]
@@ -35,13 +35,7 @@ async fn tick(term: &Term, tick: Tick, ctx: &JobContext) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     log(format!("node {}", mono_ns()));
-    if std::env::var_os("SIMBA_NODE_TRACING").is_some_and(|v| v == "1") {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
-            .init();
-    }
+    trace_to_stderr();
     simba::run().await?;
     Ok(())
 }

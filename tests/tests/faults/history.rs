@@ -36,7 +36,6 @@ mod logs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -46,6 +45,7 @@ use simba::{Simba, SimbaConfig};
 use simba_tests::node_log::mono_ns;
 
 use self::logs::{Logs, holds_wal_write_lock, stopped};
+use crate::nodes::{self, Node, exited, signal};
 
 const NODES: [&str; 3] = ["a", "b", "c"];
 const LEASE: Duration = Duration::from_millis(1500);
@@ -60,18 +60,6 @@ const RETENTION: usize = 10_000;
 const PREFILL: usize = RETENTION - 10;
 /// The jobs with a history, and their periods (ms).
 const JOBS: [(&str, i64); 3] = [("slow", 1000), ("ledger", 100), ("flaky", 2000)];
-
-struct Node {
-    name: &'static str,
-    child: Child,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// One backend's run: its directory (config, node logs), store URL and ledger.
 struct Setup {
@@ -96,25 +84,13 @@ impl Setup {
     }
 
     fn spawn(&self, name: &'static str) -> Node {
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("{name}.stderr")))
-            .expect("node stderr file");
-        let child = Command::new(env!("CARGO_BIN_EXE_simba-history-node"))
-            .current_dir(&self.dir)
-            .env("SIMBA_CONFIG", self.dir.join("simba.toml"))
-            .env("SIMBA_NODE", name)
-            .env("SIMBA_NODE_LOG", self.dir.join(format!("{name}.log")))
-            .env("SIMBA_HISTORY_LOG", self.dir.join("history.log"))
-            .env("SIMBA_LEDGER", &self.ledger)
-            .env("SIMBA_LEDGER_ID", "history")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn simba-history-node");
-        Node { name, child }
+        let envs = [
+            ("SIMBA_HISTORY_LOG", self.dir.join("history.log").into_os_string()),
+            ("SIMBA_LEDGER", self.ledger.clone().into()),
+            ("SIMBA_LEDGER_ID", "history".into()),
+            ("RUST_LOG", "warn".into()),
+        ];
+        nodes::spawn(env!("CARGO_BIN_EXE_simba-history-node"), &self.dir, name, envs)
     }
 
     fn logs(&self) -> Logs {
@@ -123,32 +99,7 @@ impl Setup {
 
     /// The last lines each node wrote to its stderr, for a failure message.
     fn stderr_tail(&self) -> String {
-        let mut out = String::new();
-        for name in NODES {
-            let text = std::fs::read_to_string(self.dir.join(format!("{name}.stderr"))).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            out.push_str(&format!("--- {} node {name} stderr ({} lines, last 12)\n", self.label, lines.len()));
-            for l in &lines[lines.len().saturating_sub(12)..] {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
-        out
-    }
-}
-
-/// `kill -SIG` of one node process.
-fn signal(node: &Node, sig: &str) {
-    let done = Command::new("kill").arg(format!("-{sig}")).arg(node.child.id().to_string()).status();
-    assert!(done.is_ok_and(|s| s.success()), "kill -{sig} {} ({}) failed", node.child.id(), node.name);
-}
-
-/// Waits (at most `within`) for a signalled node to exit.
-async fn exited(node: &mut Node, within: Duration) {
-    let start = Instant::now();
-    while node.child.try_wait().ok().flatten().is_none() {
-        assert!(start.elapsed() < within, "node {} did not exit within {within:?}", node.name);
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        nodes::stderr_tail(&self.dir, self.label, &NODES, 12)
     }
 }
 

@@ -11,6 +11,7 @@ mod faults;
 mod history;
 mod history_servers;
 mod multiprocess;
+mod nodes;
 mod proxy;
 mod replicated;
 mod replicated_pg;

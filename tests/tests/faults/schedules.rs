@@ -30,13 +30,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use simba::admin::{ScheduleError, Schedules, TriggerOptions};
 use simba::job_store::{Outcome, RunRecord, SharedJobStore, SlotKind};
 use simba::schedule_store::{AuditAction, ListQuery, Schedule, ScheduleSpec, job_name};
 use simba::{Simba, SimbaConfig};
+
+use crate::nodes::{self, Node, signal};
 
 const NODES: [&str; 3] = ["a", "b", "c"];
 /// Schedules per store.
@@ -53,18 +55,6 @@ const LATE: i64 = 3_000;
 /// How long the nodes run after the start.
 const RUN: Duration = Duration::from_secs(37);
 
-struct Node {
-    name: &'static str,
-    child: Child,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// One store's run: its directory (config, node logs) and store URL.
 struct Setup {
     dir: PathBuf,
@@ -74,23 +64,8 @@ struct Setup {
 
 impl Setup {
     fn spawn(&self, name: &'static str) -> Node {
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("{name}.stderr")))
-            .expect("node stderr file");
-        let child = Command::new(env!("CARGO_BIN_EXE_simba-schedule-node"))
-            .current_dir(&self.dir)
-            .env("SIMBA_CONFIG", self.dir.join("simba.toml"))
-            .env("SIMBA_NODE", name)
-            .env("SIMBA_NODE_LOG", self.dir.join(format!("{name}.log")))
-            .env("SIMBA_NODE_TRACING", "1")
-            .env("RUST_LOG", "warn,simba::job=info")
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn simba-schedule-node");
-        Node { name, child }
+        let envs = [("SIMBA_NODE_TRACING", "1"), ("RUST_LOG", "warn,simba::job=info")];
+        nodes::spawn(env!("CARGO_BIN_EXE_simba-schedule-node"), &self.dir, name, envs)
     }
 
     /// Every `fire` line of the nodes' logs.
@@ -105,17 +80,7 @@ impl Setup {
 
     /// The last lines each node wrote to its stderr, for a failure message.
     fn stderr_tail(&self) -> String {
-        let mut out = String::new();
-        for name in NODES {
-            let text = std::fs::read_to_string(self.dir.join(format!("{name}.stderr"))).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            out.push_str(&format!("--- {} node {name} stderr ({} lines, last 30)\n", self.label, lines.len()));
-            for l in &lines[lines.len().saturating_sub(30)..] {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
-        out
+        nodes::stderr_tail(&self.dir, self.label, &NODES, 30)
     }
 }
 
@@ -143,12 +108,6 @@ impl Fire {
             v: f[6].parse().ok()?,
         })
     }
-}
-
-/// `kill -SIG` of one node process.
-fn signal(node: &Node, sig: &str) {
-    let done = Command::new("kill").arg(format!("-{sig}")).arg(node.child.id().to_string()).status();
-    assert!(done.is_ok_and(|s| s.success()), "kill -{sig} {} ({}) failed", node.child.id(), node.name);
 }
 
 fn now_ms() -> i64 {
