@@ -15,6 +15,7 @@ mod nodes;
 mod proxy;
 mod replicated;
 mod replicated_pg;
+mod replicated_redis;
 mod schedules;
 mod storage;
 

@@ -419,10 +419,12 @@ impl RedisJobStore {
             invocation.arg(*arg);
         }
         let mut conn = self.backend.inner.conn.clone();
-        invocation
+        let reply = invocation
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| super::connect::call_error(&self.backend.inner.description, what, e))
+            .map_err(|e| super::connect::call_error(&self.backend.inner.description, what, e))?;
+        self.backend.replicated(&mut conn, what).await?;
+        Ok(reply)
     }
 
     fn record(&self, fields: Vec<Option<String>>) -> BackendResult<RunRecord> {

@@ -104,6 +104,13 @@ const RELEASE_CAPACITY: usize = 1024;
 /// ids never happens in practice; the loop only makes the code total).
 const OPEN_ATTEMPTS: usize = 3;
 
+/// The URL parameter of [`RedisOptions::wait_replicas`].
+const WAIT_REPLICAS: &str = "wait_replicas";
+/// The URL parameter of [`RedisOptions::wait_timeout`], in milliseconds.
+const WAIT_TIMEOUT_MS: &str = "wait_timeout_ms";
+/// [`RedisOptions::wait_timeout`]'s default.
+const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// How the backend connects and what it accepts. Build it with [`RedisOptions::default`] and
 /// the setters.
 ///
@@ -134,6 +141,18 @@ pub struct RedisOptions {
     /// bounds calls made outside the engine; a bound shorter than the renewal period only
     /// makes a slow call fail (and be retried) sooner.
     pub response_timeout: Option<Duration>,
+    /// How many replicas must acknowledge every write before a call answers (Redis `WAIT`
+    /// after each script; default 0: none, Redis's own asynchronous replication). With a
+    /// replica promoted after a failover, writes it never received are lost: a token granted
+    /// again, a slot claimed again, a session renewed for less long. With `wait_replicas = 1`
+    /// and one replica per primary, a call answers only once its writes are on the replica
+    /// (a write the replica did not acknowledge within [`wait_timeout`](Self::wait_timeout)
+    /// fails the call, so no grant is told that a promotion could take back): the mode to use
+    /// with Sentinel or any failover that promotes a replica. URL: `wait_replicas=N`.
+    pub wait_replicas: u32,
+    /// How long a call waits for [`wait_replicas`](Self::wait_replicas) acknowledgements
+    /// (default 500 ms; keep it below the renewal period). URL: `wait_timeout_ms=T`.
+    pub wait_timeout: Duration,
 }
 
 impl Default for RedisOptions {
@@ -143,6 +162,8 @@ impl Default for RedisOptions {
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             connect_timeout: Duration::from_secs(5),
             response_timeout: Some(Duration::from_secs(10)),
+            wait_replicas: 0,
+            wait_timeout: DEFAULT_WAIT_TIMEOUT,
         }
     }
 }
@@ -172,12 +193,43 @@ impl RedisOptions {
         self
     }
 
+    /// Sets [`wait_replicas`](Self::wait_replicas) and [`wait_timeout`](Self::wait_timeout).
+    pub fn wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.wait_replicas = replicas;
+        self.wait_timeout = timeout;
+        self
+    }
+
+    /// The options with the URL's `wait_replicas` and `wait_timeout_ms` parameters applied.
+    fn with_url_params(mut self, url: &crate::backend::BackendUrl) -> BackendResult<Self> {
+        let number = |key: &str, v: &str| {
+            v.parse::<u32>().map_err(|_| {
+                BackendError::Misconfigured(format!(
+                    "Redis URL {}: {key}={v} is not a whole number: use e.g. {key}=1",
+                    url.redacted()
+                ))
+            })
+        };
+        if let Some(v) = url.param(WAIT_REPLICAS) {
+            self.wait_replicas = number(WAIT_REPLICAS, v)?;
+        }
+        if let Some(v) = url.param(WAIT_TIMEOUT_MS) {
+            self.wait_timeout = Duration::from_millis(u64::from(number(WAIT_TIMEOUT_MS, v)?));
+        }
+        Ok(self)
+    }
+
     fn validate(&self) -> BackendResult<()> {
         if self.key_prefix.is_empty() || self.key_prefix.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(BackendError::Misconfigured(format!(
                 "invalid Redis key prefix {:?}: use a non-empty prefix without spaces, such as `simba`",
                 self.key_prefix
             )));
+        }
+        if self.wait_replicas > 0 && self.wait_timeout.is_zero() {
+            return Err(BackendError::Misconfigured(
+                "Redis wait_timeout must be positive when wait_replicas is set: use e.g. 500 ms".to_owned(),
+            ));
         }
         if self.connect_timeout.is_zero() || self.response_timeout.is_some_and(|t| t.is_zero()) {
             return Err(BackendError::Misconfigured(
@@ -213,6 +265,8 @@ struct Inner {
     /// The server as `redis://[user@]host:port/db`, never with a password.
     description: Arc<str>,
     connect_timeout: Duration,
+    /// `WAIT` after every script: replicas and timeout ([`RedisOptions::wait_replicas`]).
+    wait: Option<(u32, Duration)>,
     /// The sender of the release subscription, once somebody subscribed.
     releases: Mutex<Option<broadcast::Sender<String>>>,
     /// The sender of the schedule changes' subscription, once somebody subscribed.
@@ -350,10 +404,12 @@ impl RedisBackend {
 
     /// [`connect_with`](Self::connect_with) to a parsed URL.
     pub(crate) async fn connect_url(url: &crate::backend::BackendUrl, options: RedisOptions) -> BackendResult<Self> {
+        let options = options.with_url_params(url)?;
         options.validate()?;
         let shown = url.redacted().to_owned();
         check_url(url)?;
         let (url, certificates) = connect::tls_files(url)?;
+        let url = crate::secret::strip_params(&url, &[WAIT_REPLICAS, WAIT_TIMEOUT_MS]);
         let url = url.as_str();
         let opened = match certificates {
             Some(c) => redis::Client::build_with_tls(url, c),
@@ -411,6 +467,7 @@ impl RedisBackend {
                 keys: Keys::new(&options.key_prefix),
                 description,
                 connect_timeout: ct,
+                wait: (options.wait_replicas > 0).then_some((options.wait_replicas, options.wait_timeout)),
                 releases: Mutex::new(None),
                 schedule_changes: Mutex::new(None),
                 _stop_on_drop: subscriber_stop.clone().drop_guard(),
@@ -463,7 +520,36 @@ impl RedisBackend {
             invocation.arg(arg);
         }
         let mut conn = self.inner.conn.clone();
-        invocation.invoke_async(&mut conn).await.map_err(|e| call_error(&self.inner.description, what, e))
+        let reply =
+            invocation.invoke_async(&mut conn).await.map_err(|e| call_error(&self.inner.description, what, e))?;
+        self.replicated(&mut conn, what).await?;
+        Ok(reply)
+    }
+
+    /// With [`RedisOptions::wait_replicas`] set: waits until that many replicas acknowledged
+    /// every write made on `conn` so far (one `WAIT`), and fails the call (`Unavailable`: the
+    /// caller tries again, and every script is safe to repeat) when fewer did within the
+    /// timeout: a write only the primary holds is not answered as done (rule B8).
+    pub(super) async fn replicated(&self, conn: &mut ConnectionManager, what: &'static str) -> BackendResult<()> {
+        let Some((replicas, wait)) = self.inner.wait else { return Ok(()) };
+        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        let acked: i64 = redis::cmd("WAIT")
+            .arg(replicas)
+            .arg(ms)
+            .query_async(conn)
+            .await
+            .map_err(|e| call_error(&self.inner.description, what, e))?;
+        if acked < i64::from(replicas) {
+            return Err(BackendError::Unavailable {
+                message: format!(
+                    "{}: {what}: {acked} of {replicas} replicas acknowledged the write within {wait:?} \
+                     (wait_replicas): not answered as done; try again once the replica is back",
+                    self.inner.description
+                ),
+                source: None,
+            });
+        }
+        Ok(())
     }
 
     fn protocol(&self, what: &str, reply: impl fmt::Debug) -> BackendError {
@@ -669,6 +755,25 @@ mod tests {
         assert!(RedisOptions::default().connect_timeout(Duration::ZERO).validate().is_err());
         assert!(RedisOptions::default().response_timeout(Some(Duration::ZERO)).validate().is_err());
         assert!(RedisOptions::default().key_prefix("{simba}").response_timeout(None).validate().is_ok());
+        assert!(RedisOptions::default().wait_replicas(1, Duration::ZERO).validate().is_err());
+        assert!(RedisOptions::default().wait_replicas(0, Duration::ZERO).validate().is_ok());
+    }
+
+    /// Rule B8: the URL's `wait_replicas` and `wait_timeout_ms` set the mode; a value that is
+    /// not a whole number is refused, naming the parameter and an example.
+    #[test]
+    fn b8_wait_replicas_comes_from_the_url() {
+        let url = |text: &str| crate::backend::BackendUrl::new(text);
+        let o =
+            RedisOptions::default().with_url_params(&url("redis://h/0?wait_replicas=2&wait_timeout_ms=250")).unwrap();
+        assert_eq!((o.wait_replicas, o.wait_timeout), (2, Duration::from_millis(250)));
+        let o = RedisOptions::default().with_url_params(&url("redis://h/0")).unwrap();
+        assert_eq!((o.wait_replicas, o.wait_timeout), (0, DEFAULT_WAIT_TIMEOUT));
+        let e = RedisOptions::default().with_url_params(&url("redis://:pw@h/0?wait_replicas=one")).unwrap_err();
+        assert!(
+            matches!(&e, BackendError::Misconfigured(m) if m.contains("wait_replicas=one") && m.contains("wait_replicas=1") && !m.contains("pw")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,0 +1,206 @@
+//! Redis failover (ADR 0029, rule B8): a primary with one replica, the replica promoted after the
+//! primary is killed, as Sentinel (or an operator) does; every server durable (AOF, fsync
+//! always), real `redis-server` processes on loopback ports of their own.
+//!
+//! One run: a session wins the lease `ledger` (token t) while the replica follows; then the
+//! replica's link to the primary is cut (a fault proxy between them resets every connection),
+//! the holder releases and a second session takes the lease on the primary (token t + 1, told
+//! to it in the asynchronous mode); the primary is killed, the replica promoted and the
+//! clients' address repointed to it (a fault proxy standing for the service address Sentinel
+//! moves), a fresh server made its replica, and a third session takes the lease there.
+//!
+//! - **Asynchronous** (`wait_replicas` 0, Redis's default): the promoted replica never got
+//!   t + 1, so the third session is told t + 1 again: a token granted twice (counted; fencing
+//!   with a store that does not regress is what protects, rule F1).
+//! - **`wait_replicas=1`**: every call answers only once the replica acknowledged its writes.
+//!   With the link cut, the release and the second session's calls fail with an error naming
+//!   `wait_replicas` (nothing is told), and after the promotion the third session is told a
+//!   token above every token told before: no regression.
+
+#![allow(clippy::print_stderr)] // The figures are printed for the report.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use simba::backend::redis::{RedisBackend, RedisOptions};
+use simba::backend::{Acquire, Backend, SessionId};
+use simba_tests::proxy::{FaultProxy, Mode, Modes};
+
+use crate::SERIAL;
+
+/// The sessions' lease: the third session waits for the first one's to expire on the replica.
+const TTL: Duration = Duration::from_secs(2);
+
+/// A `redis-server` on a free loopback port, in its own directory; killed when dropped.
+struct RedisServer {
+    port: u16,
+    child: Child,
+}
+
+impl RedisServer {
+    fn start(dir: &Path, name: &str) -> RedisServer {
+        let port = free_port();
+        let data = dir.join(name);
+        std::fs::create_dir_all(&data).expect("server directory");
+        let bin = std::env::var("SIMBA_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+        let child = Command::new(&bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"])
+            .args(["--appendfsync", "always", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{bin} did not start ({e}): `bash scripts/backends.sh install` installs it"));
+        let server = RedisServer { port, child };
+        let start = Instant::now();
+        while server.cli(&["PING"]) != "PONG" {
+            assert!(start.elapsed() < Duration::from_secs(10), "redis-server {name} on port {port} did not answer");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// One `redis-cli` command; its output, trimmed.
+    fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli").args(["-h", "127.0.0.1", "-p", &self.port.to_string()]).args(args).output();
+        out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default()
+    }
+
+    /// Makes this server a replica of `of` and waits until its link is up.
+    fn follow(&self, of: SocketAddr) {
+        assert_eq!(self.cli(&["REPLICAOF", "127.0.0.1", &of.port().to_string()]), "OK");
+        let start = Instant::now();
+        while !self.cli(&["INFO", "replication"]).contains("master_link_status:up") {
+            assert!(start.elapsed() < Duration::from_secs(15), "replica on port {} never linked", self.port);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free loopback port")
+}
+
+/// What one failover run told the sessions.
+#[derive(Debug)]
+struct Run {
+    /// Tokens told before the failover, in order.
+    told: Vec<u64>,
+    /// The token told after it.
+    after: u64,
+    /// The errors of the calls made while the replica's link was cut.
+    refused: Vec<String>,
+}
+
+impl Run {
+    /// Tokens told before the failover and told again (or undercut) after it.
+    fn regressions(&self) -> usize {
+        self.told.iter().filter(|&&t| t >= self.after).count()
+    }
+}
+
+async fn connect(addr: SocketAddr, wait: u32) -> RedisBackend {
+    let url = format!("redis://{addr}/0?wait_replicas={wait}&wait_timeout_ms=300");
+    let options = RedisOptions::default().connect_timeout(Duration::from_secs(2));
+    RedisBackend::connect_with(&url, options).await.unwrap_or_else(|e| panic!("connect {url}: {e}"))
+}
+
+async fn session(b: &RedisBackend) -> SessionId {
+    b.open_session(TTL).await.expect("open a session").id
+}
+
+async fn failover(wait: u32) -> Run {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let primary = RedisServer::start(dir.path(), "primary");
+    let replica = RedisServer::start(dir.path(), "replica");
+    let link = FaultProxy::start(primary.addr()).await.expect("link proxy");
+    replica.follow(link.addr());
+    let service = FaultProxy::start(primary.addr()).await.expect("service proxy");
+
+    let (mut told, mut refused) = (Vec::new(), Vec::new());
+    let a = connect(service.addr(), wait).await;
+    let sa = session(&a).await;
+    match a.acquire(&sa, "ledger").await {
+        Ok(Acquire::Won(t)) => told.push(t),
+        other => panic!("the first session, replica linked: {other:?}"),
+    }
+    // The replica has everything so far (in the asynchronous mode too: nothing is in flight).
+    assert_eq!(primary.cli(&["WAIT", "1", "2000"]), "1", "the replica acknowledged the first grant");
+
+    link.set_each(Modes::both(Mode::Cut));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    if let Err(e) = a.release(&sa, "ledger", told[0]).await {
+        refused.push(e.to_string());
+    }
+    let b = connect(service.addr(), wait).await;
+    match b.open_session(TTL).await {
+        Ok(grant) => match b.acquire(&grant.id, "ledger").await {
+            Ok(Acquire::Won(t)) => told.push(t),
+            Ok(other) => panic!("the second session after the release: {other:?}"),
+            Err(e) => refused.push(e.to_string()),
+        },
+        Err(e) => refused.push(e.to_string()),
+    }
+
+    // The failover: the primary dies, the replica is promoted, the service address moves to
+    // it, and a fresh server follows it (a promoted primary with `wait_replicas` needs one).
+    drop(primary);
+    assert_eq!(replica.cli(&["REPLICAOF", "NO", "ONE"]), "OK");
+    service.repoint(replica.addr());
+    service.set_each(Modes::both(Mode::Cut));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    service.set_each(Modes::both(Mode::Forward));
+    let spare = RedisServer::start(dir.path(), "spare");
+    spare.follow(replica.addr());
+
+    let c = connect(service.addr(), wait).await;
+    let sc = session(&c).await;
+    let start = Instant::now();
+    let after = loop {
+        match c.acquire(&sc, "ledger").await {
+            Ok(Acquire::Won(t)) => break t,
+            Ok(Acquire::Held) => {}
+            other => panic!("the third session, after the failover: {other:?}"),
+        }
+        assert!(start.elapsed() < TTL * 5, "the lease never came free on the promoted replica");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    drop(spare);
+    Run { told, after, refused }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b8_a_promoted_replica_grants_no_told_token_again_with_wait_replicas() {
+    let _serial = SERIAL.lock().await;
+    let asynchronous = failover(0).await;
+    let durable = failover(1).await;
+    eprintln!("Redis failover, asynchronous: {asynchronous:?}, {} regression(s)", asynchronous.regressions());
+    eprintln!("Redis failover, wait_replicas=1: {durable:?}, {} regression(s)", durable.regressions());
+
+    // Asynchronous: the grant only the primary held is told again after the promotion.
+    assert!(asynchronous.refused.is_empty(), "nothing waits for the replica: {:?}", asynchronous.refused);
+    assert_eq!(asynchronous.told.len(), 2, "both sessions were told a token");
+    assert_eq!(asynchronous.regressions(), 1, "the second session's token is granted again");
+
+    // wait_replicas=1: nothing was told while the replica could not acknowledge it.
+    assert_eq!(durable.told.len(), 1, "only the grant the replica acknowledged was told");
+    assert!(durable.refused.len() >= 2, "the release and the second session failed: {:?}", durable.refused);
+    for e in &durable.refused {
+        assert!(e.contains("wait_replicas") && e.contains("0 of 1 replicas"), "the error says why: {e}");
+    }
+    assert_eq!(durable.regressions(), 0, "no told token is granted again");
+}
