@@ -136,7 +136,7 @@ pub(crate) async fn connect_known(url: &BackendUrl, options: ConnectOptions) -> 
         #[cfg(feature = "mysql")]
         "mysql" | "mariadb" => Connected::new(super::mysql::MySqlBackend::connect_url(url).await?),
         #[cfg(feature = "redis")]
-        "redis" | "rediss" => {
+        "redis" | "rediss" | super::redis::SENTINEL_SCHEME => {
             let redis = super::redis::RedisOptions::default().allow_eviction(options.accept_eviction);
             Connected::new(super::redis::RedisBackend::connect_url(url, redis).await?)
         }
@@ -165,6 +165,7 @@ fn unsupported(scheme: &str) -> BackendError {
         "mariadb",
         "redis",
         "rediss",
+        "redis+sentinel",
         "zk",
         "zookeeper",
         "etcd",

@@ -64,6 +64,14 @@ pub fn transport_warnings(url: &BackendUrl) -> Vec<TransportWarning> {
                 if has_password(url) { ", and the password," } else { "" }
             ),
         ),
+        "redis+sentinel" => warning(
+            "scheme",
+            format!(
+                "redis+sentinel:// sends every command{} in plain text (simba reaches Sentinels without TLS): keep \
+                 the Sentinels and their servers on a private network",
+                if has_password(url) { ", and the password," } else { "" }
+            ),
+        ),
         "zk" | "zookeeper" | "etcd" if !tls_on(url) => warning(
             "tls",
             format!(

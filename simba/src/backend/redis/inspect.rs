@@ -129,7 +129,7 @@ impl RedisBackend {
     /// The server's `maxmemory-policy`, or `None` where `CONFIG` is disabled (managed
     /// services), for `simba check`.
     pub async fn eviction_policy(&self) -> BackendResult<Option<String>> {
-        let mut conn = self.inner.conn.clone();
+        let mut conn = self.inner.link.conn();
         let reply: redis::RedisResult<std::collections::HashMap<String, String>> =
             redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(&mut conn).await;
         match reply {

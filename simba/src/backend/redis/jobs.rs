@@ -418,11 +418,8 @@ impl RedisJobStore {
         for arg in args {
             invocation.arg(*arg);
         }
-        let mut conn = self.backend.inner.conn.clone();
-        let reply = invocation
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| super::connect::call_error(&self.backend.inner.description, what, e))?;
+        let mut conn = self.backend.inner.link.conn();
+        let reply = invocation.invoke_async(&mut conn).await.map_err(|e| self.backend.call_failed(what, e))?;
         self.backend.replicated(&mut conn, what).await?;
         Ok(reply)
     }
@@ -682,11 +679,12 @@ impl JobStore for RedisJobStore {
     }
 
     async fn control_version(&self) -> BackendResult<u64> {
-        let mut conn = self.backend.inner.conn.clone();
-        let v: Option<u64> =
-            redis::cmd("GET").arg(self.version_key()).query_async(&mut conn).await.map_err(|e| {
-                super::connect::call_error(&self.backend.inner.description, "read the control version", e)
-            })?;
+        let mut conn = self.backend.inner.link.conn();
+        let v: Option<u64> = redis::cmd("GET")
+            .arg(self.version_key())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.backend.call_failed("read the control version", e))?;
         Ok(v.unwrap_or(0))
     }
 
@@ -704,7 +702,7 @@ impl JobStore for RedisJobStore {
         let ready_tx = self.ready.track();
         runtime.spawn(
             Subscriber {
-                client: inner.client.clone(),
+                link: Arc::clone(&inner.link),
                 channel: self.channel(),
                 releases: tx.clone(),
                 stop: inner.subscriber_stop.clone(),

@@ -68,6 +68,7 @@
 mod connect;
 mod inspect;
 mod jobs;
+mod link;
 mod schedule_scripts;
 mod schedules;
 mod scripts;
@@ -108,6 +109,8 @@ const OPEN_ATTEMPTS: usize = 3;
 const WAIT_REPLICAS: &str = "wait_replicas";
 /// The URL parameter of [`RedisOptions::wait_timeout`], in milliseconds.
 const WAIT_TIMEOUT_MS: &str = "wait_timeout_ms";
+/// The scheme of a URL that names Sentinels and a service instead of one server (rule B9).
+pub(crate) const SENTINEL_SCHEME: &str = "redis+sentinel";
 /// [`RedisOptions::wait_timeout`]'s default.
 const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -259,8 +262,8 @@ pub struct RedisBackend {
 }
 
 struct Inner {
-    conn: ConnectionManager,
-    client: redis::Client,
+    /// The server the calls go to, and how it follows a Sentinel failover.
+    link: Arc<link::Link>,
     keys: Keys,
     /// The server as `redis://[user@]host:port/db`, never with a password.
     description: Arc<str>,
@@ -342,7 +345,7 @@ impl RedisBackend {
         let (tx, rx) = broadcast::channel(RELEASE_CAPACITY);
         runtime.spawn(
             Subscriber {
-                client: self.inner.client.clone(),
+                link: Arc::clone(&self.inner.link),
                 channel,
                 releases: tx.clone(),
                 stop: self.inner.subscriber_stop.clone(),
@@ -368,7 +371,7 @@ impl RedisBackend {
 
     /// Publishes on `channel` (a hint: a failure is logged, not returned).
     pub(crate) async fn publish(&self, channel: &str, message: &str) {
-        let mut conn = self.inner.conn.clone();
+        let mut conn = self.inner.link.conn();
         let mut cmd = redis::cmd("PUBLISH");
         cmd.arg(channel).arg(message);
         match timeout(self.inner.connect_timeout, cmd.query_async::<i64>(&mut conn)).await {
@@ -402,20 +405,17 @@ impl RedisBackend {
         Self::connect_url(&crate::backend::BackendUrl::new(url), options).await
     }
 
-    /// [`connect_with`](Self::connect_with) to a parsed URL.
-    pub(crate) async fn connect_url(url: &crate::backend::BackendUrl, options: RedisOptions) -> BackendResult<Self> {
-        let options = options.with_url_params(url)?;
-        options.validate()?;
+    /// The driver's client of a `redis://` or `rediss://` URL (its TLS files read).
+    fn client_of(url: &crate::backend::BackendUrl) -> BackendResult<redis::Client> {
         let shown = url.redacted().to_owned();
         check_url(url)?;
-        let (url, certificates) = connect::tls_files(url)?;
-        let url = crate::secret::strip_params(&url, &[WAIT_REPLICAS, WAIT_TIMEOUT_MS]);
-        let url = url.as_str();
+        let (text, certificates) = connect::tls_files(url)?;
+        let text = crate::secret::strip_params(&text, &[WAIT_REPLICAS, WAIT_TIMEOUT_MS]);
         let opened = match certificates {
-            Some(c) => redis::Client::build_with_tls(url, c),
-            None => redis::Client::open(url),
+            Some(c) => redis::Client::build_with_tls(text.as_str(), c),
+            None => redis::Client::open(text.as_str()),
         };
-        let client = opened.map_err(|e| {
+        opened.map_err(|e| {
             let hint = if e.to_string().contains("TLS") {
                 "rediss:// needs TLS support in the redis crate: enable its `tokio-native-tls-comp` or \
                  `tokio-rustls-comp` feature, or use redis:// on a trusted network"
@@ -423,15 +423,37 @@ impl RedisBackend {
                 "expected redis://[user[:password]@]host[:port][/db] or rediss://..."
             };
             BackendError::Misconfigured(format!("invalid Redis URL {shown}: {e}; {hint}"))
-        })?;
-        let description: Arc<str> = describe_info(client.get_connection_info()).unwrap_or(shown).into();
+        })
+    }
+
+    /// [`connect_with`](Self::connect_with) to a parsed URL.
+    pub(crate) async fn connect_url(url: &crate::backend::BackendUrl, options: RedisOptions) -> BackendResult<Self> {
+        let options = options.with_url_params(url)?;
+        options.validate()?;
+        let ct = options.connect_timeout;
+        let (client, sentinels) = if url.scheme().eq_ignore_ascii_case(SENTINEL_SCHEME) {
+            let shown = url.redacted().to_owned();
+            let (addresses, service, node) = link::sentinel_target(url.secret_text(), &shown)?;
+            let sentinels = link::Sentinels::new(&addresses, &service, node, shown)?;
+            (sentinels.primary(ct).await?, Some(sentinels))
+        } else {
+            (Self::client_of(url)?, None)
+        };
+        let description: Arc<str> = match &sentinels {
+            Some(_) => format!(
+                "{} (primary {})",
+                url.redacted(),
+                describe_info(client.get_connection_info()).unwrap_or_default()
+            )
+            .into(),
+            None => describe_info(client.get_connection_info()).unwrap_or_else(|| url.redacted().to_owned()).into(),
+        };
         // The redis crate builds its TLS configuration from the process's rustls provider and
         // takes none: without one it would panic (or install one for the whole process), and
         // simba installs none (backend::tls_provider): say what to add instead.
         if matches!(client.get_connection_info().addr(), redis::ConnectionAddr::TcpTls { .. }) {
             crate::backend::require_process_provider("redis", &format!("Redis at {description}"))?;
         }
-        let ct = options.connect_timeout;
 
         // One plain connection first: its single attempt reports the real cause (refused,
         // unknown host, bad password) within the connect timeout, and it reads the eviction
@@ -454,16 +476,16 @@ impl RedisBackend {
             .set_connection_timeout(Some(ct))
             .set_response_timeout(options.response_timeout)
             .set_max_delay(Duration::from_secs(1));
-        let conn = match timeout(ct, ConnectionManager::new_with_config(client.clone(), config)).await {
+        let conn = match timeout(ct, ConnectionManager::new_with_config(client.clone(), config.clone())).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => return Err(connect_error(&description, &e)),
             Err(_) => return Err(no_answer(&description, ct)),
         };
+        let link = link::Link::new(client, conn, sentinels, config, ct);
         let subscriber_stop = CancellationToken::new();
         let backend = RedisBackend {
             inner: Arc::new(Inner {
-                conn,
-                client,
+                link,
                 keys: Keys::new(&options.key_prefix),
                 description,
                 connect_timeout: ct,
@@ -519,9 +541,8 @@ impl RedisBackend {
         for arg in args {
             invocation.arg(arg);
         }
-        let mut conn = self.inner.conn.clone();
-        let reply =
-            invocation.invoke_async(&mut conn).await.map_err(|e| call_error(&self.inner.description, what, e))?;
+        let mut conn = self.inner.link.conn();
+        let reply = invocation.invoke_async(&mut conn).await.map_err(|e| self.call_failed(what, e))?;
         self.replicated(&mut conn, what).await?;
         Ok(reply)
     }
@@ -533,12 +554,8 @@ impl RedisBackend {
     pub(super) async fn replicated(&self, conn: &mut ConnectionManager, what: &'static str) -> BackendResult<()> {
         let Some((replicas, wait)) = self.inner.wait else { return Ok(()) };
         let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-        let acked: i64 = redis::cmd("WAIT")
-            .arg(replicas)
-            .arg(ms)
-            .query_async(conn)
-            .await
-            .map_err(|e| call_error(&self.inner.description, what, e))?;
+        let acked: i64 =
+            redis::cmd("WAIT").arg(replicas).arg(ms).query_async(conn).await.map_err(|e| self.call_failed(what, e))?;
         if acked < i64::from(replicas) {
             return Err(BackendError::Unavailable {
                 message: format!(
@@ -550,6 +567,13 @@ impl RedisBackend {
             });
         }
         Ok(())
+    }
+
+    /// The error of call `what` that failed with `e`; with Sentinels, a failure that a
+    /// failover causes makes the backend ask them for the primary (rule B9).
+    pub(super) fn call_failed(&self, what: &'static str, e: redis::RedisError) -> BackendError {
+        self.inner.link.failed(&e);
+        call_error(&self.inner.description, what, e)
     }
 
     fn protocol(&self, what: &str, reply: impl fmt::Debug) -> BackendError {

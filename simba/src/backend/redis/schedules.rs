@@ -25,7 +25,6 @@
 //! An audit read is one `LRANGE` of the space's trail or of the target's.
 
 use super::RedisBackend;
-use super::connect::call_error;
 use super::schedule_scripts::{ROW_FIELDS, SCRIPTS};
 use crate::backend::namespace::SEPARATOR;
 use crate::backend::schedule_store::{
@@ -138,8 +137,8 @@ impl RedisScheduleStore {
 
     /// Runs one plain command.
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd, what: &'static str) -> BackendResult<T> {
-        let mut conn = self.backend.inner.conn.clone();
-        cmd.query_async(&mut conn).await.map_err(|e| call_error(&self.backend.inner.description, what, e))
+        let mut conn = self.backend.inner.link.conn();
+        cmd.query_async(&mut conn).await.map_err(|e| self.backend.call_failed(what, e))
     }
 
     fn number<T: std::str::FromStr>(&self, id: &str, field: &str, v: Option<String>) -> BackendResult<T> {

@@ -24,7 +24,8 @@ const PING_EVERY: Duration = Duration::from_secs(10);
 
 /// What the task needs; none of it keeps the backend alive.
 pub(super) struct Subscriber {
-    pub(super) client: redis::Client,
+    /// The server to subscribe on, asked again at every (re)subscription.
+    pub(super) link: Arc<super::link::Link>,
     pub(super) channel: String,
     pub(super) releases: broadcast::Sender<String>,
     pub(super) stop: CancellationToken,
@@ -86,7 +87,7 @@ impl Subscriber {
     }
 
     async fn subscribe(&self) -> Result<redis::aio::PubSub, String> {
-        let mut pubsub = timeout(self.call_timeout, self.client.get_async_pubsub())
+        let mut pubsub = timeout(self.call_timeout, self.link.client().get_async_pubsub())
             .await
             .map_err(|_| format!("no connection within {:?}", self.call_timeout))?
             .map_err(|e| e.to_string())?;
