@@ -46,8 +46,15 @@ impl ChangeFeed {
     /// The reads: one per interval, published only when the counters moved (or at the first),
     /// until no listener is left. A read that fails keeps the last counters (the workers keep
     /// the schedules they have) and is retried at the next interval.
+    ///
+    /// A broadcast change is read at once after a quiet spell; while broadcasts keep moving the
+    /// counters (a burst of writes: thousands of schedules created), each further read waits
+    /// twice as long after the one before, from a sixteenth of the interval up to one interval,
+    /// so a burst costs the nodes one read of each moved partition per interval at most, not
+    /// one per write, and every write is still read within one interval (A11).
     async fn read_while_listened(self: Arc<Self>) {
         let mut broadcast = self.store.subscribe_changes();
+        let mut gap = Duration::ZERO;
         loop {
             if self.tx.receiver_count() == 0 {
                 self.reading.store(false, Ordering::SeqCst);
@@ -57,11 +64,13 @@ impl ChangeFeed {
                     return;
                 }
             }
+            let read_at = tokio::time::Instant::now();
+            let mut moved = false;
             match tokio::time::timeout(self.timeout, self.store.changes()).await {
                 Ok(Ok(mut counters)) => {
                     counters.sort_unstable();
                     self.tx.send_if_modified(|last| {
-                        let moved = last.as_deref() != Some(&counters);
+                        moved = last.as_deref() != Some(&counters);
                         if moved {
                             *last = Some(Arc::new(counters));
                         }
@@ -73,32 +82,47 @@ impl ChangeFeed {
                     tracing::warn!(timeout = ?self.timeout, "the schedules' change counters were not read in time; trying again")
                 }
             }
-            self.wait(&mut broadcast).await;
+            let by_broadcast = self.wait(&mut broadcast, read_at, gap).await;
+            gap = if by_broadcast && moved { (gap * 2).clamp(self.every / 16, self.every) } else { Duration::ZERO };
         }
     }
 
-    /// Until the next read: one interval, or less when the store broadcasts a change of this
-    /// node's space. A lagging receiver read at once (it missed messages); a closed one is
+    /// Until the next read: one interval after `read_at`, or sooner when the store broadcasts
+    /// a change of this node's space, but not before `read_at + gap`. `true` when a broadcast
+    /// (or a lag of the receiver, which missed messages) ends the wait. A closed receiver is
     /// dropped (the interval only, from then on).
-    async fn wait(&self, broadcast: &mut Option<tokio::sync::broadcast::Receiver<String>>) {
+    async fn wait(
+        &self,
+        broadcast: &mut Option<tokio::sync::broadcast::Receiver<String>>,
+        read_at: tokio::time::Instant,
+        gap: Duration,
+    ) -> bool {
         use tokio::sync::broadcast::error::RecvError;
-        let Some(rx) = broadcast else { return tokio::time::sleep(self.every).await };
-        let sleep = tokio::time::sleep(self.every);
+        let next = read_at + self.every;
+        let Some(rx) = broadcast else {
+            tokio::time::sleep_until(next).await;
+            return false;
+        };
+        let sleep = tokio::time::sleep_until(next);
         tokio::pin!(sleep);
         loop {
             tokio::select! {
-                () = &mut sleep => return,
+                () = &mut sleep => return false,
                 got = rx.recv() => match got {
-                    Ok(space) if space == self.store.space() => return,
+                    Ok(space) if space == self.store.space() => break,
                     Ok(_) => {}
-                    Err(RecvError::Lagged(_)) => return,
+                    Err(RecvError::Lagged(_)) => break,
                     Err(RecvError::Closed) => {
                         *broadcast = None;
-                        return sleep.await;
+                        sleep.await;
+                        return false;
                     }
                 },
             }
         }
+        // A change came: read it at once, or once the burst's gap since the last read passed.
+        tokio::time::sleep_until((read_at + gap).min(next)).await;
+        true
     }
 }
 

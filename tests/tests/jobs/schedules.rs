@@ -367,6 +367,56 @@ async fn a11_a_broadcast_change_reaches_the_holder_at_once() {
     a.shutdown().await;
 }
 
+/// A11 with a store that broadcasts changes, under a burst of writes: 100 schedules created
+/// 20 ms apart (2 s). The node does not read the counters, nor its partitions, once per write:
+/// after the first change at once, each read waits twice as long after the one before, up to
+/// one renewal interval (500 ms here): at most 10 reads of the counters in the burst (there are
+/// 100 writes), so at most 10 reads of each partition; and every schedule still runs from its
+/// first slot after one interval.
+#[tokio::test(start_paused = true)]
+async fn a11_a_burst_of_broadcast_writes_is_read_at_a_bounded_rate() {
+    use simba::tck::{FaultyBackend, Op};
+    let store = MemoryBackend::new();
+    let (faulty, calls) = FaultyBackend::new(store.clone());
+    let runs = Runs::default();
+    let clock = WallClock::follow_tokio_from(base());
+    let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
+    let a = Runtime::builder()
+        .config(config)
+        .without_registry()
+        .backend(faulty.with_job_store())
+        .seed(1)
+        .wall_clock(clock)
+        .handler(report(&runs))
+        .start()
+        .await
+        .expect("start");
+    a.simba().live().await.expect("live");
+    let api = a.schedules().expect("schedules");
+    api.create(every_second("first", 0), "test").await.expect("create");
+    sleep(MS(3_000)).await;
+    calls.reset_counts();
+    let mut created = Vec::new();
+    for i in 0..100u64 {
+        let id = format!("burst-{i}");
+        api.create(every_second(&id, i), "test").await.expect("create");
+        created.push((id, clock.now().timestamp_millis()));
+        sleep(MS(20)).await;
+    }
+    let (reads, lists) = (calls.calls(Op::ScheduleChanges), calls.calls(Op::ScheduleRead));
+    assert!(reads <= 10, "2 s of writes: reads after 31, 62, 125, 250, then every 500 ms: {reads}");
+    // Each create reads its schedule back once through the API (100); the node reads each of
+    // its 4 partitions at most once per read of the counters.
+    assert!(lists <= 100 + 4 * 10, "at most 10 reads of each partition: {lists}");
+    sleep(MS(3_000)).await;
+    for (id, at) in &created {
+        let slots: Vec<i64> = runs_of(&runs, id).into_iter().map(|(s, _)| s).collect();
+        let first = slots.iter().min().copied().unwrap_or(i64::MAX);
+        assert!(first <= at + 500 + 1_000, "{id} (created at {at}) ran from within one interval: {slots:?}");
+    }
+    a.shutdown().await;
+}
+
 /// Each start of the handler `slow`: (schedule id, slot, wall-clock start).
 type Starts = Arc<Mutex<Vec<(String, i64, i64)>>>;
 
