@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's benchmark command: starts the private test servers (scripts/backends.sh),
-# builds simba-bench in release, runs P1-P13 (BENCHMARKS.md explains them), writes the run's
+# builds simba-bench in release, runs P1-P14 (BENCHMARKS.md explains them), writes the run's
 # report, target/bench/BENCHMARKS.md and target/bench/benches/*.svg, then stops the servers.
 # BENCHMARKS.md at the repository root is the reference: its tables are copied from a report,
 # each naming the commit it was measured at (the dated runs: docs/log/benchmarks.md).
@@ -13,6 +13,11 @@
 #   ... --backends sqlite,postgres,redis       # P5 and P6 on some backends only (or SIMBA_BENCH_BACKENDS)
 #   SIMBA_BENCH_P5_SLOTS=100                   # P5 slots per backend (full: 60, quick: 10)
 #   SIMBA_BENCH_P6_RENEW_MS=5000,600           # P6 renewal periods (default 5000: the default timing)
+#   bash scripts/bench.sh --only p14 --backends postgres,redis   # schedules at scale, ~5 min per store
+#   SIMBA_BENCH_P14_SCHEDULES=100000 SIMBA_BENCH_P14_HOT=2500     # P14's sizes (quick: 2,000 and 200);
+#   SIMBA_BENCH_P14_SCHEDULES_SQLITE=20000     # one store's size (the stores that cannot hold 100,000)
+#   SIMBA_BACKENDS_PORT_OFFSET=600             # a second set of servers (backends.sh), e.g. beside a
+#                                              # checkout whose servers run at the default ports
 #
 # Servers already started with `eval "$(bash scripts/backends.sh start)"` are reused
 # (backends.sh start is idempotent) and are stopped at the end only if this script started them.

@@ -74,9 +74,14 @@ fn pid_file(kind: Kind) -> Result<PathBuf> {
     Ok(PathBuf::from(dir).join(name))
 }
 
+/// The pid of `kind`'s server of `scripts/backends.sh` (PostgreSQL and Redis).
+pub(crate) fn server_pid(kind: Kind) -> Result<u32> {
+    Ok(std::fs::read_to_string(pid_file(kind)?).context("read the server's pid file")?.trim().parse()?)
+}
+
 /// User + system ticks of `pid` and of its children (PostgreSQL serves each connection from
 /// a child of the postmaster).
-fn server_ticks(pid: u32) -> Result<u64> {
+pub(crate) fn server_ticks(pid: u32) -> Result<u64> {
     let mut total = 0;
     for entry in std::fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };

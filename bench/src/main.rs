@@ -1,11 +1,12 @@
-//! simba's benchmarks beside their anchors: runs P1-P13 against the servers of
+//! simba's benchmarks beside their anchors: runs P1-P14 against the servers of
 //! `scripts/backends.sh` and writes `BENCHMARKS.md` and `benches/*.svg`.
 //!
 //! Run it with `bash scripts/bench.sh` (starts the servers, builds in release, runs this,
 //! stops the servers). `SIMBA_BENCH_QUICK=1` (or `--quick`) makes a smoke run with small sizes;
 //! `--only p1,p3` runs some measures; `--backends sqlite,redis` (or `SIMBA_BENCH_BACKENDS`)
 //! runs P5 and P6 on some backends only; `--out DIR` writes there instead of the current
-//! directory. Design: docs/adr/0009-benchmarks.md.
+//! directory. `simba-bench schedule-node ...` is P14's node process (the benchmark starts it
+//! itself). Design: docs/adr/0009-benchmarks.md.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -15,6 +16,7 @@ mod fleet;
 mod history;
 mod measures;
 mod report;
+mod scale;
 mod startup;
 mod stats;
 
@@ -126,6 +128,42 @@ async fn p6(ts: &[Target], args: &Args, plan: Plan, run: &str, r: &mut Results, 
     Ok(())
 }
 
+/// P14: `SIMBA_BENCH_P14_SCHEDULES` schedules (default 100,000; quick 2,000), of them
+/// `SIMBA_BENCH_P14_HOT` (default 2,500; quick 200) every second, on PostgreSQL and Redis, or
+/// on the stores `--backends` names (`SIMBA_BENCH_P14_SCHEDULES_<STORE>`, e.g. `_SQLITE`, sets
+/// one store's size).
+async fn p14(ts: &[Target], args: &Args, plan: Plan, run: &str, r: &mut Results, step: &impl Fn(&str)) {
+    let num = |var: &str, default: usize| {
+        std::env::var(var).ok().and_then(|v| v.trim().replace(['_', ','], "").parse().ok()).unwrap_or(default)
+    };
+    let (all, hot) = if plan.quick { (2_000, 200) } else { (100_000, 2_500) };
+    let (all, hot) = (num("SIMBA_BENCH_P14_SCHEDULES", all), num("SIMBA_BENCH_P14_HOT", hot));
+    for t in ts {
+        let default = matches!(t.kind, Kind::Postgres | Kind::Redis);
+        if !(wants_backend(args, t.kind) && (default || args.backends.is_some())) {
+            continue;
+        }
+        let own = format!("SIMBA_BENCH_P14_SCHEDULES_{}", t.kind.label().to_uppercase());
+        let schedules = num(&own, all);
+        let sizes = scale::Sizes {
+            schedules,
+            hot: hot.min(schedules),
+            window: if plan.quick { Duration::from_secs(8) } else { Duration::from_secs(30) },
+            lease: Duration::from_secs(5),
+            renew: Duration::from_secs(1),
+        };
+        step(&format!(
+            "P14 schedules at scale, {}: {schedules} schedules, {} every second, 3 node processes",
+            t.kind.label(),
+            sizes.hot
+        ));
+        match scale::p14(t, sizes, run, step).await {
+            Ok(row) => r.p14.push(row),
+            Err(e) => r.error(&format!("P14 {}", t.kind.label()), e),
+        }
+    }
+}
+
 fn args() -> Result<Args> {
     let mut a = Args {
         quick: std::env::var("SIMBA_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0"),
@@ -161,6 +199,9 @@ async fn main() -> Result<()> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().is_some_and(|a| a == "--startup-child") {
         return startup::child(&argv[1..]).await;
+    }
+    if argv.first().is_some_and(|a| a == "schedule-node") {
+        return scale::node(&argv[1..]).await;
     }
     let args = args()?;
     let ts = targets()?;
@@ -382,6 +423,12 @@ async fn main() -> Result<()> {
                 }
             }
         }
+    }
+    // P14 (issue 36 item 6): schedules as data at scale, three node processes per store, one
+    // store at a time, after everything else (it loads the machine for minutes); PostgreSQL
+    // and Redis unless --backends says.
+    if wants("p14") {
+        p14(&ts, &args, plan, &run, &mut r, &step).await;
     }
     r.wall = started.elapsed();
     step("writing BENCHMARKS.md and benches/*.svg");

@@ -44,6 +44,8 @@ pub(crate) struct Results {
     pub(crate) p12: Vec<crate::history::P12Row>,
     /// P13: run-now latency, per backend.
     pub(crate) p13: Vec<crate::history::P13Row>,
+    /// P14: schedules as data at scale, per store.
+    pub(crate) p14: Vec<crate::scale::P14Row>,
     /// Measures that failed, with why.
     pub(crate) errors: Vec<String>,
 }
@@ -156,6 +158,7 @@ impl Results {
             p9: Vec::new(),
             p12: Vec::new(),
             p13: Vec::new(),
+            p14: Vec::new(),
             p11: Vec::new(),
             errors: Vec::new(),
         }
@@ -374,6 +377,53 @@ impl Results {
                 format!("{} run-now latency", p.system),
                 format!("p50 {:.1} ms, p99 {:.1} ms, n={}", s.p50, s.p99, s.n),
                 if p.broadcasts { Goal::of(p.met()) } else { Goal::Without("(polls)") },
+            );
+        }
+        for p in &self.p14 {
+            let l = summary(&p.late);
+            line(
+                "P14",
+                format!("{} fires, {} schedules", p.system, p.schedules),
+                format!(
+                    "{:.0} fenced+recorded/s of {} offered; late p50 {:.0} ms, p99 {:.0} ms",
+                    p.fires_per_s, p.hot, l.p50, l.p99
+                ),
+                Goal::of(p.fires_met()),
+            );
+            if let Some(a) = &p.anchor {
+                let al = summary(&a.late);
+                line(
+                    "P14",
+                    format!("{} anchor: {}", p.system, a.what),
+                    format!(
+                        "{:.0}/s, late p50 {:.0} ms, p99 {:.0} ms; flat out {:.0}/s",
+                        a.per_s, al.p50, al.p99, a.flat_out_per_s
+                    ),
+                    Goal::Without("(anchor)"),
+                );
+            }
+            line(
+                "P14",
+                format!("{} node memory, {} schedules", p.system, p.schedules),
+                format!(
+                    "{} per schedule (worst node); store {} per schedule; created {:.0}/s",
+                    bytes(p.worst_node_bytes()),
+                    p.store_bytes.map_or("n/a".to_owned(), bytes),
+                    p.create_rate
+                ),
+                Goal::of(p.memory_met()),
+            );
+            line(
+                "P14",
+                format!("{} redistribution after kill -9", p.system),
+                format!(
+                    "{} partitions held again in {:.0} ms, firing in {:.0} ms; bound {} ms",
+                    p.moved,
+                    p.held_again_ms,
+                    p.firing_again_ms,
+                    p.bound.as_millis()
+                ),
+                Goal::of(p.redistribution_met()),
             );
         }
         for p in &self.p7 {
@@ -922,6 +972,9 @@ impl Results {
             }
             let _ = writeln!(w);
         }
+        if !self.p14.is_empty() {
+            self.p14_section(w);
+        }
         if !self.p13.is_empty() {
             let _ = writeln!(w, "## P13: run-now latency\n");
             let _ = writeln!(w, "{P13_TEXT}");
@@ -1407,6 +1460,100 @@ is prefilled to 9,990 records under `[history] retention = 10000`, so every writ
 successful keep-alive of all six is timed; then the same with the backend offering no jobs store (history off); \
 three rounds of both, alternately, the samples of each side pooled. Beside it, the records the job wrote per second with history on (each a claim and an end write). \
 **Goal:** renewal p99 with history within 10% of history off.\n";
+
+impl Results {
+    /// P14's section: the scale row, its anchor and the goals.
+    fn p14_section(&self, w: &mut String) {
+        let _ = writeln!(w, "## P14: schedules as data at scale\n");
+        let _ = writeln!(w, "{P14_TEXT}");
+        let _ = writeln!(
+            w,
+            "| store | schedules | created /s | node RSS per schedule (a, b, c) | store per schedule | rows or keys per schedule | history per record |"
+        );
+        let _ = writeln!(w, "| --- | ---: | ---: | --- | ---: | ---: | ---: |");
+        for p in &self.p14 {
+            let nodes: Vec<String> = p.node_bytes.iter().map(|(b, n)| format!("{} of {n}", bytes(*b))).collect();
+            let _ = writeln!(
+                w,
+                "| {} | {} | {:.0} | {} | {} | {} | {} |",
+                p.system,
+                p.schedules,
+                p.create_rate,
+                nodes.join(", "),
+                p.store_bytes.map_or("n/a".to_owned(), bytes),
+                p.store_items.map_or("n/a".to_owned(), |v| format!("{v:.2}")),
+                p.history_bytes.map_or("n/a".to_owned(), bytes),
+            );
+        }
+        let _ = writeln!(w);
+        let _ = writeln!(
+            w,
+            "| store | window s | offered /s | fenced, recorded /s | late p50 / p99 ms | slots without `ran` | store CPU | nodes' CPU | goal (>= 2,000/s, p99 < 250 ms) |"
+        );
+        let _ = writeln!(w, "| --- | ---: | ---: | ---: | --- | --- | ---: | ---: | --- |");
+        for p in &self.p14 {
+            let l = summary(&p.late);
+            let other: Vec<String> = p.not_ran.iter().map(|(o, n)| format!("{o} {n}")).collect();
+            let _ = writeln!(
+                w,
+                "| {} | {:.0} | {} | {:.0} | {:.0} / {:.0} | {} | {} | {:.0}% | {} |",
+                p.system,
+                p.window_s,
+                p.hot,
+                p.fires_per_s,
+                l.p50,
+                l.p99,
+                if other.is_empty() { "none".to_owned() } else { other.join(", ") },
+                p.store_cpu.map_or("n/a".to_owned(), |c| format!("{c:.0}%")),
+                p.nodes_cpu,
+                verdict(p.fires_met())
+            );
+            if let Some(a) = &p.anchor {
+                let al = summary(&a.late);
+                let _ = writeln!(
+                    w,
+                    "| anchor: {} ({}) | {:.0} | {} | {:.0} | {:.0} / {:.0} | flat out {:.0}/s | {} | - | (anchor) |",
+                    a.what,
+                    p.system,
+                    p.window_s,
+                    p.hot,
+                    a.per_s,
+                    al.p50,
+                    al.p99,
+                    a.flat_out_per_s,
+                    a.store_cpu.map_or("n/a".to_owned(), |c| format!("{c:.0}%")),
+                );
+            }
+        }
+        let _ = writeln!(w);
+        let _ = writeln!(w, "| store | partitions moved | held again ms | firing again ms | bound ms | goal |");
+        let _ = writeln!(w, "| --- | ---: | ---: | ---: | ---: | --- |");
+        for p in &self.p14 {
+            let _ = writeln!(
+                w,
+                "| {} | {} | {:.0} | {:.0} | {} | {} |",
+                p.system,
+                p.moved,
+                p.held_again_ms,
+                p.firing_again_ms,
+                p.bound.as_millis(),
+                verdict(p.redistribution_met())
+            );
+        }
+        let _ = writeln!(w);
+    }
+}
+
+const P14_TEXT: &str = "Schedules stored as data at scale: three node processes of `simba-bench` \
+(`schedule-node`, a runtime with one handler that does nothing, lease 5 s renewed every 1 s, 64 partitions) on one \
+store, sharing the machine's cores with it. The schedules are created through `admin::Schedules` (64 creates in \
+flight, nodes running); all but the hot ones are on a yearly cron, so each node's RSS growth once they are loaded, \
+divided by the schedules of the partitions it holds, is its memory per schedule. The hot ones fire every second; \
+over a window of whole seconds the fires are counted from the store's history (a `ran` record per slot) and \
+lateness is the record's start minus its slot. Then one node is killed (SIGKILL): the time until every partition \
+it held is held again and has run a slot on another node. **Anchor:** the raw store doing one write per fire at \
+the same rate from one client (and flat out). **Goals:** >= 2,000 fenced, recorded fires/s; lateness p99 < 250 ms; \
+< 1 KiB of node memory per schedule; firing again within the failover bound.\n";
 
 const P13_TEXT: &str = "Run now at once where the store broadcasts: a runtime holds a cron job that never fires by itself; a second \
 connection (the operator's) requests a run now with `JobStore::trigger`, one request at a time, and the time from \
