@@ -25,7 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use simba::backend::redis::{RedisBackend, RedisOptions};
-use simba::backend::{Acquire, Backend, SessionId};
+use simba::backend::{Acquire, Backend, CheckOutcome, Health, SessionId};
 use simba_tests::proxy::{FaultProxy, Mode, Modes};
 
 use crate::SERIAL;
@@ -163,6 +163,12 @@ async fn failover(wait: u32) -> Run {
 
     let (mut told, mut refused) = (Vec::new(), Vec::new());
     let a = connect(service.addr(), wait).await;
+    // `simba check`'s line (B8): a replica without wait_replicas fails, with it passes.
+    let checks = a.health_checks(Duration::from_secs(2)).await;
+    let line = checks.iter().find(|c| c.name == "redis replication").expect("a replication check");
+    let expected = if wait == 0 { CheckOutcome::Fail } else { CheckOutcome::Pass };
+    assert_eq!(line.outcome, expected, "{line:?}");
+    assert!(line.detail.contains("1 replica") && line.detail.contains("wait_replicas"), "{line:?}");
     let sa = session(&a).await;
     match a.acquire(&sa, "ledger").await {
         Ok(Acquire::Won(t)) => told.push(t),

@@ -229,6 +229,8 @@ async fn check_passes_and_fails_for_the_right_reasons() {
         let (code, out, err) = simba(&["check", "--backend", &url]).await;
         assert_eq!(code, 0, "{out}{err}");
         assert!(out.lines().any(|l| l.starts_with("PASS") && l.contains("maxmemory-policy  noeviction")), "{out}");
+        // B8: the test server has no replica (with one, wait_replicas=0 fails: replicated_redis).
+        assert!(out.lines().any(|l| l.starts_with("PASS") && l.contains("no replica follows")), "{out}");
     }
     if let Some(url) = simba_tests::server_url("SIMBA_TEST_REDIS_EVICTING_URL") {
         let (code, out, _) = simba(&["check", "--backend", &url]).await;

@@ -143,13 +143,62 @@ impl RedisBackend {
     }
 }
 
+impl RedisBackend {
+    /// How many replicas follow the server now (`INFO replication`'s `connected_slaves`).
+    pub async fn connected_replicas(&self) -> BackendResult<u32> {
+        let mut conn = self.inner.link.conn();
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.call_failed("read INFO replication", e))?;
+        let n = info.lines().find_map(|l| l.trim().strip_prefix("connected_slaves:")).and_then(|v| v.parse().ok());
+        Ok(n.unwrap_or(0))
+    }
+
+    /// Rule B8 for `simba check`: replicas that a failover could promote without
+    /// `wait_replicas` fail (a promotion can grant a told token again), as does a
+    /// `wait_replicas` above the replicas that follow (every write would fail).
+    async fn replication_check(&self) -> crate::backend::HealthCheck {
+        use crate::backend::{CheckOutcome, HealthCheck};
+        const NAME: &str = "redis replication";
+        let wait = self.inner.wait.map_or(0, |(n, _)| n);
+        match self.connected_replicas().await {
+            Ok(0) if wait == 0 => HealthCheck::new(NAME, CheckOutcome::Pass, "no replica follows this server"),
+            Ok(n) if wait == 0 => HealthCheck::new(
+                NAME,
+                CheckOutcome::Fail,
+                format!(
+                    "{n} replica(s) follow this server and wait_replicas is 0: a failover that promotes one can grant \
+                     a told token again; add wait_replicas=1 to the URL"
+                ),
+            ),
+            Ok(n) if n < wait => HealthCheck::new(
+                NAME,
+                CheckOutcome::Fail,
+                format!(
+                    "wait_replicas={wait} but {n} replica(s) follow this server: every write fails; lower it or add replicas"
+                ),
+            ),
+            Ok(n) => HealthCheck::new(
+                NAME,
+                CheckOutcome::Pass,
+                format!("{n} replica(s); every write waits for {wait} (wait_replicas)"),
+            ),
+            Err(e) => HealthCheck::new(NAME, CheckOutcome::Fail, crate::backend::health::chain(&e)),
+        }
+    }
+}
+
 impl crate::backend::Health for RedisBackend {
     /// `maxmemory-policy` must be `noeviction`: an evicted key resets a lease's tokens or
-    /// frees it early.
+    /// frees it early. Replicas need `wait_replicas` (rule B8).
     fn health_checks(&self, timeout: Duration) -> crate::backend::HealthFuture<'_> {
         use crate::backend::{CheckOutcome, HealthCheck};
         const NAME: &str = "redis maxmemory-policy";
         Box::pin(async move {
+            let replication =
+                crate::backend::health::within("redis replication", timeout, self.replication_check()).await;
             let check = crate::backend::health::within(NAME, timeout, async {
                 match self.eviction_policy().await {
                     Ok(Some(p)) if p == "noeviction" => HealthCheck::new(NAME, CheckOutcome::Pass, "noeviction"),
@@ -164,7 +213,7 @@ impl crate::backend::Health for RedisBackend {
                     Err(e) => HealthCheck::new(NAME, CheckOutcome::Fail, crate::backend::health::chain(&e)),
                 }
             });
-            vec![check.await]
+            vec![check.await, replication]
         })
     }
 }
