@@ -24,6 +24,12 @@
 //!    (run now: the control version moves, since a pending request went away), and the store
 //!    writes the `running` record at the answer's slot.
 //!
+//! A backfill claim ([`Ask::Backfill`], rule J15, ADR 0023) asks for a past slot again and
+//! never touches the ledger: it reads the job's records of that slot and its oldest record kept
+//! ([`SlotHistory`]) and answers [`Answer::Refused`] with the reason, or writes a `running`
+//! record of kind `backfill` at the slot (records are identified by `(job, kind, slot)` and the
+//! claim sees none of that kind, so a slot is backfilled at most once).
+//!
 //! Run-now requests ([`request`]) carry a key: a request whose key the name remembers is the
 //! same request (a retry after a lost answer runs nothing twice, pending or taken), distinct
 //! keys are distinct runs, and at most [`MAX_PENDING_REQUESTS`] wait per name. A name's
@@ -320,6 +326,69 @@ pub fn trigger_slot(prev: Option<i64>, at_ms: i64) -> i64 {
     }
 }
 
+/// The slot kind a backfill claim writes (as stores persist kinds by name).
+pub const BACKFILL_KIND: &str = "backfill";
+
+/// The only kind whose records a backfill ignores: a run-now request's slot is the request's
+/// instant, not a slot of the schedule, even when the two happen to be equal.
+pub const MANUAL_KIND: &str = "manual";
+
+/// The lowest kind in the stores' order of records (`slot_ms`, then kind): a record of the
+/// slot with this kind is the first the retention trim drops.
+pub const FIRST_KIND: &str = "scheduled";
+
+/// The outcomes of a slot that did not run, which a backfill may run (J15).
+pub const NOT_RUN_OUTCOMES: [&str; 2] = ["missed", "skipped_running"];
+
+/// One record a backfill claim read of its slot: kind and outcome by their persisted names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenRecord {
+    /// The record's kind (`scheduled`, `manual`, `caught_up`, `backfill`).
+    pub kind: String,
+    /// The record's outcome (`ran`, `missed`, ...).
+    pub outcome: String,
+    /// When its run started, unix milliseconds.
+    pub started_ms: Option<i64>,
+}
+
+impl SeenRecord {
+    /// A record of `kind` with `outcome`, started at `started_ms`.
+    pub fn new(kind: impl Into<String>, outcome: impl Into<String>, started_ms: Option<i64>) -> Self {
+        SeenRecord { kind: kind.into(), outcome: outcome.into(), started_ms }
+    }
+}
+
+/// What a backfill claim ([`Ask::Backfill`]) reads of the job's history in its atomic step,
+/// beside the control rows: the records of the asked slot, then the oldest record the store
+/// keeps (read in this order, so that a trim between the two reads refuses rather than runs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlotHistory {
+    /// Every record of the job at the asked slot, of any kind.
+    pub at_slot: Vec<SeenRecord>,
+    /// The job's oldest record kept, by `(slot_ms, kind)`: its slot and kind name; `None`
+    /// when the job has no record.
+    pub oldest: Option<(i64, String)>,
+}
+
+/// No history, for claims that read none (everything but a backfill).
+pub static NO_HISTORY: SlotHistory = SlotHistory { at_slot: Vec::new(), oldest: None };
+
+/// Why a backfill claim was refused (nothing is written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The slot is after the ledger (or no slot was claimed yet): it is the scheduler's.
+    SchedulersSlot,
+    /// The slot is older than the job's oldest record kept: its record may have been dropped
+    /// by retention (R7), so whether it ran is not known and it is not guessed.
+    OutsideHistory,
+    /// A record says the slot ran, runs, or was backfilled already.
+    AlreadyRan {
+        /// When that run started, unix milliseconds, where the record says.
+        started_ms: Option<i64>,
+    },
+}
+
 /// What a claim asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ask {
@@ -336,6 +405,16 @@ pub enum Ask {
     /// reads it where it keeps it), and the group's row is the row of `schedule`, which pauses
     /// every schedule.
     ScheduleSlot(i64),
+    /// A past slot at this instant, unix milliseconds, run again by a backfill (rule J15):
+    /// only at or before the ledger (for a schedule its own, for a job the later of its own
+    /// and the lease's), only when no record says it ran (none, or `missed` /
+    /// `skipped_running`; manual records do not count), and only when it is not older than the
+    /// oldest record kept. Claimed: a `running` record of kind [`BACKFILL_KIND`]; the ledger and
+    /// the lease stay. Paused: nothing is written.
+    Backfill(i64),
+    /// [`Ask::Backfill`] of a schedule stored as data: its own ledger only, as
+    /// [`Ask::ScheduleSlot`].
+    ScheduleBackfill(i64),
 }
 
 /// What the claim answers (after the store's fence let it through).
@@ -351,6 +430,8 @@ pub enum Answer {
         /// The claimed slot, unix milliseconds.
         slot_ms: i64,
     },
+    /// A backfill claim may not run this slot, for this reason; nothing is written.
+    Refused(Refusal),
 }
 
 /// What the store writes besides the `running` record of an [`Answer::Claimed`], in the
@@ -395,19 +476,32 @@ impl Decision {
     }
 }
 
-/// The request logs a run-now claim reads beside the control rows: the job's own and its
-/// group's. A scheduled claim may pass [`Logs::NONE`].
+/// What a claim reads beside the control rows: the request logs a run-now claim reads (the
+/// job's own and its group's) and the history a backfill claim reads. A scheduled claim may
+/// pass [`Logs::NONE`].
 #[derive(Debug, Clone, Copy)]
 pub struct Logs<'a> {
     /// The job's own log.
     pub own: &'a RequestLog,
     /// Its group's log (empty when the job is no partition).
     pub group: &'a RequestLog,
+    /// The job's records of the asked slot and its oldest record ([`Ask::Backfill`] only).
+    pub history: &'a SlotHistory,
 }
 
-impl Logs<'_> {
+impl<'a> Logs<'a> {
     /// No log (a claim of a slot, which reads none).
-    pub const NONE: Logs<'static> = Logs { own: &NO_REQUESTS, group: &NO_REQUESTS };
+    pub const NONE: Logs<'static> = Logs { own: &NO_REQUESTS, group: &NO_REQUESTS, history: &NO_HISTORY };
+
+    /// The request logs of a run-now claim, without history.
+    pub fn requests(own: &'a RequestLog, group: &'a RequestLog) -> Self {
+        Logs { own, group, history: &NO_HISTORY }
+    }
+
+    /// The history of a backfill claim, without request logs.
+    pub fn history(history: &'a SlotHistory) -> Self {
+        Logs { own: &NO_REQUESTS, group: &NO_REQUESTS, history }
+    }
 }
 
 /// The claim rule (see the module's documentation): a claim asking `ask` for a job whose
@@ -426,7 +520,38 @@ pub fn decide(
         Ask::Slot(slot_ms) => slot(slot_ms, own, own.last_slot.max(lease_slot), Some(slot_ms), paused),
         Ask::ScheduleSlot(slot_ms) => slot(slot_ms, own, own.last_slot, None, paused),
         Ask::RunNow => run_now(own, group, logs, paused),
+        Ask::Backfill(slot_ms) => backfill(slot_ms, own.last_slot.max(lease_slot), logs.history, paused),
+        Ask::ScheduleBackfill(slot_ms) => backfill(slot_ms, own.last_slot, logs.history, paused),
     }
+}
+
+/// A backfill claim of `slot_ms` against the ledger `last` and what the store read of the
+/// history (see [`Ask::Backfill`]): refused, paused, or claimed with no control write.
+fn backfill(slot_ms: i64, last: Option<i64>, history: &SlotHistory, paused: bool) -> Decision {
+    if last.is_none_or(|last| slot_ms > last) {
+        return Decision::nothing(Answer::Refused(Refusal::SchedulersSlot));
+    }
+    let ran = history
+        .at_slot
+        .iter()
+        .filter(|r| r.kind != MANUAL_KIND)
+        .find(|r| r.kind == BACKFILL_KIND || !NOT_RUN_OUTCOMES.contains(&r.outcome.as_str()));
+    if let Some(r) = ran {
+        return Decision::nothing(Answer::Refused(Refusal::AlreadyRan { started_ms: r.started_ms }));
+    }
+    // Retention drops the oldest records by (slot, kind): the slot's own records are all kept
+    // only while the oldest record kept is before it, or is its record of the first kind.
+    let kept = match &history.oldest {
+        None => true,
+        Some((oldest, kind)) => *oldest < slot_ms || (*oldest == slot_ms && kind == FIRST_KIND),
+    };
+    if !kept {
+        return Decision::nothing(Answer::Refused(Refusal::OutsideHistory));
+    }
+    if paused {
+        return Decision::nothing(Answer::Paused);
+    }
+    Decision::nothing(Answer::Claimed { slot_ms })
 }
 
 /// A run-now claim: the job's own oldest pending request, else its group's oldest one this
@@ -686,7 +811,7 @@ mod tests {
     fn r3_each_request_is_one_run_oldest_first() {
         let (mut own, own_log) = after_requests(&["a", "b"]);
         let (mut group, group_log) = after_requests(&["g1"]);
-        let logs = Logs { own: &own_log, group: &group_log };
+        let logs = Logs::requests(&own_log, &group_log);
         let mut runs = Vec::new();
         loop {
             let d = decide(Ask::RunNow, &own, Some(&group), None, logs);
@@ -713,7 +838,7 @@ mod tests {
         let d = decide(Ask::RunNow, &own, None, None, Logs::NONE);
         assert_eq!((d.answer, d.writes.own.map(|o| o.taken_id)), (Answer::Claimed { slot_ms: T + 9 }, Some(3)));
         let log = RequestLog(vec![Request::new(2, T + 5, "k")]);
-        let d = decide(Ask::RunNow, &own, None, None, Logs { own: &log, group: &NO_REQUESTS });
+        let d = decide(Ask::RunNow, &own, None, None, Logs::requests(&log, &NO_REQUESTS));
         assert_eq!(d.answer, Answer::Claimed { slot_ms: T + 5 });
         assert_eq!((d.writes.own.map(|o| o.taken_id), d.request.map(|r| r.key)), (Some(2), Some("k".into())));
     }
@@ -729,7 +854,7 @@ mod tests {
             let (_, w) = request(&group, &log, Trigger::new(k, T));
             (group, log) = w.unwrap_or_default();
         }
-        let d = decide(Ask::RunNow, &row(), Some(&group), None, Logs { own: &NO_REQUESTS, group: &log });
+        let d = decide(Ask::RunNow, &row(), Some(&group), None, Logs::requests(&NO_REQUESTS, &log));
         assert_eq!(d.request.map(|r| r.id), Some(40 - MAX_PENDING_REQUESTS as i64 + 1));
     }
 
@@ -866,5 +991,101 @@ mod tests {
         );
         let after = decide(Ask::ScheduleSlot(T), &own, None, None, Logs::NONE).writes.own.unwrap_or_default();
         assert_eq!(after.pending(), Some(T - 5), "a run-now request stays pending");
+    }
+
+    fn seen(kind: &str, outcome: &str) -> SeenRecord {
+        SeenRecord::new(kind, outcome, Some(T - 7))
+    }
+
+    fn backfill_of(slot: i64, own: &ControlRow, lease: Option<i64>, history: &SlotHistory) -> Decision {
+        decide(Ask::Backfill(slot), own, None, lease, Logs::history(history))
+    }
+
+    /// J15: a backfill runs a past slot at or before the ledger that no record says ran (none,
+    /// `missed`, `skipped_running`; a manual record of the same instant does not count), and
+    /// writes nothing but its record: the ledger, the lease and the control version stay.
+    #[test]
+    fn j15_backfill_runs_a_past_slot_that_did_not_run_without_moving_the_ledger() {
+        let own = ControlRow { last_slot: Some(T + 60_000), ..requested(1, T - 5, 0) };
+        let kept = SlotHistory { at_slot: Vec::new(), oldest: Some((T - 60_000, "scheduled".into())) };
+        assert_eq!(backfill_of(T, &own, None, &kept), nothing(Answer::Claimed { slot_ms: T }), "no record");
+        for outcome in NOT_RUN_OUTCOMES {
+            let h = SlotHistory { at_slot: vec![seen("scheduled", outcome)], ..kept.clone() };
+            assert_eq!(backfill_of(T, &own, None, &h).answer, Answer::Claimed { slot_ms: T }, "{outcome}");
+        }
+        let manual = SlotHistory { at_slot: vec![seen("manual", "ran")], ..kept.clone() };
+        assert_eq!(backfill_of(T, &own, None, &manual).answer, Answer::Claimed { slot_ms: T }, "a manual record");
+        assert_eq!(
+            backfill_of(T + 60_000, &own, None, &kept).answer,
+            Answer::Claimed { slot_ms: T + 60_000 },
+            "the ledger's own slot"
+        );
+        assert_eq!(
+            backfill_of(T, &ControlRow { last_slot: Some(T - 1), ..row() }, Some(T), &kept).answer,
+            Answer::Claimed { slot_ms: T },
+            "a job's ledger includes its lease's last slot"
+        );
+        let no_records = SlotHistory::default();
+        assert_eq!(
+            backfill_of(T, &own, None, &no_records).answer,
+            Answer::Claimed { slot_ms: T },
+            "no record kept at all"
+        );
+        assert!(backfill_of(T, &own, None, &kept).writes.is_empty(), "the ledger never moves");
+    }
+
+    /// J15: a backfill is refused, writing nothing, for a slot after the ledger (the
+    /// scheduler's), a slot a record says ran, runs or was backfilled (at most once), and a
+    /// slot whose records retention may have dropped (outside the retained history).
+    #[test]
+    fn j15_backfill_refusals() {
+        let own = ControlRow { last_slot: Some(T), ..row() };
+        let kept = SlotHistory { at_slot: Vec::new(), oldest: Some((T - 60_000, "scheduled".into())) };
+        let refused = |r| nothing(Answer::Refused(r));
+        assert_eq!(backfill_of(T + 1, &own, None, &kept), refused(Refusal::SchedulersSlot));
+        assert_eq!(backfill_of(T, &row(), None, &kept), refused(Refusal::SchedulersSlot), "no ledger yet");
+        assert_eq!(
+            backfill_of(T + 1, &own, Some(T - 9), &kept),
+            refused(Refusal::SchedulersSlot),
+            "the earlier lease does not move the ledger on"
+        );
+        let ran = Refusal::AlreadyRan { started_ms: Some(T - 7) };
+        for (kind, outcome) in [
+            ("scheduled", "ran"),
+            ("scheduled", "failed"),
+            ("scheduled", "running"),
+            ("caught_up", "ran"),
+            ("backfill", "missed"),
+            ("backfill", "ran"),
+        ] {
+            let h = SlotHistory { at_slot: vec![seen("manual", "ran"), seen(kind, outcome)], ..kept.clone() };
+            assert_eq!(backfill_of(T - 1000, &own, None, &h), refused(ran), "{kind} {outcome}");
+        }
+        let older = SlotHistory { at_slot: Vec::new(), oldest: Some((T - 999, "scheduled".into())) };
+        assert_eq!(backfill_of(T - 1000, &own, None, &older), refused(Refusal::OutsideHistory));
+        let same = SlotHistory { at_slot: Vec::new(), oldest: Some((T - 1000, "manual".into())) };
+        assert_eq!(
+            backfill_of(T - 1000, &own, None, &same),
+            refused(Refusal::OutsideHistory),
+            "the slot's scheduled record may have been dropped before its manual one"
+        );
+        let first =
+            SlotHistory { at_slot: vec![seen("scheduled", "missed")], oldest: Some((T - 1000, "scheduled".into())) };
+        assert_eq!(backfill_of(T - 1000, &own, None, &first).answer, Answer::Claimed { slot_ms: T - 1000 });
+    }
+
+    /// J15: paused (the job or its group), a backfill runs nothing and writes nothing; a
+    /// schedule's backfill reads its own ledger only, not its partition's lease.
+    #[test]
+    fn j15_backfill_paused_and_schedules() {
+        let paused = ControlRow { paused: true, last_slot: Some(T), ..row() };
+        assert_eq!(backfill_of(T, &paused, None, &SlotHistory::default()), nothing(Answer::Paused));
+        let group = ControlRow { paused: true, ..row() };
+        let own = ControlRow { last_slot: Some(T), ..row() };
+        let d = decide(Ask::Backfill(T), &own, Some(&group), None, Logs::history(&NO_HISTORY));
+        assert_eq!(d, nothing(Answer::Paused));
+        let sched = |slot| decide(Ask::ScheduleBackfill(slot), &own, None, Some(T + 5000), Logs::NONE).answer;
+        assert_eq!(sched(T), Answer::Claimed { slot_ms: T });
+        assert_eq!(sched(T + 1), Answer::Refused(Refusal::SchedulersSlot), "the partition's lease is not its ledger");
     }
 }

@@ -84,6 +84,7 @@ pub(crate) fn kind_code(kind: SlotKind) -> u8 {
         SlotKind::Scheduled => 0,
         SlotKind::Manual => 1,
         SlotKind::CaughtUp => 2,
+        SlotKind::Backfill => 3,
     }
 }
 
@@ -92,6 +93,7 @@ fn kind_of(code: &str) -> Option<SlotKind> {
         "0" => Some(SlotKind::Scheduled),
         "1" => Some(SlotKind::Manual),
         "2" => Some(SlotKind::CaughtUp),
+        "3" => Some(SlotKind::Backfill),
         _ => None,
     }
 }
@@ -108,7 +110,12 @@ pub(crate) fn unescape_job(segment: &str) -> String {
 
 /// The name of a record under its job: orders by slot, then kind.
 pub(crate) fn record_name(slot_ms: i64, kind: SlotKind) -> String {
-    format!("{:016x}{}", (slot_ms as u64) ^ (1 << 63), kind_code(kind))
+    format!("{}{}", slot_prefix(slot_ms), kind_code(kind))
+}
+
+/// The part of [`record_name`] that names the slot: every record of `slot_ms` starts with it.
+pub(crate) fn slot_prefix(slot_ms: i64) -> String {
+    format!("{:016x}", (slot_ms as u64) ^ (1 << 63))
 }
 
 /// A record as stored.

@@ -6,9 +6,9 @@ use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use simba_core::claim::{Answer, Ask};
+use simba_core::claim::{Answer, Ask, SeenRecord, SlotHistory};
 pub use simba_core::claim::{
-    MAX_PENDING_PAYLOADS, MAX_PENDING_REQUESTS, MAX_REQUEST_KEY_BYTES, REMEMBERED_REQUESTS, Request, Trigger,
+    MAX_PENDING_PAYLOADS, MAX_PENDING_REQUESTS, MAX_REQUEST_KEY_BYTES, REMEMBERED_REQUESTS, Refusal, Request, Trigger,
     Triggered, valid_request_key,
 };
 use tokio::sync::broadcast;
@@ -122,11 +122,14 @@ pub enum SlotKind {
     Manual,
     /// The misfire policy's run for slots missed while no node held the term.
     CaughtUp,
+    /// A past slot run again by a backfill (rule J15): at most once, only where no record
+    /// says the slot ran; the slot instant is the past slot's.
+    Backfill,
 }
 
 impl SlotKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [SlotKind; 3] = [SlotKind::Scheduled, SlotKind::Manual, SlotKind::CaughtUp];
+    /// Every kind, in declaration order (the order of records of one slot).
+    pub const ALL: [SlotKind; 4] = [SlotKind::Scheduled, SlotKind::Manual, SlotKind::CaughtUp, SlotKind::Backfill];
 
     /// The snake_case name stores persist (`caught_up`).
     pub fn as_str(self) -> &'static str {
@@ -134,6 +137,7 @@ impl SlotKind {
             SlotKind::Scheduled => "scheduled",
             SlotKind::Manual => "manual",
             SlotKind::CaughtUp => "caught_up",
+            SlotKind::Backfill => simba_core::claim::BACKFILL_KIND,
         }
     }
 }
@@ -151,7 +155,7 @@ impl FromStr for SlotKind {
         SlotKind::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown slot kind `{s}`; expected scheduled, manual or caught_up"))
+            .ok_or_else(|| format!("unknown slot kind `{s}`; expected scheduled, manual, caught_up or backfill"))
     }
 }
 
@@ -309,16 +313,26 @@ impl ClaimRequest<'_> {
     /// [`Ask::ScheduleSlot`]: the schedule's own ledger only, since its partition's lease
     /// carries many schedules (rule A5).
     pub(crate) fn ask(&self) -> Ask {
+        let schedule = simba_core::schedules::is_schedule_job(self.job);
         match self.kind {
-            SlotKind::Scheduled | SlotKind::CaughtUp if self.is_schedule_slot() => Ask::ScheduleSlot(self.slot_ms),
+            SlotKind::Scheduled | SlotKind::CaughtUp if schedule => Ask::ScheduleSlot(self.slot_ms),
             SlotKind::Scheduled | SlotKind::CaughtUp => Ask::Slot(self.slot_ms),
             SlotKind::Manual => Ask::RunNow,
+            SlotKind::Backfill if schedule => Ask::ScheduleBackfill(self.slot_ms),
+            SlotKind::Backfill => Ask::Backfill(self.slot_ms),
         }
     }
 
     /// Whether this is the claim of a schedule's scheduled or caught-up slot (rule A5).
     pub(crate) fn is_schedule_slot(&self) -> bool {
-        self.kind != SlotKind::Manual && simba_core::schedules::is_schedule_job(self.job)
+        matches!(self.kind, SlotKind::Scheduled | SlotKind::CaughtUp)
+            && simba_core::schedules::is_schedule_job(self.job)
+    }
+
+    /// Whether this is a backfill's claim (rule J15), which reads the job's history
+    /// ([`slot_history`]) and writes no control row.
+    pub(crate) fn is_backfill(&self) -> bool {
+        self.kind == SlotKind::Backfill
     }
 
     /// The answer to this claim when the claim rule answered `answer`: a claimed one carries
@@ -328,6 +342,7 @@ impl ClaimRequest<'_> {
         match answer {
             Answer::AlreadyClaimed => Claim::AlreadyClaimed,
             Answer::Paused => Claim::Paused,
+            Answer::Refused(why) => Claim::Refused(why),
             Answer::Claimed { slot_ms } => {
                 let mut record = self.running_record(slot_ms);
                 record.request_key = request.map(|r| r.key.clone());
@@ -372,6 +387,25 @@ pub enum Claim {
     NotHolder,
     /// The job (or its group) is paused; nothing runs and nothing is recorded.
     Paused,
+    /// A backfill's claim (rule J15) may not run this slot, for this reason; nothing is
+    /// written.
+    Refused(Refusal),
+}
+
+/// What a backfill's claim reads of a job's history ([`SlotHistory`]), from the job's
+/// records of the slot and its oldest record kept: the one mapping of records onto the core's
+/// view, for every store that reads records as [`RunRecord`]s.
+pub(crate) fn slot_history<'a>(
+    at_slot: impl IntoIterator<Item = &'a RunRecord>,
+    oldest: Option<&RunRecord>,
+) -> SlotHistory {
+    SlotHistory {
+        at_slot: at_slot
+            .into_iter()
+            .map(|r| SeenRecord::new(r.kind.as_str(), r.outcome.as_str(), r.started_ms))
+            .collect(),
+        oldest: oldest.map(|r| (r.slot_ms, r.kind.as_str().to_owned())),
+    }
 }
 
 /// What the store knows about one job name. It will grow (`#[non_exhaustive]`): a store
@@ -433,7 +467,13 @@ pub trait JobStore: Send + Sync + 'static {
     /// 3. `Paused` when the job or its group is paused; a scheduled slot is still consumed
     ///    (it becomes the last claimed slot, so it is not reported missed later) and a manual
     ///    request stays pending.
-    /// 4. Otherwise records the slot as claimed (scheduled: the last claimed slot; manual:
+    ///    A backfill's slot ([`SlotKind::Backfill`], rule J15): `Refused` unless it is at or
+    ///    before the job's last claimed slot, no record of it (but a manual one) says it ran
+    ///    (none, `missed` or `skipped_running`; a `backfill` record always counts), and it is
+    ///    not older than the job's oldest record kept; the store reads those records in the
+    ///    same atomic step.
+    /// 4. Otherwise records the slot as claimed (a backfill writes no control row and leaves
+    ///    the last claimed slot alone) (scheduled: the last claimed slot; manual:
     ///    the oldest pending request is taken: the job's own before its group's, a group's by
     ///    this partition only), writes the `running` record (attempt 1; for a manual slot with
     ///    the request's key) and answers `Claimed` with it. Each request is its own run.

@@ -7,13 +7,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use simba_core::claim::{self, ControlRow, Decision, Logs, RequestLog, Trigger};
+use simba_core::claim::{self, ControlRow, Decision, Logs, RequestLog, SlotHistory, Trigger};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::backend::job_store::{
     Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, SharedJobStore, SlotKind, Triggered,
-    group_of, truncate_error,
+    group_of, slot_history, truncate_error,
 };
 
 use super::{
@@ -439,9 +439,17 @@ impl JobStore for MemoryJobStore {
         let group_name = group_of(req.job);
         let group = group_name.and_then(|g| st.jobs.controls.get(g).copied());
         let none = RequestLog::default();
+        let history = match st.jobs.records.get(req.job).filter(|_| req.is_backfill()) {
+            Some(recs) => slot_history(
+                recs.range((req.slot_ms, SlotKind::Scheduled)..=(req.slot_ms, SlotKind::Backfill)).map(|(_, r)| r),
+                recs.values().next(),
+            ),
+            None => SlotHistory::default(),
+        };
         let logs = Logs {
             own: st.jobs.requests.get(req.job).unwrap_or(&none),
             group: group_name.and_then(|g| st.jobs.requests.get(g)).unwrap_or(&none),
+            history: &history,
         };
         let Decision { answer, writes, request } = claim::decide(req.ask(), &own, group.as_ref(), lease_slot, logs);
         if let Some(row) = writes.own {

@@ -193,6 +193,10 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
                 tracing::debug!(%job, slot_ms, "the term ended before the slot was claimed");
                 Claimed::Skip
             }
+            Ok(Ok(Claim::Refused(why))) => {
+                tracing::info!(%job, slot_ms, reason = ?why, "backfill refused for this slot; skipping it");
+                Claimed::Skip
+            }
             Ok(Err(e)) => {
                 tracing::warn!(%job, slot_ms, error = %e, "cannot claim the slot; skipping it rather than risking a second run");
                 self.rec.unclaimed(&req, term, &e.to_string());
@@ -547,7 +551,7 @@ fn claim_result(answer: &Result<BackendResult<Claim>, tokio::time::error::Elapse
     match answer {
         Ok(Ok(Claim::Claimed(_))) => ClaimResult::Claimed,
         Ok(Ok(Claim::Paused)) => ClaimResult::Paused,
-        Ok(Ok(Claim::AlreadyClaimed)) => ClaimResult::AlreadyClaimed,
+        Ok(Ok(Claim::AlreadyClaimed | Claim::Refused(_))) => ClaimResult::AlreadyClaimed,
         Ok(Ok(Claim::NotHolder)) => ClaimResult::NotHolder,
         Ok(Err(_)) => ClaimResult::Failed,
         Err(_) => ClaimResult::TimedOut,

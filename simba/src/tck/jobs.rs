@@ -9,8 +9,8 @@
 
 use crate::backend::{Acquire, Backend, SessionId};
 use crate::job_store::{
-    Claim, ClaimRequest, MAX_ERROR_BYTES, MAX_PENDING_REQUESTS, MAX_REGISTRY_BYTES, Outcome, RunRecord, SharedJobStore,
-    SlotKind, Triggered,
+    Claim, ClaimRequest, MAX_ERROR_BYTES, MAX_PENDING_REQUESTS, MAX_REGISTRY_BYTES, Outcome, Refusal, RunRecord,
+    SharedJobStore, SlotKind, Triggered,
 };
 use crate::tck::conformance::{TTL, unique};
 
@@ -27,6 +27,9 @@ pub const RULES: &[&str] = &[
     "jobs_retention_is_configurable",
     "jobs_error_text_truncated",
     "jobs_pause_blocks_claims",
+    "jobs_backfill_runs_a_slot_that_did_not_run_once",
+    "jobs_backfill_is_fenced",
+    "jobs_backfill_refuses_slots_outside_the_retained_history",
     "jobs_group_pause_applies_to_partitions",
     "jobs_trigger_is_taken_once_by_the_holder",
     "jobs_trigger_retry_with_the_same_key_runs_once",
@@ -346,6 +349,111 @@ pub async fn jobs_error_text_truncated<B: Backend>(b: B) {
     assert!(e.len() <= MAX_ERROR_BYTES && e.len() >= MAX_ERROR_BYTES - 4, "kept {} bytes", e.len());
     assert!(e.chars().all(|c| c == 'ü'));
     let _ = b.close_session(&s).await;
+}
+
+/// Rule J15: a backfill's claim runs a slot at or before the ledger that no record says ran
+/// (none, `missed`, `skipped_running`), once: its `running` record has kind `backfill`, a
+/// second backfill of the slot is refused, a slot that ran is refused (naming when it ran), a
+/// slot after the ledger is the scheduler's; paused, nothing runs; the ledger never moves (the
+/// next scheduled slot is claimed as before).
+pub async fn jobs_backfill_runs_a_slot_that_did_not_run_once<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    let ran = claimed(claim(&store, req(&s, &lease, token, &job, T0, SlotKind::Scheduled)).await, "first slot");
+    assert!(ok(store.finish_run(&RunRecord { outcome: Outcome::Ran, ..ran.clone() }).await, "finish_run"));
+    assert!(ok(store.append(&RunRecord::not_run(&job, T0 + 1000, Outcome::Missed)).await, "append"));
+    assert!(ok(store.append(&RunRecord::not_run(&job, T0 + 2000, Outcome::SkippedRunning)).await, "append"));
+    claimed(claim(&store, req(&s, &lease, token, &job, T0 + 4000, SlotKind::Scheduled)).await, "ledger slot");
+    let backfill = |slot| req(&s, &lease, token, &job, slot, SlotKind::Backfill);
+
+    assert_eq!(
+        claim(&store, backfill(T0)).await,
+        Claim::Refused(Refusal::AlreadyRan { started_ms: Some(T0 + 3) }),
+        "a slot that ran is refused, naming when"
+    );
+    assert_eq!(
+        claim(&store, backfill(T0 + 4000)).await,
+        Claim::Refused(Refusal::AlreadyRan { started_ms: Some(T0 + 4003) }),
+        "a slot that runs is refused"
+    );
+    assert_eq!(claim(&store, backfill(T0 + 4001)).await, Claim::Refused(Refusal::SchedulersSlot), "after the ledger");
+    ok(store.set_paused(&job, true).await, "pause");
+    assert_eq!(claim(&store, backfill(T0 + 1000)).await, Claim::Paused, "paused: nothing runs");
+    ok(store.set_paused(&job, false).await, "resume");
+    for slot in [T0 + 1000, T0 + 2000, T0 + 3000] {
+        let rec = claimed(claim(&store, backfill(slot)).await, "a slot that did not run");
+        assert_eq!(
+            (rec.kind, rec.slot_ms, rec.outcome, rec.token),
+            (SlotKind::Backfill, slot, Outcome::Running, token)
+        );
+        assert_eq!(
+            claim(&store, backfill(slot)).await,
+            Claim::Refused(Refusal::AlreadyRan { started_ms: Some(slot + 3) }),
+            "a slot is backfilled at most once, even while its run is in flight"
+        );
+        let done = RunRecord { outcome: Outcome::Ran, ended_ms: Some(slot + 9), ..rec };
+        assert!(ok(store.finish_run(&done).await, "finish_run"), "the backfill's record is finished by its token");
+        assert!(matches!(claim(&store, backfill(slot)).await, Claim::Refused(Refusal::AlreadyRan { .. })));
+    }
+    let state = ok(store.job(&job).await, "job").unwrap_or_else(|| panic!("`{job}` is known"));
+    assert_eq!(state.last_slot_ms, Some(T0 + 4000), "the ledger did not move");
+    let kinds: Vec<(i64, SlotKind)> =
+        ok(store.history(&job, 10).await, "history").iter().map(|r| (r.slot_ms, r.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (T0 + 4000, SlotKind::Scheduled),
+            (T0 + 3000, SlotKind::Backfill),
+            (T0 + 2000, SlotKind::Backfill),
+            (T0 + 2000, SlotKind::Scheduled),
+            (T0 + 1000, SlotKind::Backfill),
+            (T0 + 1000, SlotKind::Scheduled),
+            (T0, SlotKind::Scheduled),
+        ]
+    );
+    assert_eq!(
+        claim(&store, req(&s, &lease, token, &job, T0 + 4000, SlotKind::Scheduled)).await,
+        Claim::AlreadyClaimed
+    );
+    claimed(claim(&store, req(&s, &lease, token, &job, T0 + 5000, SlotKind::Scheduled)).await, "the next slot");
+}
+
+/// Rule J15: a backfill's claim is fenced as every claim: another session or a stale token
+/// answers `NotHolder` and writes nothing.
+pub async fn jobs_backfill_is_fenced<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let other = ok(b.open_session(TTL).await, "open_session").id;
+    let job = unique("job");
+    assert!(ok(store.append(&RunRecord::not_run(&job, T0, Outcome::Missed)).await, "append"));
+    claimed(claim(&store, req(&s, &lease, token, &job, T0 + 1000, SlotKind::Scheduled)).await, "ledger slot");
+    assert_eq!(claim(&store, req(&other, &lease, token, &job, T0, SlotKind::Backfill)).await, Claim::NotHolder);
+    assert_eq!(claim(&store, req(&s, &lease, token + 1, &job, T0, SlotKind::Backfill)).await, Claim::NotHolder);
+    assert_eq!(ok(store.history(&job, 10).await, "history").len(), 2, "nothing written");
+    let rec = claimed(claim(&store, req(&s, &lease, token, &job, T0, SlotKind::Backfill)).await, "the holder");
+    assert_eq!(rec.kind, SlotKind::Backfill);
+}
+
+/// Rule J15: a slot older than the job's oldest record kept is refused as outside the
+/// retained history (its record may have been dropped), never guessed; a slot without a
+/// record inside the history runs.
+pub async fn jobs_backfill_refuses_slots_outside_the_retained_history<B: Backend>(b: B) {
+    let store = store_of(&b).keeping(3);
+    let (s, lease, token) = holder(&b).await;
+    let job = unique("job");
+    for k in 0..5 {
+        let rec = claimed(claim(&store, req(&s, &lease, token, &job, T0 + k * 10, SlotKind::Scheduled)).await, "claim");
+        assert!(ok(store.finish_run(&RunRecord { outcome: Outcome::Ran, ..rec }).await, "finish_run"));
+    }
+    let kept: Vec<i64> = ok(store.history(&job, 10).await, "history").iter().map(|r| r.slot_ms).collect();
+    assert_eq!(kept, [T0 + 40, T0 + 30, T0 + 20]);
+    let backfill = |slot| req(&s, &lease, token, &job, slot, SlotKind::Backfill);
+    for slot in [T0 + 10, T0 + 5, T0] {
+        assert_eq!(claim(&store, backfill(slot)).await, Claim::Refused(Refusal::OutsideHistory), "slot {slot}");
+    }
+    let rec = claimed(claim(&store, backfill(T0 + 25)).await, "no record inside the history");
+    assert_eq!((rec.kind, rec.slot_ms), (SlotKind::Backfill, T0 + 25));
 }
 
 /// A paused job is claimed nowhere (`Paused`, no record), its scheduled slot is consumed, and
@@ -844,6 +952,9 @@ macro_rules! jobs_suite {
             jobs_retention_is_configurable,
             jobs_error_text_truncated,
             jobs_pause_blocks_claims,
+            jobs_backfill_runs_a_slot_that_did_not_run_once,
+            jobs_backfill_is_fenced,
+            jobs_backfill_refuses_slots_outside_the_retained_history,
             jobs_group_pause_applies_to_partitions,
             jobs_trigger_is_taken_once_by_the_holder,
             jobs_trigger_retry_with_the_same_key_runs_once,

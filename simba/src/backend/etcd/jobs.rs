@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use etcd_client::{
     Compare, CompareOp, EventType, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
-use simba_core::claim::{self, ControlRow, Decision, Logs, RequestLog, Trigger};
+use simba_core::claim::{self, Answer, ControlRow, Decision, Logs, RequestLog, Trigger};
 use tokio::sync::broadcast;
 
 use super::EtcdBackend;
@@ -28,10 +28,10 @@ use super::ops::slot_value;
 use super::session::lease_of;
 use crate::backend::job_codec::{
     control_state, decode_control, decode_log, decode_record, encode_control_log, encode_record, escape_job, group,
-    record_name, unescape_job,
+    record_name, slot_prefix, unescape_job,
 };
 use crate::backend::job_store::{
-    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, Triggered, WatchReady,
+    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, Triggered, WatchReady, slot_history,
 };
 use crate::backend::{BackendError, BackendResult, SessionId};
 
@@ -312,6 +312,16 @@ impl JobStore for EtcdJobStore {
                 TxnOp::get(slot_key.as_str(), None),
             ];
             reads.extend(Self::runs_reads(&runs, &record_key));
+            if req.is_backfill() {
+                // A backfill reads the slot's records and the oldest record (rule J15).
+                let slot = format!("{runs}{}", slot_prefix(req.slot_ms));
+                reads.push(TxnOp::get(slot.as_str(), Some(GetOptions::new().with_range(prefix_end(&slot)))));
+                let oldest = GetOptions::new()
+                    .with_range(prefix_end(&runs))
+                    .with_sort(SortTarget::Key, SortOrder::Ascend)
+                    .with_limit(1);
+                reads.push(TxnOp::get(runs.as_str(), Some(oldest)));
+            }
             let read = Txn::new().and_then(reads);
             let r = kv.txn(read).await.map_err(|e| self.err(&what, &e))?;
             let r = r.op_responses();
@@ -332,11 +342,23 @@ impl JobStore for EtcdJobStore {
                 .and_then(|v| u64::from_str_radix(v, 16).ok())
                 .map(|v| (v ^ (1 << 63)) as i64);
             let existing = self.runs_read(&record_key, &r, 4);
+            let at_slot = all(&r, 6).iter().map(|kv| self.record_of(kv)).collect::<BackendResult<Vec<_>>>()?;
+            let oldest = first(&r, 7);
+            let history = slot_history(&at_slot, oldest.map(|kv| self.record_of(kv)).transpose()?.as_ref());
             // The core's claim rule decides; this store applies its writes under the fence.
-            let logs = Logs { own: &own_log, group: &group_log };
+            let logs = Logs { own: &own_log, group: &group_log, history: &history };
             let Decision { answer, writes, request } = claim::decide(req.ask(), &own, grp.as_ref(), lease_slot, logs);
-            if writes.is_empty() {
+            if writes.is_empty() && !matches!(answer, Answer::Claimed { .. }) {
                 return Ok(req.claim_of(answer, None));
+            }
+            // A backfill writes no control row: its record's absence and the oldest record
+            // (a trim between the read and the write) are what the write compares.
+            let mut backfill_compares = Vec::new();
+            if req.is_backfill() {
+                backfill_compares.push(Compare::version(record_key.as_str(), CompareOp::Equal, 0));
+                if let Some(o) = oldest {
+                    backfill_compares.push(Compare::mod_revision(o.key(), CompareOp::Equal, o.mod_revision()));
+                }
             }
             let mut ops = Vec::new();
             if let Some(next) = &writes.own {
@@ -356,13 +378,18 @@ impl JobStore for EtcdJobStore {
                 ops.extend(self.record_ops_reading(rec, &existing, &what).await?);
             }
             let write = Txn::new()
-                .when([
-                    Compare::create_revision(lease_key.as_str(), CompareOp::Equal, token),
-                    Compare::lease(lease_key.as_str(), CompareOp::Equal, lease),
-                    Compare::mod_revision(own_key.as_str(), CompareOp::Equal, own_rev),
-                    Compare::mod_revision(group_key.as_str(), CompareOp::Equal, group_rev),
-                    Compare::mod_revision(slot_key.as_str(), CompareOp::Equal, slot_rev),
-                ])
+                .when(
+                    [
+                        Compare::create_revision(lease_key.as_str(), CompareOp::Equal, token),
+                        Compare::lease(lease_key.as_str(), CompareOp::Equal, lease),
+                        Compare::mod_revision(own_key.as_str(), CompareOp::Equal, own_rev),
+                        Compare::mod_revision(group_key.as_str(), CompareOp::Equal, group_rev),
+                        Compare::mod_revision(slot_key.as_str(), CompareOp::Equal, slot_rev),
+                    ]
+                    .into_iter()
+                    .chain(backfill_compares)
+                    .collect::<Vec<_>>(),
+                )
                 .and_then(ops);
             let done = kv.txn(write).await.map_err(|e| self.err(&what, &e))?;
             if done.succeeded() {

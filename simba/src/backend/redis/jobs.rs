@@ -33,7 +33,7 @@ use tokio::sync::broadcast;
 
 use super::RedisBackend;
 use super::subscriber::Subscriber;
-use simba_core::claim::{self, Answer, ControlRow, Logs, RequestLog, Trigger};
+use simba_core::claim::{self, Answer, ControlRow, Logs, RequestLog, SeenRecord, SlotHistory, Trigger};
 
 use crate::backend::job_store::{
     Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, Triggered, WatchReady,
@@ -105,6 +105,53 @@ local fields = {'job', ARGV[11], 'kind', '1', 'slot', ARGV[10], 'outcome', 'runn
 if ARGV[17] ~= '' then table.insert(fields, 'request_key'); table.insert(fields, ARGV[17]) end
 add_record(ARGV[12], KEYS[5], ARGV[11], '1', ARGV[10], fields, tonumber(ARGV[13]))
 return {2, ARGV[10]}
+";
+
+/// Lua: `backfill_view(runs, prefix, job, slot, keys)` is what a backfill's claim (rule J15)
+/// decides on, as one string: the lease's `last_slot`, the job's `paused` and `last_slot`, the
+/// group's `paused` (one line), the slot's records (`{kind}|{slot} {outcome} {started}`, one a
+/// line) and the oldest record's member last. The claim reads it with [`BACKFILL_READ`], the
+/// core decides in Rust, and [`BACKFILL_WRITE`] writes only if the view is unchanged.
+const BACKFILL_VIEW: &str = r"
+local function backfill_view(keys, prefix, job, slot)
+  local lease = redis.call('HGET', keys[2], 'last_slot') or ''
+  local j = redis.call('HMGET', keys[3], 'paused', 'last_slot')
+  local g = ''
+  if keys[4] ~= keys[3] then g = redis.call('HGET', keys[4], 'paused') or '' end
+  local out = {lease .. ' ' .. (j[1] or '') .. ' ' .. (j[2] or '') .. ' ' .. g}
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', keys[5], slot, slot)) do
+    local r = redis.call('HMGET', prefix .. ':run:' .. job .. '|' .. m, 'outcome', 'started')
+    table.insert(out, m .. ' ' .. (r[1] or '') .. ' ' .. (r[2] or ''))
+  end
+  local oldest = redis.call('ZRANGE', keys[5], 0, 0)
+  table.insert(out, oldest[1] or '')
+  return table.concat(out, '\n')
+end
+";
+
+/// `KEYS`: as [`CLAIM`]. `ARGV`: 1 prefix, 2 job, 3 slot, 4 session id, 5 token. Answers
+/// `{'0'}` not the holder (the fence first, as every claim), else `{'1', view}`.
+const BACKFILL_READ: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'0'} end
+local lease = redis.call('HMGET', KEYS[2], 'session', 'token')
+if lease[1] ~= ARGV[4] or lease[2] ~= ARGV[5] then return {'0'} end
+return {'1', backfill_view(KEYS, ARGV[1], ARGV[2], ARGV[3])}
+";
+
+/// `KEYS`: as [`CLAIM`]. `ARGV`: 1 session id, 2 token, 3 the view as read, 4 job, 5 prefix,
+/// 6 retention, 7 slot, 8 node, 9 started, 10 attempts. Answers `{0}` not the holder, `{4}`
+/// the view changed since read, `{2}` the `running` backfill record written (kind `3`; no
+/// control field is written).
+const BACKFILL_WRITE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+local lease = redis.call('HMGET', KEYS[2], 'session', 'token')
+if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] then return {0} end
+if backfill_view(KEYS, ARGV[5], ARGV[4], ARGV[7]) ~= ARGV[3] then return {4} end
+redis.call('SADD', KEYS[6], ARGV[4])
+add_record(ARGV[5], KEYS[5], ARGV[4], '3', ARGV[7], {
+  'job', ARGV[4], 'kind', '3', 'slot', ARGV[7], 'outcome', 'running', 'attempt', '1', 'attempts', ARGV[10],
+  'session', ARGV[1], 'node', ARGV[8], 'token', ARGV[2], 'started', ARGV[9]}, tonumber(ARGV[6]))
+return {2}
 ";
 
 /// Shared Lua helpers: `lt` compares decimal integers exactly (as `claim_slot` does),
@@ -284,6 +331,8 @@ struct Scripts {
     read_control: Script,
     trigger_write: Script,
     claim_manual: Script,
+    backfill_read: Script,
+    backfill_write: Script,
     publish_registry: Script,
     read_registries: Script,
 }
@@ -297,6 +346,8 @@ static SCRIPTS: std::sync::LazyLock<Scripts> = std::sync::LazyLock::new(|| Scrip
     read_control: Script::new(READ_CONTROL),
     trigger_write: Script::new(&format!("{SEEN}{TRIGGER_WRITE}")),
     claim_manual: Script::new(&format!("{HELPERS}{SEEN}{CLAIM_MANUAL}")),
+    backfill_read: Script::new(&format!("{BACKFILL_VIEW}{BACKFILL_READ}")),
+    backfill_write: Script::new(&format!("{HELPERS}{BACKFILL_VIEW}{BACKFILL_WRITE}")),
     publish_registry: Script::new(PUBLISH_REGISTRY),
     read_registries: Script::new(READ_REGISTRIES),
 });
@@ -344,6 +395,7 @@ fn kind_code(kind: SlotKind) -> &'static str {
         SlotKind::Scheduled => "0",
         SlotKind::Manual => "1",
         SlotKind::CaughtUp => "2",
+        SlotKind::Backfill => "3",
     }
 }
 
@@ -438,6 +490,7 @@ impl RedisJobStore {
             "0" => SlotKind::Scheduled,
             "1" => SlotKind::Manual,
             "2" => SlotKind::CaughtUp,
+            "3" => SlotKind::Backfill,
             other => return Err(self.protocol(&format!("unknown slot kind {other:?} in a record of `{job}`"))),
         };
         let slot_ms = int(next(), "slot")?;
@@ -506,10 +559,10 @@ impl RedisJobStore {
         for _ in 0..ATTEMPTS {
             let [own, grp] = self.read_control(&keys[2], &keys[3]).await?;
             let group_log = if has_group { &grp.log } else { &simba_core::claim::NO_REQUESTS };
-            let logs = Logs { own: &own.log, group: group_log };
+            let logs = Logs::requests(&own.log, group_log);
             let decision = claim::decide(req.ask(), &own.row, has_group.then_some(&grp.row), None, logs);
             let code = match decision.answer {
-                Answer::AlreadyClaimed => "1",
+                Answer::AlreadyClaimed | Answer::Refused(_) => "1",
                 Answer::Claimed { .. } => "2",
                 Answer::Paused => "3",
             };
@@ -553,6 +606,78 @@ impl RedisJobStore {
         Err(self.protocol(&format!("the control hash of `{}` kept changing; try again", req.job)))
     }
 
+    /// A backfill's claim (rule J15): the core decides on the view [`BACKFILL_READ`] answers,
+    /// and [`BACKFILL_WRITE`] writes the record under the lease's fence if the view is unchanged.
+    async fn claim_backfill(&self, req: &ClaimRequest<'_>, keys: &[String; 7]) -> BackendResult<Claim> {
+        let has_group = keys[3] != keys[2];
+        let (token, keep, slot) = (req.token.to_string(), self.retention.to_string(), req.slot_ms.to_string());
+        let (started, attempts) = (req.started_ms.to_string(), req.attempts.max(1).to_string());
+        for _ in 0..ATTEMPTS {
+            let args = [self.prefix(), req.job, &slot, req.session.as_str(), &token];
+            let read: Vec<String> = self.eval(&SCRIPTS.backfill_read, keys, &args, "read a backfill's slot").await?;
+            let Some(view) = read.get(1) else { return Ok(Claim::NotHolder) };
+            let (lease_slot, own, group, history) = self.backfill_view(view)?;
+            let decision =
+                claim::decide(req.ask(), &own, has_group.then_some(&group), lease_slot, Logs::history(&history));
+            if !matches!(decision.answer, Answer::Claimed { .. }) {
+                return Ok(req.claim_of(decision.answer, None));
+            }
+            let args = [
+                req.session.as_str(),
+                &token,
+                view,
+                req.job,
+                self.prefix(),
+                &keep,
+                &slot,
+                req.node,
+                &started,
+                &attempts,
+            ];
+            let answer: Vec<i64> = self.eval(&SCRIPTS.backfill_write, keys, &args, "claim a backfill run").await?;
+            match answer.first() {
+                Some(0) => return Ok(Claim::NotHolder),
+                Some(4) => continue,
+                Some(_) => return Ok(req.claim_of(decision.answer, None)),
+                None => return Err(self.protocol("the backfill claim script answered nothing")),
+            }
+        }
+        Err(self.protocol(&format!("the records of `{}` kept changing; try again", req.job)))
+    }
+
+    /// The backfill view's parts ([`BACKFILL_VIEW`]): the lease's last slot, the job's and its
+    /// group's control rows (pause and ledger), and what the claim reads of the history.
+    fn backfill_view(&self, view: &str) -> BackendResult<(Option<i64>, ControlRow, ControlRow, SlotHistory)> {
+        let bad = || self.protocol(&format!("unexpected backfill view {view:?}"));
+        let mut lines: Vec<&str> = view.split('\n').collect();
+        let oldest = lines.pop().ok_or_else(bad)?;
+        let head: Vec<&str> = lines.first().ok_or_else(bad)?.split(' ').collect();
+        let int = |v: Option<&&str>| v.and_then(|v| v.parse::<i64>().ok());
+        let own =
+            ControlRow { paused: head.get(1) == Some(&"1"), last_slot: int(head.get(2)), ..ControlRow::default() };
+        let group = ControlRow { paused: head.get(3) == Some(&"1"), ..ControlRow::default() };
+        let kind = |member: &str| -> BackendResult<(i64, &'static str)> {
+            let (k, slot) = member.split_once('|').ok_or_else(bad)?;
+            let kind = match k {
+                "0" => SlotKind::Scheduled,
+                "1" => SlotKind::Manual,
+                "2" => SlotKind::CaughtUp,
+                "3" => SlotKind::Backfill,
+                _ => return Err(bad()),
+            };
+            Ok((slot.parse().map_err(|_| bad())?, kind.as_str()))
+        };
+        let mut at_slot = Vec::new();
+        for line in &lines[1..] {
+            let mut f = line.split(' ');
+            let (_, k) = kind(f.next().unwrap_or_default())?;
+            let outcome = f.next().unwrap_or_default();
+            at_slot.push(SeenRecord::new(k, outcome, f.next().and_then(|v| v.parse().ok())));
+        }
+        let oldest = if oldest.is_empty() { None } else { Some(kind(oldest).map(|(s, k)| (s, k.to_owned()))?) };
+        Ok((int(head.first()), own, group, SlotHistory { at_slot, oldest }))
+    }
+
     fn control_keys(&self, job: &str) -> [String; 3] {
         [self.job_key(job), self.jobs_key(), self.version_key()]
     }
@@ -577,6 +702,9 @@ impl JobStore for RedisJobStore {
         ];
         if req.kind == SlotKind::Manual {
             return self.claim_manual(&req, &keys).await;
+        }
+        if req.is_backfill() {
+            return self.claim_backfill(&req, &keys).await;
         }
         let (token, slot, keep) = (req.token.to_string(), req.slot_ms.to_string(), self.retention.to_string());
         let (started, attempts) = (req.started_ms.to_string(), req.attempts.max(1).to_string());

@@ -61,7 +61,7 @@
 
 use std::marker::PhantomData;
 
-use simba_core::claim::{self, Decision, Logs, RequestLog, Trigger};
+use simba_core::claim::{self, Decision, Logs, RequestLog, SlotHistory, Trigger};
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
 use tokio::sync::{OnceCell, broadcast};
 
@@ -208,6 +208,10 @@ pub(crate) struct JobStatements {
     bump_version: Stmt,
     /// The control version.
     version: Stmt,
+    /// `:1` job: its oldest record's slot and kind, locked (a backfill's claim, J15).
+    oldest_record: Stmt,
+    /// `:1` job, `:2` slot: the kind, outcome and start of its records of that slot, locked.
+    slot_records: Stmt,
     /// `:1` job, `:2` kind, `:3` slot.
     delete_record: Stmt,
     /// The 12 record columns as `:1`..`:12`, the three optional ones as `CASE WHEN :13/14/15 = 1`.
@@ -274,6 +278,14 @@ impl JobStatements {
             keyed: KeyedStatements::new::<D>(),
             bump_version: r("UPDATE simba_job_version SET version = version + 1 WHERE id = 1"),
             version: r("SELECT version FROM simba_job_version WHERE id = 1"),
+            oldest_record: r(&format!(
+                "SELECT slot_ms, kind FROM simba_job_run WHERE job = :1 ORDER BY slot_ms, kind LIMIT 1{}",
+                D::LOCK_ROWS
+            )),
+            slot_records: r(&format!(
+                "SELECT kind, outcome, started_ms FROM simba_job_run WHERE job = :1 AND slot_ms = :2{}",
+                D::LOCK_ROWS
+            )),
             delete_record: r("DELETE FROM simba_job_run WHERE job = :1 AND kind = :2 AND slot_ms = :3"),
             insert_record: r(&format!(
                 "INSERT INTO simba_job_run ({RECORD_COLUMNS}) VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9, {optional})"
@@ -384,6 +396,7 @@ fn kind_code(kind: SlotKind) -> i64 {
         SlotKind::Scheduled => 0,
         SlotKind::Manual => 1,
         SlotKind::CaughtUp => 2,
+        SlotKind::Backfill => 3,
     }
 }
 
@@ -392,6 +405,7 @@ fn kind_of(code: i64) -> Option<SlotKind> {
         0 => Some(SlotKind::Scheduled),
         1 => Some(SlotKind::Manual),
         2 => Some(SlotKind::CaughtUp),
+        3 => Some(SlotKind::Backfill),
         _ => None,
     }
 }
@@ -739,6 +753,44 @@ where
         Ok(())
     }
 
+    /// What a backfill's claim (J15) reads of the job's history in `tx`, locked: the oldest
+    /// record first (a trim, which deletes from the oldest on, then waits for this claim), then
+    /// the records of the slot.
+    async fn history_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        req: &ClaimRequest<'_>,
+        what: &'static str,
+    ) -> BackendResult<SlotHistory> {
+        let s = self.statements;
+        let args = self.args(&s.oldest_record, &[Param::Text(req.job)])?;
+        let oldest: Option<(i64, i64)> = sqlx::query_as_with(s.oldest_record.sql(), args)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(self.sql.err(what))?;
+        let args = self.args(&s.slot_records, &[Param::Text(req.job), Param::Int(req.slot_ms)])?;
+        let rows: Vec<(i64, String, Option<i64>)> =
+            sqlx::query_as_with(s.slot_records.sql(), args).fetch_all(&mut **tx).await.map_err(self.sql.err(what))?;
+        let name = |code: i64| {
+            kind_of(code).map(SlotKind::as_str).ok_or_else(|| {
+                BackendError::Protocol(format!(
+                    "{}: a record of `{}` has kind {code}, which this build does not know",
+                    self.sql.description(),
+                    req.job
+                ))
+            })
+        };
+        let mut at_slot = Vec::with_capacity(rows.len());
+        for (kind, outcome, started_ms) in rows {
+            at_slot.push(claim::SeenRecord::new(name(kind)?, outcome, started_ms));
+        }
+        let oldest = match oldest {
+            Some((slot, kind)) => Some((slot, name(kind)?.to_owned())),
+            None => None,
+        };
+        Ok(SlotHistory { at_slot, oldest })
+    }
+
     /// Writes in `tx` the request key of the manual `record` (R3), and drops the keys of the
     /// job's records no longer kept.
     async fn run_key_in(
@@ -903,8 +955,10 @@ where
         // routines' version 2 knows only the jobs' ask, whose ledger includes the lease's last
         // slot, which the many schedules of one partition share. So is a manual slot (R3): the
         // routines know no request log.
+        // And so is a backfill's (J15): the routines know no history read, and a backfill is
+        // an operator's action, rare beside the scheduled claims (the routines stay version 2).
         let manual = req.kind == SlotKind::Manual;
-        if let Some(call) = s.claim_call.as_ref().filter(|_| !req.is_schedule_slot() && !manual) {
+        if let Some(call) = s.claim_call.as_ref().filter(|_| !req.is_schedule_slot() && !manual && !req.is_backfill()) {
             return self.claim_by_call(call, &req, token).await;
         }
         let what = "claim a job run";
@@ -940,9 +994,11 @@ where
         // The core's claim rule decides; the statements below apply its writes, the fence last.
         let own = rows.iter().find(|r| r.0 == req.job).map(core_row).unwrap_or_default();
         let grp = rows.iter().find(|r| r.0 == group && group != req.job).map(core_row);
-        let logs = Logs { own: &own_log, group: &group_log };
+        let history =
+            if req.is_backfill() { self.history_in(&mut tx, &req, what).await? } else { SlotHistory::default() };
+        let logs = Logs { own: &own_log, group: &group_log, history: &history };
         let Decision { answer, writes, request } = claim::decide(req.ask(), &own, grp.as_ref(), lease_slot, logs);
-        if writes.is_empty() {
+        if writes.is_empty() && !matches!(answer, claim::Answer::Claimed { .. }) {
             return Ok(req.claim_of(answer, None));
         }
         self.apply_in(&mut tx, (req.job, group), &own, &writes, what).await?;

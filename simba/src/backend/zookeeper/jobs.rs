@@ -20,17 +20,17 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use simba_core::claim::{self, ControlRow, Decision, Logs, RequestLog, Trigger};
+use simba_core::claim::{self, Answer, ControlRow, Decision, Logs, RequestLog, SlotHistory, Trigger};
 use tokio::sync::{OnceCell, broadcast};
 use zookeeper_client as zk;
 
 use super::{ZooKeeperBackend, lease_path, session_gone, slot_path};
 use crate::backend::job_codec::{
     control_state, decode_control, decode_log, decode_record, encode_control_log, encode_record, escape_job, group,
-    record_name, unescape_job,
+    record_name, slot_prefix, unescape_job,
 };
 use crate::backend::job_store::{
-    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, Triggered, WatchReady,
+    Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, RunRecord, Triggered, WatchReady, slot_history,
 };
 use crate::backend::{BackendError, BackendResult, SessionId};
 
@@ -306,15 +306,29 @@ impl ZkJobStore {
                 Err(e) => return Err(e.into()),
             };
             let names = names?;
+            // A backfill reads the slot's records and the oldest one; the multi checks that the
+            // oldest is still there unchanged (a trim between the read and the write refuses on
+            // the next attempt rather than runs).
+            let (history, oldest) = match names.as_deref().filter(|_| req.is_backfill()) {
+                Some(names) => match self.backfill_history(client, req.job, req.slot_ms, names).await? {
+                    Some(read) => read,
+                    None => continue,
+                },
+                None => (SlotHistory::default(), None),
+            };
             // The core's claim rule decides; this store applies its writes under the fence.
-            let logs = Logs { own: &own_log, group: grp.as_ref().map_or(&claim::NO_REQUESTS, |g| &g.2) };
+            let logs =
+                Logs { own: &own_log, group: grp.as_ref().map_or(&claim::NO_REQUESTS, |g| &g.2), history: &history };
             let Decision { answer, writes, request } =
                 claim::decide(req.ask(), &own, grp.as_ref().map(|g| &g.0), lease_slot, logs);
-            if writes.is_empty() {
+            if writes.is_empty() && !matches!(answer, Answer::Claimed { .. }) {
                 return Ok(req.claim_of(answer, None));
             }
             let mut w = client.new_multi_writer();
             w.add_check_version(&lease, lease_stat.version)?;
+            if let Some((path, version)) = &oldest {
+                w.add_check_version(path, *version)?;
+            }
             if let Some(next) = &writes.own {
                 self.write_control(&mut w, req.job, (next, &own_log), own_version)?;
             }
@@ -354,6 +368,44 @@ impl ZkJobStore {
             }
         }
         Err(Failure::Backend(self.protocol(&format!("claim of `{}` kept losing races; try again", req.job))))
+    }
+
+    /// What a backfill's claim of `job`'s slot `slot_ms` reads of its records `names`
+    /// (sorted): the slot's records, then the oldest, with the oldest's path and version for
+    /// the `multi` to check. `None`: a record went away between the listing and the read
+    /// (retention): read again.
+    #[allow(clippy::type_complexity)]
+    async fn backfill_history(
+        &self,
+        client: &zk::Client,
+        job: &str,
+        slot_ms: i64,
+        names: &[String],
+    ) -> Result<Option<(SlotHistory, Option<(String, i32)>)>, Failure> {
+        let dir = runs_path(job);
+        let prefix = slot_prefix(slot_ms);
+        let at_slot: Vec<String> =
+            names.iter().filter(|n| n.starts_with(&prefix)).map(|n| format!("{dir}/{n}")).collect();
+        let oldest = names.first().map(|n| format!("{dir}/{n}"));
+        self.backend.count(at_slot.len() + 1);
+        let reads =
+            futures_util::future::join_all(at_slot.iter().chain(oldest.iter()).map(|p| client.get_data(p))).await;
+        let mut records = Vec::with_capacity(reads.len());
+        let mut version = None;
+        for (path, read) in at_slot.iter().chain(oldest.iter()).zip(reads) {
+            match read {
+                Ok((data, stat)) => {
+                    let record = decode_record(&data).map_err(|e| self.protocol(&format!("{path}: {e}")));
+                    records.push(record.map_err(Failure::Backend)?);
+                    version = Some(stat.version);
+                }
+                Err(zk::Error::NoNode) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let first = oldest.as_ref().and_then(|_| records.pop());
+        let history = slot_history(&records, first.as_ref());
+        Ok(Some((history, oldest.zip(version))))
     }
 
     async fn records(&self, client: &zk::Client, job: &str, limit: usize) -> BackendResult<Vec<RunRecord>> {
