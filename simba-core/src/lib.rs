@@ -41,6 +41,7 @@ use std::ops::Add;
 use std::time::Duration;
 
 pub mod attempt;
+pub mod backfill;
 pub mod claim;
 pub mod cron;
 pub mod election;

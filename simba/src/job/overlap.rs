@@ -72,6 +72,23 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
         self.due(Slot::at(rec.now(), SlotKind::Manual)).await;
     }
 
+    /// When the oldest backfill's next slot may start: only while no run is in flight, so a
+    /// backfill's runs never overlap the job's others (`None`: nothing to start).
+    pub(super) fn backfill_due(&self) -> Option<tokio::time::Instant> {
+        if self.runs.is_empty() { self.runner.backfill_due() } else { None }
+    }
+
+    /// Starts the oldest backfill's next slot (J16) as a run of the job, under its overlap
+    /// policy like any other (under `skip` it is awaited here).
+    pub(super) async fn backfill(&mut self) {
+        if !self.runs.is_empty() || !self.runner.term().is_valid() {
+            return;
+        }
+        if let Some(slot) = self.runner.backfill_next() {
+            self.due(slot).await;
+        }
+    }
+
     /// Whether a manual run ended since the last call: the loop then claims the next pending
     /// run-now request at once rather than at the next move of the control version.
     pub(super) fn take_manual_again(&mut self) -> bool {
@@ -83,7 +100,7 @@ impl<'r, F: Fn(Term) -> JobFuture + Send + Sync> InFlight<'r, F> {
     /// awaited here, so no slot comes due while it runs: the loop then reports the slots it
     /// passed (R9). Returns the slot that ran when it was awaited.
     pub(super) async fn due(&mut self, slot: Slot) -> Option<DateTime<Utc>> {
-        match self.count.due(slot, slot.at, slot.kind == SlotKind::Manual) {
+        match self.count.due(slot, slot.at, matches!(slot.kind, SlotKind::Manual | SlotKind::Backfill)) {
             Step::Start(slot) => self.start(slot),
             Step::Wait => {
                 tracing::debug!(job = %self.runner.records().job, "a run-now request waits: runs are in flight");

@@ -6,10 +6,14 @@
 //! Read top-down: [`SlotRunner::run`] -> [`claim`](SlotRunner::claim) ->
 //! [`attempts`](SlotRunner::attempts) -> [`attempt`](SlotRunner::attempt) -> the record.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use croner::Cron;
+use simba_core::backfill::BackfillPlan;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
@@ -77,6 +81,19 @@ enum Attempt {
 /// A15): the schedule's body reads it, and falls back to the schedule's payload.
 pub(crate) type PayloadCell = Arc<std::sync::Mutex<Option<Arc<str>>>>;
 
+/// A backfill the holder took (rule J16): its request's `manual` record (the backfill's own,
+/// `running` while its slots are claimed), the slots of its range still to claim, oldest
+/// first, and when the next may start at the budget.
+pub(crate) struct Walk {
+    record: RunRecord,
+    plan: BackfillPlan,
+    slots: VecDeque<i64>,
+    next_at: Instant,
+    total: usize,
+    ran: usize,
+    refused: usize,
+}
+
 /// Runs the slots of one job in one term, one at a time (J5): each slot is claimed, run in
 /// attempts, and recorded.
 pub(crate) struct SlotRunner<F> {
@@ -87,12 +104,98 @@ pub(crate) struct SlotRunner<F> {
     body: F,
     /// Where the claim's payload override goes (a schedule's runner only).
     payload: Option<PayloadCell>,
+    /// The job's cron grid, whose past slots a backfill claims (`None`: a fixed-rate job,
+    /// which has no past grid).
+    grid: Option<(Cron, Tz)>,
+    /// The backfills taken in this term, oldest first (J16).
+    walks: std::sync::Mutex<VecDeque<Walk>>,
 }
 
 impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     /// The runner of the job function `body` in `term`, recording through `rec`.
     pub(crate) fn new(simba: Simba, rec: Recording, term: Term, body: F) -> Self {
-        SlotRunner { simba, rec, term, body, payload: None }
+        SlotRunner { simba, rec, term, body, payload: None, grid: None, walks: Default::default() }
+    }
+
+    /// Backfills walk the past slots of `cron` in `tz` (a cron job's runner).
+    pub(crate) fn with_grid(mut self, cron: Cron, tz: Tz) -> Self {
+        self.grid = Some((cron, tz));
+        self
+    }
+
+    fn walks(&self) -> std::sync::MutexGuard<'_, VecDeque<Walk>> {
+        self.walks.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// When the oldest backfill's next slot may start (`None`: no backfill is walking).
+    pub(crate) fn backfill_due(&self) -> Option<Instant> {
+        self.walks().front().map(|w| w.next_at)
+    }
+
+    /// The oldest backfill's next slot to claim, when one is due; a backfill with no slot left
+    /// is finished (its record `ran`, the tally logged) and the next one's slot answered.
+    pub(crate) fn backfill_next(&self) -> Option<Slot> {
+        let mut walks = self.walks();
+        loop {
+            let w = walks.front_mut()?;
+            if let Some(ms) = w.slots.pop_front() {
+                let at = DateTime::from_timestamp_millis(ms)?;
+                return Some(Slot { ms, at, kind: SlotKind::Backfill, claim_without_store: false });
+            }
+            let w = walks.pop_front()?;
+            tracing::info!(
+                job = %self.rec.job, request = w.record.request_key.as_deref().unwrap_or_default(),
+                slots = w.total, ran = w.ran, skipped = w.refused,
+                "backfill done: {} of {} slots claimed and run, {} skipped", w.ran, w.total, w.refused
+            );
+            let done =
+                RunRecord { outcome: Outcome::Ran, ended_ms: Some(self.rec.now().timestamp_millis()), ..w.record };
+            self.rec.finish(&done, &self.term);
+        }
+    }
+
+    /// The holder took a backfill's request (its `manual` record `running`): its range's
+    /// slots on the job's grid are walked from the next wait of the slot loop on.
+    fn take_backfill(&self, plan: BackfillPlan, record: RunRecord) {
+        let job = &self.rec.job;
+        let Some((cron, tz)) = &self.grid else {
+            let why = "a fixed-rate job has no past slots to backfill: its slots are named after the last one claimed";
+            tracing::warn!(%job, "{why}");
+            let mut failed = record;
+            failed.outcome = Outcome::Failed;
+            failed.error = Some(why.to_owned());
+            failed.ended_ms = Some(self.rec.now().timestamp_millis());
+            self.rec.finish(&failed, &self.term);
+            return;
+        };
+        let mut slots = VecDeque::new();
+        let mut after = DateTime::from_timestamp_millis(plan.from_ms.saturating_sub(1));
+        while let Some(s) = after.and_then(|a| simba_core::slots::next_slot(cron, *tz, a)) {
+            if s.timestamp_millis() > plan.to_ms || slots.len() as u64 >= simba_core::backfill::MAX_BACKFILL_SLOTS {
+                break;
+            }
+            slots.push_back(s.timestamp_millis());
+            after = Some(s);
+        }
+        tracing::info!(
+            %job, request = record.request_key.as_deref().unwrap_or_default(), slots = slots.len(), rate = plan.rate(),
+            "backfill taken: claiming its slots oldest first at the budget"
+        );
+        let total = slots.len();
+        self.walks().push_back(Walk { record, plan, slots, next_at: Instant::now(), total, ran: 0, refused: 0 });
+    }
+
+    /// A backfill's slot was claimed (`ran`) or refused: the next starts after the budget's
+    /// interval, or at once after a refusal (a refused slot costs no run).
+    fn backfill_tally(&self, ran: bool) {
+        if let Some(w) = self.walks().front_mut() {
+            if ran {
+                w.ran += 1;
+                w.next_at = Instant::now() + w.plan.interval();
+            } else {
+                w.refused += 1;
+            }
+        }
     }
 
     /// Puts each claimed run's payload override (or none) in `cell` before its body runs.
@@ -122,7 +225,17 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     /// "cancel_running"`, J11): when `replaced` fires the run gets its cancellation signal, then
     /// [`RunPolicy::GRACE`], and is recorded `cancelled` (never retried).
     pub(crate) async fn run_replaceable(&self, slot: Slot, replaced: &CancellationToken) -> bool {
-        let Claimed::Run(running) = self.claim(slot).await else { return false };
+        let claimed = self.claim(slot).await;
+        if slot.kind == SlotKind::Backfill {
+            self.backfill_tally(matches!(claimed, Claimed::Run(_)));
+        }
+        let Claimed::Run(running) = claimed else { return false };
+        if let Some(record) = running.as_ref().filter(|r| r.kind == SlotKind::Manual)
+            && let Some(plan) = record.request_key.as_deref().and_then(BackfillPlan::from_key)
+        {
+            self.take_backfill(plan, record.clone());
+            return true;
+        }
         if let Some(cell) = &self.payload {
             let given = running.as_ref().and_then(|r| r.payload_override.clone());
             *cell.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = given;
@@ -194,7 +307,8 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
                 Claimed::Skip
             }
             Ok(Ok(Claim::Refused(why))) => {
-                tracing::info!(%job, slot_ms, reason = ?why, "backfill refused for this slot; skipping it");
+                let slot = crate::job_store::rfc3339_ms(Some(slot_ms)).unwrap_or_default();
+                tracing::info!(%job, %slot, "backfill: slot skipped, {}", refusal(why));
                 Claimed::Skip
             }
             Ok(Err(e)) => {
@@ -246,7 +360,12 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
         let attempts = self.rec.policy.attempts.max(1);
         let mut rec = claimed;
         let slot_at = DateTime::from_timestamp_millis(slot_ms).unwrap_or(slot.at);
-        let lateness = (self.rec.now() - slot_at).to_std().unwrap_or_default();
+        // A backfill's slot is past by design: it is not late (no `late` alert, J16).
+        let lateness = if kind == SlotKind::Backfill {
+            Duration::ZERO
+        } else {
+            (self.rec.now() - slot_at).to_std().unwrap_or_default()
+        };
         let mut attempt = 1;
         loop {
             let cancel = CancellationToken::new();
@@ -534,6 +653,47 @@ pub(crate) fn is_decline(e: &(dyn std::error::Error + 'static), term: &Term) -> 
         cur = err.source();
     }
     false
+}
+
+impl<F> Drop for SlotRunner<F> {
+    /// The term ended with backfills still walking: each one's record ends `cancelled`, naming
+    /// the slots left; the same backfill asked again finishes it (the slots that ran are
+    /// refused by their claim, J15).
+    fn drop(&mut self) {
+        let walks = std::mem::take(&mut *self.walks.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        for w in walks {
+            let why = format!(
+                "the term ended with {} of {} slots of the backfill left ({} run, {} skipped); ask for the backfill \
+                 again to finish it: slots that ran are refused",
+                w.slots.len(),
+                w.total,
+                w.ran,
+                w.refused
+            );
+            tracing::info!(job = %self.rec.job, "{why}");
+            let ended = RunRecord {
+                outcome: Outcome::Cancelled,
+                error: Some(why),
+                ended_ms: Some(self.rec.now().timestamp_millis()),
+                ..w.record
+            };
+            self.rec.finish(&ended, &self.term);
+        }
+    }
+}
+
+/// Why a backfill's slot was skipped, as its report says it (J15).
+pub(crate) fn refusal(why: crate::job_store::Refusal) -> String {
+    use crate::job_store::Refusal;
+    match why {
+        Refusal::AlreadyRan { started_ms: Some(ms) } => {
+            format!("already ran at {}", crate::job_store::rfc3339_ms(Some(ms)).unwrap_or_default())
+        }
+        Refusal::AlreadyRan { started_ms: None } => "already ran".to_owned(),
+        Refusal::OutsideHistory => "outside the retained history".to_owned(),
+        Refusal::SchedulersSlot => "the scheduler's (not yet claimed)".to_owned(),
+        _ => format!("{why:?}"),
+    }
 }
 
 /// The span of one run (rule O9): a root of its own, so that an exported trace lasts one run

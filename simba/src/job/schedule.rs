@@ -69,7 +69,10 @@ pub(crate) async fn run_scheduled(
     // A code-defined job's next slot, as a gauge while this node holds it (a partition's slots
     // are the group's: no gauge).
     let _gauge = (rec.job == rec.metric).then(|| NextSlot(Arc::clone(&rec.metric)));
-    let runner = SlotRunner::new(simba, rec, term, run);
+    let mut runner = SlotRunner::new(simba, rec, term, run);
+    if let Timer::Cron { cron, tz } = &timer {
+        runner = runner.with_grid((**cron).clone(), *tz);
+    }
     manual(&runner).await;
     let mut runs = InFlight::new(&runner, policies.overlap);
     match timer {
@@ -116,6 +119,8 @@ async fn wait_until<F: Fn(Term) -> JobFuture + Send + Sync>(
 ) -> bool {
     let term = runs.term().clone();
     loop {
+        // A backfill's next slot (J16), when one is walking and no run is in flight.
+        let backfill = runs.backfill_due();
         tokio::select! {
             _ = term.cancelled() => {
                 runs.drain(true).await;
@@ -124,6 +129,7 @@ async fn wait_until<F: Fn(Term) -> JobFuture + Send + Sync>(
             _ = sleep_until(due) => return true,
             _ = run_now.changed() => runs.manual().await,
             _ = runs.ended() => {}
+            _ = super::wait::until(backfill) => runs.backfill().await,
         }
         // Each run-now request is its own run (R3): after one ran, the next pending one is
         // claimed at once (the claim answers `AlreadyClaimed` when none is left).

@@ -2,6 +2,7 @@
 
 mod added;
 mod alerts;
+mod backfill;
 mod history;
 mod jobs;
 mod macros;
