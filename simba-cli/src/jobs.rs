@@ -25,6 +25,7 @@ pub(crate) enum JobsCommand {
     Pause { job: String },
     Resume { job: String },
     Trigger { job: String, request_key: Option<String> },
+    Backfill { job: String, ask: simba::admin::BackfillAsk },
 }
 
 /// Runs `cmd` on `backend`.
@@ -80,6 +81,7 @@ pub(crate) async fn run(
         JobsCommand::Trigger { job, request_key } => {
             requested(job, &jobs.trigger_keyed(job, request_key.as_deref()).await.map_err(message)?, json)?
         }
+        JobsCommand::Backfill { job, ask } => backfilled(&jobs.backfill(job, ask).await.map_err(message)?, json)?,
     };
     emit(out, &text)
 }
@@ -121,9 +123,43 @@ pub(crate) fn requested(job: &str, r: &simba::admin::Requested, json: bool) -> R
     })
 }
 
+/// What `simba backfill` prints: the plan, then the request made (none for a dry run).
+fn backfilled(b: &simba::admin::Backfill, json: bool) -> Result<String, Failure> {
+    let plan = b.plan_text();
+    let said = match &b.requested {
+        None => format!("{plan}\ndry run: nothing was requested\n"),
+        Some(r) if r.known => format!("{plan}\nthis backfill was requested before (key `{}`); nothing new\n", r.key),
+        Some(r) => format!(
+            "{plan}\nrequested (key `{}`): the node holding `{}` runs it; each slot is logged as run or skipped, and \
+             `simba history {}` shows the runs (kind backfill)\n",
+            r.key, b.job, b.job
+        ),
+    };
+    if !json {
+        return Ok(said);
+    }
+    let v = serde_json::json!({
+        "schema": json::SCHEMA,
+        "job": b.job,
+        "from": json::time(Some(b.plan.from_ms)),
+        "to": json::time(Some(b.plan.to_ms)),
+        "rate": b.plan.rate(),
+        "slots": b.slots,
+        "first_slot": json::time(Some(b.first_ms)),
+        "last_slot": json::time(Some(b.last_ms)),
+        "takes_seconds": b.takes.as_secs_f64(),
+        "dry_run": b.requested.is_none(),
+        "request_key": b.requested.as_ref().map(|r| r.key.as_str()),
+        "known": b.requested.as_ref().is_some_and(|r| r.known),
+        "message": said.trim_end(),
+    });
+    Ok(format!("{v}\n"))
+}
+
 pub(crate) fn message(e: AdminError) -> Failure {
     match e {
         e @ (AdminError::UnknownJob { .. }
+        | AdminError::Backfill { .. }
         | AdminError::InvalidRequestKey { .. }
         | AdminError::TooManyRequests { .. }) => Failure::refused(e.to_string()),
         e => Failure::unreachable(e.to_string()),

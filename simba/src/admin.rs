@@ -25,9 +25,11 @@ use tokio::time::Instant;
 use crate::backend::{Backend, BackendError};
 use crate::job::RegistryReport;
 
+mod backfill;
 mod schedules;
 
 use crate::job_store::{JobState, RunRecord, SharedJobStore, group_of};
+pub use backfill::{Backfill, BackfillAsk};
 pub use schedules::{MAX_FIRES, MAX_PAGE, Page, ScheduleError, Schedules, TriggerOptions};
 
 /// Why an operation failed.
@@ -112,6 +114,15 @@ pub enum AdminError {
         job: String,
         /// How many requests wait.
         pending: usize,
+    },
+    /// A backfill was refused before anything was stored (rule J16): the reason says what is
+    /// wrong and what to do.
+    #[error("cannot backfill `{job}`: {reason}")]
+    Backfill {
+        /// The job as given.
+        job: String,
+        /// Why.
+        reason: String,
     },
 }
 
