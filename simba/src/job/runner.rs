@@ -62,6 +62,8 @@ enum Claimed {
     Run(Option<RunRecord>),
     /// Do not run it.
     Skip,
+    /// Do not run it: the job is paused.
+    Paused,
 }
 
 /// How one attempt ended.
@@ -185,6 +187,29 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
         self.walks().push_back(Walk { record, plan, slots, next_at: Instant::now(), total, ran: 0, refused: 0 });
     }
 
+    /// A backfill's slot found the job paused: the backfill stops there, its record `cancelled`
+    /// naming the slots left (from this one on); asked again after the resume, it finishes.
+    fn backfill_paused(&self, slot: Slot) {
+        let Some(w) = self.walks().pop_front() else { return };
+        let why = format!(
+            "the job was paused at slot {} with {} of {} slots of the backfill left ({} run, {} skipped); resume it and \
+             ask for the backfill again: slots that ran are refused",
+            crate::job_store::rfc3339_ms(Some(slot.ms)).unwrap_or_default(),
+            w.slots.len() + 1,
+            w.total,
+            w.ran,
+            w.refused
+        );
+        tracing::info!(job = %self.rec.job, "{why}");
+        let ended = RunRecord {
+            outcome: Outcome::Cancelled,
+            error: Some(why),
+            ended_ms: Some(self.rec.now().timestamp_millis()),
+            ..w.record
+        };
+        self.rec.finish(&ended, &self.term);
+    }
+
     /// A backfill's slot was claimed (`ran`) or refused: the next starts after the budget's
     /// interval, or at once after a refusal (a refused slot costs no run).
     fn backfill_tally(&self, ran: bool) {
@@ -227,7 +252,10 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     pub(crate) async fn run_replaceable(&self, slot: Slot, replaced: &CancellationToken) -> bool {
         let claimed = self.claim(slot).await;
         if slot.kind == SlotKind::Backfill {
-            self.backfill_tally(matches!(claimed, Claimed::Run(_)));
+            match claimed {
+                Claimed::Paused => self.backfill_paused(slot),
+                _ => self.backfill_tally(matches!(claimed, Claimed::Run(_))),
+            }
         }
         let Claimed::Run(running) = claimed else { return false };
         if let Some(record) = running.as_ref().filter(|r| r.kind == SlotKind::Manual)
@@ -294,7 +322,7 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             Ok(Ok(Claim::Paused)) => {
                 crate::metrics::job_paused(job, true);
                 tracing::debug!(%job, slot_ms, %kind, "the job is paused; not running this slot");
-                Claimed::Skip
+                Claimed::Paused
             }
             Ok(Ok(Claim::AlreadyClaimed)) => {
                 if kind != SlotKind::Manual {

@@ -7,6 +7,7 @@
 //! Tests that pause, kill or restart a server, or time a handover, take [`SERIAL`], so that no
 //! two of them run at once (they would disturb each other's servers and timings).
 
+mod backfill;
 mod etcd;
 mod mysql;
 mod postgres;

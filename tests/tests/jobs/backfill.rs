@@ -167,3 +167,32 @@ async fn j16_a_backfill_asked_again_after_a_holder_change_runs_no_slot_twice() {
         "the first holder's backfill record says it was left unfinished: {first:?}"
     );
 }
+
+/// J16: a backfill that finds the job paused stops there: its record ends `cancelled`
+/// saying to resume the job and ask again (a request made while paused waits, R3); asked again
+/// after the resume, only what was left runs, the slot consumed by the pause included.
+#[tokio::test(start_paused = true)]
+async fn j16_a_backfill_stops_at_a_pause() {
+    let store = MemoryBackend::new();
+    let job = every_ten_seconds("bf_paused");
+    let b = ran_then_missed(&store, &job, WallClock::follow_tokio_from(base())).await;
+    request(&store, "bf_paused", (0, 200), 0.2, 21, "first").await;
+    sleep(S(1)).await;
+    store.jobs().set_paused("bf_paused", true).await.map_err(|e| e.to_string()).expect("pause");
+    sleep(S(10)).await;
+    let h = history(&store, "bf_paused").await;
+    assert_eq!(slots(&h, SlotKind::Backfill, Outcome::Ran), [40], "the slot before the pause: {h:?}");
+    let own = h.iter().find(|r| r.kind == SlotKind::Manual);
+    assert!(
+        own.is_some_and(|r| r.outcome == Outcome::Cancelled
+            && r.error.as_deref().is_some_and(|e| e.contains("paused") && e.contains("ask for the backfill again"))),
+        "{own:?}"
+    );
+    store.jobs().set_paused("bf_paused", false).await.map_err(|e| e.to_string()).expect("resume");
+    request(&store, "bf_paused", (0, 200), 0.2, 21, "again").await;
+    sleep(S(15)).await;
+    b.shutdown().await;
+    let h = history(&store, "bf_paused").await;
+    // 80 came while the job was paused: consumed without a record, so the backfill runs it.
+    assert_eq!(slots(&h, SlotKind::Backfill, Outcome::Ran), [40, 50, 60, 80], "{h:?}");
+}
