@@ -111,5 +111,8 @@ async fn j16_backfill_through_the_tool() {
         assert_eq!(code, 1, "{args:?}: {out}{err}");
         assert!(err.contains(said), "{args:?}: {err}");
     }
+    let (code, _, err) = simba(&url, &["trigger", "report", "--request-key", "backfill:1:2:1000:x"]).await;
+    assert_eq!(code, 1, "a run now whose key reads as a backfill's plan: {err}");
+    assert!(err.contains("is a backfill's"), "{err}");
     assert_eq!(pending(&b).await, before, "a refusal stores nothing");
 }

@@ -184,6 +184,20 @@ pub fn new_request_key() -> String {
     format!("r-{:016x}", rand::random::<u64>())
 }
 
+/// Refuses a run-now request key given by an operator that would read as a backfill's plan
+/// (rule J16): the holder would walk it as a backfill.
+pub(crate) fn not_a_backfill_key(job: &str, key: Option<&str>) -> Result<(), AdminError> {
+    match key.filter(|k| k.starts_with(simba_core::backfill::BACKFILL_KEY_PREFIX)) {
+        Some(k) => Err(AdminError::Backfill {
+            job: job.to_owned(),
+            reason: format!(
+                "the request key `{k}` is a backfill's (it starts with `backfill:`): use another key for a run now, or `simba backfill` for a backfill"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// How long [`Jobs`] keeps trying a pause, resume or run-now request by default: one try.
 pub const DEFAULT_CONTROL_WAIT: Duration = Duration::ZERO;
 
@@ -326,6 +340,7 @@ impl Jobs {
         key: Option<&str>,
         at: chrono::DateTime<chrono::Utc>,
     ) -> Result<Requested, AdminError> {
+        not_a_backfill_key(job, key)?;
         self.check(job).await?;
         self.request(job, key, None, at).await
     }

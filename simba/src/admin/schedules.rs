@@ -372,6 +372,7 @@ impl Schedules {
         let Some(jobs) = &self.jobs else { return Err(ScheduleError::NoJobStore { store: self.store.describe() }) };
         self.get(id).await?;
         let job = crate::schedule_store::job_name(id);
+        super::not_a_backfill_key(&job, options.key)?;
         let asked = jobs.request(&job, options.key, options.payload, now).await?;
         let mut note = format!("request {}", asked.key);
         if asked.known {

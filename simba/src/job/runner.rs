@@ -161,7 +161,8 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     fn take_backfill(&self, plan: BackfillPlan, record: RunRecord) {
         let job = &self.rec.job;
         let Some((cron, tz)) = &self.grid else {
-            let why = "a fixed-rate job has no past slots to backfill: its slots are named after the last one claimed";
+            let why = "this job has no cron grid to backfill here: a fixed-rate job's slots are named after the last one \
+                       claimed, and a schedule stored as data is not backfilled by its partition's worker yet";
             tracing::warn!(%job, "{why}");
             let mut failed = record;
             failed.outcome = Outcome::Failed;
