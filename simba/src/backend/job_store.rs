@@ -374,8 +374,9 @@ impl ClaimRequest<'_> {
     }
 }
 
-/// The answer to a claim.
+/// The answer to a claim (it grows with the kinds of claims: `#[non_exhaustive]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Claim {
     /// The slot is this term's: the `running` record as written (for a manual slot, with the
     /// trigger's instant as `slot_ms`).
