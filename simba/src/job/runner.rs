@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use simba_core::backfill::BackfillPlan;
+use simba_core::policy::Bounds;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
@@ -108,7 +109,7 @@ pub(crate) struct SlotRunner<F> {
     payload: Option<PayloadCell>,
     /// The job's cron grid, whose past slots a backfill claims (`None`: a fixed-rate job,
     /// which has no past grid).
-    grid: Option<(Cron, Tz)>,
+    grid: Option<(Cron, Tz, Bounds)>,
     /// The backfills taken in this term, oldest first (J16).
     walks: std::sync::Mutex<VecDeque<Walk>>,
 }
@@ -119,9 +120,10 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
         SlotRunner { simba, rec, term, body, payload: None, grid: None, walks: Default::default() }
     }
 
-    /// Backfills walk the past slots of `cron` in `tz` (a cron job's runner).
-    pub(crate) fn with_grid(mut self, cron: Cron, tz: Tz) -> Self {
-        self.grid = Some((cron, tz));
+    /// Backfills walk the past slots of `cron` in `tz` within `bounds` (a cron job's runner;
+    /// an instant outside the bounds is no slot, J14, so no backfill runs it).
+    pub(crate) fn with_grid(mut self, cron: Cron, tz: Tz, bounds: Bounds) -> Self {
+        self.grid = Some((cron, tz, bounds));
         self
     }
 
@@ -160,7 +162,7 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     /// slots on the job's grid are walked from the next wait of the slot loop on.
     fn take_backfill(&self, plan: BackfillPlan, record: RunRecord) {
         let job = &self.rec.job;
-        let Some((cron, tz)) = &self.grid else {
+        let Some((cron, tz, bounds)) = &self.grid else {
             let why = "this job has no cron grid to backfill here: a fixed-rate job's slots are named after the last one \
                        claimed, and a schedule stored as data is not backfilled by its partition's worker yet";
             tracing::warn!(%job, "{why}");
@@ -177,7 +179,9 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             if s.timestamp_millis() > plan.to_ms || slots.len() as u64 >= simba_core::backfill::MAX_BACKFILL_SLOTS {
                 break;
             }
-            slots.push_back(s.timestamp_millis());
+            if bounds.contains(s) {
+                slots.push_back(s.timestamp_millis());
+            }
             after = Some(s);
         }
         tracing::info!(

@@ -71,7 +71,7 @@ pub(crate) async fn run_scheduled(
     let _gauge = (rec.job == rec.metric).then(|| NextSlot(Arc::clone(&rec.metric)));
     let mut runner = SlotRunner::new(simba, rec, term, run);
     if let Timer::Cron { cron, tz } = &timer {
-        runner = runner.with_grid((**cron).clone(), *tz);
+        runner = runner.with_grid((**cron).clone(), *tz, policies.bounds());
     }
     manual(&runner).await;
     let mut runs = InFlight::new(&runner, policies.overlap);

@@ -196,3 +196,28 @@ async fn j16_a_backfill_stops_at_a_pause() {
     // 80 came while the job was paused: consumed without a record, so the backfill runs it.
     assert_eq!(slots(&h, SlotKind::Backfill, Outcome::Ran), [40, 50, 60, 80], "{h:?}");
 }
+
+/// J16 and J14: an instant outside the job's bounds is no slot, so no backfill runs it, even
+/// when it lies at or before the ledger without a record: the job ran without bounds, and the
+/// node that took it after the gap has a start bound at 45 s (40 s is no slot any more).
+#[tokio::test(start_paused = true)]
+async fn j16_j14_a_backfill_runs_no_instant_outside_the_bounds() {
+    let store = MemoryBackend::new();
+    let clock = WallClock::follow_tokio_from(base());
+    let unbounded = every_ten_seconds("bf_bounds");
+    let start = base() + chrono::Duration::seconds(45);
+    let bounded = unbounded.clone().with_policies(simba::job::Policies::new().with_start(start));
+    let a = node(&store, 1, &unbounded, clock).await;
+    sleep(S(35)).await;
+    a.shutdown().await;
+    sleep(S(30)).await;
+    let b = node(&store, 2, &bounded, clock).await;
+    sleep(S(10)).await;
+    let h = history(&store, "bf_bounds").await;
+    assert_eq!(slots(&h, SlotKind::Scheduled, Outcome::Missed), [50, 60], "40 is no slot: {h:?}");
+    request(&store, "bf_bounds", (0, 200), 1.0, 21, "bounds").await;
+    sleep(S(10)).await;
+    b.shutdown().await;
+    let h = history(&store, "bf_bounds").await;
+    assert_eq!(slots(&h, SlotKind::Backfill, Outcome::Ran), [50, 60], "{h:?}");
+}
