@@ -292,6 +292,58 @@ impl EtcdJobStore {
     }
 }
 
+/// What a backfill's claim reads beside the others (rule J15): the slot's records and the
+/// job's oldest record.
+fn backfill_reads(runs: &str, slot_ms: i64) -> [TxnOp; 2] {
+    let slot = format!("{runs}{}", slot_prefix(slot_ms));
+    let oldest =
+        GetOptions::new().with_range(prefix_end(runs)).with_sort(SortTarget::Key, SortOrder::Ascend).with_limit(1);
+    [TxnOp::get(slot.as_str(), Some(GetOptions::new().with_range(prefix_end(&slot)))), TxnOp::get(runs, Some(oldest))]
+}
+
+/// A backfill writes no control row: its record's absence and the oldest record (a trim
+/// between the read and the write) are what its write compares.
+fn backfill_compares(record_key: &str, oldest: Option<&KeyValue>) -> Vec<Compare> {
+    let mut compares = vec![Compare::version(record_key, CompareOp::Equal, 0)];
+    if let Some(o) = oldest {
+        compares.push(Compare::mod_revision(o.key(), CompareOp::Equal, o.mod_revision()));
+    }
+    compares
+}
+
+/// The slot a lease's slot key holds, in the ordered form of `slot_value`.
+fn slot_of_value(kv: &KeyValue) -> Option<i64> {
+    let v = std::str::from_utf8(kv.value()).ok()?;
+    u64::from_str_radix(v, 16).ok().map(|v| (v ^ (1 << 63)) as i64)
+}
+
+impl EtcdJobStore {
+    /// The puts of a claim's control writes: the job's and its group's rows with their
+    /// request logs, the control version, the lease's slot.
+    fn control_ops(
+        &self,
+        writes: &claim::Writes,
+        (own_key, own_log): (&str, &RequestLog),
+        (group_key, group_log): (&str, &RequestLog),
+        slot_key: &str,
+    ) -> Vec<TxnOp> {
+        let mut ops = Vec::new();
+        if let Some(next) = &writes.own {
+            ops.push(TxnOp::put(own_key, encode_control_log(next, own_log), None));
+        }
+        if let Some(g) = writes.group.as_ref().filter(|_| group_key != own_key) {
+            ops.push(TxnOp::put(group_key, encode_control_log(g, group_log), None));
+        }
+        if writes.bump_version {
+            ops.push(TxnOp::put(self.version_key(), "", None));
+        }
+        if let Some(slot) = writes.lease_slot {
+            ops.push(TxnOp::put(slot_key, slot_value(slot), None));
+        }
+        ops
+    }
+}
+
 impl JobStore for EtcdJobStore {
     async fn claim_run(&self, req: ClaimRequest<'_>) -> BackendResult<Claim> {
         let Some(lease) = lease_of(req.session) else { return Ok(Claim::NotHolder) };
@@ -313,14 +365,7 @@ impl JobStore for EtcdJobStore {
             ];
             reads.extend(Self::runs_reads(&runs, &record_key));
             if req.is_backfill() {
-                // A backfill reads the slot's records and the oldest record (rule J15).
-                let slot = format!("{runs}{}", slot_prefix(req.slot_ms));
-                reads.push(TxnOp::get(slot.as_str(), Some(GetOptions::new().with_range(prefix_end(&slot)))));
-                let oldest = GetOptions::new()
-                    .with_range(prefix_end(&runs))
-                    .with_sort(SortTarget::Key, SortOrder::Ascend)
-                    .with_limit(1);
-                reads.push(TxnOp::get(runs.as_str(), Some(oldest)));
+                reads.extend(backfill_reads(&runs, req.slot_ms));
             }
             let read = Txn::new().and_then(reads);
             let r = kv.txn(read).await.map_err(|e| self.err(&what, &e))?;
@@ -336,11 +381,7 @@ impl JobStore for EtcdJobStore {
             let group_log = Self::log_of(first(&r, 2).filter(|_| group_key != own_key));
             let slot_kv = first(&r, 3);
             let slot_rev = slot_kv.map_or(0, KeyValue::mod_revision);
-            // The lease's slot key holds the slot in the ordered form of `slot_value`.
-            let lease_slot = slot_kv
-                .and_then(|kv| std::str::from_utf8(kv.value()).ok())
-                .and_then(|v| u64::from_str_radix(v, 16).ok())
-                .map(|v| (v ^ (1 << 63)) as i64);
+            let lease_slot = slot_kv.and_then(slot_of_value);
             let existing = self.runs_read(&record_key, &r, 4);
             let at_slot = all(&r, 6).iter().map(|kv| self.record_of(kv)).collect::<BackendResult<Vec<_>>>()?;
             let oldest = first(&r, 7);
@@ -351,28 +392,8 @@ impl JobStore for EtcdJobStore {
             if writes.is_empty() && !matches!(answer, Answer::Claimed { .. }) {
                 return Ok(req.claim_of(answer, None));
             }
-            // A backfill writes no control row: its record's absence and the oldest record
-            // (a trim between the read and the write) are what the write compares.
-            let mut backfill_compares = Vec::new();
-            if req.is_backfill() {
-                backfill_compares.push(Compare::version(record_key.as_str(), CompareOp::Equal, 0));
-                if let Some(o) = oldest {
-                    backfill_compares.push(Compare::mod_revision(o.key(), CompareOp::Equal, o.mod_revision()));
-                }
-            }
-            let mut ops = Vec::new();
-            if let Some(next) = &writes.own {
-                ops.push(TxnOp::put(own_key.as_str(), encode_control_log(next, &own_log), None));
-            }
-            if let Some(g) = writes.group.as_ref().filter(|_| group_key != own_key) {
-                ops.push(TxnOp::put(group_key.as_str(), encode_control_log(g, &group_log), None));
-            }
-            if writes.bump_version {
-                ops.push(TxnOp::put(self.version_key(), "", None));
-            }
-            if let Some(slot) = writes.lease_slot {
-                ops.push(TxnOp::put(slot_key.as_str(), slot_value(slot), None));
-            }
+            let backfill_compares = if req.is_backfill() { backfill_compares(&record_key, oldest) } else { Vec::new() };
+            let mut ops = self.control_ops(&writes, (&own_key, &own_log), (&group_key, &group_log), &slot_key);
             let claim = req.claim_of(answer, request.as_ref());
             if let Claim::Claimed(rec) = &claim {
                 ops.extend(self.record_ops_reading(rec, &existing, &what).await?);

@@ -208,10 +208,8 @@ pub(crate) struct JobStatements {
     bump_version: Stmt,
     /// The control version.
     version: Stmt,
-    /// `:1` job: its oldest record's slot and kind, locked (a backfill's claim, J15).
-    oldest_record: Stmt,
-    /// `:1` job, `:2` slot: the kind, outcome and start of its records of that slot, locked.
-    slot_records: Stmt,
+    /// What a backfill's claim reads (J15).
+    backfill: BackfillStatements,
     /// `:1` job, `:2` kind, `:3` slot.
     delete_record: Stmt,
     /// The 12 record columns as `:1`..`:12`, the three optional ones as `CASE WHEN :13/14/15 = 1`.
@@ -278,14 +276,7 @@ impl JobStatements {
             keyed: KeyedStatements::new::<D>(),
             bump_version: r("UPDATE simba_job_version SET version = version + 1 WHERE id = 1"),
             version: r("SELECT version FROM simba_job_version WHERE id = 1"),
-            oldest_record: r(&format!(
-                "SELECT slot_ms, kind FROM simba_job_run WHERE job = :1 ORDER BY slot_ms, kind LIMIT 1{}",
-                D::LOCK_ROWS
-            )),
-            slot_records: r(&format!(
-                "SELECT kind, outcome, started_ms FROM simba_job_run WHERE job = :1 AND slot_ms = :2{}",
-                D::LOCK_ROWS
-            )),
+            backfill: BackfillStatements::new::<D>(),
             delete_record: r("DELETE FROM simba_job_run WHERE job = :1 AND kind = :2 AND slot_ms = :3"),
             insert_record: r(&format!(
                 "INSERT INTO simba_job_run ({RECORD_COLUMNS}) VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9, {optional})"
@@ -334,6 +325,25 @@ impl JobStatements {
                  SELECT id, :2, {now} FROM simba_session WHERE id = :1 AND expires_at > {now}"),
             registry_read: r("SELECT r.session_id, r.body FROM simba_registry r \
                  JOIN simba_session s ON s.id = r.session_id WHERE s.expires_at > {now} ORDER BY r.session_id"),
+        }
+    }
+}
+
+/// What a backfill's claim reads (J15), locked.
+pub(crate) struct BackfillStatements {
+    /// `:1` job: its oldest record's slot and kind.
+    oldest_record: Stmt,
+    /// `:1` job, `:2` slot: the kind, outcome and start of its records of that slot.
+    slot_records: Stmt,
+}
+
+impl BackfillStatements {
+    fn new<D: JobDialect>() -> Self {
+        let oldest = "SELECT slot_ms, kind FROM simba_job_run WHERE job = :1 ORDER BY slot_ms, kind LIMIT 1";
+        let at_slot = "SELECT kind, outcome, started_ms FROM simba_job_run WHERE job = :1 AND slot_ms = :2";
+        BackfillStatements {
+            oldest_record: D::render(&format!("{oldest}{}", D::LOCK_ROWS)),
+            slot_records: D::render(&format!("{at_slot}{}", D::LOCK_ROWS)),
         }
     }
 }
@@ -763,14 +773,16 @@ where
         what: &'static str,
     ) -> BackendResult<SlotHistory> {
         let s = self.statements;
-        let args = self.args(&s.oldest_record, &[Param::Text(req.job)])?;
-        let oldest: Option<(i64, i64)> = sqlx::query_as_with(s.oldest_record.sql(), args)
+        let args = self.args(&s.backfill.oldest_record, &[Param::Text(req.job)])?;
+        let oldest: Option<(i64, i64)> = sqlx::query_as_with(s.backfill.oldest_record.sql(), args)
             .fetch_optional(&mut **tx)
             .await
             .map_err(self.sql.err(what))?;
-        let args = self.args(&s.slot_records, &[Param::Text(req.job), Param::Int(req.slot_ms)])?;
-        let rows: Vec<(i64, String, Option<i64>)> =
-            sqlx::query_as_with(s.slot_records.sql(), args).fetch_all(&mut **tx).await.map_err(self.sql.err(what))?;
+        let args = self.args(&s.backfill.slot_records, &[Param::Text(req.job), Param::Int(req.slot_ms)])?;
+        let rows: Vec<(i64, String, Option<i64>)> = sqlx::query_as_with(s.backfill.slot_records.sql(), args)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(self.sql.err(what))?;
         let name = |code: i64| {
             kind_of(code).map(SlotKind::as_str).ok_or_else(|| {
                 BackendError::Protocol(format!(

@@ -147,6 +147,14 @@ impl ZkJobStore {
         Ok(client)
     }
 
+    /// [`read_control`](Self::read_control) of a partition's group, `None` for a job of no group.
+    async fn read_group_control(&self, client: &zk::Client, group: Option<&str>) -> Result<Option<Read>, Failure> {
+        match group {
+            Some(g) => self.read_control(client, g).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
     async fn read_control(&self, client: &zk::Client, job: &str) -> Result<Read, Failure> {
         self.backend.count(1);
         match client.get_data(&ctl_path(job)).await {
@@ -277,6 +285,22 @@ impl ZkJobStore {
         Ok(others[excess..].iter().map(|n| (*n).clone()).collect())
     }
 
+    /// Sets the lease's slot node to `slot` (at `version`), or creates it.
+    fn write_lease_slot(
+        &self,
+        w: &mut zk::MultiWriter<'_>,
+        node: &str,
+        slot: i64,
+        version: Option<i32>,
+    ) -> Result<(), Failure> {
+        let data = slot.to_string();
+        match version {
+            Some(v) => w.add_set_data(node, data.as_bytes(), Some(v))?,
+            None => w.add_create(node, data.as_bytes(), &self.backend.inner.spec.persistent())?,
+        }
+        Ok(())
+    }
+
     async fn try_claim(&self, client: &zk::Client, owner: i64, req: ClaimRequest<'_>) -> Result<Claim, Failure> {
         let group = group(req.job);
         let (lease, slot_node) = (lease_path(req.lease), slot_path(req.lease));
@@ -285,12 +309,7 @@ impl ZkJobStore {
             let (lease_stat, own, grp, lease_slot, names) = tokio::join!(
                 client.check_stat(&lease),
                 self.read_control(client, req.job),
-                async {
-                    match group {
-                        Some(g) => self.read_control(client, g).await.map(Some),
-                        None => Ok(None),
-                    }
-                },
+                self.read_group_control(client, group),
                 client.get_data(&slot_node),
                 self.names_to_write(client, req.job),
             );
@@ -300,11 +319,7 @@ impl ZkJobStore {
             };
             let (own, own_version, own_log) = own?;
             let grp = grp?;
-            let (lease_slot, slot_version) = match lease_slot {
-                Ok((data, stat)) => (String::from_utf8_lossy(&data).trim().parse::<i64>().ok(), Some(stat.version)),
-                Err(zk::Error::NoNode) => (None, None),
-                Err(e) => return Err(e.into()),
-            };
+            let (lease_slot, slot_version) = lease_slot_of(lease_slot)?;
             let names = names?;
             // A backfill reads the slot's records and the oldest one; the multi checks that the
             // oldest is still there unchanged (a trim between the read and the write refuses on
@@ -339,11 +354,7 @@ impl ZkJobStore {
                 w.add_set_data(VERSION, b"", None)?;
             }
             if let Some(slot) = writes.lease_slot {
-                let data = slot.to_string();
-                match slot_version {
-                    Some(v) => w.add_set_data(&slot_node, data.as_bytes(), Some(v))?,
-                    None => w.add_create(&slot_node, data.as_bytes(), &self.backend.inner.spec.persistent())?,
-                }
+                self.write_lease_slot(&mut w, &slot_node, slot, slot_version)?;
             }
             let claim = req.claim_of(answer, request.as_ref());
             let after = match &claim {
@@ -727,5 +738,14 @@ impl JobStore for ZkJobStore {
 
     fn describe(&self) -> String {
         format!("{} (jobs store)", self.backend.inner.description)
+    }
+}
+
+/// The slot a lease's slot node holds and the node's version, from its read (`None`s: no node).
+fn lease_slot_of(read: Result<(Vec<u8>, zk::Stat), zk::Error>) -> Result<(Option<i64>, Option<i32>), Failure> {
+    match read {
+        Ok((data, stat)) => Ok((String::from_utf8_lossy(&data).trim().parse::<i64>().ok(), Some(stat.version))),
+        Err(zk::Error::NoNode) => Ok((None, None)),
+        Err(e) => Err(e.into()),
     }
 }
