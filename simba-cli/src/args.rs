@@ -211,7 +211,7 @@ impl Command {
 }
 
 /// An RFC 3339 instant.
-fn parse_instant(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+pub(crate) fn parse_instant(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
     chrono::DateTime::parse_from_rfc3339(s)
         .map(|t| t.with_timezone(&chrono::Utc))
         .map_err(|e| format!("{e}: give an RFC 3339 instant, e.g. 2027-01-01T00:00:00Z"))

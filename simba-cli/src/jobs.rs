@@ -124,7 +124,7 @@ pub(crate) fn requested(job: &str, r: &simba::admin::Requested, json: bool) -> R
 }
 
 /// What `simba backfill` prints: the plan, then the request made (none for a dry run).
-fn backfilled(b: &simba::admin::Backfill, json: bool) -> Result<String, Failure> {
+pub(crate) fn backfilled(b: &simba::admin::Backfill, json: bool) -> Result<String, Failure> {
     let plan = b.plan_text();
     let said = match &b.requested {
         None => format!("{plan}\ndry run: nothing was requested\n"),

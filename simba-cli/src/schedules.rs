@@ -127,8 +127,34 @@ pub(crate) enum SchedulesCommand {
         #[arg(long, value_name = "TEXT")]
         note: Option<String>,
     },
-    /// The audit trail: who created, changed, paused, resumed, triggered or deleted what,
-    /// newest first.
+    /// Run the slots of a past range of a cron schedule again, at most RATE runs per second,
+    /// on the node holding its partition: slots that ran are skipped, never run twice; missed
+    /// ones run. Prints the plan first; a range over 10,000 slots or a day at the budget is
+    /// refused, as is a fixed-rate schedule.
+    #[command(
+        after_help = "Examples:\n  simba schedules backfill tenant-4711.report --from 2027-01-01T00:00:00Z --to 2027-01-07T23:59:59Z --rate 0.5 --dry-run\n  simba schedules backfill tenant-4711.report --from 2027-01-01T00:00:00Z --to 2027-01-07T23:59:59Z --rate 0.5 --note 'db outage' --as alice"
+    )]
+    Backfill {
+        /// The schedule id.
+        id: String,
+        /// The range's first instant (RFC 3339, e.g. 2027-01-01T00:00:00Z).
+        #[arg(long, value_name = "TIME", value_parser = crate::args::parse_instant)]
+        from: chrono::DateTime<chrono::Utc>,
+        /// The range's last instant, included (RFC 3339).
+        #[arg(long, value_name = "TIME", value_parser = crate::args::parse_instant)]
+        to: chrono::DateTime<chrono::Utc>,
+        /// At most this many runs per second (e.g. 2, or 0.1 for one run every 10 s).
+        #[arg(long, value_name = "RUNS_PER_SECOND", allow_hyphen_values = true)]
+        rate: f64,
+        /// Print the plan only; nothing is stored.
+        #[arg(long)]
+        dry_run: bool,
+        /// Why, for the audit trail.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+    },
+    /// The audit trail: who created, changed, paused, resumed, triggered, backfilled or
+    /// deleted what, newest first.
     #[command(after_help = "Example:\n  simba schedules audit tenant-4711.report -n 10")]
     Audit {
         /// Only this schedule's records.
@@ -327,6 +353,16 @@ pub(crate) async fn run(
                 (request_key.as_deref(), payload.as_deref(), note.as_deref());
             let r = api.trigger(id, &who, options).await.map_err(failure)?;
             crate::jobs::requested(&job_name(id), &r, json)?
+        }
+        SchedulesCommand::Backfill { id, from, to, rate, dry_run, note } => {
+            let mut ask = simba::admin::BackfillAsk::new(*from, *to, *rate).by(who.clone());
+            if let Some(n) = note {
+                ask = ask.with_note(n.clone());
+            }
+            if *dry_run {
+                ask = ask.dry_run();
+            }
+            crate::jobs::backfilled(&api.backfill(id, &ask).await.map_err(failure)?, json)?
         }
         SchedulesCommand::Audit { id, limit } => {
             let records = api.audit(id.as_deref(), *limit).await.map_err(failure)?;

@@ -306,3 +306,79 @@ async fn a15_schedules_trigger_through_the_tool() {
     let (_, out, _) = simba(&url, &["--json", "schedules", "audit", "t1"]).await;
     assert_eq!(json(&out)["records"].as_array().map(Vec::len), Some(3), "nothing recorded for the refusals");
 }
+
+/// A16 through the tool: `simba schedules backfill` prints the plan first (the slots counted on
+/// the schedule's own cron), a dry run stores nothing, the real one makes the keyed request on
+/// `schedule/<id>` and records who and why in the audit trail; a reversed range, a budget under
+/// 0.001/s, a range too long at its budget (naming both numbers), an unknown id (naming the
+/// nearest) and a fixed-rate schedule are refused (exit 1) with nothing written.
+#[tokio::test]
+async fn a16_schedules_backfill_through_the_tool() {
+    let (_dir, url) = store().await;
+    let create = ["schedules", "create", "bf1", "--handler", "report", "--cron", "0 0 * * * *", "--as", "alice"];
+    assert_eq!(simba(&url, &create).await.0, 0);
+    let fixed = ["schedules", "create", "fr1", "--handler", "report", "--every", "1h", "--as", "alice"];
+    let (code, _, err) = simba(&url, &fixed).await;
+    assert_eq!(code, 0, "{err}");
+    let range = ["--from", "2027-01-01T00:00:00Z", "--to", "2027-01-01T09:59:59Z"];
+    let dry: Vec<&str> =
+        ["schedules", "backfill", "bf1"].into_iter().chain(range).chain(["--rate", "0.5", "--dry-run"]).collect();
+    let (code, out, err) = simba(&url, &dry).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("backfill of `schedule/bf1`: 10 slots from 2027-01-01T00:00:00"), "{out}");
+    assert!(out.contains("dry run: nothing was requested"), "{out}");
+
+    let real: Vec<&str> = ["--json", "schedules", "backfill", "bf1"]
+        .into_iter()
+        .chain(range)
+        .chain(["--rate", "0.5", "--note", "db outage", "--as", "bob"])
+        .collect();
+    let (code, out, err) = simba(&url, &real).await;
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(
+        (v["job"].as_str(), v["slots"].as_u64(), v["dry_run"].as_bool()),
+        (Some("schedule/bf1"), Some(10), Some(false))
+    );
+    assert!(v["request_key"].as_str().is_some_and(|k| k.starts_with("backfill:")), "{v}");
+    let b = simba::backend::sqlite::SqliteBackend::connect(&url).await.unwrap_or_else(|e| panic!("{e}"));
+    let jobs = simba::backend::Backend::job_store(&b).unwrap_or_else(|| panic!("a jobs store"));
+    let state = jobs.job("schedule/bf1").await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(state.and_then(|s| s.trigger_pending_ms).is_some(), "the request waits for the partition's holder");
+    let (_, out, _) = simba(&url, &["--json", "schedules", "audit", "bf1"]).await;
+    let audit = json(&out);
+    let first = &audit["records"][0];
+    assert_eq!((first["who"].as_str(), first["action"].as_str()), (Some("bob"), Some("backfill")), "{audit}");
+    assert!(first["note"].as_str().is_some_and(|n| n.contains("10 slots") && n.ends_with(": db outage")), "{audit}");
+
+    let refused = [
+        (
+            vec!["bf1", "--from", "2027-01-02T00:00:00Z", "--to", "2027-01-01T00:00:00Z", "--rate", "1"],
+            "starts after it ends",
+        ),
+        (
+            vec!["bf1", "--from", "2027-01-01T00:00:00Z", "--to", "2027-01-01T09:59:59Z", "--rate", "0"],
+            "at least 0.001",
+        ),
+        (
+            vec!["bf1", "--from", "2027-01-01T00:00:00Z", "--to", "2027-01-10T23:59:59Z", "--rate", "0.001"],
+            "holds 240 slots and would take 66h 23m",
+        ),
+        (
+            vec!["bf2", "--from", "2027-01-01T00:00:00Z", "--to", "2027-01-01T09:59:59Z", "--rate", "1"],
+            "did you mean `bf1`?",
+        ),
+        (
+            vec!["fr1", "--from", "2027-01-01T00:00:00Z", "--to", "2027-01-01T09:59:59Z", "--rate", "1"],
+            "runs at a fixed rate",
+        ),
+    ];
+    for (args, says) in refused {
+        let all: Vec<&str> = ["schedules", "backfill"].into_iter().chain(args.iter().copied()).collect();
+        let (code, _, err) = simba(&url, &all).await;
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let (_, out, _) = simba(&url, &["--json", "schedules", "audit"]).await;
+    assert_eq!(json(&out)["records"].as_array().map(Vec::len), Some(3), "nothing recorded for the refusals");
+}

@@ -12,6 +12,8 @@ use crate::schedule_store::{
 
 use super::{AdminError, Jobs, Requested, Toggle};
 
+mod backfill;
+
 /// The longest page [`Schedules::list`] reads.
 pub const MAX_PAGE: usize = 1000;
 
@@ -381,26 +383,49 @@ impl Schedules {
         if options.payload.is_some() {
             note.push_str(", with its own payload");
         }
-        if let Some(n) = options.note {
-            note = format!("{note}: {n}");
-        }
+        self.audit_request(id, crate::schedule_store::AuditAction::Trigger, who, note, options.note, &asked.key)
+            .await?;
+        Ok(asked)
+    }
+
+    /// Records a request of schedule `id` made by `who` in the audit trail as `action`: `what`
+    /// (which names the request's `key`), then the caller's `note`, cut to
+    /// [`MAX_NOTE_BYTES`]. A schedule deleted meanwhile keeps no record (with a warning); a
+    /// failed write is [`ScheduleError::Unrecorded`], naming the key to repeat the call with.
+    async fn audit_request(
+        &self,
+        id: &str,
+        action: crate::schedule_store::AuditAction,
+        who: &str,
+        what: String,
+        note: Option<&str>,
+        key: &str,
+    ) -> Result<(), ScheduleError> {
+        let mut note = match note {
+            Some(n) => format!("{what}: {n}"),
+            None => what,
+        };
         let mut end = note.len().min(MAX_NOTE_BYTES);
         while !note.is_char_boundary(end) {
             end -= 1;
         }
         note.truncate(end);
-        let actor = Actor { who, at_ms: now.timestamp_millis(), note: Some(&note) };
-        match self.store.record(id, crate::schedule_store::AuditAction::Trigger, &actor).await {
-            Ok(true) => {}
+        let actor = Actor { who, at_ms: self.clock.now().timestamp_millis(), note: Some(&note) };
+        match self.store.record(id, action, &actor).await {
+            Ok(true) => Ok(()),
             Ok(false) => {
-                tracing::warn!(schedule = id, key = %asked.key, "the schedule was deleted as its run was requested: the request is not in the audit trail")
+                tracing::warn!(
+                    schedule = id,
+                    key,
+                    "the schedule was deleted as its run was requested: the request is not in the audit trail"
+                );
+                Ok(())
             }
             Err(e) => {
-                tracing::warn!(schedule = id, key = %asked.key, error = %e, "the run was requested, but its audit record was not written");
-                return Err(ScheduleError::Unrecorded { key: asked.key, error: e });
+                tracing::warn!(schedule = id, key, error = %e, "the run was requested, but its audit record was not written");
+                Err(ScheduleError::Unrecorded { key: key.to_owned(), error: e })
             }
         }
-        Ok(asked)
     }
 
     /// Schedule `id`; [`ScheduleError::NotFound`] names the nearest existing id.

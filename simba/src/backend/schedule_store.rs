@@ -347,17 +347,21 @@ pub enum AuditAction {
     Resume,
     /// A run of a schedule was requested now (the note names the request's key).
     Trigger,
+    /// A backfill of a schedule's past slots was requested (rule A16; the note names the
+    /// request's key, the slots and the budget).
+    Backfill,
 }
 
 impl AuditAction {
     /// Every action, in declaration order.
-    pub const ALL: [AuditAction; 6] = [
+    pub const ALL: [AuditAction; 7] = [
         AuditAction::Create,
         AuditAction::Update,
         AuditAction::Delete,
         AuditAction::Pause,
         AuditAction::Resume,
         AuditAction::Trigger,
+        AuditAction::Backfill,
     ];
 
     /// The snake_case name stores persist (`pause`).
@@ -369,6 +373,7 @@ impl AuditAction {
             AuditAction::Pause => "pause",
             AuditAction::Resume => "resume",
             AuditAction::Trigger => "trigger",
+            AuditAction::Backfill => "backfill",
         }
     }
 

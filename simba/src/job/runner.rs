@@ -97,6 +97,13 @@ pub(crate) struct Walk {
     refused: usize,
 }
 
+impl Walk {
+    /// When its next slot may start at the budget.
+    pub(crate) fn next_at(&self) -> Instant {
+        self.next_at
+    }
+}
+
 /// Runs the slots of one job in one term, one at a time (J5): each slot is claimed, run in
 /// attempts, and recorded.
 pub(crate) struct SlotRunner<F> {
@@ -163,8 +170,8 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     fn take_backfill(&self, plan: BackfillPlan, record: RunRecord) {
         let job = &self.rec.job;
         let Some((cron, tz, bounds)) = &self.grid else {
-            let why = "this job has no cron grid to backfill here: a fixed-rate job's slots are named after the last one \
-                       claimed, and a schedule stored as data is not backfilled by its partition's worker yet";
+            let why = "this job has no cron grid to backfill: a fixed-rate job's or schedule's slots are named after \
+                       the last one claimed, so it has no past slots to run again";
             tracing::warn!(%job, "{why}");
             let mut failed = record;
             failed.outcome = Outcome::Failed;
@@ -190,6 +197,50 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
         );
         let total = slots.len();
         self.walks().push_back(Walk { record, plan, slots, next_at: Instant::now(), total, ran: 0, refused: 0 });
+    }
+
+    /// Hands the backfills `walks` (taken by another runner of the same job and term) to this
+    /// runner, behind the ones it has: a schedule's partition worker keeps them between its
+    /// per-slot runners (A16).
+    pub(crate) fn give_walks(&self, walks: VecDeque<Walk>) {
+        self.walks().extend(walks);
+    }
+
+    /// Puts `slot`, taken by [`backfill_next`](Self::backfill_next) and not claimed, back at
+    /// the front of the oldest backfill (its count of the slots left includes it again).
+    pub(crate) fn backfill_put_back(&self, slot: Slot) {
+        if let Some(w) = self.walks().front_mut() {
+            w.slots.push_front(slot.ms);
+        }
+    }
+
+    /// Takes this runner's backfills back (none are left to be ended when it drops).
+    pub(crate) fn take_walks(&self) -> VecDeque<Walk> {
+        std::mem::take(&mut *self.walks())
+    }
+
+    /// Ends every backfill of this runner `cancelled`: `why` (what stopped it), then the slots
+    /// left; the same backfill asked again finishes it (the slots that ran are refused by their
+    /// claim, J15).
+    pub(crate) fn end_walks(&self, why: &str) {
+        for w in self.take_walks() {
+            let why = format!(
+                "{why}, with {} of {} slots of the backfill left ({} run, {} skipped); ask for the backfill again to \
+                 finish it: slots that ran are refused",
+                w.slots.len(),
+                w.total,
+                w.ran,
+                w.refused
+            );
+            tracing::info!(job = %self.rec.job, "{why}");
+            let ended = RunRecord {
+                outcome: Outcome::Cancelled,
+                error: Some(why),
+                ended_ms: Some(self.rec.now().timestamp_millis()),
+                ..w.record
+            };
+            self.rec.finish(&ended, &self.term);
+        }
     }
 
     /// A backfill's slot found the job paused: the backfill stops there, its record `cancelled`

@@ -9,9 +9,11 @@
 //! once per renewal interval (rule A11). A run-now request of a schedule (A15) is seen when
 //! the jobs store's control version moves: the node reads the names with a request pending
 //! once per move, for all its partitions, and the holder claims each request as a `manual`
-//! slot whose handler gets the request's payload when it carries one.
+//! slot whose handler gets the request's payload when it carries one. A request whose key is a
+//! backfill's plan (A16) is a backfill: the holder keeps it in the term, per schedule, and
+//! claims its range's slots one by one between the schedule's runs (`Shards::walk`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,7 +29,7 @@ use super::changes::{ChangeFeed, counter_of};
 use super::handler::Handler;
 use super::history::Recording;
 use super::registry::{JobFuture, PartitionRun, job_future};
-use super::runner::{PayloadCell, Slot, SlotRunner};
+use super::runner::{PayloadCell, Slot, SlotRunner, Walk};
 use super::wait;
 use crate::job_store::{Outcome, SharedJobStore, SlotKind};
 use crate::schedule_store::{ListQuery, Misfire, Policies, Schedule, SharedScheduleStore};
@@ -285,16 +287,14 @@ impl Shards {
                     self.fire(&shard, id, &[now_ms], SlotKind::Manual, &term, &mut in_flight);
                 }
             }
+            self.walk(&shard, &term, &mut in_flight);
             let next_ms = shard.next_ms();
             if next_ms != gauge.0 {
                 gauge.0 = next_ms;
                 crate::metrics::schedules_next_fire(partition, next_ms);
             }
             let next = next_ms.map(|ms| Instant::now() + ms_until(now_ms, ms));
-            let next = match (next, retry) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let next = [next, retry, in_flight.walk_due()].into_iter().flatten().min();
             tokio::select! {
                 () = term.cancelled() => break,
                 Some(done) = in_flight.tasks.join_next_with_id(), if !in_flight.tasks.is_empty() => {
@@ -314,6 +314,9 @@ impl Shards {
         // record); a slot still waiting is left unclaimed for the next holder.
         while let Some(done) = in_flight.tasks.join_next_with_id().await {
             self.ended(&shard, done, &term, &mut in_flight, false);
+        }
+        for (id, (_, walks)) in std::mem::take(&mut in_flight.walks) {
+            self.walker(&id, &term, walks).end_walks("the term ended");
         }
         Ok(())
     }
@@ -472,8 +475,8 @@ impl Shards {
                         let (job, node) = (&runner.records().job, &runner.records().node);
                         tracing::warn!(%job, %handler, %node, slot_ms = slot.ms, "no handler `{handler}` on this node: the slot is recorded missed (no_handler)");
                     }
-                    claimed
-                }) as std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>
+                    (claimed, VecDeque::new())
+                }) as std::pin::Pin<Box<dyn std::future::Future<Output = Ran> + Send>>
             }
             Some(handler) => {
                 let (run, payload) = (handler.run.clone(), Arc::<str>::from(entry.schedule.payload.as_str()));
@@ -484,15 +487,29 @@ impl Shards {
                     let given = cell.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
                     run(t, given.unwrap_or_else(|| Arc::clone(&payload)))
                 };
-                let runner = SlotRunner::new(simba, rec, term.clone(), body).with_payload_cell(given);
+                let mut runner = SlotRunner::new(simba, rec, term.clone(), body).with_payload_cell(given);
+                if let simba_core::schedules::Fires::Cron { cron, tz } = &entry.fires {
+                    runner = runner.with_grid((**cron).clone(), *tz, entry.bounds);
+                }
+                if slot.kind == SlotKind::Backfill {
+                    runner.give_walks(in_flight.walks.remove(&id).map(|w| w.1).unwrap_or_default());
+                }
                 let (store, id) = (self.inner.store.clone(), id.clone());
                 Box::pin(async move {
-                    // A run-now request is claimed only while the schedule is there and not
-                    // paused as the store has it now, not as this term last loaded it (A15).
-                    if slot.kind == SlotKind::Manual && !runnable_now(&store, &id).await {
-                        return false;
+                    // A run-now request (A15) or a backfill's slot (A16) is claimed only while
+                    // the schedule is there and not paused as the store has it now, not as this
+                    // term last loaded it.
+                    if matches!(slot.kind, SlotKind::Manual | SlotKind::Backfill)
+                        && let Err(why) = runnable(&store, &id).await
+                    {
+                        if slot.kind == SlotKind::Backfill {
+                            runner.backfill_put_back(slot);
+                            runner.end_walks(why);
+                        }
+                        return (false, VecDeque::new());
                     }
-                    runner.run_replaceable(slot, &replaced).await
+                    let ran = runner.run_replaceable(slot, &replaced).await;
+                    (ran, runner.take_walks())
                 })
             }
         };
@@ -507,19 +524,21 @@ impl Shards {
     fn ended(
         &self,
         shard: &Shard,
-        done: Result<(Id, bool), JoinError>,
+        done: Result<(Id, Ran), JoinError>,
         term: &Term,
         in_flight: &mut InFlight,
         start_next: bool,
     ) {
-        let (task, ran) = match done {
-            Ok((task, ran)) => (task, ran),
+        let (task, (ran, walks)) = match done {
+            Ok(done) => done,
             Err(e) => {
                 tracing::warn!(error = %e, "a schedule's run task failed");
-                (e.id(), false)
+                (e.id(), (false, VecDeque::new()))
             }
         };
         let Some((id, slot)) = in_flight.slots.remove(&task) else { return };
+        let revision = shard.entries.get(&id).map(|e| e.schedule.revision);
+        in_flight.walks_back(&id, revision, walks, slot.kind == SlotKind::Backfill);
         let Some(active) = in_flight.active.get_mut(&id) else { return };
         // Each run-now request is its own run (R3): after one ran, the next pending one is
         // claimed (the claim answers `AlreadyClaimed` when none is left).
@@ -562,6 +581,54 @@ impl Shards {
     }
 }
 
+impl Shards {
+    /// A runner of schedule `id`'s records in `term` holding `walks`, that runs nothing: the
+    /// backfills' steps between their slots (the next slot, their end).
+    fn walker(&self, id: &str, term: &Term, walks: VecDeque<Walk>) -> SlotRunner<impl Fn(Term) -> JobFuture> {
+        let unrun = |_: Term| job_future(async { Ok::<(), BoxError>(()) });
+        let runner = SlotRunner::new(self.inner.simba.clone(), self.records(id), term.clone(), unrun);
+        runner.give_walks(walks);
+        runner
+    }
+
+    /// A16: each schedule with a backfill due and no run in flight claims its backfill's next
+    /// slot (oldest first, one run at a time, J16); a backfill with no slot left ends `ran`;
+    /// one whose schedule was paused, deleted or edited since it was taken ends `cancelled`.
+    fn walk(&self, shard: &Shard, term: &Term, in_flight: &mut InFlight) {
+        let now = Instant::now();
+        let due: Vec<String> = in_flight
+            .walks
+            .iter()
+            .filter(|(id, (_, w))| !in_flight.active.contains_key(*id) && w.front().is_some_and(|w| w.next_at() <= now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            let Some((revision, walks)) = in_flight.walks.remove(&id) else { continue };
+            let runner = self.walker(&id, term, walks);
+            let entry = shard.entries.get(&id).filter(|e| Some(e.schedule.revision) == revision);
+            let Some(entry) = entry else {
+                runner.end_walks(PAUSED_WALK);
+                continue;
+            };
+            let Some(slot) = runner.backfill_next() else { continue };
+            in_flight.walks.insert(id.clone(), (revision, runner.take_walks()));
+            let active =
+                in_flight.active.entry(id.clone()).or_insert_with(|| Active::new(entry.schedule.policies.overlap));
+            match active.runs.due(slot, slot.at, true) {
+                Step::Start(slot) => self.start(entry, slot, term, in_flight),
+                // Not reached: the schedule had no run in flight, so its slot starts at once.
+                step => {
+                    tracing::debug!(schedule = %id, ?step, "a backfill's slot did not start");
+                    in_flight.active.remove(&id);
+                }
+            }
+        }
+    }
+}
+
+/// What stops a schedule's backfill that finds it paused, deleted or edited (A16).
+const PAUSED_WALK: &str = "the schedule was paused, deleted or edited after the backfill was taken";
+
 /// The partition's next-fire gauge as last set (`.0`), set to 0 when its term ends here.
 struct NextFire(Option<i64>, u32);
 
@@ -587,9 +654,43 @@ impl Active {
 /// schedule and slot of each task, and the schedules with runs in flight or a slot waiting.
 #[derive(Default)]
 struct InFlight {
-    tasks: JoinSet<bool>,
+    tasks: JoinSet<Ran>,
     slots: HashMap<Id, (String, Slot)>,
     active: HashMap<String, Active>,
+    /// The backfills taken in this term (A16), by schedule, oldest first, with the schedule's
+    /// revision when they were taken; out of here while one of their slots runs.
+    walks: HashMap<String, (Option<u64>, VecDeque<Walk>)>,
+}
+
+/// What a run's task answers: whether its slot ran, and the schedule's backfills it held.
+type Ran = (bool, VecDeque<Walk>);
+
+impl InFlight {
+    /// Puts `walks` of schedule `id` back: before the others when they come back from one of
+    /// their slots (`older`: they were taken first), after them when a run-now claim just took
+    /// them. A backfill taken now keeps the schedule's `revision` of now.
+    fn walks_back(&mut self, id: &str, revision: Option<u64>, mut walks: VecDeque<Walk>, older: bool) {
+        if walks.is_empty() {
+            return;
+        }
+        let (kept, mut rest) = self.walks.remove(id).unwrap_or((revision, VecDeque::new()));
+        if older {
+            walks.append(&mut rest);
+        } else {
+            rest.append(&mut walks);
+            walks = rest;
+        }
+        self.walks.insert(id.to_owned(), (kept.or(revision), walks));
+    }
+
+    /// When the earliest backfill of a schedule with no run in flight may take its next slot.
+    fn walk_due(&self) -> Option<Instant> {
+        self.walks
+            .iter()
+            .filter(|(id, _)| !self.active.contains_key(*id))
+            .filter_map(|(_, (_, w))| w.front().map(Walk::next_at))
+            .min()
+    }
 }
 
 /// One partition's schedules, by id, and the change counter they were read at.
@@ -662,15 +763,15 @@ impl Shard {
     }
 }
 
-/// Whether schedule `id` exists and is not paused in `store` now; `false` when it cannot be
-/// read (the request stays pending for a later look).
-async fn runnable_now(store: &SharedScheduleStore, id: &str) -> bool {
+/// Whether schedule `id` exists and is not paused in `store` now; when not, or when it cannot
+/// be read, what stops a backfill of it (a run-now request stays pending for a later look).
+async fn runnable(store: &SharedScheduleStore, id: &str) -> Result<(), &'static str> {
     match store.get(id).await {
-        Ok(Some(s)) => !s.paused,
-        Ok(None) => false,
+        Ok(Some(s)) if !s.paused => Ok(()),
+        Ok(_) => Err(PAUSED_WALK),
         Err(e) => {
             tracing::warn!(schedule = id, error = %e, "cannot read the schedule before its requested run; the request waits");
-            false
+            Err("the schedule could not be read before the backfill's next slot")
         }
     }
 }

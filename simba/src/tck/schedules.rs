@@ -318,9 +318,9 @@ pub async fn schedules_audit_retention_bounded<B: Backend>(b: B) {
     assert_eq!(kept, ["r5", "r4", "r3"]);
 }
 
-/// A7, A15: an action that changes no schedule (a trigger) is recorded by `record`: its
-/// audit record and its partition's counter, the row untouched (same revision, same
-/// content); a missing id records nothing.
+/// A7, A15, A16: an action that changes no schedule (a trigger, a backfill) is recorded by
+/// `record`: its audit record and its partition's counter, the row untouched (same revision,
+/// same content); a missing id records nothing.
 pub async fn schedules_record_audits_an_action_that_writes_no_schedule<B: Backend>(b: B) {
     let store = store_of(&b);
     create(&store, &daily("t1"), T0).await;
@@ -340,6 +340,11 @@ pub async fn schedules_record_audits_an_action_that_writes_no_schedule<B: Backen
     );
     assert!(!ok(store.record("nope", AuditAction::Trigger, &by).await, "record"), "no such schedule");
     assert_eq!(audit(&store, None).await.len(), 2, "nothing recorded for a missing id");
+    // A16: a backfill's request is recorded the same way, and read back as a backfill.
+    let by = Actor { who: "frank", at_ms: T0 + 9, note: Some("request backfill:1:2:1000:ab") };
+    assert!(ok(store.record("t1", AuditAction::Backfill, &by).await, "record"), "the schedule exists");
+    let newest = audit(&store, Some("t1")).await;
+    assert_eq!(newest.first().map(|r| (r.who.as_str(), r.action)), Some(("frank", AuditAction::Backfill)));
 }
 
 /// A8: spaces (namespaces) share nothing: the same id in two spaces is two schedules, with

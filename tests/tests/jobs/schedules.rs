@@ -641,3 +641,184 @@ async fn a11_the_partitions_next_fire_gauge_follows_its_earliest_schedule() {
     a.shutdown().await;
     assert_eq!(gauges.of(partition), Some(0.0), "0 once the term ended here");
 }
+
+/// A schedule on a one-second cron that ran, then had no node for five seconds (its gap
+/// recorded `missed`, A14), then runs on a second node: the node, its API, and the missed slots.
+async fn ran_then_missed(store: &MemoryBackend, runs: &Runs, id: &str) -> (RunningRuntime, Vec<i64>) {
+    let clock = WallClock::follow_tokio_from(base());
+    let a = node_on(store, 1, vec![report(runs)], clock).await;
+    let every = Schedule::new(id, "report", ScheduleSpec::cron("* * * * * *", "UTC"))
+        .with_payload(format!(r#"{{"id": "{id}", "tenant": 1}}"#));
+    a.schedules().expect("schedules").create(every, "test").await.expect("create");
+    sleep(MS(3_200)).await;
+    a.shutdown().await;
+    sleep(MS(5_000)).await;
+    let b = node_on(store, 2, vec![report(runs)], clock).await;
+    sleep(MS(2_000)).await;
+    let h = history(store, id).await;
+    let missed: Vec<i64> = h.iter().filter(|r| r.outcome == Outcome::Missed).map(|r| r.slot_ms).collect();
+    assert!(missed.len() >= 4, "the unheld seconds are recorded missed: {h:?}");
+    (b, missed)
+}
+
+/// A16 (with J15, J16): a backfill of a schedule stored as data over its whole past runs
+/// exactly its missed slots, oldest first, 2 s apart at 0.5 runs/s, none twice (the slots that
+/// ran are refused), while the schedule's own slots keep running every second; the backfill's
+/// own record ends `ran`, and the audit trail names it.
+#[tokio::test(start_paused = true)]
+async fn a16_a_schedules_backfill_runs_its_missed_slots_oldest_first_at_the_budget() {
+    use simba::admin::BackfillAsk;
+    use simba::job_store::SlotKind;
+    use simba::schedule_store::AuditAction;
+    let store = MemoryBackend::new();
+    let runs = Runs::default();
+    let (b, missed) = ran_then_missed(&store, &runs, "bf").await;
+    let api = b.schedules().expect("schedules");
+    let now = base() + chrono::Duration::milliseconds(10_200);
+    let ask = BackfillAsk::new(base(), now, 0.5).by("ops").with_note("the outage");
+    let done = api.backfill("bf", &ask).await.expect("backfill");
+    assert!(done.slots >= 10, "every slot of the range counted: {}", done.slots);
+    let asked_at = tokio::time::Instant::now();
+    sleep(MS(20_000)).await;
+    let h = history(&store, "bf").await;
+    b.shutdown().await;
+    let backfilled: Vec<&RunRecord> =
+        h.iter().filter(|r| r.kind == SlotKind::Backfill && r.outcome == Outcome::Ran).collect();
+    let slots: Vec<i64> = backfilled.iter().map(|r| r.slot_ms).collect();
+    assert_eq!(slots, missed, "exactly the missed slots, oldest first: {h:?}");
+    let starts: Vec<i64> = backfilled.iter().filter_map(|r| r.started_ms).collect();
+    let gaps: Vec<i64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.iter().all(|g| *g == 2_000), "at the budget: {gaps:?}");
+    assert!(tokio::time::Instant::now() - asked_at >= MS(20_000));
+    let ran = runs_of(&runs, "bf");
+    let mut once: Vec<i64> = ran.iter().map(|(s, _)| *s).collect();
+    once.sort_unstable();
+    once.dedup();
+    assert_eq!(once.len(), ran.len(), "no slot ran twice: {ran:?}");
+    let scheduled = h.iter().filter(|r| r.kind == SlotKind::Scheduled && r.outcome == Outcome::Ran).count();
+    assert!(scheduled >= 3 + 20, "the schedule's own slots kept running: {scheduled} ({h:?})");
+    let own = h.iter().find(|r| r.kind == SlotKind::Manual);
+    assert!(own.is_some_and(|r| r.outcome == Outcome::Ran), "the backfill's own record ends ran: {own:?}");
+    let audit = api.audit(Some("bf"), 100).await.expect("audit");
+    let entry = audit.iter().find(|a| a.action == AuditAction::Backfill);
+    assert!(
+        entry.is_some_and(|a| a.who == "ops" && a.note.as_deref().is_some_and(|n| n.contains("the outage"))),
+        "{audit:?}"
+    );
+}
+
+/// A16: a pause stops a schedule's backfill at its next slot: the slot before the pause ran,
+/// the backfill's own record ends `cancelled` naming the slots left and saying to ask again,
+/// and nothing more of it runs.
+#[tokio::test(start_paused = true)]
+async fn a16_a_pause_stops_a_schedules_backfill() {
+    use simba::admin::BackfillAsk;
+    use simba::job_store::SlotKind;
+    let store = MemoryBackend::new();
+    let runs = Runs::default();
+    let (b, missed) = ran_then_missed(&store, &runs, "bfp").await;
+    let api = b.schedules().expect("schedules");
+    let now = base() + chrono::Duration::milliseconds(10_200);
+    api.backfill("bfp", &BackfillAsk::new(base(), now, 0.2).by("ops")).await.expect("backfill");
+    sleep(MS(1_000)).await;
+    api.pause("bfp", "ops", None).await.expect("pause");
+    sleep(MS(15_000)).await;
+    let h = history(&store, "bfp").await;
+    b.shutdown().await;
+    let backfilled: Vec<i64> =
+        h.iter().filter(|r| r.kind == SlotKind::Backfill && r.outcome == Outcome::Ran).map(|r| r.slot_ms).collect();
+    assert_eq!(backfilled, missed[..1], "the slot before the pause only: {h:?}");
+    let own = h.iter().find(|r| r.kind == SlotKind::Manual);
+    assert!(
+        own.is_some_and(|r| r.outcome == Outcome::Cancelled
+            && r.error.as_deref().is_some_and(|e| e.contains("paused")
+                && e.contains("slots of the backfill left")
+                && e.contains("ask for the backfill again"))),
+        "{own:?}"
+    );
+}
+
+/// A16 from the API: a backfill counts its slots on the schedule's own cron and time zone
+/// within its start and end bounds (J14), and refuses, before storing anything, a reversed
+/// range, a budget under 0.001/s, a range over a day at its budget (naming both numbers), a
+/// range with no slot inside the bounds, an unknown id (naming the nearest), a fixed-rate
+/// schedule (saying why) and an unnamed asker: no request pending, no audit record.
+#[tokio::test(start_paused = true)]
+async fn a16_a_schedules_backfill_refuses_bad_input_and_stores_nothing() {
+    use simba::admin::{BackfillAsk, ScheduleError};
+    use simba::schedule_store::{AuditAction, Policies};
+    let store = MemoryBackend::new();
+    let a = node(&store, 1, vec![report(&Runs::default())]).await;
+    let api = a.schedules().expect("schedules");
+    let at = |s: i64| base() + chrono::Duration::seconds(s);
+    // Every minute in Berlin (at 20 s after `base()`, then every 60 s), bounded to [600 s,
+    // 1200 s] after `base()`.
+    let bounds = Policies::default().with_bounds(Some(at(600).timestamp_millis()), Some(at(1_200).timestamp_millis()));
+    let minutely = |id: &str| Schedule::new(id, "report", ScheduleSpec::cron("0 * * * * *", "Europe/Berlin"));
+    api.create(minutely("minutely-4711").with_policies(bounds), "test").await.expect("create");
+    api.create(minutely("unbounded"), "test").await.expect("create");
+    api.create(every_second("fixed", 1), "test").await.expect("create");
+    let plan = api.backfill("minutely-4711", &BackfillAsk::new(at(0), at(3_600), 1.0).dry_run()).await.expect("plan");
+    assert_eq!(plan.slots, 10, "the minutes within the bounds only");
+    assert_eq!((plan.first_ms, plan.last_ms), (at(620).timestamp_millis(), at(1_160).timestamp_millis()));
+
+    let refusals: [(&str, BackfillAsk, &str); 7] = [
+        ("minutely-4711", BackfillAsk::new(at(60), at(0), 1.0), "starts after it ends"),
+        ("minutely-4711", BackfillAsk::new(at(0), at(3_600), 0.0), "at least 0.001 runs per second"),
+        ("minutely-4711", BackfillAsk::new(at(0), at(3_600), 0.0001), "at least 0.001 runs per second"),
+        ("minutely-4711", BackfillAsk::new(at(1_300), at(3_600), 1.0), "holds no slot"),
+        ("unbounded", BackfillAsk::new(at(0), at(100_000), 0.01), "holds 1667 slots and would take 46h 16m"),
+        ("minutely-4712", BackfillAsk::new(at(0), at(3_600), 1.0), "did you mean `minutely-4711`?"),
+        ("fixed", BackfillAsk::new(at(0), at(3_600), 1.0), "runs at a fixed rate"),
+    ];
+    for (id, ask, says) in refusals {
+        let e = api.backfill(id, &ask).await.expect_err("refused");
+        assert!(e.to_string().contains(says), "{id} {ask:?}: {e}");
+        if id != "minutely-4712" {
+            assert!(matches!(e, ScheduleError::Invalid { .. }) && e.to_string().contains("nothing was stored"), "{e}");
+        }
+    }
+    let e = api.backfill("minutely-4711", &BackfillAsk::new(at(0), at(3_600), 1.0).by(" ")).await.expect_err("unnamed");
+    assert!(e.to_string().contains("who acts must be named"), "{e}");
+    let state = store.jobs().job("schedule/minutely-4711").await.map_err(|e| e.to_string()).expect("state");
+    assert!(state.and_then(|s| s.trigger_pending_ms).is_none(), "no request made");
+    let audit = api.audit(None, 100).await.expect("audit");
+    assert!(audit.iter().all(|r| r.action == AuditAction::Create), "nothing recorded: {audit:?}");
+    a.shutdown().await;
+}
+
+/// A16: a schedule's backfill stops with its holder's term: the record ends `cancelled` naming
+/// the slots left and saying to ask again; of two backfills asked in order, the older one
+/// walked first.
+#[tokio::test(start_paused = true)]
+async fn a16_a_schedules_backfill_ends_with_the_term() {
+    use simba::admin::BackfillAsk;
+    use simba::job_store::SlotKind;
+    let store = MemoryBackend::new();
+    let runs = Runs::default();
+    let (b, missed) = ran_then_missed(&store, &runs, "bft").await;
+    let api = b.schedules().expect("schedules");
+    let ms = |ms: i64| base() + chrono::Duration::milliseconds(ms);
+    let first = BackfillAsk::new(base(), ms(5_000), 0.2);
+    let second = BackfillAsk::new(ms(5_500), ms(10_200), 0.2);
+    api.backfill("bft", &first).await.expect("backfill");
+    api.backfill("bft", &second).await.expect("backfill");
+    sleep(MS(1_000)).await;
+    b.shutdown().await;
+    let h = history(&store, "bft").await;
+    let backfilled: Vec<i64> =
+        h.iter().filter(|r| r.kind == SlotKind::Backfill && r.outcome == Outcome::Ran).map(|r| r.slot_ms).collect();
+    assert!(missed[0] < ms(5_000).timestamp_millis() && missed.iter().any(|m| *m > ms(5_500).timestamp_millis()));
+    assert_eq!(backfilled, missed[..1], "the first backfill's first missed slot, not the second's: {h:?}");
+    let own: Vec<&RunRecord> = h.iter().filter(|r| r.kind == SlotKind::Manual).collect();
+    assert_eq!(own.len(), 2, "{h:?}");
+    for r in own {
+        assert!(
+            r.outcome == Outcome::Cancelled
+                && r.error
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with("the term ended, with") && e.contains("ask for the backfill again")),
+            "{r:?}"
+        );
+    }
+}
