@@ -1,4 +1,4 @@
-//! Backfill (rules J15, J16) end to end on real stores, on real time: a node runs a job on a
+//! Backfill (rules J15, J16, A16) end to end on real stores, on real time: a node runs a job on a
 //! one-second cron, stops, a second node takes it after a gap (its slots recorded `missed`),
 //! and a backfill of the whole range asked through the store's request log runs exactly the
 //! missed slots, once each, and none of those that ran.
@@ -106,4 +106,84 @@ async fn j16_backfill_runs_only_the_missed_slots_on_sqlite() {
     let url = format!("sqlite://{}", dir.path().join("simba.db").display());
     let backend = simba::backend::sqlite::SqliteBackend::connect(&url).await.expect("connect");
     backfill_runs_only_the_missed_slots(backend).await;
+}
+
+/// A16 on a SQLite file, on real time: a schedule on a one-second cron runs, its node stops,
+/// a second node takes its partition after a gap (its slots recorded `missed`), and a backfill
+/// of the whole range asked through `Schedules::backfill` runs exactly the missed slots, once
+/// each, through the partition worker's walk and the store's transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a16_schedule_backfill_runs_only_the_missed_slots_on_sqlite() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = format!("sqlite://{}", dir.path().join("simba.db").display());
+    let backend = simba::backend::sqlite::SqliteBackend::connect(&url).await.expect("connect");
+    let handler = || {
+        simba::job::Handler::from_closure("bf", |term: Term, _payload: Arc<str>| {
+            simba::job::job_future(async move {
+                let ctx = JobContext::current().expect("a run has its context");
+                let run = (term.name().to_owned(), ctx.slot().timestamp_millis(), ctx.kind());
+                RUNS.lock().unwrap_or_else(PoisonError::into_inner).push(run);
+                Ok::<(), simba::BoxError>(())
+            })
+        })
+    };
+    let toml = format!("{TOML}\n[schedules]\npartitions = 2\n");
+    let start = || async {
+        let config = RuntimeConfig::from_toml_str(&toml, "test.toml", Vec::new()).expect("config");
+        let b = Runtime::builder().config(config).without_registry().backend(backend.clone()).handler(handler());
+        let r = b.start().await.expect("start");
+        r.simba().live().await.expect("live");
+        r
+    };
+    let a = start().await;
+    let spec = simba::schedule_store::ScheduleSpec::cron("* * * * * *", "UTC");
+    let id = "bf-sqlite";
+    let schedule = simba::schedule_store::Schedule::new(id, "bf", spec);
+    a.schedules().expect("schedules").create(schedule, "test").await.expect("create");
+    sleep(Duration::from_millis(2_600)).await;
+    a.shutdown().await;
+    sleep(Duration::from_secs(3)).await;
+    let b = start().await;
+    sleep(Duration::from_millis(1_500)).await;
+
+    let store = backend.job_store().expect("a jobs store");
+    let job = format!("schedule/{id}");
+    let h = store.history(&job, 100).await.expect("history");
+    let of = |outcome: &[Outcome]| -> Vec<i64> {
+        let mut v: Vec<i64> = h
+            .iter()
+            .filter(|r| r.kind == SlotKind::Scheduled && outcome.contains(&r.outcome))
+            .map(|r| r.slot_ms)
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let (missed, ran) = (of(&[Outcome::Missed]), of(&[Outcome::Ran, Outcome::Running]));
+    assert!(missed.len() >= 2 && ran.len() >= 2, "a gap between runs: {h:?}");
+    let from = chrono::DateTime::from_timestamp_millis(ran[0]).expect("an instant");
+    let ask = simba::admin::BackfillAsk::new(from, chrono::Utc::now(), 20.0).by("test");
+    let done = b.schedules().expect("schedules").backfill(id, &ask).await.expect("backfill");
+    sleep(Duration::from_secs(3)).await;
+    b.shutdown().await;
+
+    let h = store.history(&job, 100).await.expect("history");
+    let mut backfilled: Vec<i64> =
+        h.iter().filter(|r| r.kind == SlotKind::Backfill && r.outcome == Outcome::Ran).map(|r| r.slot_ms).collect();
+    backfilled.sort_unstable();
+    assert_eq!(backfilled, missed, "exactly the missed slots, once each: {h:?}");
+    let key = done.requested.map(|r| r.key).unwrap_or_default();
+    let own = h.iter().find(|r| r.request_key.as_deref() == Some(key.as_str()));
+    assert_eq!(own.map(|r| (r.kind, r.outcome)), Some((SlotKind::Manual, Outcome::Ran)), "{h:?}");
+    let mut runs: BTreeMap<(i64, SlotKind), usize> = BTreeMap::new();
+    for (_, slot, kind) in
+        RUNS.lock().unwrap_or_else(PoisonError::into_inner).iter().filter(|r| r.0.starts_with("simba.schedules"))
+    {
+        *runs.entry((*slot, *kind)).or_default() += 1;
+    }
+    assert_eq!(runs.keys().filter(|(_, k)| *k == SlotKind::Backfill).count(), missed.len(), "{runs:?}");
+    assert!(runs.values().all(|n| *n == 1), "no slot ran twice: {runs:?}");
+    for s in &ran {
+        assert!(!runs.contains_key(&(*s, SlotKind::Backfill)), "slot {s} ran and was backfilled: {runs:?}");
+    }
 }
