@@ -142,10 +142,10 @@ pub(crate) enum Command {
         /// The job name (`JOB` or `JOB/i`).
         job: String,
         /// The range's first instant (RFC 3339, e.g. 2027-01-01T00:00:00Z).
-        #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+        #[arg(long, value_name = "TIME", value_parser = crate::parse::instant)]
         from: chrono::DateTime<chrono::Utc>,
         /// The range's last instant, included (RFC 3339).
-        #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+        #[arg(long, value_name = "TIME", value_parser = crate::parse::instant)]
         to: chrono::DateTime<chrono::Utc>,
         /// At most this many runs per second (e.g. 2, or 0.1 for one run every 10 s).
         #[arg(long, value_name = "RUNS_PER_SECOND", allow_hyphen_values = true)]
@@ -208,13 +208,6 @@ impl Command {
             _ => return None,
         })
     }
-}
-
-/// An RFC 3339 instant.
-pub(crate) fn parse_instant(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    chrono::DateTime::parse_from_rfc3339(s)
-        .map(|t| t.with_timezone(&chrono::Utc))
-        .map_err(|e| format!("{e}: give an RFC 3339 instant, e.g. 2027-01-01T00:00:00Z"))
 }
 
 fn parse_namespace(s: &str) -> Result<Namespace, String> {

@@ -16,6 +16,7 @@ mod jobs;
 mod json;
 mod namespaces;
 mod output;
+mod parse;
 mod render;
 mod schedules;
 

@@ -138,10 +138,10 @@ pub(crate) enum SchedulesCommand {
         /// The schedule id.
         id: String,
         /// The range's first instant (RFC 3339, e.g. 2027-01-01T00:00:00Z).
-        #[arg(long, value_name = "TIME", value_parser = crate::args::parse_instant)]
+        #[arg(long, value_name = "TIME", value_parser = crate::parse::instant)]
         from: chrono::DateTime<chrono::Utc>,
         /// The range's last instant, included (RFC 3339).
-        #[arg(long, value_name = "TIME", value_parser = crate::args::parse_instant)]
+        #[arg(long, value_name = "TIME", value_parser = crate::parse::instant)]
         to: chrono::DateTime<chrono::Utc>,
         /// At most this many runs per second (e.g. 2, or 0.1 for one run every 10 s).
         #[arg(long, value_name = "RUNS_PER_SECOND", allow_hyphen_values = true)]
@@ -199,10 +199,10 @@ pub(crate) struct Definition {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     jitter: Option<Duration>,
     /// No slot before this instant (RFC 3339, e.g. 2027-01-01T00:00:00Z).
-    #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+    #[arg(long, value_name = "TIME", value_parser = crate::parse::instant_ms)]
     start: Option<i64>,
     /// No slot after this instant (RFC 3339).
-    #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+    #[arg(long, value_name = "TIME", value_parser = crate::parse::instant_ms)]
     end: Option<i64>,
 }
 
@@ -214,13 +214,6 @@ fn parse_misfire(s: &str) -> Result<Misfire, String> {
 /// An overlap policy by its `simba.toml` name (the rules crate's one parser).
 fn parse_overlap(s: &str) -> Result<Overlap, String> {
     Overlap::from_name(s).ok_or_else(|| format!("expected {}", simba_rules::overlap::VALID))
-}
-
-/// An RFC 3339 instant, as unix milliseconds.
-fn parse_instant(s: &str) -> Result<i64, String> {
-    chrono::DateTime::parse_from_rfc3339(s)
-        .map(|t| t.timestamp_millis())
-        .map_err(|e| format!("{e}: give an RFC 3339 instant, e.g. 2027-01-01T00:00:00Z"))
 }
 
 impl Definition {
