@@ -141,18 +141,8 @@ pub(crate) enum Command {
     Backfill {
         /// The job name (`JOB` or `JOB/i`).
         job: String,
-        /// The range's first instant (RFC 3339, e.g. 2027-01-01T00:00:00Z).
-        #[arg(long, value_name = "TIME", value_parser = crate::parse::instant)]
-        from: chrono::DateTime<chrono::Utc>,
-        /// The range's last instant, included (RFC 3339).
-        #[arg(long, value_name = "TIME", value_parser = crate::parse::instant)]
-        to: chrono::DateTime<chrono::Utc>,
-        /// At most this many runs per second (e.g. 2, or 0.1 for one run every 10 s).
-        #[arg(long, value_name = "RUNS_PER_SECOND", allow_hyphen_values = true)]
-        rate: f64,
-        /// Print the plan only; nothing is stored.
-        #[arg(long)]
-        dry_run: bool,
+        #[command(flatten)]
+        range: crate::parse::BackfillRange,
         /// Who asks, for the log (default: the OS user, $USER or $LOGNAME).
         #[arg(long = "as", value_name = "WHO")]
         who: Option<String>,
@@ -190,20 +180,13 @@ impl Command {
             Command::Trigger { job, request_key } => {
                 JobsCommand::Trigger { job: job.clone(), request_key: request_key.clone() }
             }
-            Command::Backfill { job, from, to, rate, dry_run, who, note } => {
+            Command::Backfill { job, range, who, note } => {
                 let who = who
                     .clone()
                     .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
                     .or_else(|| std::env::var("LOGNAME").ok().filter(|u| !u.is_empty()))
                     .unwrap_or_else(|| "simba-cli".to_owned());
-                let mut ask = simba::admin::BackfillAsk::new(*from, *to, *rate).by(who);
-                if let Some(n) = note {
-                    ask = ask.with_note(n.clone());
-                }
-                if *dry_run {
-                    ask = ask.dry_run();
-                }
-                JobsCommand::Backfill { job: job.clone(), ask }
+                JobsCommand::Backfill { job: job.clone(), ask: range.ask(who, note.as_ref()) }
             }
             _ => return None,
         })

@@ -137,18 +137,8 @@ pub(crate) enum SchedulesCommand {
     Backfill {
         /// The schedule id.
         id: String,
-        /// The range's first instant (RFC 3339, e.g. 2027-01-01T00:00:00Z).
-        #[arg(long, value_name = "TIME", value_parser = crate::parse::instant)]
-        from: chrono::DateTime<chrono::Utc>,
-        /// The range's last instant, included (RFC 3339).
-        #[arg(long, value_name = "TIME", value_parser = crate::parse::instant)]
-        to: chrono::DateTime<chrono::Utc>,
-        /// At most this many runs per second (e.g. 2, or 0.1 for one run every 10 s).
-        #[arg(long, value_name = "RUNS_PER_SECOND", allow_hyphen_values = true)]
-        rate: f64,
-        /// Print the plan only; nothing is stored.
-        #[arg(long)]
-        dry_run: bool,
+        #[command(flatten)]
+        range: crate::parse::BackfillRange,
         /// Why, for the audit trail.
         #[arg(long, value_name = "TEXT")]
         note: Option<String>,
@@ -347,14 +337,8 @@ pub(crate) async fn run(
             let r = api.trigger(id, &who, options).await.map_err(failure)?;
             crate::jobs::requested(&job_name(id), &r, json)?
         }
-        SchedulesCommand::Backfill { id, from, to, rate, dry_run, note } => {
-            let mut ask = simba::admin::BackfillAsk::new(*from, *to, *rate).by(who.clone());
-            if let Some(n) = note {
-                ask = ask.with_note(n.clone());
-            }
-            if *dry_run {
-                ask = ask.dry_run();
-            }
+        SchedulesCommand::Backfill { id, range, note } => {
+            let ask = range.ask(who.clone(), note.as_ref());
             crate::jobs::backfilled(&api.backfill(id, &ask).await.map_err(failure)?, json)?
         }
         SchedulesCommand::Audit { id, limit } => {

@@ -81,6 +81,20 @@ pub struct Backfill {
 }
 
 impl Backfill {
+    /// The backfill of `job` whose range holds `slots` (ascending, at least one), not asked yet.
+    pub(crate) fn planned(job: String, plan: BackfillPlan, slots: &[i64]) -> Self {
+        let count = slots.len() as u64;
+        let first_ms = slots.first().copied().unwrap_or(plan.from_ms);
+        let last_ms = slots.last().copied().unwrap_or(plan.to_ms);
+        Backfill { job, plan, slots: count, first_ms, last_ms, takes: plan.takes(count), requested: None }
+    }
+
+    /// A fresh key for its request: the plan and a random nonce, so that asking the same
+    /// range twice makes two requests.
+    pub(crate) fn request_key(&self) -> String {
+        self.plan.key(&format!("{:08x}", rand::random::<u32>()))
+    }
+
     /// The plan as the tool prints it first.
     pub fn plan_text(&self) -> String {
         let at = |ms| crate::job_store::rfc3339_ms(Some(ms)).unwrap_or_default();
@@ -123,21 +137,11 @@ impl Jobs {
         }
         let count = slots.len() as u64;
         let plan = BackfillPlan::new(from_ms, to_ms, ask.rate, count).map_err(|e| refused(e.to_string()))?;
-        let (first_ms, last_ms) = (slots[0], slots[slots.len() - 1]);
-        let mut done = Backfill {
-            job: job.to_owned(),
-            plan,
-            slots: count,
-            first_ms,
-            last_ms,
-            takes: plan.takes(count),
-            requested: None,
-        };
+        let mut done = Backfill::planned(job.to_owned(), plan, &slots);
         if ask.dry_run {
             return Ok(done);
         }
-        let nonce = format!("{:08x}", rand::random::<u32>());
-        let requested = self.request(job, Some(&plan.key(&nonce)), None, Utc::now()).await?;
+        let requested = self.request(job, Some(&done.request_key()), None, Utc::now()).await?;
         tracing::info!(
             job, who = %ask.who, note = ask.note.as_deref().unwrap_or_default(), key = %requested.key, slots = count,
             rate = plan.rate(), "backfill requested"

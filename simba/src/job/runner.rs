@@ -98,6 +98,13 @@ pub(crate) struct Walk {
 }
 
 impl Walk {
+    /// What is left of it, for its `cancelled` record (`back`: slots taken from it but not
+    /// run, counted as left).
+    fn left(&self, back: usize) -> String {
+        let (left, total, ran, refused) = (self.slots.len() + back, self.total, self.ran, self.refused);
+        format!("{left} of {total} slots of the backfill left ({ran} run, {refused} skipped)")
+    }
+
     /// When its next slot may start at the budget.
     pub(crate) fn next_at(&self) -> Instant {
         self.next_at
@@ -224,22 +231,13 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     /// claim, J15).
     pub(crate) fn end_walks(&self, why: &str) {
         for w in self.take_walks() {
-            let why = format!(
-                "{why}, with {} of {} slots of the backfill left ({} run, {} skipped); ask for the backfill again to \
-                 finish it: slots that ran are refused",
-                w.slots.len(),
-                w.total,
-                w.ran,
-                w.refused
+            let left = w.left(0);
+            cancel_walk(
+                &self.rec,
+                &self.term,
+                w,
+                format!("{why}, with {left}; ask for the backfill again to finish it: slots that ran are refused"),
             );
-            tracing::info!(job = %self.rec.job, "{why}");
-            let ended = RunRecord {
-                outcome: Outcome::Cancelled,
-                error: Some(why),
-                ended_ms: Some(self.rec.now().timestamp_millis()),
-                ..w.record
-            };
-            self.rec.finish(&ended, &self.term);
         }
     }
 
@@ -247,23 +245,13 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
     /// naming the slots left (from this one on); asked again after the resume, it finishes.
     fn backfill_paused(&self, slot: Slot) {
         let Some(w) = self.walks().pop_front() else { return };
+        let at = crate::job_store::rfc3339_ms(Some(slot.ms)).unwrap_or_default();
+        let left = w.left(1);
         let why = format!(
-            "the job was paused at slot {} with {} of {} slots of the backfill left ({} run, {} skipped); resume it and \
-             ask for the backfill again: slots that ran are refused",
-            crate::job_store::rfc3339_ms(Some(slot.ms)).unwrap_or_default(),
-            w.slots.len() + 1,
-            w.total,
-            w.ran,
-            w.refused
+            "the job was paused at slot {at} with {left}; resume it and ask for the backfill again: slots that ran are \
+             refused"
         );
-        tracing::info!(job = %self.rec.job, "{why}");
-        let ended = RunRecord {
-            outcome: Outcome::Cancelled,
-            error: Some(why),
-            ended_ms: Some(self.rec.now().timestamp_millis()),
-            ..w.record
-        };
-        self.rec.finish(&ended, &self.term);
+        cancel_walk(&self.rec, &self.term, w, why);
     }
 
     /// A backfill's slot was claimed (`ran`) or refused: the next starts after the budget's
@@ -746,24 +734,29 @@ impl<F> Drop for SlotRunner<F> {
     fn drop(&mut self) {
         let walks = std::mem::take(&mut *self.walks.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         for w in walks {
-            let why = format!(
-                "the term ended with {} of {} slots of the backfill left ({} run, {} skipped); ask for the backfill \
-                 again to finish it: slots that ran are refused",
-                w.slots.len(),
-                w.total,
-                w.ran,
-                w.refused
+            let left = w.left(0);
+            cancel_walk(
+                &self.rec,
+                &self.term,
+                w,
+                format!(
+                    "the term ended with {left}; ask for the backfill again to finish it: slots that ran are refused"
+                ),
             );
-            tracing::info!(job = %self.rec.job, "{why}");
-            let ended = RunRecord {
-                outcome: Outcome::Cancelled,
-                error: Some(why),
-                ended_ms: Some(self.rec.now().timestamp_millis()),
-                ..w.record
-            };
-            self.rec.finish(&ended, &self.term);
         }
     }
+}
+
+/// Ends backfill `w`'s record `cancelled`, saying `why`.
+fn cancel_walk(rec: &Recording, term: &Term, w: Walk, why: String) {
+    tracing::info!(job = %rec.job, "{why}");
+    let ended = RunRecord {
+        outcome: Outcome::Cancelled,
+        error: Some(why),
+        ended_ms: Some(rec.now().timestamp_millis()),
+        ..w.record
+    };
+    rec.finish(&ended, term);
 }
 
 /// Why a backfill's slot was skipped, as its report says it (J15).

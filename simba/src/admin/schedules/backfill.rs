@@ -36,22 +36,12 @@ impl Schedules {
         let slots = range_slots(&schedule, from_ms, to_ms).map_err(refused)?;
         let count = slots.len() as u64;
         let plan = BackfillPlan::new(from_ms, to_ms, ask.rate, count).map_err(|e| refused(e.to_string()))?;
-        let (first_ms, last_ms) = (slots.first().copied().unwrap_or(from_ms), slots.last().copied().unwrap_or(to_ms));
         let job = job_name(id);
-        let mut done = Backfill {
-            job: job.clone(),
-            plan,
-            slots: count,
-            first_ms,
-            last_ms,
-            takes: plan.takes(count),
-            requested: None,
-        };
+        let mut done = Backfill::planned(job.clone(), plan, &slots);
         if ask.dry_run {
             return Ok(done);
         }
-        let nonce = format!("{:08x}", rand::random::<u32>());
-        let requested = jobs.request(&job, Some(&plan.key(&nonce)), None, self.clock.now()).await?;
+        let requested = jobs.request(&job, Some(&done.request_key()), None, self.clock.now()).await?;
         let what = format!("request {}: {count} slots, at most {} runs/s", requested.key, plan.rate());
         self.audit_request(id, AuditAction::Backfill, &ask.who, what, ask.note.as_deref(), &requested.key).await?;
         tracing::info!(
