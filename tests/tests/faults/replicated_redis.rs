@@ -19,6 +19,7 @@
 
 #![allow(clippy::print_stderr)] // The figures are printed for the report.
 
+use std::ffi::OsString;
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -44,23 +45,14 @@ impl RedisServer {
         let port = free_port();
         let data = dir.join(name);
         std::fs::create_dir_all(&data).expect("server directory");
-        let bin = std::env::var("SIMBA_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
-        let child = Command::new(&bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"])
-            .args(["--appendfsync", "always", "--protected-mode", "no"])
-            .arg("--dir")
-            .arg(&data)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{bin} did not start ({e}): `bash scripts/backends.sh install` installs it"));
-        let server = RedisServer { port, child };
-        let start = Instant::now();
-        while server.cli(&["PING"]) != "PONG" {
-            assert!(start.elapsed() < Duration::from_secs(10), "redis-server {name} on port {port} did not answer");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
+        let mut args: Vec<OsString> =
+            ["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
+                .iter()
+                .chain(&["yes", "--appendfsync", "always", "--protected-mode", "no", "--dir"])
+                .map(OsString::from)
+                .collect();
+        args.push(data.into_os_string());
+        RedisServer::spawn(name, port, args)
     }
 
     /// A Sentinel watching `primary` as service `simba` (quorum 2, down after 500 ms).
@@ -76,18 +68,20 @@ impl RedisServer {
             primary.port()
         );
         std::fs::write(&conf, text).expect("sentinel.conf");
+        RedisServer::spawn(name, port, vec![conf.into_os_string(), "--sentinel".into()])
+    }
+
+    /// `redis-server ARGS` (`SIMBA_REDIS_SERVER` names another binary), once it answers on `port`.
+    fn spawn(name: &str, port: u16, args: Vec<OsString>) -> RedisServer {
         let bin = std::env::var("SIMBA_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
-        let child = Command::new(&bin)
-            .arg(&conf)
-            .arg("--sentinel")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{bin} --sentinel did not start ({e})"));
+        let child =
+            Command::new(&bin).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap_or_else(|e| {
+                panic!("{bin} did not start ({e}): `bash scripts/backends.sh install` installs it")
+            });
         let server = RedisServer { port, child };
         let start = Instant::now();
         while server.cli(&["PING"]) != "PONG" {
-            assert!(start.elapsed() < Duration::from_secs(10), "sentinel {name} on port {port} did not answer");
+            assert!(start.elapsed() < Duration::from_secs(10), "{name} on port {port} did not answer");
             std::thread::sleep(Duration::from_millis(20));
         }
         server

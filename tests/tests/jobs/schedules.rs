@@ -54,9 +54,18 @@ async fn node(store: &MemoryBackend, seed: u64, handlers: Vec<Handler>) -> Runni
 }
 
 async fn node_on(store: &MemoryBackend, seed: u64, handlers: Vec<Handler>, clock: WallClock) -> RunningRuntime {
+    node_with(store.clone(), seed, handlers, clock).await
+}
+
+/// A live runtime on `backend` (the test's timing, no registry) with `handlers`.
+async fn node_with<B: simba::backend::Backend>(
+    backend: B,
+    seed: u64,
+    handlers: Vec<Handler>,
+    clock: WallClock,
+) -> RunningRuntime {
     let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
-    let mut b =
-        Runtime::builder().config(config).without_registry().backend(store.clone()).seed(seed).wall_clock(clock);
+    let mut b = Runtime::builder().config(config).without_registry().backend(backend).seed(seed).wall_clock(clock);
     for h in handlers {
         b = b.handler(h);
     }
@@ -253,18 +262,7 @@ async fn a11_one_read_of_the_change_counters_per_node_per_renewal_interval() {
     let store = MemoryBackend::new();
     let (faulty, calls) = FaultyBackend::new(store.clone());
     let runs = Runs::default();
-    let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
-    let a = Runtime::builder()
-        .config(config)
-        .without_registry()
-        .backend(faulty.with_job_store())
-        .seed(1)
-        .wall_clock(WallClock::follow_tokio_from(base()))
-        .handler(report(&runs))
-        .start()
-        .await
-        .expect("start");
-    a.simba().live().await.expect("live");
+    let a = node_with(faulty.with_job_store(), 1, vec![report(&runs)], WallClock::follow_tokio_from(base())).await;
     let api = a.schedules().expect("schedules");
     let ids = ["r-1", "r-2", "r-3", "r-4", "r-5", "r-6", "r-7", "r-8"];
     for (i, id) in ids.iter().enumerate() {
@@ -380,18 +378,7 @@ async fn a11_a_burst_of_broadcast_writes_is_read_at_a_bounded_rate() {
     let (faulty, calls) = FaultyBackend::new(store.clone());
     let runs = Runs::default();
     let clock = WallClock::follow_tokio_from(base());
-    let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
-    let a = Runtime::builder()
-        .config(config)
-        .without_registry()
-        .backend(faulty.with_job_store())
-        .seed(1)
-        .wall_clock(clock)
-        .handler(report(&runs))
-        .start()
-        .await
-        .expect("start");
-    a.simba().live().await.expect("live");
+    let a = node_with(faulty.with_job_store(), 1, vec![report(&runs)], clock).await;
     let api = a.schedules().expect("schedules");
     api.create(every_second("first", 0), "test").await.expect("create");
     sleep(MS(3_000)).await;
