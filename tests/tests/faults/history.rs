@@ -105,11 +105,16 @@ impl Setup {
 
 /// Runs the tool in-process: `(exit code, stdout and stderr)`.
 async fn simba(args: &[&str]) -> (u8, String) {
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let mut argv = vec!["simba"];
-    argv.extend_from_slice(args);
-    let code = simba_cli::run(argv, &mut out, &mut err).await;
-    (code, String::from_utf8_lossy(&out).into_owned() + &String::from_utf8_lossy(&err))
+    let mut argv = vec!["simba".to_owned()];
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    // On a task of its own: a fresh worker stack for the tool's call chain, whose debug-build
+    // frames on top of this scenario's overflowed the test thread's 2 MiB stack once.
+    let run = tokio::spawn(async move {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = simba_cli::run(argv, &mut out, &mut err).await;
+        (code, String::from_utf8_lossy(&out).into_owned() + &String::from_utf8_lossy(&err))
+    });
+    run.await.expect("the tool's task")
 }
 
 /// An operator's command (`pause`, `resume`, `trigger`), which must succeed.
@@ -342,7 +347,7 @@ struct Fault {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_slot_is_accounted_for_once_at_full_retention_across_faults_and_the_operator() {
     let _serial = crate::SERIAL.lock().await;
-    let sqlite = async {
+    let sqlite = async move {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("simba.db");
         let ledger = dir.path().join("ledger.db");
@@ -358,7 +363,7 @@ async fn every_slot_is_accounted_for_once_at_full_retention_across_faults_and_th
     };
     // Each run gets a PostgreSQL database of its own, dropped at the end, so no record of an
     // earlier run counts.
-    let postgres = async {
+    let postgres = async move {
         let Some(server) = simba_tests::server_url("SIMBA_TEST_POSTGRES_URL") else { return };
         let admin = sqlx::PgPool::connect(&server).await.expect("connect to the PostgreSQL test server");
         let database = format!("simba_history_{:016x}", rand::random::<u64>());
@@ -377,7 +382,15 @@ async fn every_slot_is_accounted_for_once_at_full_retention_across_faults_and_th
         check(&s).await;
         simba_tests::servers::exec(&admin, format!("DROP DATABASE {database} WITH (FORCE)")).await;
     };
-    tokio::join!(sqlite, postgres);
+    // Each store on a task of its own (a worker's fresh stack, not the test thread's, under
+    // the scenario's deep debug-build frames: the test thread overflowed once); a panic of
+    // either is this test's, with its message.
+    let (sqlite, postgres) = tokio::join!(tokio::spawn(sqlite), tokio::spawn(postgres));
+    for ended in [sqlite, postgres] {
+        if let Err(e) = ended {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
 }
 
 /// The stores besides SQLite and PostgreSQL, by their `scripts/backends.sh` names: the label
