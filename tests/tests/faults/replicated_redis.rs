@@ -240,6 +240,9 @@ async fn b8_a_promoted_replica_grants_no_told_token_again_with_wait_replicas() {
     assert_eq!(durable.regressions(), 0, "no told token is granted again");
 }
 
+/// The Sentinel test's sessions: longer than any failover seen (21 s under load).
+const SENTINEL_SESSION: Duration = Duration::from_secs(90);
+
 /// Waits until every Sentinel knows the two replicas and the two other Sentinels (they find
 /// each other through the primary within a few seconds).
 fn sentinels_ready(sentinels: &[RedisServer]) {
@@ -282,7 +285,9 @@ async fn b9_a_sentinel_url_follows_the_failover_to_the_promoted_replica() {
     let backend = RedisBackend::connect_with(&url, RedisOptions::default().connect_timeout(Duration::from_secs(2)))
         .await
         .unwrap_or_else(|e| panic!("connect {url}: {e}"));
-    let a = backend.open_session(Duration::from_secs(20)).await.expect("open a session").id;
+    // The session outlives the failover with room to spare: under the test command's load the
+    // Sentinels took 21 s to promote (5 s alone), past a 20 s session.
+    let a = backend.open_session(SENTINEL_SESSION).await.expect("open a session").id;
     assert_eq!(backend.acquire(&a, "ledger").await.expect("acquire"), Acquire::Won(1));
 
     let killed = Instant::now();
@@ -293,7 +298,7 @@ async fn b9_a_sentinel_url_follows_the_failover_to_the_promoted_replica() {
             Ok(answer) => break answer,
             Err(_) => errors += 1,
         }
-        assert!(killed.elapsed() < Duration::from_secs(30), "the backend never reached a promoted replica");
+        assert!(killed.elapsed() < SENTINEL_SESSION, "the backend never reached a promoted replica");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let moved = killed.elapsed();
@@ -302,6 +307,6 @@ async fn b9_a_sentinel_url_follows_the_failover_to_the_promoted_replica() {
     let promoted = replicas.iter().filter(|r| r.cli(&["ROLE"]).starts_with("master")).count();
     assert_eq!(promoted, 1, "one replica was promoted");
     assert!(backend.release(&a, "ledger", 1).await.expect("release"), "released on the new primary");
-    let b = backend.open_session(Duration::from_secs(20)).await.expect("open a session").id;
+    let b = backend.open_session(SENTINEL_SESSION).await.expect("open a session").id;
     assert_eq!(backend.acquire(&b, "ledger").await.expect("acquire"), Acquire::Won(2), "the tokens go on");
 }
