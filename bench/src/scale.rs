@@ -525,24 +525,7 @@ async fn cleanup(t: &Target, ns: &str) {
             }
             Kind::Redis => {
                 let mut c = redis::Client::open(t.url.as_str())?.get_multiplexed_async_connection().await?;
-                let mut cursor: u64 = 0;
-                loop {
-                    let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(format!("*{ns}~*"))
-                        .arg("COUNT")
-                        .arg(10_000)
-                        .query_async(&mut c)
-                        .await?;
-                    if !keys.is_empty() {
-                        let _: i64 = redis::cmd("UNLINK").arg(&keys).query_async(&mut c).await?;
-                    }
-                    if next == 0 {
-                        break;
-                    }
-                    cursor = next;
-                }
+                unlink_matching(&mut c, &format!("*{ns}~*")).await?;
             }
             _ => {}
         }
@@ -663,25 +646,7 @@ async fn anchor(t: &Target, s: Sizes, run: &str) -> Result<Option<Anchor>> {
             sqlx::query("DROP TABLE p14_anchor").execute(pool).await?;
         }
         W::Redis(c) => {
-            let mut c = c.clone();
-            let mut cursor: u64 = 0;
-            loop {
-                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg("p14a:*")
-                    .arg("COUNT")
-                    .arg(10_000)
-                    .query_async(&mut c)
-                    .await?;
-                if !keys.is_empty() {
-                    let _: i64 = redis::cmd("UNLINK").arg(&keys).query_async(&mut c).await?;
-                }
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
+            unlink_matching(&mut c.clone(), "p14a:*").await?;
         }
     }
     Ok(Some(Anchor {
@@ -691,4 +656,20 @@ async fn anchor(t: &Target, s: Sizes, run: &str) -> Result<Option<Anchor>> {
         store_cpu: st0.zip(st1).map(|(a, b)| pct(a, b, secs)),
         flat_out_per_s: flat,
     }))
+}
+
+/// Removes every Redis key matching `pattern` (`SCAN` pages, each `UNLINK`ed).
+async fn unlink_matching(c: &mut redis::aio::MultiplexedConnection, pattern: &str) -> Result<()> {
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) =
+            redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(10_000).query_async(c).await?;
+        if !keys.is_empty() {
+            let _: i64 = redis::cmd("UNLINK").arg(&keys).query_async(c).await?;
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
 }

@@ -6,23 +6,17 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use simba::Term;
 use simba::backend::memory::MemoryBackend;
 use simba::job::{JobContext, Schedule, ScheduledJob, WallClock};
 use simba::job_store::{JobStore, Outcome, RunRecord, SlotKind, Trigger};
 use simba::runtime::RunningRuntime;
-use simba::{Runtime, RuntimeConfig, Term};
+
+use crate::paused_node::{base, history, node};
 use simba_core::backfill::BackfillPlan;
 use tokio::time::sleep;
 
 const S: fn(u64) -> Duration = Duration::from_secs;
-
-/// Short session timing: renewals every 500 ms.
-const TOML: &str = "[session]\nlease_duration = \"3s\"\nrenew_interval = \"500ms\"\n";
-
-fn base() -> DateTime<Utc> {
-    DateTime::from_timestamp(1_780_000_000, 0).expect("valid")
-}
 
 /// Each run: (job, slot, kind, Tokio instant of its start, node session).
 type Starts = Mutex<Vec<(String, i64, SlotKind, tokio::time::Instant, String)>>;
@@ -52,22 +46,6 @@ fn every_ten_seconds(name: &'static str) -> ScheduledJob {
     ScheduledJob::from_closure(name, Schedule::cron("*/10 * * * * *"), quick)
 }
 
-/// A node running `job` on `clock` (every node of a test shares one: `base()` at the Tokio
-/// instant the test started).
-async fn node(store: &MemoryBackend, seed: u64, job: &ScheduledJob, clock: WallClock) -> RunningRuntime {
-    let config = RuntimeConfig::from_toml_str(TOML, "test.toml", Vec::new()).expect("config");
-    let b = Runtime::builder().config(config).without_registry().backend(store.clone()).seed(seed).wall_clock(clock);
-    let r = b.job(job.clone()).start().await.expect("start");
-    r.simba().live().await.expect("live");
-    r
-}
-
-async fn history(store: &MemoryBackend, job: &str) -> Vec<RunRecord> {
-    let mut h = store.jobs().history(job, 1000).await.map_err(|e| e.to_string()).expect("history");
-    h.reverse();
-    h
-}
-
 /// A backfill request of `job` over `[from, to]` (seconds after `base()`) at `rate` runs/s.
 async fn request(store: &MemoryBackend, job: &str, (from, to): (i64, i64), rate: f64, slots: u64, nonce: &str) {
     let ms = |s: i64| (base() + chrono::Duration::seconds(s)).timestamp_millis();
@@ -87,11 +65,11 @@ fn slots(h: &[RunRecord], kind: SlotKind, outcome: Outcome) -> Vec<i64> {
 /// The job ran from 0 s to 30 s, its node was down until 70 s (slots 40 to 60 missed), and a
 /// second node runs it from then on: the slots that ran and the missed ones, in seconds.
 async fn ran_then_missed(store: &MemoryBackend, job: &ScheduledJob, clock: WallClock) -> RunningRuntime {
-    let a = node(store, 1, job, clock).await;
+    let a = node(store, 1, clock, job, "").await;
     sleep(S(35)).await;
     a.shutdown().await;
     sleep(S(30)).await;
-    let b = node(store, 2, job, clock).await;
+    let b = node(store, 2, clock, job, "").await;
     sleep(S(10)).await;
     b
 }
@@ -139,7 +117,7 @@ async fn j16_a_backfill_asked_again_after_a_holder_change_runs_no_slot_twice() {
     let job = every_ten_seconds("bf_handover");
     let clock = WallClock::follow_tokio_from(base());
     let b = ran_then_missed(&store, &job, clock).await;
-    let c = node(&store, 3, &job, clock).await;
+    let c = node(&store, 3, clock, &job, "").await;
     request(&store, "bf_handover", (0, 200), 0.2, 21, "first").await;
     // At 0.2/s the first missed slot runs at once and the second 5 s later: stop the holder
     // between the two.
@@ -207,11 +185,11 @@ async fn j16_j14_a_backfill_runs_no_instant_outside_the_bounds() {
     let unbounded = every_ten_seconds("bf_bounds");
     let start = base() + chrono::Duration::seconds(45);
     let bounded = unbounded.clone().with_policies(simba::job::Policies::new().with_start(start));
-    let a = node(&store, 1, &unbounded, clock).await;
+    let a = node(&store, 1, clock, &unbounded, "").await;
     sleep(S(35)).await;
     a.shutdown().await;
     sleep(S(30)).await;
-    let b = node(&store, 2, &bounded, clock).await;
+    let b = node(&store, 2, clock, &bounded, "").await;
     sleep(S(10)).await;
     let h = history(&store, "bf_bounds").await;
     assert_eq!(slots(&h, SlotKind::Scheduled, Outcome::Missed), [50, 60], "40 is no slot: {h:?}");

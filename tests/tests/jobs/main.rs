@@ -7,6 +7,7 @@ mod history;
 mod jobs;
 mod macros;
 mod namespaced;
+mod paused_node;
 mod policies;
 mod records;
 mod registry;

@@ -11,34 +11,14 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use simba::backend::memory::MemoryBackend;
 use simba::job::{JobContext, Misfire, Overlap, Policies, Schedule, ScheduledJob, WallClock};
-use simba::job_store::{JobStore, Outcome, RunRecord, SlotKind};
-use simba::runtime::RunningRuntime;
+use simba::job_store::{Outcome, RunRecord, SlotKind};
 use simba::{Runtime, RuntimeConfig, Term};
+
+use crate::paused_node::{TOML, base, history, node};
 use tokio::time::sleep;
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 const MS: fn(u64) -> Duration = Duration::from_millis;
-
-/// Short session timing: renewals every 500 ms.
-const TOML: &str = "[session]\nlease_duration = \"3s\"\nrenew_interval = \"500ms\"\n";
-
-fn base() -> DateTime<Utc> {
-    DateTime::from_timestamp(1_780_000_000, 0).expect("valid")
-}
-
-async fn node(store: &MemoryBackend, seed: u64, clock: WallClock, job: &ScheduledJob, toml: &str) -> RunningRuntime {
-    let config = RuntimeConfig::from_toml_str(&format!("{TOML}{toml}"), "test.toml", Vec::new()).expect("config");
-    let b = Runtime::builder().config(config).without_registry().backend(store.clone()).seed(seed).wall_clock(clock);
-    let r = b.job(job.clone()).start().await.expect("start");
-    r.simba().live().await.expect("live");
-    r
-}
-
-async fn history(store: &MemoryBackend, job: &str) -> Vec<RunRecord> {
-    let mut h = store.jobs().history(job, 1000).await.map_err(|e| e.to_string()).expect("history");
-    h.reverse();
-    h
-}
 
 /// Each run's start: (job, slot, Tokio instant of the start, node session), in start order.
 type Starts = Mutex<Vec<(String, DateTime<Utc>, tokio::time::Instant, String)>>;

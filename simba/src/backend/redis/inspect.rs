@@ -11,7 +11,7 @@
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime};
 
-use redis::Script;
+use super::lua::Lua;
 
 use super::RedisBackend;
 use crate::backend::{BackendResult, GroupInfo, LeaseInfo, SessionId, SessionInfo, StoreSnapshot};
@@ -65,7 +65,7 @@ end
 return {now[1], now[2], r[1], sessions, leases, members}
 ";
 
-static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(INSPECT));
+static SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(INSPECT));
 
 type Reply = (String, String, String, Vec<String>, Vec<String>, Vec<String>);
 

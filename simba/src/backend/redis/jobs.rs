@@ -28,7 +28,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use redis::Script;
+use super::lua::Lua;
 use tokio::sync::broadcast;
 
 use super::RedisBackend;
@@ -323,33 +323,33 @@ return out
 ";
 
 struct Scripts {
-    claim: Script,
-    finish: Script,
-    append: Script,
-    read: Script,
-    set_paused: Script,
-    read_control: Script,
-    trigger_write: Script,
-    claim_manual: Script,
-    backfill_read: Script,
-    backfill_write: Script,
-    publish_registry: Script,
-    read_registries: Script,
+    claim: Lua,
+    finish: Lua,
+    append: Lua,
+    read: Lua,
+    set_paused: Lua,
+    read_control: Lua,
+    trigger_write: Lua,
+    claim_manual: Lua,
+    backfill_read: Lua,
+    backfill_write: Lua,
+    publish_registry: Lua,
+    read_registries: Lua,
 }
 
 static SCRIPTS: std::sync::LazyLock<Scripts> = std::sync::LazyLock::new(|| Scripts {
-    claim: Script::new(&format!("{HELPERS}{CLAIM}")),
-    finish: Script::new(FINISH),
-    append: Script::new(&format!("{HELPERS}{APPEND}")),
-    read: Script::new(READ),
-    set_paused: Script::new(SET_PAUSED),
-    read_control: Script::new(READ_CONTROL),
-    trigger_write: Script::new(&format!("{SEEN}{TRIGGER_WRITE}")),
-    claim_manual: Script::new(&format!("{HELPERS}{SEEN}{CLAIM_MANUAL}")),
-    backfill_read: Script::new(&format!("{BACKFILL_VIEW}{BACKFILL_READ}")),
-    backfill_write: Script::new(&format!("{HELPERS}{BACKFILL_VIEW}{BACKFILL_WRITE}")),
-    publish_registry: Script::new(PUBLISH_REGISTRY),
-    read_registries: Script::new(READ_REGISTRIES),
+    claim: Lua::new(&format!("{HELPERS}{CLAIM}")),
+    finish: Lua::new(FINISH),
+    append: Lua::new(&format!("{HELPERS}{APPEND}")),
+    read: Lua::new(READ),
+    set_paused: Lua::new(SET_PAUSED),
+    read_control: Lua::new(READ_CONTROL),
+    trigger_write: Lua::new(&format!("{SEEN}{TRIGGER_WRITE}")),
+    claim_manual: Lua::new(&format!("{HELPERS}{SEEN}{CLAIM_MANUAL}")),
+    backfill_read: Lua::new(&format!("{BACKFILL_VIEW}{BACKFILL_READ}")),
+    backfill_write: Lua::new(&format!("{HELPERS}{BACKFILL_VIEW}{BACKFILL_WRITE}")),
+    publish_registry: Lua::new(PUBLISH_REGISTRY),
+    read_registries: Lua::new(READ_REGISTRIES),
 });
 
 /// A control hash as read by `READ_CONTROL`: the row and log the core decides on, and its
@@ -458,12 +458,12 @@ impl RedisJobStore {
     /// Runs `script` with any number of keys and arguments.
     async fn eval<T: redis::FromRedisValue>(
         &self,
-        script: &Script,
+        script: &Lua,
         keys: &[String],
         args: &[&str],
         what: &'static str,
     ) -> BackendResult<T> {
-        let mut invocation = script.prepare_invoke();
+        let mut invocation = script.script.prepare_invoke();
         for key in keys {
             invocation.key(key);
         }
@@ -472,7 +472,9 @@ impl RedisJobStore {
         }
         let mut conn = self.backend.inner.link.conn();
         let reply = invocation.invoke_async(&mut conn).await.map_err(|e| self.backend.call_failed(what, e))?;
-        self.backend.replicated(&mut conn, what).await?;
+        if script.writes {
+            self.backend.replicated(&mut conn, what).await?;
+        }
         Ok(reply)
     }
 

@@ -78,7 +78,9 @@ pub(super) struct Link {
     config: ConnectionManagerConfig,
     connect_timeout: Duration,
     /// When the Sentinels were last asked after a failed call.
-    looked: tokio::sync::Mutex<Option<Instant>>,
+    looked: std::sync::Mutex<Option<Instant>>,
+    /// Held while one look runs, so two never overlap.
+    looking: tokio::sync::Mutex<()>,
 }
 
 impl Link {
@@ -95,7 +97,8 @@ impl Link {
             sentinels,
             config,
             connect_timeout,
-            looked: tokio::sync::Mutex::new(None),
+            looked: std::sync::Mutex::new(None),
+            looking: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -110,10 +113,11 @@ impl Link {
     }
 
     /// After a call failed with `e`: with Sentinels, and when `e` is what a failover causes,
-    /// asks them for the primary in the background ([`look`](Self::look)); the failed call
-    /// does not wait for it.
+    /// asks them for the primary in the background ([`look`](Self::look)), at most once per
+    /// [`LOOK_EVERY`] (a burst of failed calls starts one look, not one each); the failed
+    /// call does not wait for it.
     pub(super) fn failed(self: &Arc<Self>, e: &redis::RedisError) {
-        if self.sentinels.is_none() || !failover_like(e) {
+        if self.sentinels.is_none() || !failover_like(e) || !self.look_due() {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -122,15 +126,22 @@ impl Link {
         }
     }
 
-    /// Asks the Sentinels for the primary (at most once per [`LOOK_EVERY`]) and moves to it
-    /// when it is another server. Never fails: the next call reports what still fails.
-    async fn look(&self) {
-        let Some(sentinels) = &self.sentinels else { return };
-        let mut looked = self.looked.lock().await;
+    /// Whether a look may start now (none started within [`LOOK_EVERY`]); if so, counts it
+    /// as started.
+    fn look_due(&self) -> bool {
+        let mut looked = self.looked.lock().unwrap_or_else(PoisonError::into_inner);
         if looked.is_some_and(|at| at.elapsed() < LOOK_EVERY) {
-            return;
+            return false;
         }
         *looked = Some(Instant::now());
+        true
+    }
+
+    /// Asks the Sentinels for the primary and moves to it when it is another server. Never
+    /// fails: the next call reports what still fails.
+    async fn look(&self) {
+        let Some(sentinels) = &self.sentinels else { return };
+        let _one = self.looking.lock().await;
         let client = match sentinels.primary(self.connect_timeout).await {
             Ok(client) => client,
             Err(e) => {

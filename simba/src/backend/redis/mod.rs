@@ -69,6 +69,7 @@ mod connect;
 mod inspect;
 mod jobs;
 mod link;
+mod lua;
 mod schedule_scripts;
 mod schedules;
 mod scripts;
@@ -78,7 +79,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use redis::Script;
+use lua::Lua;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::broadcast;
 use tokio::time::timeout;
@@ -529,12 +530,12 @@ impl RedisBackend {
     /// and converts its reply. `what` names the call in errors.
     async fn eval<T: redis::FromRedisValue, const K: usize, const A: usize>(
         &self,
-        script: &Script,
+        script: &Lua,
         keys: [String; K],
         args: [&str; A],
         what: &'static str,
     ) -> BackendResult<T> {
-        let mut invocation = script.prepare_invoke();
+        let mut invocation = script.script.prepare_invoke();
         for key in keys {
             invocation.key(key);
         }
@@ -543,7 +544,9 @@ impl RedisBackend {
         }
         let mut conn = self.inner.link.conn();
         let reply = invocation.invoke_async(&mut conn).await.map_err(|e| self.call_failed(what, e))?;
-        self.replicated(&mut conn, what).await?;
+        if script.writes {
+            self.replicated(&mut conn, what).await?;
+        }
         Ok(reply)
     }
 

@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use super::lua::Lua;
 
 /// The fields of a schedule's hash, in the order [`ROW_FIELDS_LUA`] reads them and
 /// `schedules.rs` decodes them.
@@ -175,21 +175,21 @@ end
 
 /// The schedule store's scripts, loaded on a server the first time each runs.
 pub(super) struct Scripts {
-    pub(super) create: Script,
-    pub(super) update: Script,
-    pub(super) delete: Script,
-    pub(super) set_paused: Script,
-    pub(super) record: Script,
-    pub(super) list: Script,
+    pub(super) create: Lua,
+    pub(super) update: Lua,
+    pub(super) delete: Lua,
+    pub(super) set_paused: Lua,
+    pub(super) record: Lua,
+    pub(super) list: Lua,
 }
 
 pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    create: Script::new(&format!("{WROTE}{CREATE}")),
-    update: Script::new(&format!("{WROTE}{UPDATE}")),
-    delete: Script::new(&format!("{WROTE}{DELETE}")),
-    set_paused: Script::new(&format!("{WROTE}{SET_PAUSED}")),
-    record: Script::new(&format!("{WROTE}{RECORD}")),
-    list: Script::new(&format!("{ROW_FIELDS_LUA}{LIST}")),
+    create: Lua::new(&format!("{WROTE}{CREATE}")),
+    update: Lua::new(&format!("{WROTE}{UPDATE}")),
+    delete: Lua::new(&format!("{WROTE}{DELETE}")),
+    set_paused: Lua::new(&format!("{WROTE}{SET_PAUSED}")),
+    record: Lua::new(&format!("{WROTE}{RECORD}")),
+    list: Lua::new(&format!("{ROW_FIELDS_LUA}{LIST}")),
 });
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use super::lua::Lua;
 
 /// `KEYS[1]` session key; `ARGV[1]` ttl in ms.
 ///
@@ -270,34 +270,34 @@ return live
 /// sends `EVALSHA` and loads the script on `NOSCRIPT`, so a restarted or flushed server
 /// costs one extra round trip per script, once.
 pub(super) struct Scripts {
-    pub(super) open_session: Script,
-    pub(super) keep_alive: Script,
-    pub(super) acquire: Script,
-    pub(super) release: Script,
-    pub(super) close_session: Script,
-    pub(super) owned: Script,
-    pub(super) claim_slot: Script,
-    pub(super) join_group: Script,
-    pub(super) leave_group: Script,
-    pub(super) members: Script,
+    pub(super) open_session: Lua,
+    pub(super) keep_alive: Lua,
+    pub(super) acquire: Lua,
+    pub(super) release: Lua,
+    pub(super) close_session: Lua,
+    pub(super) owned: Lua,
+    pub(super) claim_slot: Lua,
+    pub(super) join_group: Lua,
+    pub(super) leave_group: Lua,
+    pub(super) members: Lua,
 }
 
 pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    open_session: Script::new(OPEN_SESSION),
+    open_session: Lua::new(OPEN_SESSION),
     keep_alive: with_digest(KEEP_ALIVE),
     acquire: with_digest(ACQUIRE),
     release: with_digest(RELEASE),
-    close_session: Script::new(CLOSE_SESSION),
+    close_session: Lua::new(CLOSE_SESSION),
     owned: with_digest(OWNED),
-    claim_slot: Script::new(CLAIM_SLOT),
-    join_group: Script::new(JOIN_GROUP),
-    leave_group: Script::new(LEAVE_GROUP),
-    members: Script::new(MEMBERS),
+    claim_slot: Lua::new(CLAIM_SLOT),
+    join_group: Lua::new(JOIN_GROUP),
+    leave_group: Lua::new(LEAVE_GROUP),
+    members: Lua::new(MEMBERS),
 });
 
 /// A script whose body uses the `digest` helper of [`DIGEST_FN`].
-fn with_digest(body: &str) -> Script {
-    Script::new(&format!("{DIGEST_FN}{body}"))
+fn with_digest(body: &str) -> Lua {
+    Lua::new(&format!("{DIGEST_FN}{body}"))
 }
 
 /// The exact wrapping sum of tokens from the two partial sums of [`KEEP_ALIVE`].
@@ -346,16 +346,16 @@ mod tests {
     fn scripts_hash_distinctly() {
         let s = &*SCRIPTS;
         let hashes = [
-            s.open_session.get_hash(),
-            s.keep_alive.get_hash(),
-            s.acquire.get_hash(),
-            s.release.get_hash(),
-            s.close_session.get_hash(),
-            s.owned.get_hash(),
-            s.claim_slot.get_hash(),
-            s.join_group.get_hash(),
-            s.leave_group.get_hash(),
-            s.members.get_hash(),
+            s.open_session.script.get_hash(),
+            s.keep_alive.script.get_hash(),
+            s.acquire.script.get_hash(),
+            s.release.script.get_hash(),
+            s.close_session.script.get_hash(),
+            s.owned.script.get_hash(),
+            s.claim_slot.script.get_hash(),
+            s.join_group.script.get_hash(),
+            s.leave_group.script.get_hash(),
+            s.members.script.get_hash(),
         ];
         let unique: std::collections::HashSet<_> = hashes.iter().collect();
         assert_eq!(unique.len(), hashes.len());
