@@ -13,6 +13,7 @@
 mod counting;
 mod fairness;
 mod fleet;
+mod heap;
 mod history;
 mod measures;
 mod report;

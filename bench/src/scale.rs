@@ -78,6 +78,8 @@ pub(crate) struct P14Row {
     pub(crate) create_rate: f64,
     /// Per node: bytes of RSS per schedule it holds, and the schedules it holds.
     pub(crate) node_bytes: Vec<(f64, usize)>,
+    /// Per node: bytes of live heap (what the node's data keeps) per schedule it holds.
+    pub(crate) node_heap: Vec<f64>,
     /// Store bytes per schedule, and what they are (`None` where not measured).
     pub(crate) store_bytes: Option<f64>,
     /// Rows or keys per schedule.
@@ -155,6 +157,13 @@ pub(crate) async fn node(args: &[String]) -> Result<()> {
         .await
         .map_err(|_| anyhow!("no live session within 30 s"))??;
     println!("session {session}");
+    // The live heap, for the parent's per-schedule figure.
+    tokio::spawn(async {
+        loop {
+            println!("heap {}", crate::heap::live());
+            sleep(Duration::from_millis(500)).await;
+        }
+    });
     // Until the parent closes the pipe (or dies).
     let _ = tokio::task::spawn_blocking(|| {
         use std::io::Read;
@@ -172,6 +181,8 @@ struct Node {
     child: tokio::process::Child,
     pid: u32,
     session: String,
+    /// The node's live heap as it last told it, bytes.
+    heap: Arc<AtomicU64>,
 }
 
 fn rss(pid: u32) -> Result<u64> {
@@ -217,7 +228,16 @@ async fn spawn(exe: &std::path::Path, t: &Target, ns: &str, name: &'static str, 
     })
     .await
     .map_err(|_| anyhow!("node {name}: no session within 60 s (stderr: {})", log.display()))??;
-    Ok(Node { name, child, pid, session })
+    let heap = Arc::new(AtomicU64::new(0));
+    let told = Arc::clone(&heap);
+    tokio::spawn(async move {
+        while let Ok(Some(l)) = lines.next_line().await {
+            if let Some(b) = l.strip_prefix("heap ").and_then(|b| b.parse().ok()) {
+                told.store(b, Ordering::Relaxed);
+            }
+        }
+    });
+    Ok(Node { name, child, pid, session, heap })
 }
 
 /// Which session holds each partition of `simba.schedules` in namespace `ns`.
@@ -392,6 +412,7 @@ pub(crate) async fn p14(t: &Target, s: Sizes, run: &str, step: &impl Fn(&str)) -
     }
     sleep(s.renew * 3).await;
     let rss0: Vec<u64> = nodes.iter().map(|n| rss(n.pid)).collect::<Result<_>>()?;
+    let heap0: Vec<u64> = nodes.iter().map(|n| n.heap.load(Ordering::Relaxed)).collect();
     let size0 = store_size(t).await?;
 
     // The cold schedules: loaded, never fired in the run.
@@ -419,6 +440,8 @@ pub(crate) async fn p14(t: &Target, s: Sizes, run: &str, step: &impl Fn(&str)) -
         let held = cold.iter().filter(|id| parts.contains(&partition_of(id, PARTITIONS))).count();
         let grown = last[i].saturating_sub(rss0[i]) as f64;
         row.node_bytes.push((if held > 0 { grown / held as f64 } else { f64::NAN }, held));
+        let heap = n.heap.load(Ordering::Relaxed).saturating_sub(heap0[i]) as f64;
+        row.node_heap.push(if held > 0 { heap / held as f64 } else { f64::NAN });
     }
     let size1 = store_size(t).await?;
     if let (Some(((b0, n0), _)), Some(((b1, n1), _))) = (size0, size1) {

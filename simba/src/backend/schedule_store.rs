@@ -31,7 +31,7 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// When a schedule fires. Serialized as `{"kind": "cron", "expr": ..., "time_zone": ...}` or
 /// `{"kind": "fixed_rate", "period_ms": ...}`, as stores persist it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ScheduleSpec {

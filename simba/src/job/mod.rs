@@ -11,6 +11,7 @@ mod clock;
 mod context;
 mod group;
 mod handler;
+mod held;
 mod history;
 mod overlap;
 mod policy;

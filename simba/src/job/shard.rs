@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::changes::{ChangeFeed, counter_of};
 use super::handler::Handler;
+use super::held::{Entry, Shared};
 use super::history::Recording;
 use super::registry::{JobFuture, PartitionRun, job_future};
 use super::runner::{PayloadCell, Slot, SlotRunner, Walk};
@@ -81,6 +82,8 @@ struct Inner {
     /// The ids of the schedules with a run-now request pending, read once per move of the
     /// jobs store's control version (A15); `None` without a jobs store.
     pending: Option<watch::Receiver<Arc<BTreeSet<String>>>>,
+    /// The parsed specs and handler names the held schedules share.
+    shared: Arc<Shared>,
 }
 
 /// The schedule ids with a run-now request pending in `store` (its `schedule/<id>` names).
@@ -151,70 +154,6 @@ async fn watch_pending(
     }
 }
 
-/// One schedule as a partition's holder keeps it: the row (its payload and handler, read at
-/// load), its checked spec and its next slot.
-struct Entry {
-    schedule: Schedule,
-    fires: Fires,
-    /// Its bounds (J14): no slot outside them.
-    bounds: Bounds,
-    /// Its longest start jitter (J13).
-    jitter: Duration,
-    next_ms: Option<i64>,
-}
-
-impl Entry {
-    /// The schedule's row, its checked spec and its policies, next firing after `now_ms`.
-    fn new(schedule: Schedule, fires: Fires, now_ms: i64) -> Self {
-        let p = schedule.policies;
-        let bounds = Bounds {
-            start: p.start_ms.and_then(DateTime::from_timestamp_millis),
-            end: p.end_ms.and_then(DateTime::from_timestamp_millis),
-        };
-        let jitter = Duration::from_millis(p.jitter_ms.unwrap_or(0));
-        let mut e = Entry { schedule, fires, bounds, jitter, next_ms: None };
-        e.next_ms = e.next_after(now_ms);
-        e
-    }
-
-    /// The first slot after `after_ms` within the bounds (J14).
-    fn next_after(&self, after_ms: i64) -> Option<i64> {
-        let from = match self.bounds.start {
-            Some(start) => after_ms.max(start.timestamp_millis() - 1),
-            None => after_ms,
-        };
-        let next = self.fires.next_after(from)?;
-        (!self.bounds.ended(at(next))).then_some(next)
-    }
-
-    /// The slots from its next one that were due (started) at `now_ms` and are before
-    /// `before_ms`: the ones a late node had not fired when a write replaced the schedule (at
-    /// most [`MAX_UNFIRED`]).
-    fn unfired(&self, before_ms: i64, now_ms: i64) -> Vec<i64> {
-        let mut out = Vec::new();
-        let mut next = self.next_ms;
-        while let Some(ms) = next.filter(|ms| *ms < before_ms && self.starts_ms(*ms) <= now_ms) {
-            if out.len() >= MAX_UNFIRED {
-                break;
-            }
-            out.push(ms);
-            next = self.next_after(ms);
-        }
-        out
-    }
-
-    /// When slot `ms` starts: its instant plus its jitter (J13), the same on every node.
-    fn starts_ms(&self, ms: i64) -> i64 {
-        if self.jitter.is_zero() {
-            return ms;
-        }
-        let until_next = self.fires.next_after(ms).map(|n| Duration::from_millis(u64::try_from(n - ms).unwrap_or(0)));
-        let job = job_name(&self.schedule.id);
-        let delay = simba_core::policy::jitter(&job, ms, self.jitter, until_next);
-        ms.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(0))
-    }
-}
-
 impl Shards {
     /// The workers' shared part: schedules from `store`, run with `handlers`, recorded through
     /// `rec` (whose job name each schedule replaces).
@@ -230,7 +169,8 @@ impl Shards {
             }
             _ => None,
         };
-        Shards { inner: Arc::new(Inner { simba, store, feed, handlers, rec, pending }) }
+        let shared = Arc::default();
+        Shards { inner: Arc::new(Inner { simba, store, feed, handlers, rec, pending, shared }) }
     }
 
     /// The partition worker, as the group runs it once per term.
@@ -346,7 +286,7 @@ impl Shards {
             }
         }
         let now_ms = self.inner.rec.now().timestamp_millis();
-        let unfired = shard.load(rows, now_ms);
+        let unfired = shard.load(rows, now_ms, &self.inner.shared);
         shard.seen = Some(counter);
         shard.loaded_ms = now_ms;
         tracing::debug!(
@@ -379,10 +319,10 @@ impl Shards {
     async fn term_start_gaps(&self, shard: &Shard, term: &Term, in_flight: &mut InFlight) {
         use futures_util::stream::{self, StreamExt};
         let now_ms = shard.loaded_ms;
-        let inputs: Vec<(Recording, Fires, i64, Policies, Bounds)> = shard
+        let inputs: Vec<(Recording, Arc<Fires>, i64, Policies, Bounds)> = shard
             .entries
             .iter()
-            .map(|(id, e)| (self.records(id), e.fires.clone(), e.schedule.updated_ms, e.schedule.policies, e.bounds))
+            .map(|(id, e)| (self.records(id), Arc::clone(&e.fires), e.updated_ms, e.policies, e.bounds()))
             .collect();
         let reads = stream::iter(inputs).map(|(rec, fires, floor, policies, bounds)| {
             let term = term.clone();
@@ -437,10 +377,10 @@ impl Shards {
             rec.append_with(at(ms), Outcome::Missed, Some("the node was late for this slot".to_owned()), term);
         }
         let slot = Slot::at(at(newest), kind);
-        let overlap = entry.schedule.policies.overlap;
+        let overlap = entry.policies.overlap;
         let active = in_flight.active.entry(id.to_owned()).or_insert_with(|| Active::new(overlap));
         match active.runs.due(slot, slot.at, kind == SlotKind::Manual) {
-            Step::Start(slot) => self.start(entry, slot, term, in_flight),
+            Step::Start(slot) => self.start(id, entry, slot, term, in_flight),
             Step::Wait | Step::Buffered => {}
             Step::Skipped => super::overlap::skipped(&rec.job, slot.at, active.runs.running(), overlap),
             Step::Cancel => {
@@ -455,17 +395,17 @@ impl Shards {
     /// Claims and runs `slot` of `entry`'s schedule as a task of the term. Without the
     /// handler on this node, the slot is claimed and recorded `missed` with the reason
     /// `no_handler` (A12), never dropped silently.
-    fn start(&self, entry: &Entry, slot: Slot, term: &Term, in_flight: &mut InFlight) {
-        let id = entry.schedule.id.clone();
+    fn start(&self, id: &str, entry: &Entry, slot: Slot, term: &Term, in_flight: &mut InFlight) {
+        let id = id.to_owned();
         let rec = self.records(&id);
         let Some(active) = in_flight.active.get_mut(&id) else { return };
         active.runs.started();
         let replaced = CancellationToken::new();
         active.replace.push(replaced.clone());
         let simba = self.inner.simba.clone();
-        let task = match self.inner.handlers.get(&entry.schedule.handler) {
+        let task = match self.inner.handlers.get(&*entry.handler) {
             None => {
-                let handler = entry.schedule.handler.clone();
+                let handler = Arc::clone(&entry.handler);
                 let why = format!("{NO_HANDLER}: handler `{handler}` is not registered on node {}", rec.node);
                 let unrun = |_: Term| job_future(async { Ok::<(), BoxError>(()) });
                 let runner = SlotRunner::new(simba, rec, term.clone(), unrun);
@@ -479,7 +419,7 @@ impl Shards {
                 }) as std::pin::Pin<Box<dyn std::future::Future<Output = Ran> + Send>>
             }
             Some(handler) => {
-                let (run, payload) = (handler.run.clone(), Arc::<str>::from(entry.schedule.payload.as_str()));
+                let (run, payload) = (handler.run.clone(), Arc::clone(&entry.payload));
                 // A run-now request's payload, once its claim gave one (A15), else the schedule's.
                 let given = PayloadCell::default();
                 let cell = Arc::clone(&given);
@@ -488,8 +428,8 @@ impl Shards {
                     run(t, given.unwrap_or_else(|| Arc::clone(&payload)))
                 };
                 let mut runner = SlotRunner::new(simba, rec, term.clone(), body).with_payload_cell(given);
-                if let simba_core::schedules::Fires::Cron { cron, tz } = &entry.fires {
-                    runner = runner.with_grid((**cron).clone(), *tz, entry.bounds);
+                if let simba_core::schedules::Fires::Cron { cron, tz } = &*entry.fires {
+                    runner = runner.with_grid((**cron).clone(), *tz, entry.bounds());
                 }
                 if slot.kind == SlotKind::Backfill {
                     runner.give_walks(in_flight.walks.remove(&id).map(|w| w.1).unwrap_or_default());
@@ -537,7 +477,7 @@ impl Shards {
             }
         };
         let Some((id, slot)) = in_flight.slots.remove(&task) else { return };
-        let revision = shard.entries.get(&id).map(|e| e.schedule.revision);
+        let revision = shard.entries.get(&id).map(|e| e.revision);
         in_flight.walks_back(&id, revision, walks, slot.kind == SlotKind::Backfill);
         let Some(active) = in_flight.active.get_mut(&id) else { return };
         // Each run-now request is its own run (R3): after one ran, the next pending one is
@@ -567,7 +507,7 @@ impl Shards {
         active.replace.clear();
         self.records(id).skipped_run(&quiet.skipped, quiet.behind, term);
         match (quiet.next, shard.entries.get(id)) {
-            (Some(next), Some(entry)) => self.start(entry, next, term, in_flight),
+            (Some(next), Some(entry)) => self.start(id, entry, next, term, in_flight),
             (Some(next), None) => {
                 tracing::debug!(schedule = %id, slot = %next.at, "the waiting slot is dropped: the schedule was deleted or paused");
                 in_flight.active.remove(id);
@@ -605,17 +545,16 @@ impl Shards {
         for id in due {
             let Some((revision, walks)) = in_flight.walks.remove(&id) else { continue };
             let runner = self.walker(&id, term, walks);
-            let entry = shard.entries.get(&id).filter(|e| Some(e.schedule.revision) == revision);
+            let entry = shard.entries.get(&id).filter(|e| Some(e.revision) == revision);
             let Some(entry) = entry else {
                 runner.end_walks(PAUSED_WALK);
                 continue;
             };
             let Some(slot) = runner.backfill_next() else { continue };
             in_flight.walks.insert(id.clone(), (revision, runner.take_walks()));
-            let active =
-                in_flight.active.entry(id.clone()).or_insert_with(|| Active::new(entry.schedule.policies.overlap));
+            let active = in_flight.active.entry(id.clone()).or_insert_with(|| Active::new(entry.policies.overlap));
             match active.runs.due(slot, slot.at, true) {
-                Step::Start(slot) => self.start(entry, slot, term, in_flight),
+                Step::Start(slot) => self.start(&id, entry, slot, term, in_flight),
                 // Not reached: the schedule had no run in flight, so its slot starts at once.
                 step => {
                     tracing::debug!(schedule = %id, ?step, "a backfill's slot did not start");
@@ -709,27 +648,30 @@ impl Shard {
     /// of the entries replaced or left out that were due before their write (its `updated_ms`;
     /// now for a deleted one) and that this node had not fired yet (it was late): they belong
     /// to the spec the write replaced, and the caller records them `missed`.
-    fn load(&mut self, rows: Vec<Schedule>, now_ms: i64) -> Vec<(String, Vec<i64>)> {
+    fn load(&mut self, rows: Vec<Schedule>, now_ms: i64, shared: &Shared) -> Vec<(String, Vec<i64>)> {
         let mut entries = BTreeMap::new();
         let mut unfired = Vec::new();
         let read: HashMap<&str, &Schedule> = rows.iter().map(|s| (s.id.as_str(), s)).collect();
         for (id, old) in &self.entries {
             let row = read.get(id.as_str());
             let before = row.map_or(now_ms, |s| s.updated_ms);
-            let changed = row.is_none_or(|s| s.paused || s.revision != old.schedule.revision);
-            let slots = if changed { old.unfired(before, now_ms) } else { Vec::new() };
+            let changed = row.is_none_or(|s| s.paused || s.revision != old.revision);
+            let slots = if changed { old.unfired(id, before, now_ms, MAX_UNFIRED) } else { Vec::new() };
             if !slots.is_empty() {
                 unfired.push((id.clone(), slots));
             }
         }
-        for s in rows.into_iter().filter(|s| !s.paused) {
-            if let Some(old) = self.entries.remove(&s.id).filter(|e| e.schedule.revision == s.revision) {
-                entries.insert(s.id.clone(), old);
+        drop(read);
+        for mut s in rows.into_iter().filter(|s| !s.paused) {
+            if let Some((id, old)) = self.entries.remove_entry(&s.id).filter(|(_, e)| e.revision == s.revision) {
+                entries.insert(id, old);
                 continue;
             }
-            match s.spec.check() {
+            match shared.fires(&s.spec) {
                 Ok(fires) => {
-                    entries.insert(s.id.clone(), Entry::new(s, fires, now_ms));
+                    let handler = shared.handler(&s.handler);
+                    let id = std::mem::take(&mut s.id);
+                    entries.insert(id, Entry::new(s, fires, handler, now_ms));
                 }
                 Err(e) => {
                     tracing::warn!(schedule = %s.id, error = %e, "the schedule's spec does not check; not running it")
@@ -742,7 +684,7 @@ impl Shard {
 
     /// When the partition's earliest next slot starts (its instant plus its jitter).
     fn next_ms(&self) -> Option<i64> {
-        self.entries.values().filter_map(|e| e.next_ms.map(|ms| e.starts_ms(ms))).min()
+        self.entries.iter().filter_map(|(id, e)| e.next_ms.map(|ms| e.starts_ms(id, ms))).min()
     }
 
     /// The slots due at `now_ms` (started, jitter included), by schedule, oldest first; each
@@ -751,7 +693,7 @@ impl Shard {
         let mut due = Vec::new();
         for (id, e) in &mut self.entries {
             let mut slots = Vec::new();
-            while let Some(ms) = e.next_ms.filter(|ms| e.starts_ms(*ms) <= now_ms) {
+            while let Some(ms) = e.next_ms.filter(|ms| e.starts_ms(id, *ms) <= now_ms) {
                 slots.push(ms);
                 e.next_ms = e.next_after(ms);
             }
@@ -823,7 +765,7 @@ mod tests {
         let mut s = every("b", 10, 1);
         s.policies = Policies::default().with_jitter(Duration::from_secs(5)).with_bounds(Some(30_000), Some(60_000));
         let mut shard = Shard { partition: 0, seen: None, loaded_ms: 0, entries: BTreeMap::new() };
-        shard.load(vec![s], 5_000);
+        shard.load(vec![s], 5_000, &Shared::default());
         assert_eq!(shard.entries["b"].next_ms, Some(30_000), "none before the start bound");
         let mut taken = Vec::new();
         for now in (0..80_000).step_by(100) {
@@ -853,11 +795,15 @@ mod tests {
     #[test]
     fn a11_slots_a_late_node_had_not_fired_when_a_write_came_are_returned() {
         let mut shard = Shard { partition: 0, seen: None, loaded_ms: 0, entries: BTreeMap::new() };
-        let unfired = shard.load(vec![every("e", 1, 1), every("p", 1, 1), every("d", 1, 1), every("u", 1, 1)], 500);
+        let unfired = shard.load(
+            vec![every("e", 1, 1), every("p", 1, 1), every("d", 1, 1), every("u", 1, 1)],
+            500,
+            &Shared::default(),
+        );
         assert!(unfired.is_empty(), "a first load leaves nothing: {unfired:?}");
         let edited = Schedule { updated_ms: 2_500, ..every("e", 5, 2) };
         let paused = Schedule { updated_ms: 3_200, paused: true, ..every("p", 1, 2) };
-        let unfired = shard.load(vec![edited, paused, every("u", 1, 1)], 4_100);
+        let unfired = shard.load(vec![edited, paused, every("u", 1, 1)], 4_100, &Shared::default());
         assert_eq!(
             unfired,
             [
@@ -875,18 +821,18 @@ mod tests {
     #[test]
     fn a11_reload_keeps_unchanged_schedules_and_applies_edits() {
         let mut shard = Shard { partition: 0, seen: None, loaded_ms: 0, entries: BTreeMap::new() };
-        shard.load(vec![every("a", 10, 1), every("b", 60, 1)], 5_000);
+        shard.load(vec![every("a", 10, 1), every("b", 60, 1)], 5_000, &Shared::default());
         assert_eq!(shard.next_ms(), Some(10_000));
         assert_eq!(shard.take_due(35_000), [("a".to_owned(), vec![10_000, 20_000, 30_000])]);
         assert_eq!(shard.next_ms(), Some(40_000));
-        shard.load(vec![every("a", 10, 1), every("b", 60, 2)], 36_000);
+        shard.load(vec![every("a", 10, 1), every("b", 60, 2)], 36_000, &Shared::default());
         assert_eq!(shard.entries["a"].next_ms, Some(40_000), "unchanged: keeps its next slot");
         let mut paused = every("a", 10, 2);
         paused.paused = true;
-        shard.load(vec![paused, every("b", 5, 3)], 36_000);
+        shard.load(vec![paused, every("b", 5, 3)], 36_000, &Shared::default());
         assert!(!shard.entries.contains_key("a"), "a paused schedule is not run");
         assert_eq!(shard.entries["b"].next_ms, Some(40_000), "edited: its new spec from now");
-        shard.load(Vec::new(), 36_000);
+        shard.load(Vec::new(), 36_000, &Shared::default());
         assert!(shard.entries.is_empty(), "deleted");
     }
 }
