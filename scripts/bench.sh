@@ -16,6 +16,8 @@
 #   bash scripts/bench.sh --only p14 --backends postgres,redis   # schedules at scale, ~5 min per store
 #   SIMBA_BENCH_P14_SCHEDULES=100000 SIMBA_BENCH_P14_HOT=2500     # P14's sizes (quick: 2,000 and 200);
 #   SIMBA_BENCH_P14_SCHEDULES_SQLITE=20000     # one store's size (the stores that cannot hold 100,000)
+#   bash scripts/bench.sh --only p14-heap      # P14's node heap per schedule alone, in process, ~20 s
+#   SIMBA_BENCH_P14_HEAP_SCHEDULES=20000       # its size (quick: 2,000)
 #   SIMBA_BACKENDS_PORT_OFFSET=600             # a second set of servers (backends.sh), e.g. beside a
 #                                              # checkout whose servers run at the default ports
 #

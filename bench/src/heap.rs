@@ -13,8 +13,9 @@ static ALLOC: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 /// The bytes allocated and not freed now (the sizes asked for, not the allocator's overhead).
 pub(crate) fn live() -> u64 {
     let s = ALLOC.stats();
-    let live = s.bytes_allocated as i128 - s.bytes_deallocated as i128 + s.bytes_reallocated as i128;
-    u64::try_from(live).unwrap_or(0)
+    // A reallocation's growth is counted in `bytes_allocated`, its shrinking in
+    // `bytes_deallocated` (`bytes_reallocated` is their net, already included).
+    u64::try_from(s.bytes_allocated.saturating_sub(s.bytes_deallocated)).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -132,14 +132,24 @@ async fn p6(ts: &[Target], args: &Args, plan: Plan, run: &str, r: &mut Results, 
 /// P14: `SIMBA_BENCH_P14_SCHEDULES` schedules (default 100,000; quick 2,000), of them
 /// `SIMBA_BENCH_P14_HOT` (default 2,500; quick 200) every second, on PostgreSQL and Redis, or
 /// on the stores `--backends` names (`SIMBA_BENCH_P14_SCHEDULES_<STORE>`, e.g. `_SQLITE`, sets
-/// one store's size).
+/// one store's size). First the node's heap per schedule in process
+/// (`SIMBA_BENCH_P14_HEAP_SCHEDULES`, default 20,000; quick 2,000); `--only p14-heap` runs that
+/// alone.
 async fn p14(ts: &[Target], args: &Args, plan: Plan, run: &str, r: &mut Results, step: &impl Fn(&str)) {
     let num = |var: &str, default: usize| {
         std::env::var(var).ok().and_then(|v| v.trim().replace(['_', ','], "").parse().ok()).unwrap_or(default)
     };
     let (all, hot) = if plan.quick { (2_000, 200) } else { (100_000, 2_500) };
     let (all, hot) = (num("SIMBA_BENCH_P14_SCHEDULES", all), num("SIMBA_BENCH_P14_HOT", hot));
-    for t in ts {
+    // In process over the in-memory store, whose partition reads scan every row: a smaller
+    // size than the stores' (the figure is per schedule).
+    let in_process = num("SIMBA_BENCH_P14_HEAP_SCHEDULES", if plan.quick { 2_000 } else { 20_000 });
+    step(&format!("P14 node heap in process: {in_process} schedules"));
+    match scale::held_heap(in_process).await {
+        Ok(b) => r.p14_heap = Some((in_process, b)),
+        Err(e) => r.error("P14 node heap", e),
+    }
+    for t in ts.iter().filter(|_| args.only.as_ref().is_none_or(|o| o.iter().any(|x| x == "p14"))) {
         let default = matches!(t.kind, Kind::Postgres | Kind::Redis);
         if !(wants_backend(args, t.kind) && (default || args.backends.is_some())) {
             continue;
@@ -428,7 +438,7 @@ async fn main() -> Result<()> {
     // P14 (issue 36 item 6): schedules as data at scale, three node processes per store, one
     // store at a time, after everything else (it loads the machine for minutes); PostgreSQL
     // and Redis unless --backends says.
-    if wants("p14") {
+    if wants("p14") || wants("p14-heap") {
         p14(&ts, &args, plan, &run, &mut r, &step).await;
     }
     r.wall = started.elapsed();

@@ -46,6 +46,8 @@ pub(crate) struct Results {
     pub(crate) p13: Vec<crate::history::P13Row>,
     /// P14: schedules as data at scale, per store.
     pub(crate) p14: Vec<crate::scale::P14Row>,
+    /// P14's node heap per schedule in process: (schedules, bytes per schedule).
+    pub(crate) p14_heap: Option<(usize, f64)>,
     /// Measures that failed, with why.
     pub(crate) errors: Vec<String>,
 }
@@ -159,6 +161,7 @@ impl Results {
             p12: Vec::new(),
             p13: Vec::new(),
             p14: Vec::new(),
+            p14_heap: None,
             p11: Vec::new(),
             errors: Vec::new(),
         }
@@ -377,6 +380,14 @@ impl Results {
                 format!("{} run-now latency", p.system),
                 format!("p50 {:.1} ms, p99 {:.1} ms, n={}", s.p50, s.p99, s.n),
                 if p.broadcasts { Goal::of(p.met()) } else { Goal::Without("(polls)") },
+            );
+        }
+        if let Some((n, b)) = self.p14_heap {
+            line(
+                "P14",
+                format!("node heap in process, {n} schedules"),
+                format!("{} of live heap per schedule held (one node, every partition)", bytes(b)),
+                Goal::of(b < 1024.0),
             );
         }
         for p in &self.p14 {
@@ -1467,6 +1478,15 @@ impl Results {
     fn p14_section(&self, w: &mut String) {
         let _ = writeln!(w, "## P14: schedules as data at scale\n");
         let _ = writeln!(w, "{P14_TEXT}");
+        if let Some((n, b)) = self.p14_heap {
+            let _ = writeln!(
+                w,
+                "In process (no store server): one node over an in-memory store of {n} yearly schedules keeps {} \
+                 of live heap per schedule it holds (its growth once loaded, less the same node's over an empty \
+                 store).\n",
+                bytes(b)
+            );
+        }
         let _ = writeln!(
             w,
             "| store | schedules | created /s | node RSS per schedule (a, b, c) | node live heap per schedule (a, b, c) | store per schedule | rows or keys per schedule | history per record |"

@@ -696,3 +696,53 @@ async fn unlink_matching(c: &mut redis::aio::MultiplexedConnection, pattern: &st
         cursor = next;
     }
 }
+
+/// P14's node heap per schedule, in process: `n` yearly schedules created in an in-memory
+/// store with no node running, then one node (holding every partition) started; the growth of
+/// its live heap once it has loaded them, less the growth of the same node over an empty
+/// store, per schedule. The store's rows are allocated before the node starts, so the growth
+/// is what the node keeps for the schedules it holds.
+pub(crate) async fn held_heap(n: usize) -> Result<f64> {
+    let with = node_growth(n).await?;
+    let without = node_growth(0).await?;
+    Ok(with.saturating_sub(without) as f64 / n.max(1) as f64)
+}
+
+/// The growth of one node's live heap once it loaded `n` schedules from an in-memory store.
+async fn node_growth(n: usize) -> Result<u64> {
+    let store = simba::backend::memory::MemoryBackend::new();
+    let api = Schedules::for_backend(&store)?.with_partitions(PARTITIONS)?.with_handlers(["tick"]);
+    let ids: Vec<String> = (0..n).map(id).collect();
+    create(&api, &ids, COLD).await?;
+    let toml = format!(
+        "[session]\nlease_duration = \"5s\"\nrenew_interval = \"1s\"\n\n[schedules]\npartitions = {PARTITIONS}\n"
+    );
+    let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
+    let tick = Handler::from_closure("tick", |_term, _payload| job_future(async {}));
+    let before = crate::heap::live();
+    let rt = Runtime::builder().config(cfg).without_registry().backend(store.clone()).handler(tick).start().await?;
+    let session = rt.simba().live().await?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while (0..PARTITIONS)
+        .any(|p| store.holder(&format!("simba.schedules.{p}")).and_then(|h| h.0).is_none_or(|h| h != session))
+    {
+        if Instant::now() > deadline {
+            bail!("one node did not hold every partition within 120 s");
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+    // Loaded once the heap stops moving: three samples 200 ms apart within 0.5% of each other.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = [0u64; 3];
+    for i in 0.. {
+        sleep(Duration::from_millis(200)).await;
+        last[i % 3] = crate::heap::live();
+        let (lo, hi) = (last.iter().min().copied().unwrap_or(0), last.iter().max().copied().unwrap_or(0));
+        if i >= 10 && lo > 0 && (hi - lo) * 200 <= hi || Instant::now() > deadline {
+            break;
+        }
+    }
+    let grown = crate::heap::live().saturating_sub(before);
+    rt.shutdown().await;
+    Ok(grown)
+}
