@@ -146,7 +146,7 @@ async fn p14(ts: &[Target], args: &Args, plan: Plan, run: &str, r: &mut Results,
     let in_process = num("SIMBA_BENCH_P14_HEAP_SCHEDULES", if plan.quick { 2_000 } else { 20_000 });
     step(&format!("P14 node heap in process: {in_process} schedules"));
     match scale::held_heap(in_process).await {
-        Ok(b) => r.p14_heap = Some((in_process, b)),
+        Ok((b, rss)) => r.p14_heap = Some((in_process, b, rss)),
         Err(e) => r.error("P14 node heap", e),
     }
     for t in ts.iter().filter(|_| args.only.as_ref().is_none_or(|o| o.iter().any(|x| x == "p14"))) {

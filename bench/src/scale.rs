@@ -702,14 +702,17 @@ async fn unlink_matching(c: &mut redis::aio::MultiplexedConnection, pattern: &st
 /// its live heap once it has loaded them, less the growth of the same node over an empty
 /// store, per schedule. The store's rows are allocated before the node starts, so the growth
 /// is what the node keeps for the schedules it holds.
-pub(crate) async fn held_heap(n: usize) -> Result<f64> {
+/// Returns the bytes per schedule of live heap and of RSS (the process's own).
+pub(crate) async fn held_heap(n: usize) -> Result<(f64, f64)> {
     let with = node_growth(n).await?;
     let without = node_growth(0).await?;
-    Ok(with.saturating_sub(without) as f64 / n.max(1) as f64)
+    let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / n.max(1) as f64;
+    Ok((per(with.0, without.0), per(with.1, without.1)))
 }
 
-/// The growth of one node's live heap once it loaded `n` schedules from an in-memory store.
-async fn node_growth(n: usize) -> Result<u64> {
+/// The growth of one node's live heap and of the process's RSS once it loaded `n` schedules
+/// from an in-memory store.
+async fn node_growth(n: usize) -> Result<(u64, u64)> {
     let store = simba::backend::memory::MemoryBackend::new();
     let api = Schedules::for_backend(&store)?.with_partitions(PARTITIONS)?.with_handlers(["tick"]);
     let ids: Vec<String> = (0..n).map(id).collect();
@@ -719,7 +722,7 @@ async fn node_growth(n: usize) -> Result<u64> {
     );
     let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
     let tick = Handler::from_closure("tick", |_term, _payload| job_future(async {}));
-    let before = crate::heap::live();
+    let before = (crate::heap::live(), rss(std::process::id())?);
     let rt = Runtime::builder().config(cfg).without_registry().backend(store.clone()).handler(tick).start().await?;
     let session = rt.simba().live().await?;
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -742,7 +745,7 @@ async fn node_growth(n: usize) -> Result<u64> {
             break;
         }
     }
-    let grown = crate::heap::live().saturating_sub(before);
+    let grown = (crate::heap::live().saturating_sub(before.0), rss(std::process::id())?.saturating_sub(before.1));
     rt.shutdown().await;
     Ok(grown)
 }

@@ -30,8 +30,9 @@ pub(super) struct Entry {
 }
 
 impl Entry {
-    /// The entry of `schedule`, whose spec parsed as `fires`, next firing after `now_ms`.
-    pub(super) fn new(schedule: Schedule, fires: Arc<Fires>, handler: Arc<str>, now_ms: i64) -> Self {
+    /// The entry of `schedule` (run by `handler`; its spec parsed as `fires`), next firing
+    /// after `now_ms`.
+    pub(super) fn new(handler: Arc<str>, fires: Arc<Fires>, schedule: Schedule, now_ms: i64) -> Self {
         let mut e = Entry {
             handler,
             payload: Arc::from(schedule.payload),

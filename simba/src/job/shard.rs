@@ -273,20 +273,24 @@ impl Shards {
         if shard.seen == Some(counter) {
             return Ok(Vec::new());
         }
+        // Each page is turned into what loading needs as it comes (an entry for a schedule new
+        // or edited here, a few fields otherwise), so that the rows of a whole partition are
+        // never all in memory at once.
         let mut rows = Vec::new();
         let mut query = ListQuery::first(PAGE).partition(shard.partition);
         loop {
             let page = store.list(&query).await?;
             let last = page.last().map(|s| s.id.clone());
             let full = page.len() == PAGE;
-            rows.extend(page);
+            let now_ms = self.inner.rec.now().timestamp_millis();
+            rows.extend(page.into_iter().map(|s| shard.read_row(s, now_ms, &self.inner.shared)));
             match last {
                 Some(id) if full => query = query.after(id),
                 _ => break,
             }
         }
         let now_ms = self.inner.rec.now().timestamp_millis();
-        let unfired = shard.load(rows, now_ms, &self.inner.shared);
+        let unfired = shard.apply(rows, now_ms);
         shard.seen = Some(counter);
         shard.loaded_ms = now_ms;
         tracing::debug!(
@@ -632,6 +636,16 @@ impl InFlight {
     }
 }
 
+/// A row of a partition's read as loading needs it ([`Shard::read_row`]).
+struct ReadRow {
+    id: String,
+    revision: u64,
+    updated_ms: i64,
+    paused: bool,
+    /// Its entry, for a schedule new or edited since the shard's entries were made.
+    fresh: Option<Entry>,
+}
+
 /// One partition's schedules, by id, and the change counter they were read at.
 struct Shard {
     partition: u32,
@@ -648,34 +662,54 @@ impl Shard {
     /// of the entries replaced or left out that were due before their write (its `updated_ms`;
     /// now for a deleted one) and that this node had not fired yet (it was late): they belong
     /// to the spec the write replaced, and the caller records them `missed`.
+    #[cfg(test)]
     fn load(&mut self, rows: Vec<Schedule>, now_ms: i64, shared: &Shared) -> Vec<(String, Vec<i64>)> {
-        let mut entries = BTreeMap::new();
+        let rows = rows.into_iter().map(|s| self.read_row(s, now_ms, shared)).collect();
+        self.apply(rows, now_ms)
+    }
+
+    /// What loading needs of row `s`, read at `now_ms`: its entry, built now, when the schedule
+    /// is new or edited since this shard's entries were made (and not paused, and its spec
+    /// checks); its id, revision and write time otherwise.
+    fn read_row(&self, mut s: Schedule, now_ms: i64, shared: &Shared) -> ReadRow {
+        let (revision, updated_ms, paused) = (s.revision, s.updated_ms, s.paused);
+        let id = std::mem::take(&mut s.id);
+        let same = self.entries.get(&id).is_some_and(|e| e.revision == revision);
+        let fresh = if paused || same {
+            None
+        } else {
+            match shared.fires(&s.spec) {
+                Ok(fires) => Some(Entry::new(shared.handler(&s.handler), fires, s, now_ms)),
+                Err(e) => {
+                    tracing::warn!(schedule = %id, error = %e, "the schedule's spec does not check; not running it");
+                    None
+                }
+            }
+        };
+        ReadRow { id, revision, updated_ms, paused, fresh }
+    }
+
+    /// Replaces the entries with the partition's `rows` as [`read_row`](Self::read_row) made
+    /// them (see [`load`](Self::load)); returns the slots the replaced entries left unfired.
+    fn apply(&mut self, rows: Vec<ReadRow>, now_ms: i64) -> Vec<(String, Vec<i64>)> {
         let mut unfired = Vec::new();
-        let read: HashMap<&str, &Schedule> = rows.iter().map(|s| (s.id.as_str(), s)).collect();
+        let read: HashMap<&str, &ReadRow> = rows.iter().map(|r| (r.id.as_str(), r)).collect();
         for (id, old) in &self.entries {
             let row = read.get(id.as_str());
-            let before = row.map_or(now_ms, |s| s.updated_ms);
-            let changed = row.is_none_or(|s| s.paused || s.revision != old.revision);
+            let before = row.map_or(now_ms, |r| r.updated_ms);
+            let changed = row.is_none_or(|r| r.paused || r.revision != old.revision);
             let slots = if changed { old.unfired(id, before, now_ms, MAX_UNFIRED) } else { Vec::new() };
             if !slots.is_empty() {
                 unfired.push((id.clone(), slots));
             }
         }
         drop(read);
-        for mut s in rows.into_iter().filter(|s| !s.paused) {
-            if let Some((id, old)) = self.entries.remove_entry(&s.id).filter(|(_, e)| e.revision == s.revision) {
+        let mut entries = BTreeMap::new();
+        for r in rows.into_iter().filter(|r| !r.paused) {
+            if let Some(fresh) = r.fresh {
+                entries.insert(r.id, fresh);
+            } else if let Some((id, old)) = self.entries.remove_entry(&r.id).filter(|(_, e)| e.revision == r.revision) {
                 entries.insert(id, old);
-                continue;
-            }
-            match shared.fires(&s.spec) {
-                Ok(fires) => {
-                    let handler = shared.handler(&s.handler);
-                    let id = std::mem::take(&mut s.id);
-                    entries.insert(id, Entry::new(s, fires, handler, now_ms));
-                }
-                Err(e) => {
-                    tracing::warn!(schedule = %s.id, error = %e, "the schedule's spec does not check; not running it")
-                }
             }
         }
         self.entries = entries;
