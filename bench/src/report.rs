@@ -1482,16 +1482,7 @@ impl Results {
     fn p14_section(&self, w: &mut String) {
         let _ = writeln!(w, "## P14: schedules as data at scale\n");
         let _ = writeln!(w, "{P14_TEXT}");
-        if let Some((n, b, rss)) = self.p14_heap {
-            let _ = writeln!(
-                w,
-                "In process (no store server): one node over an in-memory store of {n} yearly schedules keeps {} \
-                 of live heap and {} of RSS per schedule it holds (the growth once loaded, less the same node's \
-                 over an empty store).\n",
-                bytes(b),
-                bytes(rss)
-            );
-        }
+        self.p14_heap_text(w);
         let _ = writeln!(
             w,
             "| store | schedules | created /s | node RSS per schedule (a, b, c) | node live heap per schedule (a, b, c) | store per schedule | rows or keys per schedule | history per record |"
@@ -1569,6 +1560,20 @@ impl Results {
             );
         }
         let _ = writeln!(w);
+    }
+
+    /// P14's in-process node memory, when measured.
+    fn p14_heap_text(&self, w: &mut String) {
+        if let Some((n, b, rss)) = self.p14_heap {
+            let _ = writeln!(
+                w,
+                "In process (no store server): one node over an in-memory store of {n} yearly schedules keeps {} \
+             of live heap and {} of RSS per schedule it holds (the growth once loaded, less the same node's \
+             over an empty store).\n",
+                bytes(b),
+                bytes(rss)
+            );
+        }
     }
 }
 
