@@ -7,7 +7,7 @@ use simba::RevokeReason;
 use simba::backend::memory::MemoryBackend;
 use simba::tck::{Fault, Op};
 use simba_tests::faulty_client;
-use tokio::time::{Instant, sleep};
+use tokio::time::{Instant, sleep, sleep_until};
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -347,4 +347,122 @@ async fn k3_dropped_acquire_finishes_its_call_and_releases_the_late_grant() {
         "K3/T7: the lock's term is valid but the store no longer holds it"
     );
     a.close().await;
+}
+
+/// K3 and K4 for an attempt dropped while its reply is due: the store grants the lease at once
+/// but the reply takes 2 s. The dropped attempt's call finishes on a task of its own and keeps
+/// the name's slot until that reply; its win, which answers nobody, is released (K4); only then
+/// is the next acquisition sent, and it gets a new term the store holds. Fails if dropping the
+/// attempt freed the slot at once (a second acquisition before 2 s), or lost its late win (the
+/// slot is never freed, or the win is not released and the next lock adopts token 1 again).
+#[tokio::test(start_paused = true)]
+async fn k3_k4_abandoned_attempt_keeps_the_slot_until_its_reply_and_releases_its_win() {
+    let name = "k3.reply";
+    let store = MemoryBackend::new();
+    let (a, h) = faulty_client(&store, 1);
+    let sid = a.live().await.expect("live");
+    h.set(Op::Acquire, Fault::DelayReply(S(2)));
+    let t0 = Instant::now();
+    assert!(tokio::time::timeout(MS(500), a.lock(name).acquire()).await.is_err(), "won before the drop");
+    assert_eq!(store.holder(name), Some((Some(sid.clone()), 1)), "the store granted token 1 at once");
+    h.clear();
+    let next = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock(name).acquire().await }
+    });
+    sleep_until(t0 + MS(1990)).await;
+    assert_eq!(h.calls(Op::Acquire), 1, "K3: a second acquisition before the dropped one's reply");
+    assert_eq!(h.calls(Op::Release), 0, "nothing to release before the reply");
+    assert!(!next.is_finished());
+    let g = tokio::time::timeout(S(10), next)
+        .await
+        .expect("K3: the slot was not freed at the dropped attempt's reply")
+        .expect("join")
+        .expect("lock");
+    let times = h.call_times(Op::Acquire);
+    assert!(times[1] - t0 >= S(2), "K3: the next acquisition was sent {:?} in, before the reply", times[1] - t0);
+    assert!(h.calls(Op::Release) >= 1, "K4: the dropped attempt's late win was never released");
+    assert!(g.term().token() > 1, "K4: the next lock adopted the dropped attempt's token 1");
+    sleep(S(3)).await;
+    assert!(g.term().is_valid());
+    assert_eq!(store.holder(name), Some((Some(sid), g.term().token())), "K3/T7: the store no longer holds the term");
+    a.close().await;
+}
+
+/// K3 for an attempt dropped while its call gets no answer: the slot is kept until the call's
+/// D2 timeout (5 s with the defaults) and no longer; the next acquisition is sent then and
+/// wins. Fails if dropping freed the slot at once (a second acquisition before 5 s) or never
+/// (the next lock waits for good).
+#[tokio::test(start_paused = true)]
+async fn k3_abandoned_attempt_keeps_the_slot_until_its_timeout() {
+    let name = "k3.timeout";
+    let store = MemoryBackend::new();
+    let (a, h) = faulty_client(&store, 1);
+    let sid = a.live().await.expect("live");
+    h.set(Op::Acquire, Fault::DelayRequest(S(60)));
+    let t0 = Instant::now();
+    assert!(tokio::time::timeout(MS(500), a.lock(name).acquire()).await.is_err(), "won before the drop");
+    h.clear();
+    let next = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock(name).acquire().await }
+    });
+    sleep_until(t0 + MS(4990)).await;
+    assert_eq!(h.calls(Op::Acquire), 1, "K3: a second acquisition before the dropped one's timeout");
+    assert!(!next.is_finished());
+    let g = tokio::time::timeout(S(1), next)
+        .await
+        .expect("K3: the slot was not freed at the dropped attempt's timeout")
+        .expect("join")
+        .expect("lock");
+    let times = h.call_times(Op::Acquire);
+    assert!(times[1] - t0 >= S(5), "K3: the next acquisition was sent {:?} in, before the timeout", times[1] - t0);
+    assert_eq!(store.holder(name), Some((Some(sid), g.term().token())));
+    a.close().await;
+}
+
+/// K3: an acquisition that waits for the name's slot (behind a dropped one whose request takes
+/// 2 s to reach the store) can itself be given up while it waits: it
+/// holds nothing, so dropping it neither frees the slot (a third acquisition still waits for
+/// the first one's reply) nor sends anything later.
+#[tokio::test(start_paused = true)]
+async fn k3_attempt_waiting_for_the_slot_is_given_up_without_a_call() {
+    let name = "k3.waiting";
+    let store = MemoryBackend::new();
+    let (a, h) = faulty_client(&store, 1);
+    let sid = a.live().await.expect("live");
+    let slow = || h.set(Op::Acquire, Fault::DelayRequest(S(2)));
+    // The first dropped attempt's call is under way; the second waits for its slot, dropped.
+    slow();
+    let t0 = Instant::now();
+    assert!(given_up_after(&a, name, MS(500)).await, "won before the drop");
+    h.clear();
+    assert!(given_up_after(&a, name, MS(500)).await, "the waiting attempt won");
+    sleep_until(t0 + S(3)).await;
+    assert_eq!(h.calls(Op::Acquire), 1, "the attempt given up while it waited sent its call later");
+    assert_eq!(store.holder(name), Some((None, 1)), "K4: the dropped attempt's win was not released");
+    // Again, now with a third acquisition behind the waiting one that is given up.
+    slow();
+    let t1 = Instant::now();
+    assert!(given_up_after(&a, name, MS(500)).await, "won before the drop");
+    h.clear();
+    assert!(given_up_after(&a, name, MS(500)).await, "the waiting attempt won");
+    let next = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock(name).acquire().await }
+    });
+    sleep_until(t1 + MS(1990)).await;
+    assert_eq!(h.calls(Op::Acquire), 2, "K3: giving up the waiting attempt freed the slot of the one in flight");
+    let g =
+        tokio::time::timeout(S(10), next).await.expect("K3: the slot was never freed").expect("join").expect("lock");
+    assert!(h.call_times(Op::Acquire)[2] - t1 >= S(2), "K3: the third acquisition went before the reply");
+    sleep(S(3)).await;
+    assert!(g.term().is_valid());
+    assert_eq!(store.holder(name), Some((Some(sid), g.term().token())));
+    a.close().await;
+}
+
+/// Whether `acquire()` of `name` was given up (its future dropped) after `d` without a lock.
+async fn given_up_after(a: &simba::Simba, name: &str, d: Duration) -> bool {
+    tokio::time::timeout(d, a.lock(name).acquire()).await.is_err()
 }
