@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use simba::RevokeReason;
+use simba::backend::SessionId;
 use simba::backend::memory::MemoryBackend;
-use simba::tck::{Fault, Op};
+use simba::tck::{Fault, FaultHandle, Op};
 use simba_tests::faulty_client;
 use tokio::time::{Instant, sleep, sleep_until};
 
@@ -307,6 +308,47 @@ async fn k5_try_acquire_now_does_not_wait_for_a_local_holder() {
     a.close().await;
 }
 
+/// How an acquisition that has not won within 500 ms is given up.
+#[derive(Clone, Copy, Debug)]
+enum GiveUp {
+    /// Its `acquire()` future is dropped.
+    Drop,
+    /// `try_acquire(500 ms)` times out.
+    Timeout,
+}
+
+/// Gives up an acquisition of `name` after 500 ms as `how` says (failing if it won), clears
+/// the faults, and spawns the next acquisition of the name.
+async fn give_up_then_spawn_next(
+    a: &simba::Simba,
+    h: &FaultHandle,
+    name: &'static str,
+    how: GiveUp,
+) -> tokio::task::JoinHandle<Result<simba::LockGuard, simba::Error>> {
+    let won = match how {
+        GiveUp::Drop => !given_up_after(a, name, MS(500)).await,
+        GiveUp::Timeout => a.lock(name).try_acquire(MS(500)).await.expect("try").is_some(),
+    };
+    assert!(!won, "won before it was given up ({how:?})");
+    h.clear();
+    tokio::spawn({
+        let a = a.clone();
+        async move { a.lock(name).acquire().await }
+    })
+}
+
+/// K3/T7: 3 s after it was taken, the lock's term is valid and the store holds it for the
+/// session.
+async fn assert_held_for_good(store: &MemoryBackend, name: &str, sid: &SessionId, g: &simba::LockGuard) {
+    sleep(S(3)).await;
+    assert!(g.term().is_valid());
+    assert_eq!(
+        store.holder(name),
+        Some((Some(sid.clone()), g.term().token())),
+        "K3/T7: the lock's term is valid but the store no longer holds it"
+    );
+}
+
 /// K3 from the caller's side: an `acquire()` future dropped while its store call is in flight
 /// leaves the call to finish on its own (the attempt's task). The request still
 /// reaches the store, the name's slot stays taken until its reply (the next acquisition is
@@ -321,14 +363,9 @@ async fn k3_dropped_acquire_finishes_its_call_and_releases_the_late_grant() {
     // The request reaches the store 2 s after it was sent, within the 5 s call timeout.
     h.set(Op::Acquire, Fault::DelayRequest(S(2)));
     let t0 = Instant::now();
-    assert!(tokio::time::timeout(MS(500), a.lock(name).acquire()).await.is_err(), "won before the drop");
+    let next = give_up_then_spawn_next(&a, &h, name, GiveUp::Drop).await;
     assert_eq!(h.calls(Op::Acquire), 1);
     assert_eq!(store.holder(name), None, "the request reached the store before its delay");
-    h.clear();
-    let next = tokio::spawn({
-        let a = a.clone();
-        async move { a.lock(name).acquire().await }
-    });
     sleep(MS(1400)).await;
     assert_eq!(h.calls(Op::Acquire), 1, "K3: a second acquisition while the dropped one is in flight");
     assert!(!next.is_finished());
@@ -339,54 +376,53 @@ async fn k3_dropped_acquire_finishes_its_call_and_releases_the_late_grant() {
     assert!(times[1] - t0 >= S(2), "K3: the next acquisition was sent {:?} in, before the reply", times[1] - t0);
     assert!(h.calls(Op::Release) >= 1, "K4: the grant the dropped call got was never released");
     assert!(g.term().token() > 1, "K4: the next lock adopted the dropped call's token 1");
-    sleep(S(3)).await;
-    assert!(g.term().is_valid());
-    assert_eq!(
-        store.holder(name),
-        Some((Some(sid.clone()), g.term().token())),
-        "K3/T7: the lock's term is valid but the store no longer holds it"
-    );
+    assert_held_for_good(&store, name, &sid, &g).await;
     a.close().await;
 }
 
-/// K3 and K4 for an attempt dropped while its reply is due: the store grants the lease at once
-/// but the reply takes 2 s. The dropped attempt's call finishes on a task of its own and keeps
-/// the name's slot until that reply; its win, which answers nobody, is released (K4); only then
-/// is the next acquisition sent, and it gets a new term the store holds. Fails if dropping the
-/// attempt freed the slot at once (a second acquisition before 2 s), or lost its late win (the
-/// slot is never freed, or the win is not released and the next lock adopts token 1 again).
-#[tokio::test(start_paused = true)]
-async fn k3_k4_abandoned_attempt_keeps_the_slot_until_its_reply_and_releases_its_win() {
+/// K3 and K4 for an attempt given up while its reply is due: the store grants the lease at
+/// once but the reply takes 2 s. The given-up attempt's call finishes on a task of its own and
+/// keeps the name's slot until that reply; its win, which answers nobody, is released (K4);
+/// only then is the next acquisition sent, and it gets a new term the store holds. Fails if
+/// giving the attempt up freed the slot at once (a second acquisition before 2 s), or lost its
+/// late win (the slot is never freed, or the win is not released and the next lock adopts
+/// token 1 again).
+async fn k3_k4_given_up_attempt_keeps_the_slot_until_its_reply(how: GiveUp) {
     let name = "k3.reply";
     let store = MemoryBackend::new();
     let (a, h) = faulty_client(&store, 1);
     let sid = a.live().await.expect("live");
     h.set(Op::Acquire, Fault::DelayReply(S(2)));
     let t0 = Instant::now();
-    assert!(tokio::time::timeout(MS(500), a.lock(name).acquire()).await.is_err(), "won before the drop");
+    let next = give_up_then_spawn_next(&a, &h, name, how).await;
     assert_eq!(store.holder(name), Some((Some(sid.clone()), 1)), "the store granted token 1 at once");
-    h.clear();
-    let next = tokio::spawn({
-        let a = a.clone();
-        async move { a.lock(name).acquire().await }
-    });
     sleep_until(t0 + MS(1990)).await;
-    assert_eq!(h.calls(Op::Acquire), 1, "K3: a second acquisition before the dropped one's reply");
+    assert_eq!(h.calls(Op::Acquire), 1, "K3: a second acquisition before the given-up one's reply");
     assert_eq!(h.calls(Op::Release), 0, "nothing to release before the reply");
     assert!(!next.is_finished());
     let g = tokio::time::timeout(S(10), next)
         .await
-        .expect("K3: the slot was not freed at the dropped attempt's reply")
+        .expect("K3: the slot was not freed at the given-up attempt's reply")
         .expect("join")
         .expect("lock");
     let times = h.call_times(Op::Acquire);
     assert!(times[1] - t0 >= S(2), "K3: the next acquisition was sent {:?} in, before the reply", times[1] - t0);
-    assert!(h.calls(Op::Release) >= 1, "K4: the dropped attempt's late win was never released");
-    assert!(g.term().token() > 1, "K4: the next lock adopted the dropped attempt's token 1");
-    sleep(S(3)).await;
-    assert!(g.term().is_valid());
-    assert_eq!(store.holder(name), Some((Some(sid), g.term().token())), "K3/T7: the store no longer holds the term");
+    assert!(h.calls(Op::Release) >= 1, "K4: the given-up attempt's late win was never released");
+    assert!(g.term().token() > 1, "K4: the next lock adopted the given-up attempt's token 1");
+    assert_held_for_good(&store, name, &sid, &g).await;
     a.close().await;
+}
+
+/// K3, K4 for an `acquire()` future dropped while its reply is due.
+#[tokio::test(start_paused = true)]
+async fn k3_k4_dropped_attempt_keeps_the_slot_until_its_reply_and_releases_its_win() {
+    k3_k4_given_up_attempt_keeps_the_slot_until_its_reply(GiveUp::Drop).await;
+}
+
+/// K3, K4 for a `try_acquire` whose timeout passes while its reply is due.
+#[tokio::test(start_paused = true)]
+async fn k3_k4_timed_out_attempt_keeps_the_slot_until_its_reply_and_releases_its_win() {
+    k3_k4_given_up_attempt_keeps_the_slot_until_its_reply(GiveUp::Timeout).await;
 }
 
 /// K3 for an attempt dropped while its call gets no answer: the slot is kept until the call's
@@ -401,12 +437,7 @@ async fn k3_abandoned_attempt_keeps_the_slot_until_its_timeout() {
     let sid = a.live().await.expect("live");
     h.set(Op::Acquire, Fault::DelayRequest(S(60)));
     let t0 = Instant::now();
-    assert!(tokio::time::timeout(MS(500), a.lock(name).acquire()).await.is_err(), "won before the drop");
-    h.clear();
-    let next = tokio::spawn({
-        let a = a.clone();
-        async move { a.lock(name).acquire().await }
-    });
+    let next = give_up_then_spawn_next(&a, &h, name, GiveUp::Drop).await;
     sleep_until(t0 + MS(4990)).await;
     assert_eq!(h.calls(Op::Acquire), 1, "K3: a second acquisition before the dropped one's timeout");
     assert!(!next.is_finished());
@@ -417,7 +448,7 @@ async fn k3_abandoned_attempt_keeps_the_slot_until_its_timeout() {
         .expect("lock");
     let times = h.call_times(Op::Acquire);
     assert!(times[1] - t0 >= S(5), "K3: the next acquisition was sent {:?} in, before the timeout", times[1] - t0);
-    assert_eq!(store.holder(name), Some((Some(sid), g.term().token())));
+    assert_held_for_good(&store, name, &sid, &g).await;
     a.close().await;
 }
 
