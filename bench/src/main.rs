@@ -5,17 +5,17 @@
 //! stops the servers). `SIMBA_BENCH_QUICK=1` (or `--quick`) makes a smoke run with small sizes;
 //! `--only p1,p3` runs some measures; `--backends sqlite,redis` (or `SIMBA_BENCH_BACKENDS`)
 //! runs P5 and P6 on some backends only; `--out DIR` writes there instead of the current
-//! directory. `simba-bench schedule-node ...` is P14's node process (the benchmark starts it
-//! itself). Design: docs/adr/0009-benchmarks.md.
+//! directory. P14's node processes are the binary `simba-bench-node` (`bin/simba-bench-node.rs`),
+//! which the benchmark finds beside its own executable and starts itself. Design: docs/adr/0009-benchmarks.md.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod counting;
 mod fairness;
 mod fleet;
-mod heap;
 mod history;
 mod measures;
+mod p14_common;
 mod report;
 mod scale;
 mod startup;
@@ -210,9 +210,6 @@ async fn main() -> Result<()> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().is_some_and(|a| a == "--startup-child") {
         return startup::child(&argv[1..]).await;
-    }
-    if argv.first().is_some_and(|a| a == "schedule-node") {
-        return scale::node(&argv[1..]).await;
     }
     let args = args()?;
     let ts = targets()?;

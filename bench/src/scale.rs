@@ -1,5 +1,5 @@
-//! P14, schedules as data at scale (issue 36 item 6): three node processes of this binary
-//! (`simba-bench schedule-node ...`, each a `Runtime` with one handler and no job) run the
+//! P14, schedules as data at scale (issue 36 item 6): three node processes
+//! (`simba-bench-node schedule-node ...`, each a `Runtime` with one handler and no job) run the
 //! schedules of one store; the parent creates them through `admin::Schedules`, then measures:
 //!
 //! - **creation**: schedules created per second (64 creates in flight, nodes running);
@@ -32,22 +32,15 @@ use futures_util::StreamExt;
 use simba::admin::Schedules;
 use simba::backend::Backend;
 use simba::backend::namespace::Namespace;
-use simba::job::{Handler, job_future};
 use simba::job_store::{Outcome, SharedJobStore};
-use simba::runtime::{Runtime, RuntimeConfig};
-use simba::schedule_store::{Schedule, ScheduleSpec, partition_of};
+use simba::schedule_store::partition_of;
 use simba::{Simba, SimbaConfig};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::{Instant, sleep, timeout};
 
 use crate::measures::{Kind, Target};
+use crate::p14_common::{COLD, CREATES_IN_FLIGHT, PARTITIONS, create, id, rss};
 
-/// The nodes' partitions of `simba.schedules` (the default).
-const PARTITIONS: u32 = 64;
-/// Creates in flight.
-const CREATES_IN_FLIGHT: usize = 64;
-/// A cron that never fires during a run: the cold schedules.
-const COLD: &str = "0 0 0 1 1 *";
 /// The hot schedules' cron: every second.
 const HOT: &str = "* * * * * *";
 /// The node names.
@@ -139,42 +132,6 @@ impl P14Row {
     }
 }
 
-/// The hidden subcommand: `schedule-node URL NAMESPACE NODE LEASE_MS RENEW_MS`. Runs a runtime
-/// with the handler `tick` (which does nothing) until its standard input closes, printing
-/// `session <id>` once its session is live.
-pub(crate) async fn node(args: &[String]) -> Result<()> {
-    let [url, ns, name, lease_ms, renew_ms] = args else {
-        bail!("schedule-node needs URL NAMESPACE NODE LEASE_MS RENEW_MS");
-    };
-    let toml = format!(
-        "[backend]\nurl = \"{url}\"\nnamespace = \"{ns}\"\n\n[session]\nlease_duration = \"{lease_ms}ms\"\n\
-         renew_interval = \"{renew_ms}ms\"\n\n[schedules]\npartitions = {PARTITIONS}\n"
-    );
-    let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
-    let tick = Handler::from_closure("tick", |_term, _payload| job_future(async {}));
-    let rt = Runtime::builder().config(cfg).node_name(name.clone()).without_registry().handler(tick).start().await?;
-    let session = timeout(Duration::from_secs(30), rt.simba().live())
-        .await
-        .map_err(|_| anyhow!("no live session within 30 s"))??;
-    println!("session {session}");
-    // The live heap, for the parent's per-schedule figure.
-    tokio::spawn(async {
-        loop {
-            println!("heap {}", crate::heap::live());
-            sleep(Duration::from_millis(500)).await;
-        }
-    });
-    // Until the parent closes the pipe (or dies).
-    let _ = tokio::task::spawn_blocking(|| {
-        use std::io::Read;
-        let mut sink = Vec::new();
-        std::io::stdin().read_to_end(&mut sink)
-    })
-    .await;
-    rt.shutdown().await;
-    Ok(())
-}
-
 /// A node process.
 struct Node {
     name: &'static str,
@@ -183,17 +140,6 @@ struct Node {
     session: String,
     /// The node's live heap as it last told it, bytes.
     heap: Arc<AtomicU64>,
-}
-
-fn rss(pid: u32) -> Result<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb = s
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse::<u64>().ok())
-        .ok_or_else(|| anyhow!("no VmRSS for {pid}"))?;
-    Ok(kb * 1024)
 }
 
 fn ticks(pid: u32) -> u64 {
@@ -249,28 +195,6 @@ async fn holders(b: &impl Backend, ns: &str) -> Result<BTreeMap<u32, String>> {
         .into_iter()
         .filter_map(|l| Some((l.name.strip_prefix(&prefix)?.parse().ok()?, l.session.to_string())))
         .collect())
-}
-
-fn id(i: usize) -> String {
-    format!("tenant-{i:06}")
-}
-
-/// Creates schedules `ids` on `spec`, `CREATES_IN_FLIGHT` at a time; returns the seconds taken.
-async fn create(api: &Schedules, ids: &[String], spec: &str) -> Result<f64> {
-    let started = Instant::now();
-    let results: Vec<_> = futures_util::stream::iter(ids.iter().cloned())
-        .map(|id| {
-            let s = Schedule::new(id.clone(), "tick", ScheduleSpec::cron(spec, "UTC"))
-                .with_payload(format!(r#"{{"tenant": "{id}"}}"#));
-            async move { api.create(s, "simba-bench").await }
-        })
-        .buffer_unordered(CREATES_IN_FLIGHT)
-        .collect()
-        .await;
-    if let Some(e) = results.into_iter().find_map(Result::err) {
-        bail!("create: {e}");
-    }
-    Ok(started.elapsed().as_secs_f64())
 }
 
 /// What the store holds, as (bytes, rows or keys): the schedule tables and the history tables
@@ -372,7 +296,7 @@ async fn count(
 
 /// P14 on `t`: `s.schedules` schedules, `s.hot` of them every second.
 pub(crate) async fn p14(t: &Target, s: Sizes, run: &str, step: &impl Fn(&str)) -> Result<P14Row> {
-    let exe = std::env::current_exe().context("the benchmark's own executable")?;
+    let exe = node_exe()?;
     let label = t.kind.label();
     let ns = format!("p14-{}-{run}", label.to_lowercase());
     let cfg = SimbaConfig::builder().lease_duration(s.lease).renew_interval(s.renew).build()?;
@@ -697,55 +621,41 @@ async fn unlink_matching(c: &mut redis::aio::MultiplexedConnection, pattern: &st
     }
 }
 
-/// P14's node heap per schedule, in process: `n` yearly schedules created in an in-memory
-/// store with no node running, then one node (holding every partition) started; the growth of
-/// its live heap once it has loaded them, less the growth of the same node over an empty
-/// store, per schedule. The store's rows are allocated before the node starts, so the growth
-/// is what the node keeps for the schedules it holds.
-/// Returns the bytes per schedule of live heap and of RSS (the process's own).
-pub(crate) async fn held_heap(n: usize) -> Result<(f64, f64)> {
-    let with = node_growth(n).await?;
-    let without = node_growth(0).await?;
-    let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / n.max(1) as f64;
-    Ok((per(with.0, without.0), per(with.1, without.1)))
+/// The node binary, `simba-bench-node`, beside this one.
+fn node_exe() -> Result<std::path::PathBuf> {
+    let exe = std::env::current_exe().context("the benchmark's own executable")?.with_file_name("simba-bench-node");
+    if !exe.is_file() {
+        bail!(
+            "P14's node binary {} is missing: build both binaries with `cargo build --release -p simba-bench` \
+             (`bash scripts/bench.sh` does)",
+            exe.display()
+        );
+    }
+    Ok(exe)
 }
 
-/// The growth of one node's live heap and of the process's RSS once it loaded `n` schedules
-/// from an in-memory store.
-async fn node_growth(n: usize) -> Result<(u64, u64)> {
-    let store = simba::backend::memory::MemoryBackend::new();
-    let api = Schedules::for_backend(&store)?.with_partitions(PARTITIONS)?.with_handlers(["tick"]);
-    let ids: Vec<String> = (0..n).map(id).collect();
-    create(&api, &ids, COLD).await?;
-    let toml = format!(
-        "[session]\nlease_duration = \"5s\"\nrenew_interval = \"1s\"\n\n[schedules]\npartitions = {PARTITIONS}\n"
-    );
-    let cfg = RuntimeConfig::from_toml_str(&toml, "benchmark", Vec::new())?;
-    let tick = Handler::from_closure("tick", |_term, _payload| job_future(async {}));
-    let before = (crate::heap::live(), rss(std::process::id())?);
-    let rt = Runtime::builder().config(cfg).without_registry().backend(store.clone()).handler(tick).start().await?;
-    let session = rt.simba().live().await?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while (0..PARTITIONS)
-        .any(|p| store.holder(&format!("simba.schedules.{p}")).and_then(|h| h.0).is_none_or(|h| h != session))
-    {
-        if Instant::now() > deadline {
-            bail!("one node did not hold every partition within 120 s");
-        }
-        sleep(Duration::from_millis(100)).await;
+/// P14's node heap per schedule, in process (`simba-bench-node held-heap N`, which counts its
+/// allocations): `n` yearly schedules created in an in-memory store with no node running,
+/// then one node (holding every partition) started; the growth of its live heap once it has
+/// loaded them, less the growth of the same node over an empty store, per schedule.
+/// Returns the bytes per schedule of live heap and of RSS.
+pub(crate) async fn held_heap(n: usize) -> Result<(f64, f64)> {
+    let out = tokio::process::Command::new(node_exe()?)
+        .args(["held-heap", &n.to_string()])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .await
+        .context("start simba-bench-node held-heap")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("simba-bench-node held-heap {n} failed ({}): {text}", out.status);
     }
-    // Loaded once the heap stops moving: three samples 200 ms apart within 0.5% of each other.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = [0u64; 3];
-    for i in 0.. {
-        sleep(Duration::from_millis(200)).await;
-        last[i % 3] = crate::heap::live();
-        let (lo, hi) = (last.iter().min().copied().unwrap_or(0), last.iter().max().copied().unwrap_or(0));
-        if i >= 10 && lo > 0 && (hi - lo) * 200 <= hi || Instant::now() > deadline {
-            break;
-        }
+    let figures =
+        text.lines().find_map(|l| l.strip_prefix("held-heap ")).ok_or_else(|| anyhow!("no figures: {text}"))?;
+    let parsed: Vec<f64> = figures.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    match parsed[..] {
+        [heap, rss] => Ok((heap, rss)),
+        _ => bail!("simba-bench-node held-heap printed `{figures}`, not two figures"),
     }
-    let grown = (crate::heap::live().saturating_sub(before.0), rss(std::process::id())?.saturating_sub(before.1));
-    rt.shutdown().await;
-    Ok(grown)
 }
