@@ -13,6 +13,10 @@ use simba_core::schedules::{Fires, job_name};
 
 use crate::schedule_store::{Policies, Schedule, ScheduleSpec};
 
+/// The most slots of one schedule a write can leave unfired that are recorded `missed` (as
+/// for a term's start gap, A14).
+const MAX_UNFIRED: usize = 100;
+
 /// One held schedule (its id is its key in the partition's map).
 pub(super) struct Entry {
     /// The name of the handler that runs it (shared).
@@ -66,12 +70,12 @@ impl Entry {
 
     /// The slots from its next one that were due (started) at `now_ms` and are before
     /// `before_ms`: the ones a late node had not fired when a write replaced the schedule (at
-    /// most `max`).
-    pub(super) fn unfired(&self, id: &str, before_ms: i64, now_ms: i64, max: usize) -> Vec<i64> {
+    /// most [`MAX_UNFIRED`]).
+    pub(super) fn unfired(&self, id: &str, before_ms: i64, now_ms: i64) -> Vec<i64> {
         let mut out = Vec::new();
         let mut next = self.next_ms;
         while let Some(ms) = next.filter(|ms| *ms < before_ms && self.starts_ms(id, *ms) <= now_ms) {
-            if out.len() >= max {
+            if out.len() >= MAX_UNFIRED {
                 break;
             }
             out.push(ms);

@@ -52,10 +52,6 @@ const GAP_TRIES: u32 = 3;
 /// The reason a slot of a term's start gap is recorded `missed` with (A14).
 const GAP_REASON: &str = "no node held the schedule's partition when the slot came";
 
-/// The most slots of one schedule a write can leave unfired that are recorded `missed` (as
-/// for a term's start gap, A14).
-const MAX_UNFIRED: usize = 100;
-
 /// The reason a slot is recorded `missed` with when a write replaced its schedule before this
 /// node fired it.
 const REPLACED_REASON: &str =
@@ -639,11 +635,18 @@ impl InFlight {
 /// A row of a partition's read as loading needs it ([`Shard::read_row`]).
 struct ReadRow {
     id: String,
-    revision: u64,
     updated_ms: i64,
-    paused: bool,
-    /// Its entry, for a schedule new or edited since the shard's entries were made.
-    fresh: Option<Entry>,
+    kept: Kept,
+}
+
+/// What a read row leaves in the shard.
+enum Kept {
+    /// The shard's entry, read at the same revision (its next slot kept).
+    Old,
+    /// A new entry, for a schedule new or edited since the shard's entries were made.
+    Fresh(Entry),
+    /// No entry: the schedule is paused, or its spec no longer checks.
+    None,
 }
 
 /// One partition's schedules, by id, and the change counter they were read at.
@@ -672,21 +675,22 @@ impl Shard {
     /// is new or edited since this shard's entries were made (and not paused, and its spec
     /// checks); its id, revision and write time otherwise.
     fn read_row(&self, mut s: Schedule, now_ms: i64, shared: &Shared) -> ReadRow {
-        let (revision, updated_ms, paused) = (s.revision, s.updated_ms, s.paused);
+        let updated_ms = s.updated_ms;
         let id = std::mem::take(&mut s.id);
-        let same = self.entries.get(&id).is_some_and(|e| e.revision == revision);
-        let fresh = if paused || same {
-            None
+        let kept = if s.paused {
+            Kept::None
+        } else if self.entries.get(&id).is_some_and(|e| e.revision == s.revision) {
+            Kept::Old
         } else {
             match shared.fires(&s.spec) {
-                Ok(fires) => Some(Entry::new(shared.handler(&s.handler), fires, s, now_ms)),
+                Ok(fires) => Kept::Fresh(Entry::new(shared.handler(&s.handler), fires, s, now_ms)),
                 Err(e) => {
                     tracing::warn!(schedule = %id, error = %e, "the schedule's spec does not check; not running it");
-                    None
+                    Kept::None
                 }
             }
         };
-        ReadRow { id, revision, updated_ms, paused, fresh }
+        ReadRow { id, updated_ms, kept }
     }
 
     /// Replaces the entries with the partition's `rows` as [`read_row`](Self::read_row) made
@@ -697,19 +701,25 @@ impl Shard {
         for (id, old) in &self.entries {
             let row = read.get(id.as_str());
             let before = row.map_or(now_ms, |r| r.updated_ms);
-            let changed = row.is_none_or(|r| r.paused || r.revision != old.revision);
-            let slots = if changed { old.unfired(id, before, now_ms, MAX_UNFIRED) } else { Vec::new() };
+            let changed = row.is_none_or(|r| !matches!(r.kept, Kept::Old));
+            let slots = if changed { old.unfired(id, before, now_ms) } else { Vec::new() };
             if !slots.is_empty() {
                 unfired.push((id.clone(), slots));
             }
         }
         drop(read);
         let mut entries = BTreeMap::new();
-        for r in rows.into_iter().filter(|r| !r.paused) {
-            if let Some(fresh) = r.fresh {
-                entries.insert(r.id, fresh);
-            } else if let Some((id, old)) = self.entries.remove_entry(&r.id).filter(|(_, e)| e.revision == r.revision) {
-                entries.insert(id, old);
+        for r in rows {
+            match r.kept {
+                Kept::Fresh(fresh) => {
+                    entries.insert(r.id, fresh);
+                }
+                Kept::Old => {
+                    if let Some((id, old)) = self.entries.remove_entry(&r.id) {
+                        entries.insert(id, old);
+                    }
+                }
+                Kept::None => {}
             }
         }
         self.entries = entries;
