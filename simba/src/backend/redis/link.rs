@@ -64,6 +64,29 @@ impl Sentinels {
     }
 }
 
+/// At most one start per period: whether something may start now.
+struct Throttle {
+    every: Duration,
+    /// When it last started.
+    last: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Throttle {
+    fn new(every: Duration) -> Self {
+        Throttle { every, last: std::sync::Mutex::new(None) }
+    }
+
+    /// Whether it may start now (it did not within the period); if so, counts it as started.
+    fn due(&self) -> bool {
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        if last.is_some_and(|at| at.elapsed() < self.every) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        true
+    }
+}
+
 /// The server now: its client (for subscriptions) and the multiplexed connection.
 #[derive(Clone)]
 struct Current {
@@ -77,8 +100,8 @@ pub(super) struct Link {
     sentinels: Option<Sentinels>,
     config: ConnectionManagerConfig,
     connect_timeout: Duration,
-    /// When the Sentinels were last asked after a failed call.
-    looked: std::sync::Mutex<Option<Instant>>,
+    /// When the Sentinels may be asked again after a failed call.
+    looks: Throttle,
     /// Held while one look runs, so two never overlap.
     looking: tokio::sync::Mutex<()>,
 }
@@ -97,7 +120,7 @@ impl Link {
             sentinels,
             config,
             connect_timeout,
-            looked: std::sync::Mutex::new(None),
+            looks: Throttle::new(LOOK_EVERY),
             looking: tokio::sync::Mutex::new(()),
         })
     }
@@ -117,24 +140,13 @@ impl Link {
     /// [`LOOK_EVERY`] (a burst of failed calls starts one look, not one each); the failed
     /// call does not wait for it.
     pub(super) fn failed(self: &Arc<Self>, e: &redis::RedisError) {
-        if self.sentinels.is_none() || !failover_like(e) || !self.look_due() {
+        if self.sentinels.is_none() || !failover_like(e) || !self.looks.due() {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let link = Arc::clone(self);
             runtime.spawn(async move { link.look().await });
         }
-    }
-
-    /// Whether a look may start now (none started within [`LOOK_EVERY`]); if so, counts it
-    /// as started.
-    fn look_due(&self) -> bool {
-        let mut looked = self.looked.lock().unwrap_or_else(PoisonError::into_inner);
-        if looked.is_some_and(|at| at.elapsed() < LOOK_EVERY) {
-            return false;
-        }
-        *looked = Some(Instant::now());
-        true
     }
 
     /// Asks the Sentinels for the primary and moves to it when it is another server. Never
@@ -256,5 +268,24 @@ mod tests {
             let e = sentinel_target(url, "SHOWN").unwrap_err().to_string();
             assert!(e.contains(why) && e.contains("SHOWN") && e.contains("expected redis+sentinel://"), "{url}: {e}");
         }
+    }
+
+    /// Rule B9: a burst of failed calls asks the Sentinels once per [`LOOK_EVERY`] (250 ms):
+    /// the first failure starts a look, the others within 250 ms of it start none, the first
+    /// one 250 ms later starts the next.
+    #[tokio::test(start_paused = true)]
+    async fn b9_failed_calls_ask_the_sentinels_at_most_once_per_250_ms() {
+        assert_eq!(LOOK_EVERY, Duration::from_millis(250));
+        let looks = Throttle::new(LOOK_EVERY);
+        let mut started = Vec::new();
+        let t0 = Instant::now();
+        // A failed call every 10 ms for 1 s.
+        for _ in 0..100 {
+            if looks.due() {
+                started.push(t0.elapsed().as_millis());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(started, [0, 250, 500, 750]);
     }
 }
