@@ -1577,12 +1577,12 @@ impl Results {
     }
 }
 
-const P14_TEXT: &str = "Schedules stored as data at scale: three node processes of `simba-bench` \
-(`schedule-node`, a runtime with one handler that does nothing, lease 5 s renewed every 1 s, 64 partitions) on one \
+const P14_TEXT: &str = "Schedules stored as data at scale: three node processes \
+(`simba-bench-node schedule-node`, a runtime with one handler that does nothing, lease 5 s renewed every 1 s, 64 partitions) on one \
 store, sharing the machine's cores with it. The schedules are created through `admin::Schedules` (64 creates in \
 flight, nodes running); all but the hot ones are on a yearly cron, so each node's RSS growth once they are loaded, \
 divided by the schedules of the partitions it holds, is its memory per schedule; beside it, the growth of its live \
-heap (the binary counts the bytes allocated and not freed), which is what the node's data keeps apart from what \
+heap (the node binary, and only it, counts the bytes allocated and not freed), which is what the node's data keeps apart from what \
 the allocator holds on to. The hot ones fire every second; \
 over a window of whole seconds the fires are counted from the store's history (a `ran` record per slot) and \
 lateness is the record's start minus its slot. Then one node is killed (SIGKILL): the time until every partition \
