@@ -396,7 +396,8 @@ pub async fn schedules_survive_reopen<B: Backend>(first: B, second: B) {
 /// token on the schedule's own ledger: two schedules of one partition both claim the same
 /// instant (the lease's last slot is no ledger of theirs), each slot once, monotonic per
 /// schedule, fenced by the token, and a pause of the schedule's job name consumes the slot
-/// without a run. Each store with schedules claims them through the jobs store it has beside.
+/// without a run, as does a pause of `schedule` (every schedule). Each store with schedules
+/// claims them through the jobs store it has beside.
 pub async fn schedules_slot_claim_uses_the_schedules_own_ledger<B: Backend>(b: B) {
     use crate::backend::Acquire;
     use crate::job_store::{Claim, ClaimRequest, SlotKind};
@@ -436,6 +437,16 @@ pub async fn schedules_slot_claim_uses_the_schedules_own_ledger<B: Backend>(b: B
     assert_eq!((rec.job.as_str(), rec.slot_ms, rec.token), (a.as_str(), T0 + 2000, token));
     let history = ok(jobs.history(&a, 10).await, "history");
     assert_eq!(history.iter().map(|r| r.slot_ms).collect::<Vec<_>>(), [T0 + 2000, T0], "recorded as a job's slots");
+    // Every schedule's pause, the job name `schedule` (here under a namespace of its own, so
+    // that no other test's schedules are paused): a slot is consumed without a run.
+    let every = format!("{}~schedule", unique("ns"));
+    let c = format!("{every}/{}", unique("c"));
+    assert!(is_claimed(&claim(&c, T0, token).await), "a namespaced schedule's slot");
+    ok(jobs.set_paused(&every, true).await, "pause every schedule");
+    assert_eq!(claim(&c, T0 + 1000, token).await, Claim::Paused, "the pause of `schedule` holds every schedule");
+    ok(jobs.set_paused(&every, false).await, "resume every schedule");
+    assert_eq!(claim(&c, T0 + 1000, token).await, Claim::AlreadyClaimed, "the slot paused by `schedule` was consumed");
+    assert!(is_claimed(&claim(&c, T0 + 2000, token).await), "claimed after the resume");
 }
 
 /// A6: writers racing on one schedule lose no write: every update, pause and resume answered

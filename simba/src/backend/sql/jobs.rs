@@ -22,9 +22,12 @@
 //! scheduled claims that stay one call. The manual claim reads the job's and its group's
 //! control rows locked, as the trigger does, so the two are serialised per name.
 //!
-//! The claim is the lease's fenced claim: its first statement matches the lease row only
-//! for the live holder with the caller's token (and locks it, so claims of one job are
-//! serialised), then the slot is checked against both the job's ledger and the lease's
+//! The claim is the lease's fenced claim: a first look (no lock) at the lease row answers a
+//! caller that does not hold the term; the job's and its group's control rows are read locked
+//! (so claims of one job are serialised); its last statement, the fence, matches the lease row
+//! only for the live holder with the caller's token and share-locks it to the commit (so no
+//! takeover changes it before the claim commits, and claims under one lease do not queue
+//! behind each other). The slot is checked against both the job's ledger and the lease's
 //! `last_slot` (what [`claim_slot`](crate::backend::Backend::claim_slot) writes, so a node of
 //! an older build and one of this build never run one slot twice during a rolling deploy),
 //! and the ledger, the lease and the `running` record are written, all in one transaction.
@@ -82,6 +85,9 @@ pub(crate) trait JobDialect: Dialect {
     const KEEP_ROW: &'static str;
     /// What a `SELECT` of control rows ends with to lock them for the transaction.
     const LOCK_ROWS: &'static str = " FOR UPDATE";
+    /// What a `SELECT` ends with to share-lock its rows for the transaction: others may read
+    /// and share-lock them, no one may change them before the commit (the claim's fence).
+    const SHARE_ROWS: &'static str = " FOR SHARE";
     /// Whether the schema is created under PostgreSQL's advisory lock.
     const ADVISORY_LOCK: Option<&'static str> = None;
     /// The stored routines created with the tables (`{now}` is the database's clock), after
@@ -95,6 +101,10 @@ pub(crate) trait JobDialect: Dialect {
     /// the claim is a transaction run statement by statement (SQLite, where the transaction
     /// holds a local file lock and no round trip crosses a network).
     const CLAIM_CALL: Option<&'static str> = None;
+    /// The call of the routine that claims a schedule's slot (rule A5, `Ask::ScheduleSlot`),
+    /// with [`CLAIM_CALL`](Self::CLAIM_CALL)'s parameters and answer. `None`: the claim's
+    /// transaction.
+    const SCHEDULE_CLAIM_CALL: Option<&'static str> = None;
     /// The call of the control routine (`:1` job, `:2` operation: 0 pause/resume, 1 run-now
     /// request, `:3` its value: paused 0/1, or the request's time), answering one row: the
     /// old paused flag (0/1), or the new request id. `None`: a transaction, as the claim.
@@ -184,8 +194,8 @@ fn core_row(r: &ControlRow) -> claim::ControlRow {
 
 /// The jobs store's statements rendered for one dialect.
 pub(crate) struct JobStatements {
-    /// `:1` lease, `:2` session, `:3` token: matches (and locks) the lease row only for its
-    /// live holder with that token.
+    /// `:1` lease, `:2` session, `:3` token: a row only for the lease's live holder with that
+    /// token, the lease row share-locked ([`JobDialect::SHARE_ROWS`]) until the commit.
     fence: Stmt,
     /// `:1` job: a control row with no pause and no request, unless one exists.
     ensure_job: Stmt,
@@ -233,6 +243,8 @@ pub(crate) struct JobStatements {
     set_paused: Stmt,
     /// [`JobDialect::CLAIM_CALL`], rendered.
     claim_call: Option<Stmt>,
+    /// [`JobDialect::SCHEDULE_CLAIM_CALL`], rendered.
+    schedule_claim_call: Option<Stmt>,
     /// [`JobDialect::CONTROL_CALL`], rendered.
     control_call: Option<Stmt>,
     /// [`JobDialect::ROUTINES`] with the database's clock.
@@ -252,8 +264,11 @@ impl JobStatements {
         let r = |t: &str| D::render(t);
         let optional = "CASE WHEN :13 = 1 THEN :10 END, CASE WHEN :14 = 1 THEN :11 END, CASE WHEN :15 = 1 THEN :12 END";
         JobStatements {
-            fence: r("UPDATE simba_lease SET token = token WHERE name = :1 AND session_id = :2 AND token = :3 \
-                 AND EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now})"),
+            fence: r(&format!(
+                "SELECT 1 FROM simba_lease WHERE name = :1 AND session_id = :2 AND token = :3 \
+                 AND EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {{now}}){}",
+                D::SHARE_ROWS
+            )),
             ensure_job: r(&format!(
                 "INSERT INTO simba_job (job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id) \
                  VALUES (:1, 0, NULL, 0, NULL, 0, 0) {}",
@@ -316,6 +331,7 @@ impl JobStatements {
             )),
             set_paused: r("UPDATE simba_job SET paused = :2 WHERE job = :1"),
             claim_call: D::CLAIM_CALL.map(r),
+            schedule_claim_call: D::SCHEDULE_CLAIM_CALL.map(r),
             control_call: D::CONTROL_CALL.map(r),
             routines: D::ROUTINES.iter().map(|t| t.replace("{now}", D::NOW_MS)).collect(),
             schema: super::dialect::script(D::JOB_SCHEMA),
@@ -963,14 +979,20 @@ where
         self.ensure_schema().await?;
         let s = self.statements;
         let Ok(token) = i64::try_from(req.token) else { return Ok(Claim::NotHolder) };
-        // A schedule's slot (rule A5) is claimed by the transaction below on every dialect: the
-        // routines' version 2 knows only the jobs' ask, whose ledger includes the lease's last
-        // slot, which the many schedules of one partition share. So is a manual slot (R3): the
-        // routines know no request log.
+        // A schedule's slot (rule A5) is claimed by the dialect's schedule routine where it has
+        // one (PostgreSQL), else by the transaction below: the claim routines' version 2 knows
+        // only the jobs' ask, whose ledger includes the lease's last slot, which the many
+        // schedules of one partition share. A manual slot (R3) is claimed by the transaction:
+        // the routines know no request log.
         // And so is a backfill's (J15): the routines know no history read, and a backfill is
         // an operator's action, rare beside the scheduled claims (the routines stay version 2).
         let manual = req.kind == SlotKind::Manual;
-        if let Some(call) = s.claim_call.as_ref().filter(|_| !req.is_schedule_slot() && !manual && !req.is_backfill()) {
+        let call = if req.is_schedule_slot() {
+            s.schedule_claim_call.as_ref()
+        } else {
+            s.claim_call.as_ref().filter(|_| !manual && !req.is_backfill())
+        };
+        if let Some(call) = call {
             return self.claim_by_call(call, &req, token).await;
         }
         let what = "claim a job run";
@@ -1028,12 +1050,18 @@ where
             }
         }
         // The fence, last; for a scheduled slot (claimed or consumed while paused) it moves the
-        // lease's slot too.
+        // lease's slot too. Otherwise it only share-locks the lease row: a takeover waits for
+        // the commit as it would for an update, and the claims of one lease (a partition's
+        // schedules) do not wait for each other's commits.
         let fenced = match writes.lease_slot {
-            Some(slot) => exec!(s.set_lease_slot, [fence[0], fence[1], fence[2], Param::Int(slot)]),
-            None => exec!(s.fence, fence),
+            Some(slot) => exec!(s.set_lease_slot, [fence[0], fence[1], fence[2], Param::Int(slot)]) > 0,
+            None => {
+                let args = self.args(&s.fence, &fence)?;
+                let row = sqlx::query_with(s.fence.sql(), args).fetch_optional(&mut *tx).await;
+                row.map_err(self.sql.err(what))?.is_some()
+            }
         };
-        if fenced == 0 {
+        if !fenced {
             return Ok(Claim::NotHolder);
         }
         tx.commit().await.map_err(self.sql.err(what))?;

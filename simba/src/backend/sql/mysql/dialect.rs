@@ -121,6 +121,8 @@ pub(super) fn keep_alive_sql(session: &SessionId, held: HeldDigest) -> String {
 impl JobDialect for MySqlDialect {
     const JOB_SCHEMA: &'static str = include_str!("jobs_schema.sql");
     const KEEP_ROW: &'static str = "ON DUPLICATE KEY UPDATE job = job";
+    /// MariaDB has no `FOR SHARE` (MySQL 8 has both).
+    const SHARE_ROWS: &'static str = " LOCK IN SHARE MODE";
     const ROUTINES: &'static [&'static str] = &[MYSQL_CLAIM_PROCEDURE, MYSQL_CONTROL_PROCEDURE, MYSQL_TRIM_PROCEDURE];
     const CLAIM_CALL: Option<&'static str> = Some(include_str!("claim_call.sql").trim_ascii_end());
     const CONTROL_CALL: Option<&'static str> = Some(include_str!("control_call.sql").trim_ascii_end());

@@ -158,8 +158,9 @@ impl JobDialect for PgDialect {
     const JOB_SCHEMA: &'static str = include_str!("jobs_schema.sql");
     const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
     const ADVISORY_LOCK: Option<&'static str> = Some(include_str!("jobs_schema_lock.sql").trim_ascii_end());
-    const ROUTINES: &'static [&'static str] = &[PG_CLAIM_FUNCTION, PG_CONTROL_FUNCTION];
+    const ROUTINES: &'static [&'static str] = &[PG_CLAIM_FUNCTION, PG_CONTROL_FUNCTION, PG_SCHEDULE_CLAIM_FUNCTION];
     const CLAIM_CALL: Option<&'static str> = Some(include_str!("claim_call.sql").trim_ascii_end());
+    const SCHEDULE_CLAIM_CALL: Option<&'static str> = Some(include_str!("claim_schedule_call.sql").trim_ascii_end());
     const CONTROL_CALL: Option<&'static str> = Some(include_str!("control_call.sql").trim_ascii_end());
     const JOB_INDEXES: usize = 1;
     const SCHEMA_PRESENT: &'static str = include_str!("jobs_schema_present.sql").trim_ascii_end();
@@ -196,6 +197,17 @@ impl ScheduleDialect for PgDialect {
 /// past retention; the trim now follows a finish or an append instead, so the claim's locks
 /// are held for its own rows only; a database keeps `_v1` for the nodes of an older build).
 const PG_CLAIM_FUNCTION: &str = include_str!("claim_run_v2.sql").trim_ascii_end();
+
+/// A schedule's slot claimed on PostgreSQL (rule A5): one call of a PL/pgSQL function, the
+/// steps of the claim's transaction for `Ask::ScheduleSlot` ([`simba_core::claim::decide`] is
+/// the reference; the conformance suite checks both agree): an unlocked look at the lease, the
+/// schedule's control row created if absent, the group row `schedule` (every schedule's pause)
+/// share-locked and then the schedule's own row locked (key order, as the other claims lock
+/// them), the check against the schedule's own last slot only, the ledger moved, the `running`
+/// record written unless paused, and last the fence, which share-locks the partition's lease
+/// row: the claims of one partition's many schedules do not queue behind each other's commits,
+/// and a takeover still waits for them. One round trip, where the transaction took eight.
+const PG_SCHEDULE_CLAIM_FUNCTION: &str = include_str!("claim_schedule_v1.sql").trim_ascii_end();
 
 /// Pause, resume and run-now requests on PostgreSQL: one call (the control row is locked
 /// only while the server runs it). `p_op` 0: set `paused` to `p_value`, answering the old

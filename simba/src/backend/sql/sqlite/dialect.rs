@@ -45,6 +45,8 @@ impl JobDialect for SqliteDialect {
     const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
     /// `BEGIN IMMEDIATE` already holds the database's write lock.
     const LOCK_ROWS: &'static str = "";
+    /// The same: no row locks in SQLite.
+    const SHARE_ROWS: &'static str = "";
     const WRITE_AND_TRIM_IN_TRANSACTION: bool = true;
     const JOB_INDEXES: usize = 1;
     /// Read without the write lock, so that a process whose tables exist (every `simba`
