@@ -1,7 +1,7 @@
 //! All of MySQL's and MariaDB's SQL: its spelling of the shared statements ([`MySqlDialect`]),
 //! the lease schema (`schema.sql`) and acquisition procedure (`acquire_v1.sql`), the jobs schema
-//! (`jobs_schema.sql`) and procedures (`claim_run_v2.sql`, `job_control_v1.sql`,
-//! `trim_runs_v1.sql`) with their calls, and the statements only MySQL runs (`keep_alive.sql`,
+//! (`jobs_schema.sql`) and procedures (`claim_run_v2.sql`, `claim_schedule_v1.sql`,
+//! `job_control_v1.sql`, `trim_runs_v1.sql`) with their calls, and the statements only MySQL runs (`keep_alive.sql`,
 //! `take_free.sql`, `acquire.sql`, the `*_present.sql` checks), each a file of this folder
 //! included at compile time. `{now}` and `:n` in them are rendered by [`Stmt::render`]
 //! (routines: `{now}` only); `keep_alive.sql` is the one text with more substitutions, written
@@ -123,8 +123,10 @@ impl JobDialect for MySqlDialect {
     const KEEP_ROW: &'static str = "ON DUPLICATE KEY UPDATE job = job";
     /// MariaDB has no `FOR SHARE` (MySQL 8 has both).
     const SHARE_ROWS: &'static str = " LOCK IN SHARE MODE";
-    const ROUTINES: &'static [&'static str] = &[MYSQL_CLAIM_PROCEDURE, MYSQL_CONTROL_PROCEDURE, MYSQL_TRIM_PROCEDURE];
+    const ROUTINES: &'static [&'static str] =
+        &[MYSQL_CLAIM_PROCEDURE, MYSQL_CONTROL_PROCEDURE, MYSQL_TRIM_PROCEDURE, MYSQL_SCHEDULE_CLAIM_PROCEDURE];
     const CLAIM_CALL: Option<&'static str> = Some(include_str!("claim_call.sql").trim_ascii_end());
+    const SCHEDULE_CLAIM_CALL: Option<&'static str> = Some(include_str!("claim_schedule_call.sql").trim_ascii_end());
     const CONTROL_CALL: Option<&'static str> = Some(include_str!("control_call.sql").trim_ascii_end());
     const RETAIN: &'static str = include_str!("retain.sql").trim_ascii_end();
     const SCHEMA_PRESENT: &'static str = include_str!("jobs_schema_present.sql").trim_ascii_end();
@@ -157,6 +159,14 @@ impl ScheduleDialect for MySqlDialect {
 /// (MariaDB 10.1.3, MySQL 8.0.29); `_v2`: a changed body gets a new name (`_v1` also dropped
 /// the records past retention, as PostgreSQL's; a database keeps it for older nodes).
 const MYSQL_CLAIM_PROCEDURE: &str = include_str!("claim_run_v2.sql").trim_ascii_end();
+
+/// A schedule's slot claimed on MySQL/MariaDB (rule A5): one `CALL`, the steps of
+/// PostgreSQL's `simba_claim_schedule_v1` in one transaction inside the server
+/// ([`simba_core::claim::decide`]'s `Ask::ScheduleSlot` is the reference): the group row
+/// `schedule` share-locked, then the schedule's own row locked, the check against its own last
+/// slot, and the fence last, which share-locks the partition's lease row (`LOCK IN SHARE MODE`)
+/// so that the claims of one partition's schedules do not wait for each other's commits.
+const MYSQL_SCHEDULE_CLAIM_PROCEDURE: &str = include_str!("claim_schedule_v1.sql").trim_ascii_end();
 
 /// Pause, resume and run-now requests on MySQL/MariaDB: one `CALL`, its transaction inside
 /// the server. Operations and answer as PostgreSQL's `simba_job_control_v2` (which also notifies). `trigger_ms` is

@@ -1,6 +1,7 @@
 //! All of PostgreSQL's SQL: its spelling of the shared statements ([`PgDialect`]), the lease
 //! schema (`schema.sql`) and acquisition function (`acquire_v1.sql`), the jobs schema
-//! (`jobs_schema.sql`) and routines (`claim_run_v2.sql`, `job_control_v2.sql`) with their calls,
+//! (`jobs_schema.sql`) and routines (`claim_run_v2.sql`, `claim_schedule_v1.sql`,
+//! `job_control_v2.sql`) with their calls,
 //! and the statements only PostgreSQL runs (`keep_alive.sql`, `acquire.sql`, `open_session.sql`,
 //! `release.sql`, `close.sql`, the `*_present.sql` checks and the schema locks), each a file of
 //! this folder included at compile time. `{now}` and `:n` in them are rendered by
