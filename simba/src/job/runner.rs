@@ -111,6 +111,31 @@ impl Walk {
     }
 }
 
+/// The job body that `make` makes, a panic while it is made or run becoming its error: the
+/// attempt is then `failed` with the panic's message and retried as any failure is, rather
+/// than unwinding through the runner (whose guard would record the slot `cancelled`, as if
+/// the term had ended, and whose schedule would lose the backfills it carried).
+fn unwinding_to_error(make: impl FnOnce() -> JobFuture) -> impl std::future::Future<Output = Result<(), BoxError>> {
+    use futures_util::FutureExt;
+    let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(make));
+    async move {
+        match made {
+            Ok(fut) => std::panic::AssertUnwindSafe(fut).catch_unwind().await.unwrap_or_else(|p| Err(panicked(&*p))),
+            Err(p) => Err(panicked(&*p)),
+        }
+    }
+}
+
+/// A job body's panic as its error: `the job panicked: <message>`.
+fn panicked(payload: &(dyn std::any::Any + Send)) -> BoxError {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|m| (*m).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned());
+    format!("the job panicked: {message}").into()
+}
+
 /// Runs the slots of one job in one term, one at a time (J5): each slot is claimed, run in
 /// attempts, and recorded.
 pub(crate) struct SlotRunner<F> {
@@ -445,7 +470,8 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             let started = Instant::now();
             tracing::debug!(job = %self.rec.job, lease = term.name(), token = term.token(), attempt, ?lateness, "job run starting");
             let span = run_span(&self.rec.job, term, attempt);
-            let fut = ctx.scope(tracing::Instrument::instrument((self.body)(term.clone()), span));
+            let fut = unwinding_to_error(|| (self.body)(term.clone()));
+            let fut = ctx.scope(tracing::Instrument::instrument(fut, span));
             let result = self.attempt(fut, cancel, rec.as_ref(), replaced).await;
             let took = started.elapsed();
             let (outcome, error) = self.outcome_of(&result, kind);

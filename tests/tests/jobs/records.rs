@@ -243,6 +243,46 @@ async fn item2_end_records_are_retried_in_order_until_accepted() {
     assert_eq!(h[0].error.as_deref(), Some("attempt 3 failed"), "{h:?}");
 }
 
+static PANICS: AtomicU32 = AtomicU32::new(0);
+
+/// Panics at its first, third and fourth attempts; the second returns `Ok`.
+fn panics(_term: Term) -> simba::job::JobFuture {
+    simba::job::job_future(async move {
+        let n = PANICS.fetch_add(1, Ordering::SeqCst) + 1;
+        if n != 2 {
+            panic!("boom {n}");
+        }
+        Ok::<(), std::io::Error>(())
+    })
+}
+
+/// R8: a body that panics is a failed attempt, retried as any failure is; the record names
+/// the panic's message, and the node goes on running the job's next slots. Before, the panic
+/// unwound through the runner and the slot was recorded `cancelled`, as if its term had
+/// ended.
+#[tokio::test(start_paused = true)]
+async fn r8_a_panicking_body_is_a_failed_attempt_and_retried() {
+    let store = MemoryBackend::new();
+    let faults = Arc::new(Faults::default());
+    let job = ScheduledJob::new("r_panics", Schedule::cron("0 0 0 1 1 *"), &panics);
+    let policy = JobPolicy { name: "r_panics", retry: 1, backoff: Some(MS(100)), timeout: None };
+    let a = node(&store, &faults, job, Some(policy)).await;
+    let jobs = simba::admin::Jobs::for_backend(&store).expect("store").with_registered(["r_panics"]);
+    jobs.trigger("r_panics").await.expect("trigger");
+    sleep(S(3)).await;
+    jobs.trigger("r_panics").await.expect("trigger");
+    sleep(S(3)).await;
+    let h = history(&store, "r_panics").await;
+    a.shutdown().await;
+    let seen: Vec<_> = h.iter().map(|r| (r.outcome, r.attempt, r.error.clone())).collect();
+    assert_eq!(
+        seen,
+        [(Outcome::Ran, 2, None), (Outcome::Failed, 2, Some("the job panicked: boom 4".to_owned())),],
+        "the first run panicked then ran; the second panicked twice: {h:?}"
+    );
+    assert_eq!(PANICS.load(Ordering::SeqCst), 4);
+}
+
 static GIVEN_UP_RUNS: AtomicU32 = AtomicU32::new(0);
 
 fn given_up(_term: Term) -> simba::job::JobFuture {
