@@ -101,6 +101,9 @@ pub(crate) trait JobDialect: Dialect {
     /// the claim is a transaction run statement by statement (SQLite, where the transaction
     /// holds a local file lock and no round trip crosses a network).
     const CLAIM_CALL: Option<&'static str> = None;
+    /// Whether a run's end record and the retention trim are one statement (PostgreSQL: a
+    /// data-modifying `WITH`), one round trip and one commit instead of two each.
+    const FINISH_WITH_TRIM: bool = false;
     /// The call of the routine that claims a schedule's slot (rule A5, `Ask::ScheduleSlot`),
     /// with [`CLAIM_CALL`](Self::CLAIM_CALL)'s parameters and answer. `None`: the claim's
     /// transaction.
@@ -160,6 +163,12 @@ pub(crate) use job_statements;
 /// counts them with the routines, so a database of an older build, without the last two,
 /// gets them at the first call.
 const JOB_TABLES: usize = 6;
+
+/// A record's end: `:1`-`:15` the columns of [`RECORD_COLUMNS`] as [`RecordParams`] gives
+/// them, `:16` the claiming token.
+const FINISH_RECORD: &str = "UPDATE simba_job_run SET outcome = :4, attempt = :5, attempts = :6, session_id = :7, \
+     node = :8, token = :9, started_ms = CASE WHEN :13 = 1 THEN :10 END, ended_ms = CASE WHEN :14 = 1 THEN :11 END, \
+     error = CASE WHEN :15 = 1 THEN :12 END WHERE job = :1 AND kind = :2 AND slot_ms = :3 AND token = :16";
 
 /// The columns of a record, in the order every statement reads and writes them.
 const RECORD_COLUMNS: &str =
@@ -227,6 +236,10 @@ pub(crate) struct JobStatements {
     /// The same columns; `:16` the claiming token. Overwrites the record of that identity
     /// claimed with that token.
     finish_record: Stmt,
+    /// [`finish_record`](Self::finish_record) and the retention trim in one statement (`:17`
+    /// the trim's offset), answering how many records it finished; where
+    /// [`JobDialect::FINISH_WITH_TRIM`].
+    finish_and_trim: Option<Stmt>,
     /// `:1` job, `:2` records kept: drops the older ones.
     pub(crate) retain: Stmt,
     /// `:1` job, `:2` limit.
@@ -296,11 +309,12 @@ impl JobStatements {
             insert_record: r(&format!(
                 "INSERT INTO simba_job_run ({RECORD_COLUMNS}) VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9, {optional})"
             )),
-            finish_record: r(
-                "UPDATE simba_job_run SET outcome = :4, attempt = :5, attempts = :6, session_id = :7, node = :8, \
-                 token = :9, started_ms = CASE WHEN :13 = 1 THEN :10 END, ended_ms = CASE WHEN :14 = 1 THEN :11 END, \
-                 error = CASE WHEN :15 = 1 THEN :12 END WHERE job = :1 AND kind = :2 AND slot_ms = :3 AND token = :16",
-            ),
+            finish_record: r(FINISH_RECORD),
+            finish_and_trim: D::FINISH_WITH_TRIM.then(|| {
+                // The trim's `:2` (records kept past the boundary) is the 17th parameter here.
+                let trim = D::RETAIN.replace(":2", ":17");
+                r(&format!("WITH done AS ({FINISH_RECORD} RETURNING 1), trimmed AS ({trim} RETURNING 1) SELECT COUNT(*) FROM done"))
+            }),
             retain: r(D::RETAIN),
             history: r(&format!(
                 "SELECT {READ_RECORD} FROM simba_job_run r {KEY_JOIN} WHERE r.job = :1 \
@@ -1068,10 +1082,17 @@ where
         Ok(claim)
     }
 
-    /// The update, then the retention trim whether or not it
-    /// matched (the claim that wrote the record did not trim).
+    /// The update, then the retention trim whether or not it matched (the claim that wrote the
+    /// record did not trim): one statement where the dialect can ([`JobDialect::FINISH_WITH_TRIM`]).
     async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
         let p = RecordParams::new(record);
+        if let Some(stmt) = &self.statements.finish_and_trim {
+            self.ensure_schema().await?;
+            let [a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, q] = p.params();
+            let params = [a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, q, Param::Int(self.keep())];
+            let done: Vec<(i64,)> = self.sql.fetch_all(stmt, &params, "record how a run ended").await?;
+            return Ok(done.first().is_some_and(|d| d.0 == 1));
+        }
         self.write_and_trim(&self.statements.finish_record, &p.params(), &record.job, "record how a run ended", |d| {
             d == Some(1)
         })

@@ -161,6 +161,7 @@ impl JobDialect for PgDialect {
     const ADVISORY_LOCK: Option<&'static str> = Some(include_str!("jobs_schema_lock.sql").trim_ascii_end());
     const ROUTINES: &'static [&'static str] = &[PG_CLAIM_FUNCTION, PG_CONTROL_FUNCTION, PG_SCHEDULE_CLAIM_FUNCTION];
     const CLAIM_CALL: Option<&'static str> = Some(include_str!("claim_call.sql").trim_ascii_end());
+    const FINISH_WITH_TRIM: bool = true;
     const SCHEDULE_CLAIM_CALL: Option<&'static str> = Some(include_str!("claim_schedule_call.sql").trim_ascii_end());
     const CONTROL_CALL: Option<&'static str> = Some(include_str!("control_call.sql").trim_ascii_end());
     const JOB_INDEXES: usize = 1;
