@@ -136,23 +136,33 @@ async fn round(
             }
         }
         Plan::Acquire { mut need, candidates } => {
-            for i in candidates {
+            // As many candidates at once as partitions are needed, in the plan's order: one
+            // round trip for a round that finds them free (a crashed member's partitions are
+            // then taken together, not one after another), never more won than needed.
+            let mut candidates = candidates.into_iter();
+            while need > 0 {
                 if simba.session_id().as_ref() != Some(&view.me) {
                     return;
                 }
-                // Tried: won, or taken by another member meanwhile.
-                released.remove(&i);
-                match simba.lock(spec.lease(i)).try_acquire_now().await {
-                    Ok(Some(guard)) => {
-                        held.insert(i, start_worker(simba, spec, i, guard, ended_tx.clone()));
-                        need -= 1;
-                        if need == 0 {
-                            return;
+                let batch: Vec<u32> = candidates.by_ref().take(need).collect();
+                if batch.is_empty() {
+                    return;
+                }
+                let tries = batch.iter().map(|&i| {
+                    // Tried: won, or taken by another member meanwhile.
+                    released.remove(&i);
+                    async move { (i, simba.lock(spec.lease(i)).try_acquire_now().await) }
+                });
+                for (i, tried) in futures_util::future::join_all(tries.collect::<Vec<_>>()).await {
+                    match tried {
+                        Ok(Some(guard)) => {
+                            held.insert(i, start_worker(simba, spec, i, guard, ended_tx.clone()));
+                            need -= 1;
                         }
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::debug!(group = %spec.group, partition = i, error = %e, "cannot contend for a partition");
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::debug!(group = %spec.group, partition = i, error = %e, "cannot contend for a partition");
+                        }
                     }
                 }
             }

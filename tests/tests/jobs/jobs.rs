@@ -267,6 +267,56 @@ async fn j6_a_graceful_leave_is_taken_over_at_once() {
     }
 }
 
+/// J6: a member that needs several partitions tries as many at once as it needs, so a round
+/// that finds them free takes them in one round trip. Node `a`'s store answers each
+/// acquisition after 100 ms; when `c` leaves, `a` needs 2 or 3 of its partitions and takes
+/// them within two such round trips of the leave, not one round trip after another.
+#[tokio::test(start_paused = true)]
+async fn j6_a_round_tries_the_partitions_it_needs_at_once() {
+    fn idle(term: Term, _partition: u32) -> simba::job::JobFuture {
+        simba::job::job_future(async move { term.cancelled().await })
+    }
+    const LEDGER: PartitionedJob = PartitionedJob::new("ledger", 16, &idle);
+    const TRIP: Duration = Duration::from_millis(100);
+    let store = MemoryBackend::new();
+    let (slow, h) = FaultyBackend::new(store.clone());
+    let a = Runtime::builder()
+        .config(config(""))
+        .without_registry()
+        .backend(slow)
+        .seed(1)
+        .partitioned(LEDGER)
+        .start()
+        .await
+        .expect("start");
+    let b = node(&store, 2, &[], &[LEDGER], "").await;
+    let c = node(&store, 3, &[], &[LEDGER], "").await;
+    let start = Instant::now();
+    while shares_in(&store, "ledger", &[&a, &b, &c]) != vec![6, 5, 5] {
+        assert!(start.elapsed() < S(30), "not balanced after 30 s: {:?}", shares_in(&store, "ledger", &[&a, &b, &c]));
+        sleep(MS(10)).await;
+    }
+    sleep(S(20)).await;
+    let before = shares_in(&store, "ledger", &[&a]);
+    h.set(Op::Acquire, simba::tck::Fault::DelayReply(TRIP));
+    let left = Instant::now();
+    let stopping = tokio::spawn(c.shutdown());
+    while shares_in(&store, "ledger", &[&a, &b]) != vec![8, 8] {
+        assert!(left.elapsed() < S(30), "not rebalanced after a leave: {:?}", shares_in(&store, "ledger", &[&a, &b]));
+        sleep(MS(5)).await;
+    }
+    let took = left.elapsed();
+    stopping.await.expect("shutdown");
+    eprintln!("J6: `a` (held {before:?}) took its share of the leaver's partitions {took:?} after the leave");
+    assert!(before[0] <= 6 && 8 - before[0] >= 2, "a needed several partitions: held {before:?}");
+    // Two round trips at most: the first round can come before all of `c`'s partitions are
+    // free (its releases come one by one). One after another it took 605 ms (six tries).
+    assert!(took <= TRIP * 2 + MS(50), "took {took:?}: the partitions were tried one round trip after another");
+    for n in [a, b] {
+        n.shutdown().await;
+    }
+}
+
 /// J7: `enabled = false` keeps a job from running on the node; a schedule override replaces
 /// the code's schedule.
 #[tokio::test(start_paused = true)]
