@@ -164,6 +164,16 @@ pub(crate) use job_statements;
 /// gets them at the first call.
 const JOB_TABLES: usize = 6;
 
+/// [`FINISH_RECORD`] and [`JobDialect::RETAIN`] in one statement (a data-modifying `WITH`), the
+/// trim's `:2` (the records kept past its boundary) as `:17`; answers how many records it
+/// finished.
+fn finish_and_trim<D: JobDialect>() -> Stmt {
+    let trim = D::RETAIN.replace(":2", ":17");
+    D::render(&format!(
+        "WITH done AS ({FINISH_RECORD} RETURNING 1), trimmed AS ({trim} RETURNING 1) SELECT COUNT(*) FROM done"
+    ))
+}
+
 /// A record's end: `:1`-`:15` the columns of [`RECORD_COLUMNS`] as [`RecordParams`] gives
 /// them, `:16` the claiming token.
 const FINISH_RECORD: &str = "UPDATE simba_job_run SET outcome = :4, attempt = :5, attempts = :6, session_id = :7, \
@@ -273,6 +283,19 @@ pub(crate) struct JobStatements {
 }
 
 impl JobStatements {
+    /// The routine that claims `req` in one call, if the dialect has one for it. A schedule's
+    /// slot (rule A5) has its own ([`JobDialect::SCHEDULE_CLAIM_CALL`]): the claim routines'
+    /// version 2 knows only the jobs' ask, whose ledger includes the lease's last slot, which
+    /// the many schedules of one partition share. A manual slot (R3) and a backfill's (J15) are
+    /// claimed by the transaction: the routines know no request log and no history read (an
+    /// operator's actions, rare beside the scheduled claims).
+    fn routine_for(&self, req: &ClaimRequest<'_>) -> Option<&Stmt> {
+        if req.is_schedule_slot() {
+            return self.schedule_claim_call.as_ref();
+        }
+        self.claim_call.as_ref().filter(|_| req.kind != SlotKind::Manual && !req.is_backfill())
+    }
+
     pub(crate) fn new<D: JobDialect>() -> Self {
         let r = |t: &str| D::render(t);
         let optional = "CASE WHEN :13 = 1 THEN :10 END, CASE WHEN :14 = 1 THEN :11 END, CASE WHEN :15 = 1 THEN :12 END";
@@ -310,11 +333,7 @@ impl JobStatements {
                 "INSERT INTO simba_job_run ({RECORD_COLUMNS}) VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9, {optional})"
             )),
             finish_record: r(FINISH_RECORD),
-            finish_and_trim: D::FINISH_WITH_TRIM.then(|| {
-                // The trim's `:2` (records kept past the boundary) is the 17th parameter here.
-                let trim = D::RETAIN.replace(":2", ":17");
-                r(&format!("WITH done AS ({FINISH_RECORD} RETURNING 1), trimmed AS ({trim} RETURNING 1) SELECT COUNT(*) FROM done"))
-            }),
+            finish_and_trim: D::FINISH_WITH_TRIM.then(finish_and_trim::<D>),
             retain: r(D::RETAIN),
             history: r(&format!(
                 "SELECT {READ_RECORD} FROM simba_job_run r {KEY_JOIN} WHERE r.job = :1 \
@@ -694,6 +713,22 @@ where
         }
     }
 
+    /// The claim's fence when it does not move the lease's slot: whether `fence` (lease,
+    /// session, token) names the lease's live holder, the row share-locked to the commit. A
+    /// takeover waits for the commit as it would for an update, and the claims of one lease (a
+    /// partition's schedules) do not wait for each other's commits.
+    async fn fence_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        fence: [Param<'_>; 3],
+        what: &'static str,
+    ) -> BackendResult<bool> {
+        let stmt = &self.statements.fence;
+        let args = self.args(stmt, &fence)?;
+        let row = sqlx::query_with(stmt.sql(), args).fetch_optional(&mut **tx).await;
+        Ok(row.map_err(self.sql.err(what))?.is_some())
+    }
+
     /// A claim's first look at the lease row, without a lock: `None` unless `req.session`
     /// holds `req.lease` with `token`; otherwise the lease's last claimed slot.
     async fn lease_look(
@@ -993,22 +1028,10 @@ where
         self.ensure_schema().await?;
         let s = self.statements;
         let Ok(token) = i64::try_from(req.token) else { return Ok(Claim::NotHolder) };
-        // A schedule's slot (rule A5) is claimed by the dialect's schedule routine where it has
-        // one (PostgreSQL), else by the transaction below: the claim routines' version 2 knows
-        // only the jobs' ask, whose ledger includes the lease's last slot, which the many
-        // schedules of one partition share. A manual slot (R3) is claimed by the transaction:
-        // the routines know no request log.
-        // And so is a backfill's (J15): the routines know no history read, and a backfill is
-        // an operator's action, rare beside the scheduled claims (the routines stay version 2).
-        let manual = req.kind == SlotKind::Manual;
-        let call = if req.is_schedule_slot() {
-            s.schedule_claim_call.as_ref()
-        } else {
-            s.claim_call.as_ref().filter(|_| !manual && !req.is_backfill())
-        };
-        if let Some(call) = call {
+        if let Some(call) = s.routine_for(&req) {
             return self.claim_by_call(call, &req, token).await;
         }
+        let manual = req.kind == SlotKind::Manual;
         let what = "claim a job run";
         let group = group_of(req.job).unwrap_or(req.job);
         // A run-now check with no request to take (the holder checks at every term's start and
@@ -1064,16 +1087,10 @@ where
             }
         }
         // The fence, last; for a scheduled slot (claimed or consumed while paused) it moves the
-        // lease's slot too. Otherwise it only share-locks the lease row: a takeover waits for
-        // the commit as it would for an update, and the claims of one lease (a partition's
-        // schedules) do not wait for each other's commits.
+        // lease's slot too.
         let fenced = match writes.lease_slot {
             Some(slot) => exec!(s.set_lease_slot, [fence[0], fence[1], fence[2], Param::Int(slot)]) > 0,
-            None => {
-                let args = self.args(&s.fence, &fence)?;
-                let row = sqlx::query_with(s.fence.sql(), args).fetch_optional(&mut *tx).await;
-                row.map_err(self.sql.err(what))?.is_some()
-            }
+            None => self.fence_in(&mut tx, fence, what).await?,
         };
         if !fenced {
             return Ok(Claim::NotHolder);
