@@ -26,7 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use simba::backend::redis::{RedisBackend, RedisOptions};
-use simba::backend::{Acquire, Backend, CheckOutcome, Health, SessionId};
+use simba::backend::{Acquire, Backend, BackendError, CheckOutcome, Health, SessionId};
 use simba_tests::proxy::{FaultProxy, Mode, Modes};
 
 use crate::SERIAL;
@@ -143,8 +143,21 @@ async fn connect(addr: SocketAddr, wait: u32) -> RedisBackend {
     RedisBackend::connect_with(&url, options).await.unwrap_or_else(|e| panic!("connect {url}: {e}"))
 }
 
+/// A session of `b`, asked again while the store answers `Unavailable` (for at most 10 s), as
+/// the engine does: right after a replica linked, its first acknowledgement of `WAIT` can take
+/// longer than the 300 ms `wait_timeout_ms` on a loaded machine.
 async fn session(b: &RedisBackend) -> SessionId {
-    b.open_session(TTL).await.expect("open a session").id
+    let start = Instant::now();
+    loop {
+        match b.open_session(TTL).await {
+            Ok(grant) => return grant.id,
+            Err(e @ BackendError::Unavailable { .. }) if start.elapsed() < Duration::from_secs(10) => {
+                eprintln!("open a session: {e}; asking again");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("open a session: {e:?}"),
+        }
+    }
 }
 
 async fn failover(wait: u32) -> Run {
