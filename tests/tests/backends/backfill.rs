@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use simba::backend::Backend;
 use simba::job::{JobContext, Schedule, ScheduledJob};
-use simba::job_store::{Outcome, SlotKind, Trigger};
+use simba::job_store::{Outcome, RunRecord, SharedJobStore, SlotKind, Trigger};
 use simba::runtime::RunningRuntime;
 use simba::tck::conformance::unique;
 use simba::{Runtime, RuntimeConfig, Term};
@@ -38,6 +38,66 @@ async fn node<B: Backend + Clone>(backend: &B, job: &ScheduledJob) -> RunningRun
     r
 }
 
+/// How long a step of the scenario may take on a loaded machine (the test lane runs under
+/// `nice` beside the fault lane): polled, so a quiet machine takes what it takes.
+const WITHIN: Duration = Duration::from_secs(30);
+
+/// `job`'s history once `done` holds of it, read every 100 ms; panics after [`WITHIN`] with
+/// the last history read.
+async fn history_once(
+    store: &SharedJobStore,
+    job: &str,
+    what: &str,
+    done: impl Fn(&[RunRecord]) -> bool,
+) -> Vec<RunRecord> {
+    let start = std::time::Instant::now();
+    loop {
+        let h = store.history(job, 100).await.expect("history");
+        if done(&h) {
+            return h;
+        }
+        assert!(start.elapsed() < WITHIN, "{what}: not within {WITHIN:?}: {h:?}");
+        sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The sorted slots of `h`'s scheduled records whose outcome is one of `outcomes`.
+fn scheduled(h: &[RunRecord], outcomes: &[Outcome]) -> Vec<i64> {
+    let mut v: Vec<i64> = h
+        .iter()
+        .filter(|r| r.kind == SlotKind::Scheduled && outcomes.contains(&r.outcome))
+        .map(|r| r.slot_ms)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Once the second node ran two slots after the gap: the slots that ran, and those recorded
+/// `missed` from the first that ran on (a slot missed before any node held the job is outside
+/// the backfill's range).
+async fn the_gap(store: &SharedJobStore, job: &str) -> (Vec<i64>, Vec<i64>) {
+    let split = |h: &[RunRecord]| {
+        let ran = scheduled(h, &[Outcome::Ran, Outcome::Running]);
+        let first = ran.first().copied().unwrap_or(i64::MAX);
+        let missed: Vec<i64> = scheduled(h, &[Outcome::Missed]).into_iter().filter(|s| *s > first).collect();
+        (missed, ran)
+    };
+    let ran_after_gap = |h: &[RunRecord]| {
+        let (missed, ran) = split(h);
+        missed.last().is_some_and(|m| ran.iter().filter(|s| *s > m).count() >= 2)
+    };
+    let h = history_once(store, job, "two runs after a gap", ran_after_gap).await;
+    let (missed, ran) = split(&h);
+    assert!(missed.len() >= 2, "a gap between runs: {h:?}");
+    (missed, ran)
+}
+
+/// `job`'s history once the run of request `key` (the backfill's own record) ended `ran`.
+async fn backfill_done(store: &SharedJobStore, job: &str, key: &str) -> Vec<RunRecord> {
+    let ended = |h: &[RunRecord]| h.iter().any(|r| r.request_key.as_deref() == Some(key) && r.outcome == Outcome::Ran);
+    history_once(store, job, "the backfill's record", ended).await
+}
+
 /// The scenario on `backend`.
 async fn backfill_runs_only_the_missed_slots<B: Backend + Clone>(backend: B) {
     let name = unique("bf");
@@ -48,25 +108,14 @@ async fn backfill_runs_only_the_missed_slots<B: Backend + Clone>(backend: B) {
     a.shutdown().await;
     sleep(Duration::from_secs(3)).await;
     let b = node(&backend, &job).await;
-    sleep(Duration::from_millis(1_500)).await;
-
-    let h = store.history(&name, 100).await.expect("history");
-    let of = |kind, outcome: &[Outcome]| -> Vec<i64> {
-        let mut v: Vec<i64> =
-            h.iter().filter(|r| r.kind == kind && outcome.contains(&r.outcome)).map(|r| r.slot_ms).collect();
-        v.sort_unstable();
-        v
-    };
-    let missed = of(SlotKind::Scheduled, &[Outcome::Missed]);
-    let ran = of(SlotKind::Scheduled, &[Outcome::Ran, Outcome::Running]);
-    assert!(missed.len() >= 2 && ran.len() >= 2, "a gap between runs: {h:?}");
+    let (missed, ran) = the_gap(&store, &name).await;
     let (from, to) = (ran[0], chrono::Utc::now().timestamp_millis());
     let slots = u64::try_from((to - from) / 1000 + 1).expect("positive");
     let plan = BackfillPlan::new(from, to, 20.0, slots).expect("a plan");
     let key = plan.key("rs1");
     let asked = store.trigger_with(&name, Trigger::new(&key, to)).await.expect("request");
     assert!(matches!(asked, simba::job_store::Triggered::Requested(_)), "{asked:?}");
-    sleep(Duration::from_secs(3)).await;
+    backfill_done(&store, &name, &key).await;
     b.shutdown().await;
 
     let h = store.history(&name, 100).await.expect("history");
@@ -145,26 +194,14 @@ async fn a16_schedule_backfill_runs_only_the_missed_slots_on_sqlite() {
     a.shutdown().await;
     sleep(Duration::from_secs(3)).await;
     let b = start().await;
-    sleep(Duration::from_millis(1_500)).await;
-
     let store = backend.job_store().expect("a jobs store");
     let job = format!("schedule/{id}");
-    let h = store.history(&job, 100).await.expect("history");
-    let of = |outcome: &[Outcome]| -> Vec<i64> {
-        let mut v: Vec<i64> = h
-            .iter()
-            .filter(|r| r.kind == SlotKind::Scheduled && outcome.contains(&r.outcome))
-            .map(|r| r.slot_ms)
-            .collect();
-        v.sort_unstable();
-        v
-    };
-    let (missed, ran) = (of(&[Outcome::Missed]), of(&[Outcome::Ran, Outcome::Running]));
-    assert!(missed.len() >= 2 && ran.len() >= 2, "a gap between runs: {h:?}");
+    let (missed, ran) = the_gap(&store, &job).await;
     let from = chrono::DateTime::from_timestamp_millis(ran[0]).expect("an instant");
     let ask = simba::admin::BackfillAsk::new(from, chrono::Utc::now(), 20.0).by("test");
     let done = b.schedules().expect("schedules").backfill(id, &ask).await.expect("backfill");
-    sleep(Duration::from_secs(3)).await;
+    let key = done.requested.map(|r| r.key).unwrap_or_default();
+    backfill_done(&store, &job, &key).await;
     b.shutdown().await;
 
     let h = store.history(&job, 100).await.expect("history");
@@ -172,7 +209,6 @@ async fn a16_schedule_backfill_runs_only_the_missed_slots_on_sqlite() {
         h.iter().filter(|r| r.kind == SlotKind::Backfill && r.outcome == Outcome::Ran).map(|r| r.slot_ms).collect();
     backfilled.sort_unstable();
     assert_eq!(backfilled, missed, "exactly the missed slots, once each: {h:?}");
-    let key = done.requested.map(|r| r.key).unwrap_or_default();
     let own = h.iter().find(|r| r.request_key.as_deref() == Some(key.as_str()));
     assert_eq!(own.map(|r| (r.kind, r.outcome)), Some((SlotKind::Manual, Outcome::Ran)), "{h:?}");
     let mut runs: BTreeMap<(i64, SlotKind), usize> = BTreeMap::new();
