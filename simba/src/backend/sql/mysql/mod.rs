@@ -158,7 +158,8 @@ impl MySqlBackend {
     /// (also available from [`schema`](Self::schema)).
     ///
     /// Connections wait at most 5 s for a row lock (`innodb_lock_wait_timeout`), so a client
-    /// paused mid-call cannot hold other nodes' connections for long.
+    /// paused mid-call cannot hold other nodes' connections for long, and run their
+    /// transactions at `READ COMMITTED` (no gap locks, so concurrent claims cannot deadlock).
     pub async fn connect(url: &str) -> BackendResult<Self> {
         Self::connect_url(&crate::backend::BackendUrl::new(url)).await
     }
@@ -197,6 +198,12 @@ impl MySqlBackend {
                 Box::pin(async move {
                     let secs = LOCK_WAIT_MS / 1000;
                     conn.execute(AssertSqlSafe(format!("SET SESSION innodb_lock_wait_timeout = {secs}"))).await?;
+                    // READ COMMITTED, as on PostgreSQL: under InnoDB's default REPEATABLE READ,
+                    // a claim's `DELETE` of the slot's record, absent, locks the gap where its
+                    // `INSERT` then goes, and two claims of neighbouring jobs at one instant
+                    // deadlock on that gap (the conformance suite's concurrent claims did). The
+                    // statements lock the rows they decide on, so no step needs a snapshot.
+                    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").await?;
                     Ok(())
                 })
             })
@@ -208,7 +215,10 @@ impl MySqlBackend {
     ///
     /// The pool's connections must use a fixed-offset time zone (sqlx's default, `+00:00`);
     /// otherwise this fails with [`BackendError::Misconfigured`]. The other options are the
-    /// caller's; [`connect`](Self::connect) documents the ones it sets.
+    /// caller's; [`connect`](Self::connect) documents the ones it sets. Give the connections
+    /// `READ COMMITTED` isolation as `connect` does: under `REPEATABLE READ`, claims of jobs
+    /// whose records are neighbours in the index can deadlock on a gap lock, and one of them
+    /// fails (the engine records the slot as a claim that got no answer).
     pub async fn from_pool(pool: MySqlPool) -> BackendResult<Self> {
         let description = describe_options(&pool.connect_options());
         Self::with_description(pool, description.into()).await
