@@ -69,6 +69,7 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type}
 use tokio::sync::{OnceCell, broadcast};
 
 use super::SqlStore;
+use super::batch::{Batches, ClaimItem, EndItem};
 use super::dialect::{Dialect, Param, Stmt};
 use crate::backend::job_store::{
     Claim, ClaimRequest, DEFAULT_RETENTION, JobState, JobStore, Outcome, RunRecord, SlotKind, Triggered, group_of,
@@ -108,6 +109,17 @@ pub(crate) trait JobDialect: Dialect {
     /// with [`CLAIM_CALL`](Self::CLAIM_CALL)'s parameters and answer. `None`: the claim's
     /// transaction.
     const SCHEDULE_CLAIM_CALL: Option<&'static str> = None;
+    /// The call of the routine that claims a batch of schedule slots in one transaction (`:1`
+    /// a JSON array of claims: `i` its index, `lease`, `session`, `token`, `job`, `grp`,
+    /// `kind`, `slot`, `node`, `started`, `attempts`), answering a row `(index, result, slot)`
+    /// per claim, each as [`SCHEDULE_CLAIM_CALL`](Self::SCHEDULE_CLAIM_CALL)'s. `None`: each
+    /// claim is its own call.
+    const SCHEDULE_BATCH_CALL: Option<&'static str> = None;
+    /// The statement that writes a batch of end records, each with its retention trim (`:1` a
+    /// JSON array of records: `i` its index and the columns as `batch::EndItem` names them, `:2` the
+    /// `OFFSET` of the oldest record kept), answering a row `(index)` per record it updated.
+    /// `None`: each end is its own call.
+    const FINISH_BATCH_CALL: Option<&'static str> = None;
     /// The call of the control routine (`:1` job, `:2` operation: 0 pause/resume, 1 run-now
     /// request, `:3` its value: paused 0/1, or the request's time), answering one row: the
     /// old paused flag (0/1), or the new request id. `None`: a transaction, as the claim.
@@ -268,6 +280,10 @@ pub(crate) struct JobStatements {
     claim_call: Option<Stmt>,
     /// [`JobDialect::SCHEDULE_CLAIM_CALL`], rendered.
     schedule_claim_call: Option<Stmt>,
+    /// [`JobDialect::SCHEDULE_BATCH_CALL`], rendered.
+    schedule_batch_call: Option<Stmt>,
+    /// [`JobDialect::FINISH_BATCH_CALL`], rendered.
+    finish_batch_call: Option<Stmt>,
     /// [`JobDialect::CONTROL_CALL`], rendered.
     control_call: Option<Stmt>,
     /// [`JobDialect::ROUTINES`] with the database's clock.
@@ -365,6 +381,8 @@ impl JobStatements {
             set_paused: r("UPDATE simba_job SET paused = :2 WHERE job = :1"),
             claim_call: D::CLAIM_CALL.map(r),
             schedule_claim_call: D::SCHEDULE_CLAIM_CALL.map(r),
+            schedule_batch_call: D::SCHEDULE_BATCH_CALL.map(r),
+            finish_batch_call: D::FINISH_BATCH_CALL.map(r),
             control_call: D::CONTROL_CALL.map(r),
             routines: D::ROUTINES.iter().map(|t| t.replace("{now}", D::NOW_MS)).collect(),
             schema: super::dialect::script(D::JOB_SCHEMA),
@@ -449,6 +467,9 @@ const CLAIM_PAUSED: i64 = 2;
 /// A claim routine's answer: claimed, with the slot.
 const CLAIM_CLAIMED: i64 = 3;
 
+/// A claim routine's row: `(result, slot)`.
+type ClaimAnswer = (i64, Option<i64>);
+
 /// The kind as stored: its rank, so that the store orders records as [`SlotKind`]'s `Ord`.
 fn kind_code(kind: SlotKind) -> i64 {
     match kind {
@@ -488,6 +509,12 @@ pub(crate) struct SqlJobStore<D: JobDialect> {
     /// `synchronous = NORMAL` (ADR 0015, addendum), so that these commits do not sync the disk
     /// while they hold the file's write lock. Claims and control changes stay on `sql`'s pool.
     records: Option<sqlx::Pool<D::Db>>,
+    /// The queue of schedule-slot claims sent in batches, started at the first such claim where
+    /// the dialect has a batch routine ([`JobDialect::SCHEDULE_BATCH_CALL`]).
+    claims: std::sync::Arc<std::sync::OnceLock<Batches<ClaimItem, ClaimAnswer>>>,
+    /// The queue of end records sent in batches, started at the first end where the dialect has
+    /// a batch routine ([`JobDialect::FINISH_BATCH_CALL`]).
+    ends: std::sync::Arc<std::sync::OnceLock<Batches<EndItem, ()>>>,
     dialect: PhantomData<D>,
 }
 
@@ -506,6 +533,8 @@ impl<D: JobDialect> SqlJobStore<D> {
             statements: D::job_statements(),
             control: None,
             records: None,
+            claims: std::sync::Arc::default(),
+            ends: std::sync::Arc::default(),
             dialect: PhantomData,
         }
     }
@@ -904,8 +933,13 @@ where
         ];
         // `fetch_all`: MySQL answers a `CALL` with the procedure's result set, then a status.
         let rows: Vec<(i64, Option<i64>)> = self.sql.fetch_all(call, &params, what).await?;
+        self.claim_answer(req, rows.first().copied())
+    }
+
+    /// The claim a claim routine's row `(result, slot)` answers to `req`.
+    fn claim_answer(&self, req: &ClaimRequest<'_>, row: Option<ClaimAnswer>) -> BackendResult<Claim> {
         let bad = |why: String| BackendError::Protocol(format!("{}: the claim routine {why}", self.sql.description()));
-        match rows.first().copied() {
+        match row {
             Some((CLAIM_NOT_HOLDER, _)) => Ok(Claim::NotHolder),
             Some((CLAIM_TAKEN, _)) => Ok(Claim::AlreadyClaimed),
             Some((CLAIM_PAUSED, _)) => Ok(Claim::Paused),
@@ -913,6 +947,43 @@ where
             Some((code, slot)) => Err(bad(format!("answered ({code}, {slot:?}), which this build does not know"))),
             None => Err(bad("answered no row".to_owned())),
         }
+    }
+
+    /// The queue that claims schedule slots in batches, started now if it is not yet; `None`
+    /// where the dialect has no batch routine.
+    fn claim_batches(&self) -> Option<&Batches<ClaimItem, ClaimAnswer>> {
+        let call = self.statements.schedule_batch_call.as_ref()?;
+        Some(self.claims.get_or_init(|| {
+            let sql = self.sql.clone();
+            let send: super::batch::Call<ClaimAnswer> = std::sync::Arc::new(move |json: String| {
+                let sql = sql.clone();
+                Box::pin(async move {
+                    let what = "claim schedule slots";
+                    let rows: Vec<(i64, i64, Option<i64>)> = sql.fetch_all(call, &[Param::Text(&json)], what).await?;
+                    Ok(rows.into_iter().filter_map(|(i, r, s)| Some((usize::try_from(i).ok()?, (r, s)))).collect())
+                })
+            });
+            Batches::start(send, std::sync::Arc::clone(self.sql.description()))
+        }))
+    }
+
+    /// The queue that writes end records in batches, started now if it is not yet; `None`
+    /// where the dialect has no batch routine.
+    fn end_batches(&self) -> Option<&Batches<EndItem, ()>> {
+        let call = self.statements.finish_batch_call.as_ref()?;
+        let keep = self.keep();
+        Some(self.ends.get_or_init(|| {
+            let sql = self.sql.clone();
+            let send: super::batch::Call<()> = std::sync::Arc::new(move |json: String| {
+                let sql = sql.clone();
+                Box::pin(async move {
+                    let what = "record how runs ended";
+                    let rows: Vec<(i64,)> = sql.fetch_all(call, &[Param::Text(&json), Param::Int(keep)], what).await?;
+                    Ok(rows.into_iter().filter_map(|(i,)| Some((usize::try_from(i).ok()?, ()))).collect())
+                })
+            });
+            Batches::start(send, std::sync::Arc::clone(self.sql.description()))
+        }))
     }
 
     /// The `OFFSET` of the oldest record kept.
@@ -1028,6 +1099,13 @@ where
         self.ensure_schema().await?;
         let s = self.statements;
         let Ok(token) = i64::try_from(req.token) else { return Ok(Claim::NotHolder) };
+        if req.is_schedule_slot()
+            && let Some(batches) = self.claim_batches()
+        {
+            let group = group_of(req.job).unwrap_or(req.job);
+            let answer = batches.call(ClaimItem::new(&req, token, group, kind_code(req.kind))).await?;
+            return self.claim_answer(&req, answer);
+        }
         if let Some(call) = s.routine_for(&req) {
             return self.claim_by_call(call, &req, token).await;
         }
@@ -1102,6 +1180,10 @@ where
     /// The update, then the retention trim whether or not it matched (the claim that wrote the
     /// record did not trim): one statement where the dialect can ([`JobDialect::FINISH_WITH_TRIM`]).
     async fn finish_run(&self, record: &RunRecord) -> BackendResult<bool> {
+        if let Some(batches) = self.end_batches() {
+            self.ensure_schema().await?;
+            return Ok(batches.call(EndItem::new(record, kind_code(record.kind))).await?.is_some());
+        }
         let p = RecordParams::new(record);
         if let Some(stmt) = &self.statements.finish_and_trim {
             self.ensure_schema().await?;

@@ -29,6 +29,7 @@ use super::inspect::{GroupInfo, LeaseInfo, SessionInfo, from_epoch_ms, ms};
 use super::{BackendError, BackendResult, Join, SessionGrant, SessionId, StoreSnapshot};
 
 mod backend;
+mod batch;
 pub(crate) mod dialect;
 pub(crate) mod jobs;
 #[cfg(feature = "mysql")]

@@ -159,10 +159,13 @@ impl JobDialect for PgDialect {
     const JOB_SCHEMA: &'static str = include_str!("jobs_schema.sql");
     const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
     const ADVISORY_LOCK: Option<&'static str> = Some(include_str!("jobs_schema_lock.sql").trim_ascii_end());
-    const ROUTINES: &'static [&'static str] = &[PG_CLAIM_FUNCTION, PG_CONTROL_FUNCTION, PG_SCHEDULE_CLAIM_FUNCTION];
+    const ROUTINES: &'static [&'static str] =
+        &[PG_CLAIM_FUNCTION, PG_CONTROL_FUNCTION, PG_SCHEDULE_CLAIM_FUNCTION, PG_SCHEDULE_BATCH_FUNCTION];
     const CLAIM_CALL: Option<&'static str> = Some(include_str!("claim_call.sql").trim_ascii_end());
     const FINISH_WITH_TRIM: bool = true;
     const SCHEDULE_CLAIM_CALL: Option<&'static str> = Some(include_str!("claim_schedule_call.sql").trim_ascii_end());
+    const SCHEDULE_BATCH_CALL: Option<&'static str> = Some(include_str!("claim_schedules_call.sql").trim_ascii_end());
+    const FINISH_BATCH_CALL: Option<&'static str> = Some(include_str!("finish_batch.sql").trim_ascii_end());
     const CONTROL_CALL: Option<&'static str> = Some(include_str!("control_call.sql").trim_ascii_end());
     const JOB_INDEXES: usize = 1;
     const SCHEMA_PRESENT: &'static str = include_str!("jobs_schema_present.sql").trim_ascii_end();
@@ -210,6 +213,13 @@ const PG_CLAIM_FUNCTION: &str = include_str!("claim_run_v2.sql").trim_ascii_end(
 /// row: the claims of one partition's many schedules do not queue behind each other's commits,
 /// and a takeover still waits for them. One round trip, where the transaction took eight.
 const PG_SCHEDULE_CLAIM_FUNCTION: &str = include_str!("claim_schedule_v1.sql").trim_ascii_end();
+
+/// Schedule slots claimed together on PostgreSQL (rule A5, ADR 0020): a JSON array of claims,
+/// each one [`PG_SCHEDULE_CLAIM_FUNCTION`]'s call, in the order of their job (every batch
+/// locks the schedules' rows in one order, so two batches never wait for each other in a
+/// circle), in one transaction: one round trip and one commit for a whole batch. Each answers
+/// a row `(index, result, slot)`.
+const PG_SCHEDULE_BATCH_FUNCTION: &str = include_str!("claim_schedules_v1.sql").trim_ascii_end();
 
 /// Pause, resume and run-now requests on PostgreSQL: one call (the control row is locked
 /// only while the server runs it). `p_op` 0: set `paused` to `p_value`, answering the old
