@@ -393,6 +393,42 @@ pub async fn schedules_survive_reopen<B: Backend>(first: B, second: B) {
     assert_eq!(ok(two.partitions().await, "partitions"), Some(P));
 }
 
+/// A holder of a partition's lease claiming schedule slots under it (rule A5's tests).
+#[derive(Clone)]
+struct Holder {
+    jobs: crate::job_store::SharedJobStore,
+    session: crate::backend::SessionId,
+    lease: String,
+}
+
+impl Holder {
+    /// A session of `b` that won a lease of its own; its token.
+    async fn won<B: Backend>(b: &B, lease: &str) -> (Self, u64) {
+        use crate::backend::Acquire;
+        let Some(jobs) = b.job_store() else { panic!("{} has schedules but no jobs store", b.describe()) };
+        let session = ok(b.open_session(std::time::Duration::from_secs(30)).await, "open_session").id;
+        let lease = unique(lease);
+        let Acquire::Won(token) = ok(b.acquire(&session, &lease).await, "acquire") else { panic!("won {lease}") };
+        (Holder { jobs, session, lease }, token)
+    }
+
+    /// The claim of `job`'s scheduled slot `slot_ms` under `token`.
+    async fn claim(&self, job: &str, slot_ms: i64, token: u64) -> crate::job_store::Claim {
+        let req = crate::job_store::ClaimRequest {
+            session: &self.session,
+            lease: &self.lease,
+            token,
+            job,
+            slot_ms,
+            kind: crate::job_store::SlotKind::Scheduled,
+            node: "tck-node",
+            started_ms: slot_ms + 3,
+            attempts: 1,
+        };
+        ok(self.jobs.claim_run(req).await, "claim_run")
+    }
+}
+
 /// A5: a schedule's slot (job name `schedule/<id>`) is claimed under its partition's lease and
 /// token on the schedule's own ledger: two schedules of one partition both claim the same
 /// instant (the lease's last slot is no ledger of theirs), each slot once, monotonic per
@@ -400,41 +436,21 @@ pub async fn schedules_survive_reopen<B: Backend>(first: B, second: B) {
 /// without a run, as does a pause of `schedule` (every schedule). Each store with schedules
 /// claims them through the jobs store it has beside.
 pub async fn schedules_slot_claim_uses_the_schedules_own_ledger<B: Backend>(b: B) {
-    use crate::backend::Acquire;
-    use crate::job_store::{Claim, ClaimRequest, SlotKind};
-    let Some(jobs) = b.job_store() else { panic!("{} has schedules but no jobs store", b.describe()) };
-    let session = ok(b.open_session(std::time::Duration::from_secs(30)).await, "open_session").id;
-    let lease = unique("simba.schedules.sc");
-    let Acquire::Won(token) = ok(b.acquire(&session, &lease).await, "acquire") else { panic!("won {lease}") };
+    use crate::job_store::Claim;
+    let (holder, token) = Holder::won(&b, "simba.schedules.sc").await;
+    let jobs = &holder.jobs;
     let (a, z) = (simba_core::schedules::job_name(&unique("a")), simba_core::schedules::job_name(&unique("z")));
-    let claim = |job: &str, slot_ms: i64, token: u64| {
-        let (jobs, job, lease, session) = (jobs.clone(), job.to_owned(), lease.clone(), session.clone());
-        async move {
-            let req = ClaimRequest {
-                session: &session,
-                lease: &lease,
-                token,
-                job: &job,
-                slot_ms,
-                kind: SlotKind::Scheduled,
-                node: "tck-node",
-                started_ms: slot_ms + 3,
-                attempts: 1,
-            };
-            ok(jobs.claim_run(req).await, "claim_run")
-        }
-    };
     let is_claimed = |c: &Claim| matches!(c, Claim::Claimed(_));
-    assert!(is_claimed(&claim(&a, T0, token).await), "the first schedule's slot");
-    assert!(is_claimed(&claim(&z, T0, token).await), "another schedule of the partition, same instant");
-    assert_eq!(claim(&a, T0, token).await, Claim::AlreadyClaimed, "each slot once");
-    assert_eq!(claim(&a, T0 - 1000, token).await, Claim::AlreadyClaimed, "monotonic per schedule");
-    assert_eq!(claim(&a, T0 + 1000, token + 1).await, Claim::NotHolder, "fenced by the token");
+    assert!(is_claimed(&holder.claim(&a, T0, token).await), "the first schedule's slot");
+    assert!(is_claimed(&holder.claim(&z, T0, token).await), "another schedule of the partition, same instant");
+    assert_eq!(holder.claim(&a, T0, token).await, Claim::AlreadyClaimed, "each slot once");
+    assert_eq!(holder.claim(&a, T0 - 1000, token).await, Claim::AlreadyClaimed, "monotonic per schedule");
+    assert_eq!(holder.claim(&a, T0 + 1000, token + 1).await, Claim::NotHolder, "fenced by the token");
     ok(jobs.set_paused(&a, true).await, "pause");
-    assert_eq!(claim(&a, T0 + 1000, token).await, Claim::Paused);
+    assert_eq!(holder.claim(&a, T0 + 1000, token).await, Claim::Paused);
     ok(jobs.set_paused(&a, false).await, "resume");
-    assert_eq!(claim(&a, T0 + 1000, token).await, Claim::AlreadyClaimed, "the paused slot was consumed");
-    let Claim::Claimed(rec) = claim(&a, T0 + 2000, token).await else { panic!("claimed after resume") };
+    assert_eq!(holder.claim(&a, T0 + 1000, token).await, Claim::AlreadyClaimed, "the paused slot was consumed");
+    let Claim::Claimed(rec) = holder.claim(&a, T0 + 2000, token).await else { panic!("claimed after resume") };
     assert_eq!((rec.job.as_str(), rec.slot_ms, rec.token), (a.as_str(), T0 + 2000, token));
     let history = ok(jobs.history(&a, 10).await, "history");
     assert_eq!(history.iter().map(|r| r.slot_ms).collect::<Vec<_>>(), [T0 + 2000, T0], "recorded as a job's slots");
@@ -442,12 +458,16 @@ pub async fn schedules_slot_claim_uses_the_schedules_own_ledger<B: Backend>(b: B
     // that no other test's schedules are paused): a slot is consumed without a run.
     let every = format!("{}~schedule", unique("ns"));
     let c = format!("{every}/{}", unique("c"));
-    assert!(is_claimed(&claim(&c, T0, token).await), "a namespaced schedule's slot");
+    assert!(is_claimed(&holder.claim(&c, T0, token).await), "a namespaced schedule's slot");
     ok(jobs.set_paused(&every, true).await, "pause every schedule");
-    assert_eq!(claim(&c, T0 + 1000, token).await, Claim::Paused, "the pause of `schedule` holds every schedule");
+    assert_eq!(holder.claim(&c, T0 + 1000, token).await, Claim::Paused, "the pause of `schedule` holds every schedule");
     ok(jobs.set_paused(&every, false).await, "resume every schedule");
-    assert_eq!(claim(&c, T0 + 1000, token).await, Claim::AlreadyClaimed, "the slot paused by `schedule` was consumed");
-    assert!(is_claimed(&claim(&c, T0 + 2000, token).await), "claimed after the resume");
+    assert_eq!(
+        holder.claim(&c, T0 + 1000, token).await,
+        Claim::AlreadyClaimed,
+        "the slot paused by `schedule` was consumed"
+    );
+    assert!(is_claimed(&holder.claim(&c, T0 + 2000, token).await), "claimed after the resume");
 }
 
 /// A5 under load: a partition's holder claims many schedules' slots at one instant, as a
@@ -456,29 +476,15 @@ pub async fn schedules_slot_claim_uses_the_schedules_own_ledger<B: Backend>(b: B
 /// slot exactly one is claimed, a claim under a stale token is refused whatever claims go
 /// with it, and each schedule's history holds its slot once.
 pub async fn schedules_concurrent_slot_claims_are_each_answered_as_alone<B: Backend>(b: B) {
-    use crate::backend::Acquire;
-    use crate::job_store::{Claim, ClaimRequest, SlotKind};
+    use crate::job_store::Claim;
     const N: usize = 120;
-    let Some(jobs) = b.job_store() else { panic!("{} has schedules but no jobs store", b.describe()) };
-    let session = ok(b.open_session(std::time::Duration::from_secs(30)).await, "open_session").id;
-    let lease = unique("simba.schedules.cc");
-    let Acquire::Won(token) = ok(b.acquire(&session, &lease).await, "acquire") else { panic!("won {lease}") };
+    let (holder, token) = Holder::won(&b, "simba.schedules.cc").await;
     let names: Vec<String> = (0..N).map(|i| simba_core::schedules::job_name(&unique(&format!("c{i}")))).collect();
     let claim = |job: &String, slot_ms: i64, token: u64| {
-        let (jobs, job, lease, session) = (jobs.clone(), job.clone(), lease.clone(), session.clone());
+        let (holder, job) = (holder.clone(), job.clone());
         tokio::spawn(async move {
-            let req = ClaimRequest {
-                session: &session,
-                lease: &lease,
-                token,
-                job: &job,
-                slot_ms,
-                kind: SlotKind::Scheduled,
-                node: "tck-node",
-                started_ms: slot_ms + 3,
-                attempts: 1,
-            };
-            (job.clone(), token, ok(jobs.claim_run(req).await, "claim_run"))
+            let claim = holder.claim(&job, slot_ms, token).await;
+            (job, token, claim)
         })
     };
     // Three instants; at each, per schedule: its slot twice under the term's token, once under
@@ -504,7 +510,7 @@ pub async fn schedules_concurrent_slot_claims_are_each_answered_as_alone<B: Back
         }
     }
     for job in &names {
-        let history = ok(jobs.history(job, 10).await, "history");
+        let history = ok(holder.jobs.history(job, 10).await, "history");
         let got: Vec<(i64, u64)> = history.iter().map(|r| (r.slot_ms, r.token)).collect();
         assert_eq!(got, slots.iter().rev().map(|s| (*s, token)).collect::<Vec<_>>(), "{job}");
     }
