@@ -115,8 +115,8 @@ pub(crate) trait JobDialect: Dialect {
     /// per claim, each as [`SCHEDULE_CLAIM_CALL`](Self::SCHEDULE_CLAIM_CALL)'s. `None`: each
     /// claim is its own call.
     const SCHEDULE_BATCH_CALL: Option<&'static str> = None;
-    /// The statement that writes a batch of end records, each with its retention trim (`:1` a
-    /// JSON array of records: `i` its index and the columns as `batch::EndItem` names them, `:2` the
+    /// The call that writes a batch of end records, each with its retention trim (`:1` a JSON
+    /// array of records: `i` its index and the columns as `batch::EndItem` names them, `:2` the
     /// `OFFSET` of the oldest record kept), answering a row `(index)` per record it updated.
     /// `None`: each end is its own call.
     const FINISH_BATCH_CALL: Option<&'static str> = None;

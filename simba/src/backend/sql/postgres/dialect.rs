@@ -159,8 +159,13 @@ impl JobDialect for PgDialect {
     const JOB_SCHEMA: &'static str = include_str!("jobs_schema.sql");
     const KEEP_ROW: &'static str = "ON CONFLICT DO NOTHING";
     const ADVISORY_LOCK: Option<&'static str> = Some(include_str!("jobs_schema_lock.sql").trim_ascii_end());
-    const ROUTINES: &'static [&'static str] =
-        &[PG_CLAIM_FUNCTION, PG_CONTROL_FUNCTION, PG_SCHEDULE_CLAIM_FUNCTION, PG_SCHEDULE_BATCH_FUNCTION];
+    const ROUTINES: &'static [&'static str] = &[
+        PG_CLAIM_FUNCTION,
+        PG_CONTROL_FUNCTION,
+        PG_SCHEDULE_CLAIM_FUNCTION,
+        PG_SCHEDULE_BATCH_FUNCTION,
+        PG_FINISH_BATCH_FUNCTION,
+    ];
     const CLAIM_CALL: Option<&'static str> = Some(include_str!("claim_call.sql").trim_ascii_end());
     const FINISH_WITH_TRIM: bool = true;
     const SCHEDULE_CLAIM_CALL: Option<&'static str> = Some(include_str!("claim_schedule_call.sql").trim_ascii_end());
@@ -220,6 +225,13 @@ const PG_SCHEDULE_CLAIM_FUNCTION: &str = include_str!("claim_schedule_v1.sql").t
 /// circle), in one transaction: one round trip and one commit for a whole batch. Each answers
 /// a row `(index, result, slot)`.
 const PG_SCHEDULE_BATCH_FUNCTION: &str = include_str!("claim_schedules_v1.sql").trim_ascii_end();
+
+/// End records written together on PostgreSQL: a JSON array of records, each updated where its
+/// job, kind, slot and token match and then its job's history trimmed to the retention, one by
+/// one in job order (each step a seek in the indexes; a join of the array with the records'
+/// table was planned as two scans of the whole table per batch), in one transaction. Answers
+/// the index of each record it updated.
+const PG_FINISH_BATCH_FUNCTION: &str = include_str!("finish_runs_v1.sql").trim_ascii_end();
 
 /// Pause, resume and run-now requests on PostgreSQL: one call (the control row is locked
 /// only while the server runs it). `p_op` 0: set `paused` to `p_value`, answering the old
