@@ -107,7 +107,6 @@ async fn work<I: Serialize, A>(
             Ok(json) => call(json).await,
             Err(e) => Err(BackendError::Protocol(format!("{description}: cannot encode a batch: {e}"))),
         };
-        drop(items);
         answer(batch, sent);
     }
 }

@@ -276,16 +276,8 @@ pub(crate) struct JobStatements {
     pub(crate) last_records: Stmt,
     /// `:1` job, `:2` paused (0 or 1).
     set_paused: Stmt,
-    /// [`JobDialect::CLAIM_CALL`], rendered.
-    claim_call: Option<Stmt>,
-    /// [`JobDialect::SCHEDULE_CLAIM_CALL`], rendered.
-    schedule_claim_call: Option<Stmt>,
-    /// [`JobDialect::SCHEDULE_BATCH_CALL`], rendered.
-    schedule_batch_call: Option<Stmt>,
-    /// [`JobDialect::FINISH_BATCH_CALL`], rendered.
-    finish_batch_call: Option<Stmt>,
-    /// [`JobDialect::CONTROL_CALL`], rendered.
-    control_call: Option<Stmt>,
+    /// The calls of the dialect's stored routines, rendered.
+    calls: RoutineCalls,
     /// [`JobDialect::ROUTINES`] with the database's clock.
     routines: Vec<String>,
     /// [`JobDialect::JOB_SCHEMA`], statement by statement.
@@ -307,9 +299,9 @@ impl JobStatements {
     /// operator's actions, rare beside the scheduled claims).
     fn routine_for(&self, req: &ClaimRequest<'_>) -> Option<&Stmt> {
         if req.is_schedule_slot() {
-            return self.schedule_claim_call.as_ref();
+            return self.calls.schedule_claim.as_ref();
         }
-        self.claim_call.as_ref().filter(|_| req.kind != SlotKind::Manual && !req.is_backfill())
+        self.calls.claim.as_ref().filter(|_| req.kind != SlotKind::Manual && !req.is_backfill())
     }
 
     pub(crate) fn new<D: JobDialect>() -> Self {
@@ -379,11 +371,7 @@ impl JobStatements {
                 newest = "ORDER BY n.slot_ms DESC, n.kind DESC",
             )),
             set_paused: r("UPDATE simba_job SET paused = :2 WHERE job = :1"),
-            claim_call: D::CLAIM_CALL.map(r),
-            schedule_claim_call: D::SCHEDULE_CLAIM_CALL.map(r),
-            schedule_batch_call: D::SCHEDULE_BATCH_CALL.map(r),
-            finish_batch_call: D::FINISH_BATCH_CALL.map(r),
-            control_call: D::CONTROL_CALL.map(r),
+            calls: RoutineCalls::new::<D>(),
             routines: D::ROUTINES.iter().map(|t| t.replace("{now}", D::NOW_MS)).collect(),
             schema: super::dialect::script(D::JOB_SCHEMA),
             registry_drop: r("DELETE FROM simba_registry WHERE session_id = :1 OR NOT EXISTS \
@@ -402,6 +390,33 @@ pub(crate) struct BackfillStatements {
     oldest_record: Stmt,
     /// `:1` job, `:2` slot: the kind, outcome and start of its records of that slot.
     slot_records: Stmt,
+}
+
+/// The calls of a dialect's stored routines, rendered (`None` where the dialect has none).
+struct RoutineCalls {
+    /// [`JobDialect::CLAIM_CALL`].
+    claim: Option<Stmt>,
+    /// [`JobDialect::SCHEDULE_CLAIM_CALL`].
+    schedule_claim: Option<Stmt>,
+    /// [`JobDialect::SCHEDULE_BATCH_CALL`].
+    schedule_batch: Option<Stmt>,
+    /// [`JobDialect::FINISH_BATCH_CALL`].
+    finish_batch: Option<Stmt>,
+    /// [`JobDialect::CONTROL_CALL`].
+    control: Option<Stmt>,
+}
+
+impl RoutineCalls {
+    fn new<D: JobDialect>() -> Self {
+        let r = |t: &str| D::render(t);
+        RoutineCalls {
+            claim: D::CLAIM_CALL.map(r),
+            schedule_claim: D::SCHEDULE_CLAIM_CALL.map(r),
+            schedule_batch: D::SCHEDULE_BATCH_CALL.map(r),
+            finish_batch: D::FINISH_BATCH_CALL.map(r),
+            control: D::CONTROL_CALL.map(r),
+        }
+    }
 }
 
 impl BackfillStatements {
@@ -952,7 +967,7 @@ where
     /// The queue that claims schedule slots in batches, started now if it is not yet; `None`
     /// where the dialect has no batch routine.
     fn claim_batches(&self) -> Option<&Batches<ClaimItem, ClaimAnswer>> {
-        let call = self.statements.schedule_batch_call.as_ref()?;
+        let call = self.statements.calls.schedule_batch.as_ref()?;
         Some(self.claims.get_or_init(|| {
             let sql = self.sql.clone();
             let send: super::batch::Call<ClaimAnswer> = std::sync::Arc::new(move |json: String| {
@@ -967,10 +982,22 @@ where
         }))
     }
 
+    /// Claims schedule slot `req` (its token `token`) in the next batch of `batches`.
+    async fn claim_in_batch(
+        &self,
+        batches: &Batches<ClaimItem, ClaimAnswer>,
+        req: &ClaimRequest<'_>,
+        token: i64,
+    ) -> BackendResult<Claim> {
+        let group = group_of(req.job).unwrap_or(req.job);
+        let answer = batches.call(ClaimItem::new(req, token, group, kind_code(req.kind))).await?;
+        self.claim_answer(req, answer)
+    }
+
     /// The queue that writes end records in batches, started now if it is not yet; `None`
     /// where the dialect has no batch routine.
     fn end_batches(&self) -> Option<&Batches<EndItem, ()>> {
-        let call = self.statements.finish_batch_call.as_ref()?;
+        let call = self.statements.calls.finish_batch.as_ref()?;
         let keep = self.keep();
         Some(self.ends.get_or_init(|| {
             let sql = self.sql.clone();
@@ -1099,12 +1126,8 @@ where
         self.ensure_schema().await?;
         let s = self.statements;
         let Ok(token) = i64::try_from(req.token) else { return Ok(Claim::NotHolder) };
-        if req.is_schedule_slot()
-            && let Some(batches) = self.claim_batches()
-        {
-            let group = group_of(req.job).unwrap_or(req.job);
-            let answer = batches.call(ClaimItem::new(&req, token, group, kind_code(req.kind))).await?;
-            return self.claim_answer(&req, answer);
+        if let Some(batches) = req.is_schedule_slot().then(|| self.claim_batches()).flatten() {
+            return self.claim_in_batch(batches, &req, token).await;
         }
         if let Some(call) = s.routine_for(&req) {
             return self.claim_by_call(call, &req, token).await;
@@ -1252,7 +1275,7 @@ where
 
     async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
         let s = self.statements;
-        if let Some(call) = &s.control_call {
+        if let Some(call) = &s.calls.control {
             let was = self.control_by_call(call, job, 0, i64::from(paused), "pause or resume a job").await?;
             return Ok(was != 0);
         }
