@@ -54,6 +54,11 @@ async fn main() -> Result<()> {
 /// with the handler `tick` (which does nothing) until its standard input closes, printing
 /// `session <id>` once its session is live.
 async fn schedule_node(args: &[String]) -> Result<()> {
+    // The node's log goes to its stderr file (`simba-bench-p14-NAMESPACE-NODE.stderr` in the
+    // temporary directory): warnings and errors unless RUST_LOG says more.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).init();
     let [url, ns, name, lease_ms, renew_ms] = args else {
         bail!("schedule-node needs URL NAMESPACE NODE LEASE_MS RENEW_MS");
     };
