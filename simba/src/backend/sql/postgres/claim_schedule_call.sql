@@ -1,1 +1,1 @@
-SELECT o_result, o_slot FROM simba_claim_schedule_v1(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10)
+SELECT o_result, o_slot FROM simba_claim_schedule_v2(:1, :2, :3, :4, :5, :6, :7, :8, :9, :10)

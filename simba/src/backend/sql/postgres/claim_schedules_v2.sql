@@ -1,4 +1,4 @@
-CREATE OR REPLACE FUNCTION simba_claim_schedules_v1(p_items JSONB, OUT o_i BIGINT, OUT o_result BIGINT,
+CREATE OR REPLACE FUNCTION simba_claim_schedules_v2(p_items JSONB, OUT o_i BIGINT, OUT o_result BIGINT,
     OUT o_slot BIGINT)
 RETURNS SETOF RECORD
 LANGUAGE plpgsql VOLATILE AS $simba$
@@ -10,7 +10,7 @@ BEGIN
         ORDER BY job, kind, slot
     LOOP
         o_i := v.i;
-        SELECT c.o_result, c.o_slot INTO o_result, o_slot FROM simba_claim_schedule_v1(v.lease, v.session,
+        SELECT c.o_result, c.o_slot INTO o_result, o_slot FROM simba_claim_schedule_v2(v.lease, v.session,
             v.token, v.job, v.grp, v.kind, v.slot, v.node, v.started, v.attempts) c;
         RETURN NEXT;
     END LOOP;

@@ -1,6 +1,6 @@
 //! All of PostgreSQL's SQL: its spelling of the shared statements ([`PgDialect`]), the lease
 //! schema (`schema.sql`) and acquisition function (`acquire_v1.sql`), the jobs schema
-//! (`jobs_schema.sql`) and routines (`claim_run_v2.sql`, `claim_schedule_v1.sql`,
+//! (`jobs_schema.sql`) and routines (`claim_run_v2.sql`, `claim_schedule_v2.sql`,
 //! `job_control_v2.sql`) with their calls,
 //! and the statements only PostgreSQL runs (`keep_alive.sql`, `acquire.sql`, `open_session.sql`,
 //! `release.sql`, `close.sql`, the `*_present.sql` checks and the schema locks), each a file of
@@ -210,21 +210,31 @@ const PG_CLAIM_FUNCTION: &str = include_str!("claim_run_v2.sql").trim_ascii_end(
 
 /// A schedule's slot claimed on PostgreSQL (rule A5): one call of a PL/pgSQL function, the
 /// steps of the claim's transaction for `Ask::ScheduleSlot` ([`simba_core::claim::decide`] is
-/// the reference; the conformance suite checks both agree): an unlocked look at the lease, the
-/// schedule's control row created if absent, the group row `schedule` (every schedule's pause)
-/// share-locked and then the schedule's own row locked (key order, as the other claims lock
-/// them), the check against the schedule's own last slot only, the ledger moved, the `running`
-/// record written unless paused, and last the fence, which share-locks the partition's lease
-/// row: the claims of one partition's many schedules do not queue behind each other's commits,
-/// and a takeover still waits for them. One round trip, where the transaction took eight.
-const PG_SCHEDULE_CLAIM_FUNCTION: &str = include_str!("claim_schedule_v1.sql").trim_ascii_end();
+/// the reference; the conformance suite checks both agree): first the fence, which
+/// share-locks the partition's lease row if the session still holds it and is live (the
+/// claims of one partition's many schedules do not queue behind each other's commits, and a
+/// takeover waits for them), then the schedule's control row created if absent, the group row
+/// `schedule` (every schedule's pause) share-locked and the schedule's own row locked (key
+/// order, as the other claims lock them), the check against the schedule's own last slot
+/// only, the ledger moved, and the `running` record written unless paused. One round trip,
+/// where the transaction took eight.
+///
+/// `_v2`: `_v1` checked the fence last and undid its writes by raising an error inside an
+/// inner block when it failed; each such block is a subtransaction, and a batch of more than
+/// 64 claims (PostgreSQL's cache of subtransaction ids per backend) made every snapshot on
+/// the server look its transactions up in `pg_subtrans` while the batch ran. With the fence
+/// first, an answer that writes nothing has written nothing to undo. The `running` record
+/// replaces a record of the slot in one statement (`_v1`: a `DELETE`, then an `INSERT` that
+/// failed on the key when a record of the slot, the node's `missed` for a claim whose answer
+/// came too late, was written between the two, and with it every claim of the batch).
+const PG_SCHEDULE_CLAIM_FUNCTION: &str = include_str!("claim_schedule_v2.sql").trim_ascii_end();
 
 /// Schedule slots claimed together on PostgreSQL (rule A5, ADR 0020): a JSON array of claims,
 /// each one [`PG_SCHEDULE_CLAIM_FUNCTION`]'s call, in the order of their job (every batch
 /// locks the schedules' rows in one order, so two batches never wait for each other in a
 /// circle), in one transaction: one round trip and one commit for a whole batch. Each answers
 /// a row `(index, result, slot)`.
-const PG_SCHEDULE_BATCH_FUNCTION: &str = include_str!("claim_schedules_v1.sql").trim_ascii_end();
+const PG_SCHEDULE_BATCH_FUNCTION: &str = include_str!("claim_schedules_v2.sql").trim_ascii_end();
 
 /// End records written together on PostgreSQL: a JSON array of records, each updated where its
 /// job, kind, slot and token match and then its job's history trimmed to the retention, one by
