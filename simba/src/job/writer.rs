@@ -38,8 +38,9 @@ pub(crate) const RECORD_GRACE: Duration = Duration::from_secs(30);
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 /// The longest wait between two tries of a write.
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1);
-/// The most records one job keeps queued; past it the oldest is given up (visibly). With one
-/// record per slot identity this is hours of a 1 s job during an outage.
+/// The most records one lane keeps queued (one job's, or those of the schedules hashed to it);
+/// past it the oldest is given up (visibly). With one record per slot identity this is hours
+/// of a 1 s job during an outage.
 pub(crate) const MAX_QUEUED: usize = 10_000;
 
 /// One record to write.
@@ -136,44 +137,77 @@ impl Pending {
 
 /// A cheap handle on one job's writer; the task starts with the first record and ends once
 /// every handle is gone and its queue is written or given up.
+///
+/// A writer shared by many jobs (the schedules of a node, [`lanes`](Self::lanes)) writes on
+/// several lanes at once, each an ordered queue with its own task: a job's records always go
+/// to the same lane (by a hash of its name), so each job's records are still written in the
+/// order they came, while the records of different jobs do not wait for each other's round
+/// trips.
 #[derive(Clone, Default)]
 pub(crate) struct Writer {
-    tx: Arc<OnceLock<mpsc::UnboundedSender<Queued>>>,
+    tx: Arc<OnceLock<Lanes>>,
     pending: Arc<Pending>,
     /// The application's alert hook: told of a `failed` or `missed` record once it took effect.
     alerts: Option<Alerts>,
+    /// How many lanes the writer's task runs (0 and 1: one).
+    lanes: usize,
 }
+
+/// The senders of a writer's lanes.
+type Lanes = Arc<[mpsc::UnboundedSender<Queued>]>;
 
 /// The sending side of a job's writer: counts what it hands over in the runtime's
 /// [`Pending`]. Sending needs no runtime (a dropped run's guard sends from `Drop`).
 #[derive(Clone)]
 pub(crate) struct WriterTx {
-    tx: mpsc::UnboundedSender<Queued>,
+    tx: Lanes,
     pending: Arc<Pending>,
 }
 
 impl WriterTx {
-    /// Queues `q`; `Err` when the writer's task has stopped (its runtime is gone).
+    /// Queues `q` on its job's lane; `Err` when the writer's task has stopped (its runtime is
+    /// gone).
     pub(crate) fn send(&self, q: Queued) -> Result<(), ()> {
+        let lane = match self.tx.len() {
+            0 => return Err(()),
+            1 => 0,
+            n => lane_of(&q.write.record().job, n),
+        };
         self.pending.add();
-        self.tx.send(q).map_err(|_| self.pending.done())
+        self.tx[lane].send(q).map_err(|_| self.pending.done())
     }
+}
+
+/// The lane of `job`'s records among `lanes` (stable for the process's life).
+fn lane_of(job: &str, lanes: usize) -> usize {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    let h = BuildHasherDefault::<DefaultHasher>::default().hash_one(job);
+    usize::try_from(h % lanes as u64).unwrap_or(0)
 }
 
 impl Writer {
     /// A writer whose records count in `pending` (one per runtime).
     pub(crate) fn counted(pending: Arc<Pending>, alerts: Option<Alerts>) -> Self {
-        Writer { tx: Arc::default(), pending, alerts }
+        Writer { tx: Arc::default(), pending, alerts, lanes: 1 }
     }
 
-    /// The writer's queue, starting its task on first use (inside a Tokio runtime).
+    /// This writer on `lanes` lanes, for the records of many jobs (see the type's text).
+    pub(crate) fn lanes(self, lanes: usize) -> Self {
+        Writer { lanes: lanes.max(1), ..self }
+    }
+
+    /// The writer's queue, starting its tasks on first use (inside a Tokio runtime).
     pub(crate) fn sender(&self, store: &SharedJobStore) -> WriterTx {
         let tx = self.tx.get_or_init(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(run(store.clone(), rx, self.pending.clone(), self.alerts.clone()));
-            tx
+            (0..self.lanes.max(1))
+                .map(|_| {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    tokio::spawn(run(store.clone(), rx, self.pending.clone(), self.alerts.clone()));
+                    tx
+                })
+                .collect()
         });
-        WriterTx { tx: tx.clone(), pending: Arc::clone(&self.pending) }
+        WriterTx { tx: Arc::clone(tx), pending: Arc::clone(&self.pending) }
     }
 
     /// The application's alert hook: the writer raises `failed` and `missed`, the runner
@@ -397,6 +431,8 @@ mod tests {
     struct Log {
         refuse: AtomicU32,
         taken: Mutex<Vec<RunRecord>>,
+        /// A job whose `finish_run` waits for a permit of the semaphore.
+        hold: Option<(String, tokio::sync::Semaphore)>,
     }
 
     impl Log {
@@ -422,6 +458,11 @@ mod tests {
             unused()
         }
         async fn finish_run(&self, r: &RunRecord) -> BackendResult<bool> {
+            if let Some((job, gate)) = &self.hold
+                && r.job == *job
+            {
+                let _ = gate.acquire().await;
+            }
             self.take(r)
         }
         async fn append(&self, r: &RunRecord) -> BackendResult<bool> {
@@ -560,6 +601,38 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(log.taken().last(), Some(&(4, Outcome::Ran, 2)));
         assert_eq!(log.taken().len(), 4);
+    }
+
+    /// R6, lanes: a writer shared by many jobs writes on its lanes at once, each job's records
+    /// on one lane in order. While the store holds a write of job `stuck`, another job's
+    /// records (on another lane) are written, in order; on one lane they wait behind it.
+    #[tokio::test(start_paused = true)]
+    async fn r6_a_shared_writers_lanes_do_not_wait_for_each_other() {
+        const LANES: usize = 8;
+        let other = (0..100).map(|i| format!("job-{i}")).find(|j| lane_of(j, LANES) != lane_of("stuck", LANES));
+        let Some(other) = other else { panic!("no job name on another lane than `stuck`") };
+        let of =
+            |job: &str, slot_ms: i64, outcome: Outcome| RunRecord { job: job.into(), ..record(slot_ms, outcome, 1) };
+        for (lanes, written) in [(LANES, true), (1, false)] {
+            let hold = Some(("stuck".to_owned(), tokio::sync::Semaphore::new(0)));
+            let log = Arc::new(Log { hold, ..Log::default() });
+            let store = SharedJobStore::from_arc(log.clone());
+            let (writer, term) = (Writer::default().lanes(lanes), term());
+            let tx = writer.sender(&store);
+            assert!(tx.send(queued(Write::Finish(of("stuck", 1, Outcome::Ran)), &term)).is_ok());
+            for slot in [1, 2, 3] {
+                assert!(tx.send(queued(Write::Finish(of(&other, slot, Outcome::Ran)), &term)).is_ok());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let expected: Vec<(i64, Outcome, u32)> =
+                if written { [1, 2, 3].map(|slot| (slot, Outcome::Ran, 1)).to_vec() } else { Vec::new() };
+            assert_eq!(log.taken(), expected, "{lanes} lane(s): the other job's records while `stuck` waits");
+            if let Some((_, gate)) = &log.hold {
+                gate.add_permits(100);
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            assert_eq!(log.taken().len(), 4, "{lanes} lane(s): every record written once the store answers");
+        }
     }
 
     /// Counts `simba_job_records_lost_total`.
