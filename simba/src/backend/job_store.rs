@@ -438,6 +438,10 @@ impl JobState {
     }
 }
 
+/// [`JobStore::claims_in_flight`]'s default: on etcd, a node's claims beyond about this many
+/// at once waited longer in the server than their call timeout (P14, 1,000 claims a second).
+pub const CLAIMS_IN_FLIGHT: usize = 32;
+
 /// Where history and job control live, in the shape of [`Backend`](crate::backend::Backend):
 /// methods return `impl Future + Send` (write them as `async fn`), and the one type-erased
 /// form is [`SharedJobStore`]. Every method is one logical round trip
@@ -503,6 +507,24 @@ pub trait JobStore: Send + Sync + 'static {
     /// ordered by name.
     fn jobs(&self) -> impl Future<Output = BackendResult<Vec<JobState>>> + Send;
 
+    /// The names starting with `prefix` that have a run-now request of their own pending
+    /// ([`ControlRow::pending`](simba_core::claim::ControlRow::pending)), ordered by name: what
+    /// the holder of the schedules' partitions reads after each control move (rule A15). The
+    /// default reads [`jobs`](Self::jobs); a store that can read only the control rows under a
+    /// prefix, or only those with a request pending, does so: [`jobs`](Self::jobs) reads every
+    /// job of the store with its newest record, which at 100,000 schedules took minutes on
+    /// etcd and starved its claims.
+    fn pending_requests(&self, prefix: &str) -> impl Future<Output = BackendResult<Vec<String>>> + Send {
+        async move {
+            let jobs = self.jobs().await?;
+            Ok(jobs
+                .into_iter()
+                .filter(|j| j.trigger_pending_ms.is_some() && j.job.starts_with(prefix))
+                .map(|j| j.job)
+                .collect())
+        }
+    }
+
     /// Pauses (`true`) or resumes (`false`) `job` cluster-wide; returns whether it was paused
     /// before. Bumps the control version and broadcasts `job` where the store can.
     fn set_paused(&self, job: &str, paused: bool) -> impl Future<Output = BackendResult<bool>> + Send;
@@ -547,6 +569,15 @@ pub trait JobStore: Send + Sync + 'static {
     /// How many records per job this store keeps.
     fn retention(&self) -> usize;
 
+    /// How many schedule-slot claims one node should have in flight at once on this store
+    /// (the node's schedules wait for a turn beyond it): about what the store answers within
+    /// a fraction of a second when it is busy. The default, [`CLAIMS_IN_FLIGHT`], suits a store
+    /// that takes each claim as a call of its own; a store that sends claims in batches takes
+    /// as many as its batches hold.
+    fn claims_in_flight(&self) -> usize {
+        CLAIMS_IN_FLIGHT
+    }
+
     /// The same store keeping at most `records` records per job (at least 1) from its next
     /// write on (`[history] retention` in `simba.toml`). Reads and control are unchanged; a
     /// lower bound than the records already stored drops the oldest at the job's next finish
@@ -566,6 +597,7 @@ trait DynJobStore: Send + Sync + 'static {
     fn history<'a>(&'a self, job: &'a str, limit: usize) -> BoxFuture<'a, BackendResult<Vec<RunRecord>>>;
     fn job<'a>(&'a self, job: &'a str) -> BoxFuture<'a, BackendResult<Option<JobState>>>;
     fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>>;
+    fn pending_requests<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, BackendResult<Vec<String>>>;
     fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>>;
     fn trigger<'a>(&'a self, job: &'a str, ask: Trigger<'a>) -> BoxFuture<'a, BackendResult<Triggered>>;
     fn control_version(&self) -> BoxFuture<'_, BackendResult<u64>>;
@@ -573,6 +605,7 @@ trait DynJobStore: Send + Sync + 'static {
     fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>>;
     fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>>;
     fn retention(&self) -> usize;
+    fn claims_in_flight(&self) -> usize;
     fn keeping(&self, records: usize) -> SharedJobStore;
     fn describe(&self) -> String;
 }
@@ -596,6 +629,9 @@ impl<J: JobStore> DynJobStore for J {
     fn jobs(&self) -> BoxFuture<'_, BackendResult<Vec<JobState>>> {
         Box::pin(JobStore::jobs(self))
     }
+    fn pending_requests<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, BackendResult<Vec<String>>> {
+        Box::pin(JobStore::pending_requests(self, prefix))
+    }
     fn set_paused<'a>(&'a self, job: &'a str, paused: bool) -> BoxFuture<'a, BackendResult<bool>> {
         Box::pin(JobStore::set_paused(self, job, paused))
     }
@@ -616,6 +652,9 @@ impl<J: JobStore> DynJobStore for J {
     }
     fn retention(&self) -> usize {
         JobStore::retention(self)
+    }
+    fn claims_in_flight(&self) -> usize {
+        JobStore::claims_in_flight(self)
     }
     fn keeping(&self, records: usize) -> SharedJobStore {
         JobStore::keeping(self, records)
@@ -677,6 +716,11 @@ impl SharedJobStore {
         self.0.jobs().await
     }
 
+    /// See [`JobStore::pending_requests`].
+    pub async fn pending_requests(&self, prefix: &str) -> BackendResult<Vec<String>> {
+        self.0.pending_requests(prefix).await
+    }
+
     /// See [`JobStore::set_paused`].
     pub async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
         self.0.set_paused(job, paused).await
@@ -732,6 +776,11 @@ impl SharedJobStore {
         self.0.retention()
     }
 
+    /// See [`JobStore::claims_in_flight`].
+    pub fn claims_in_flight(&self) -> usize {
+        self.0.claims_in_flight()
+    }
+
     /// See [`JobStore::keeping`].
     pub fn keeping(&self, records: usize) -> SharedJobStore {
         self.0.keeping(records)
@@ -768,6 +817,9 @@ impl JobStore for SharedJobStore {
     async fn jobs(&self) -> BackendResult<Vec<JobState>> {
         SharedJobStore::jobs(self).await
     }
+    async fn pending_requests(&self, prefix: &str) -> BackendResult<Vec<String>> {
+        SharedJobStore::pending_requests(self, prefix).await
+    }
     async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
         SharedJobStore::set_paused(self, job, paused).await
     }
@@ -788,6 +840,9 @@ impl JobStore for SharedJobStore {
     }
     fn retention(&self) -> usize {
         SharedJobStore::retention(self)
+    }
+    fn claims_in_flight(&self) -> usize {
+        SharedJobStore::claims_in_flight(self)
     }
     fn keeping(&self, records: usize) -> SharedJobStore {
         SharedJobStore::keeping(self, records)

@@ -462,6 +462,15 @@ impl JobStore for NamespacedJobs {
         Ok(mine)
     }
 
+    async fn pending_requests(&self, prefix: &str) -> BackendResult<Vec<String>> {
+        let stored = match &self.namespace {
+            Some(ns) => ns.map(prefix),
+            None => prefix.to_owned(),
+        };
+        let names = self.inner.pending_requests(&stored).await?;
+        Ok(names.iter().filter_map(|n| unmap(self.namespace.as_ref(), n)).map(str::to_owned).collect())
+    }
+
     async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
         let stored = self.map(job)?;
         self.inner.set_paused(&stored, paused).await
@@ -511,6 +520,10 @@ impl JobStore for NamespacedJobs {
 
     fn retention(&self) -> usize {
         self.inner.retention()
+    }
+
+    fn claims_in_flight(&self) -> usize {
+        self.inner.claims_in_flight()
     }
 
     fn keeping(&self, records: usize) -> SharedJobStore {

@@ -36,6 +36,9 @@ pub(crate) struct Recording {
     pub(crate) writer: Writer,
     /// The application's state, which each run's context carries to the job.
     pub(crate) state: Arc<super::StateMap>,
+    /// Bounds the claims in flight at once (the node's schedules share one: thousands of
+    /// schedules due at one instant must not all be sent at once; `None`: unbounded).
+    pub(crate) claims: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Recording {

@@ -377,7 +377,17 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
             attempts: self.rec.policy.attempts.max(1),
         };
         let job = &self.rec.job;
-        let answer = tokio::time::timeout(to, store.claim_run(req)).await;
+        let sent = std::sync::atomic::AtomicBool::new(false);
+        let call = async {
+            // A bounded recording's claim waits for its turn first (its timeout covers the wait).
+            let _turn = match &self.rec.claims {
+                Some(claims) => claims.acquire().await.ok(),
+                None => None,
+            };
+            sent.store(true, std::sync::atomic::Ordering::Relaxed);
+            store.claim_run(req).await
+        };
+        let answer = tokio::time::timeout(to, call).await;
         let result = claim_result(&answer);
         // A run-now check that finds no request pending ran nothing and claimed nothing.
         if !(kind == SlotKind::Manual && result == ClaimResult::AlreadyClaimed) {
@@ -414,7 +424,11 @@ impl<F: Fn(Term) -> JobFuture> SlotRunner<F> {
                 Claimed::Skip
             }
             Err(_) => {
-                let error = format!("no answer within {to:?}");
+                let error = if sent.load(std::sync::atomic::Ordering::Relaxed) {
+                    format!("no answer within {to:?}")
+                } else {
+                    format!("not sent within {to:?}: the node's other claims kept the store busy")
+                };
                 tracing::warn!(%job, slot_ms, %error, "cannot claim the slot; skipping it rather than risking a second run");
                 self.rec.unclaimed(&req, term, &error);
                 Claimed::Skip
@@ -836,6 +850,7 @@ mod tests {
             control: None,
             clock: WallClock::System,
             writer: Writer::default(),
+            claims: None,
             state: Default::default(),
         }
     }
@@ -860,6 +875,44 @@ mod tests {
         };
         let out = runner.attempt(fut, CancellationToken::new(), None, &CancellationToken::new()).await;
         runner.outcome_of(&out, SlotKind::Scheduled)
+    }
+
+    /// A5: a bounded recording's claim (a node's schedules) that gets no turn within its call
+    /// timeout is never sent: the slot does not run, and is recorded `missed`, saying so.
+    #[tokio::test(start_paused = true)]
+    async fn a5_a_claim_without_a_turn_is_not_sent_and_recorded_missed() {
+        use crate::backend::Backend;
+        let backend = crate::backend::memory::MemoryBackend::new();
+        let Some(store) = backend.job_store() else { panic!("the memory backend has a jobs store") };
+        let now = Instant::now();
+        let cell = crate::term::SessionCell::new(
+            crate::backend::SessionId::new("s"),
+            now + Duration::from_secs(60),
+            Duration::from_secs(1),
+        );
+        let term = Term::new("j".into(), 1, Arc::new(cell), now);
+        let simba = Simba::new(backend, crate::SimbaConfig::default()).unwrap_or_else(|e| panic!("a client: {e}"));
+        let mut rec = recording(Duration::from_secs(1));
+        rec.store = Some(store.clone());
+        rec.claims = Some(Arc::new(tokio::sync::Semaphore::new(0)));
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let body = {
+            let ran = Arc::clone(&ran);
+            move |_: Term| -> JobFuture {
+                ran.store(true, std::sync::atomic::Ordering::SeqCst);
+                Box::pin(async { Ok(()) })
+            }
+        };
+        let runner = SlotRunner::new(simba, rec, term, body);
+        let at = Utc::now();
+        assert!(!runner.run(Slot::at(at, SlotKind::Scheduled)).await, "the slot was not claimed");
+        sleep(Duration::from_secs(2)).await;
+        assert!(!ran.load(std::sync::atomic::Ordering::SeqCst), "the body did not run");
+        let history = store.history("j", 5).await.unwrap_or_else(|e| panic!("history: {e}"));
+        let [missed] = history.as_slice() else { panic!("one record: {history:?}") };
+        assert_eq!((missed.slot_ms, missed.outcome), (at.timestamp_millis(), Outcome::Missed));
+        let error = missed.error.as_deref().unwrap_or_default();
+        assert!(error.contains("not sent within"), "the record says the claim was not sent: {error}");
     }
 
     /// A timed-out attempt is recorded as what its body did. A body ready when its timer

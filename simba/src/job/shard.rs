@@ -84,12 +84,8 @@ struct Inner {
 
 /// The schedule ids with a run-now request pending in `store` (its `schedule/<id>` names).
 async fn pending_requests(store: &SharedJobStore) -> crate::backend::BackendResult<BTreeSet<String>> {
-    let jobs = store.jobs().await?;
-    Ok(jobs
-        .into_iter()
-        .filter(|j| j.trigger_pending_ms.is_some())
-        .filter_map(|j| j.job.strip_prefix("schedule/").map(str::to_owned))
-        .collect())
+    let names = store.pending_requests("schedule/").await?;
+    Ok(names.into_iter().filter_map(|j| j.strip_prefix("schedule/").map(str::to_owned)).collect())
 }
 
 /// How many renewal intervals after a control move the node looks again at run-now requests

@@ -220,6 +220,7 @@ pub(super) fn plan_group(
             clock: crate::job::WallClock::System,
             writer: Default::default(),
             state: Default::default(),
+            claims: None,
         },
     };
     Ok(Some(PlannedGroup { spec, settings }))

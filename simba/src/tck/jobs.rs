@@ -32,6 +32,7 @@ pub const RULES: &[&str] = &[
     "jobs_backfill_refuses_slots_outside_the_retained_history",
     "jobs_group_pause_applies_to_partitions",
     "jobs_trigger_is_taken_once_by_the_holder",
+    "jobs_pending_requests_are_read_by_prefix",
     "jobs_trigger_retry_with_the_same_key_runs_once",
     "jobs_distinct_request_keys_each_run",
     "jobs_pending_requests_are_bounded",
@@ -515,6 +516,28 @@ pub async fn jobs_trigger_is_taken_once_by_the_holder<B: Backend>(b: B) {
     let _ = b.close_session(&s).await;
 }
 
+/// A15: `pending_requests(prefix)` names exactly the jobs under the prefix with a request of
+/// their own pending, ordered by name: not a job with a control row and no request, not one
+/// whose request a claim took, not one outside the prefix (a name that only starts like it
+/// included).
+pub async fn jobs_pending_requests_are_read_by_prefix<B: Backend>(b: B) {
+    let store = store_of(&b);
+    let (s, lease, token) = holder(&b).await;
+    let prefix = format!("{}/", unique("pending"));
+    let [a, b_job, taken, quiet] = ["a", "b", "taken", "quiet"].map(|n| format!("{prefix}{n}"));
+    let outside = format!("{}x/a", prefix.trim_end_matches('/'));
+    for (job, key) in [(&b_job, "kb"), (&a, "ka"), (&taken, "kt"), (&outside, "ko")] {
+        trigger(&store, job, key, T0).await;
+    }
+    ok(store.set_paused(&quiet, false).await, "a control row without a request");
+    let _ = claimed(claim(&store, req(&s, &lease, token, &taken, 0, SlotKind::Manual)).await, "taken");
+    let pending = ok(store.pending_requests(&prefix).await, "pending requests");
+    assert_eq!(pending, vec![a.clone(), b_job.clone()], "the pending requests under `{prefix}`");
+    let _ = claimed(claim(&store, req(&s, &lease, token, &a, 0, SlotKind::Manual)).await, "a");
+    assert_eq!(ok(store.pending_requests(&prefix).await, "pending requests"), vec![b_job]);
+    let _ = b.close_session(&s).await;
+}
+
 /// R3: a request sent again with its key (a retry after a lost answer) is the same request:
 /// while it is pending, and after its run, the store answers `Known` with it, and no second
 /// manual run follows.
@@ -957,6 +980,7 @@ macro_rules! jobs_suite {
             jobs_backfill_refuses_slots_outside_the_retained_history,
             jobs_group_pause_applies_to_partitions,
             jobs_trigger_is_taken_once_by_the_holder,
+            jobs_pending_requests_are_read_by_prefix,
             jobs_trigger_retry_with_the_same_key_runs_once,
             jobs_distinct_request_keys_each_run,
             jobs_pending_requests_are_bounded,

@@ -100,6 +100,9 @@ fn all(responses: &[TxnOpResponse], i: usize) -> &[KeyValue] {
 /// full retention; more only after the retention was lowered, when the write reads them all).
 const TRIM_LOOK: i64 = 8;
 
+/// How many control rows one read of [`JobStore::pending_requests`] takes.
+const PENDING_PAGE: i64 = 1_000;
+
 /// What a record's write read of its job's records: how many besides the record's own, the
 /// oldest keys (the record's own among them if it is one of them), and whether it exists.
 /// `key` is the record key it looked for (a manual slot's is known only after the read: its
@@ -521,6 +524,38 @@ impl JobStore for EtcdJobStore {
         for n in &names {
             out.extend(self.job(n).await?);
         }
+        Ok(out)
+    }
+
+    /// The control rows under the prefix alone, [`PENDING_PAGE`] at a time (a row holds its
+    /// request log, a few hundred bytes at most): never the records, never another namespace.
+    async fn pending_requests(&self, prefix: &str) -> BackendResult<Vec<String>> {
+        let ctl = self.ctl_prefix();
+        let start = format!("{ctl}{}", escape_job(prefix));
+        let end = prefix_end(&start);
+        let mut kv = self.backend.kv();
+        let mut from = start.clone().into_bytes();
+        let mut out = Vec::new();
+        loop {
+            let page = GetOptions::new().with_range(end.clone()).with_limit(PENDING_PAGE);
+            let got = kv.get(from.clone(), Some(page)).await.map_err(|e| self.err("read the run-now requests", &e))?;
+            for kv in got.kvs() {
+                let (row, _) = self.control_of(Some(kv))?;
+                if row.pending().is_some()
+                    && let Some(name) = String::from_utf8_lossy(kv.key()).strip_prefix(ctl.as_str())
+                {
+                    out.push(unescape_job(name));
+                }
+            }
+            match got.kvs().last() {
+                Some(last) if got.more() => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => break,
+            }
+        }
+        out.sort();
         Ok(out)
     }
 

@@ -270,6 +270,8 @@ pub(crate) struct JobStatements {
     job_row: Stmt,
     /// Every control row.
     job_rows: Stmt,
+    /// The control rows with a run-now request of their own pending.
+    pending_rows: Stmt,
     /// `:1` job: its newest record.
     last_record: Stmt,
     /// The newest record of every job.
@@ -351,6 +353,8 @@ impl JobStatements {
                  FROM simba_job WHERE job = :1"),
             job_rows: r("SELECT job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id \
                  FROM simba_job ORDER BY job"),
+            pending_rows: r("SELECT job, paused, last_slot, trigger_id, trigger_ms, taken_id, group_taken_id \
+                 FROM simba_job WHERE trigger_id > taken_id ORDER BY job"),
             last_record: r(&format!(
                 "SELECT {READ_RECORD} FROM simba_job_run r {KEY_JOIN} WHERE r.job = :1 \
                  ORDER BY r.slot_ms DESC, r.kind DESC LIMIT 1"
@@ -1271,6 +1275,20 @@ where
         }));
         states.sort_by(|a, b| a.job.cmp(&b.job));
         Ok(states)
+    }
+
+    /// The control rows with a request pending alone (a scan of the control table, without
+    /// the newest record of every job that [`jobs`](Self::jobs) reads).
+    async fn pending_requests(&self, prefix: &str) -> BackendResult<Vec<String>> {
+        self.ensure_schema().await?;
+        let rows: Vec<ControlRow> =
+            self.sql.fetch_all(&self.statements.pending_rows, &[], "read the run-now requests").await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| self.state(row, None))
+            .filter(|s| s.trigger_pending_ms.is_some() && s.job.starts_with(prefix))
+            .map(|s| s.job)
+            .collect())
     }
 
     async fn set_paused(&self, job: &str, paused: bool) -> BackendResult<bool> {
