@@ -855,16 +855,21 @@ mod tests {
         }
     }
 
-    /// What one attempt of a body that sleeps `body` and then returns `result` comes to,
-    /// under a 400 ms timeout, and how its record says it.
-    async fn attempt_of(body: Duration, result: Result<(), &'static str>) -> (Outcome, Option<String>) {
+    /// A term of job `j` (token 1) whose session lasts a minute, renewed every second.
+    fn term() -> Term {
         let now = Instant::now();
         let cell = crate::term::SessionCell::new(
             crate::backend::SessionId::new("s"),
             now + Duration::from_secs(60),
             Duration::from_secs(1),
         );
-        let term = Term::new("j".into(), 1, Arc::new(cell), now);
+        Term::new("j".into(), 1, Arc::new(cell), now)
+    }
+
+    /// What one attempt of a body that sleeps `body` and then returns `result` comes to,
+    /// under a 400 ms timeout, and how its record says it.
+    async fn attempt_of(body: Duration, result: Result<(), &'static str>) -> (Outcome, Option<String>) {
+        let term = term();
         let simba = Simba::new(crate::backend::memory::MemoryBackend::new(), crate::SimbaConfig::default())
             .unwrap_or_else(|e| panic!("a client: {e}"));
         let never_called = |_: Term| -> JobFuture { Box::pin(async { Ok(()) }) };
@@ -884,13 +889,7 @@ mod tests {
         use crate::backend::Backend;
         let backend = crate::backend::memory::MemoryBackend::new();
         let Some(store) = backend.job_store() else { panic!("the memory backend has a jobs store") };
-        let now = Instant::now();
-        let cell = crate::term::SessionCell::new(
-            crate::backend::SessionId::new("s"),
-            now + Duration::from_secs(60),
-            Duration::from_secs(1),
-        );
-        let term = Term::new("j".into(), 1, Arc::new(cell), now);
+        let term = term();
         let simba = Simba::new(backend, crate::SimbaConfig::default()).unwrap_or_else(|e| panic!("a client: {e}"));
         let mut rec = recording(Duration::from_secs(1));
         rec.store = Some(store.clone());
