@@ -438,10 +438,6 @@ impl JobState {
     }
 }
 
-/// [`JobStore::claims_in_flight`]'s default: on etcd, a node's claims beyond about this many
-/// at once waited longer in the server than their call timeout (P14, 1,000 claims a second).
-pub const CLAIMS_IN_FLIGHT: usize = 32;
-
 /// Where history and job control live, in the shape of [`Backend`](crate::backend::Backend):
 /// methods return `impl Future + Send` (write them as `async fn`), and the one type-erased
 /// form is [`SharedJobStore`]. Every method is one logical round trip
@@ -569,15 +565,6 @@ pub trait JobStore: Send + Sync + 'static {
     /// How many records per job this store keeps.
     fn retention(&self) -> usize;
 
-    /// How many schedule-slot claims one node should have in flight at once on this store
-    /// (the node's schedules wait for a turn beyond it): about what the store answers within
-    /// a fraction of a second when it is busy. The default, [`CLAIMS_IN_FLIGHT`], suits a store
-    /// that takes each claim as a call of its own; a store that sends claims in batches takes
-    /// as many as its batches hold.
-    fn claims_in_flight(&self) -> usize {
-        CLAIMS_IN_FLIGHT
-    }
-
     /// The same store keeping at most `records` records per job (at least 1) from its next
     /// write on (`[history] retention` in `simba.toml`). Reads and control are unchanged; a
     /// lower bound than the records already stored drops the oldest at the job's next finish
@@ -605,7 +592,6 @@ trait DynJobStore: Send + Sync + 'static {
     fn publish_registry<'a>(&'a self, session: &'a SessionId, registry: &'a str) -> BoxFuture<'a, BackendResult<bool>>;
     fn registries(&self) -> BoxFuture<'_, BackendResult<Vec<(SessionId, String)>>>;
     fn retention(&self) -> usize;
-    fn claims_in_flight(&self) -> usize;
     fn keeping(&self, records: usize) -> SharedJobStore;
     fn describe(&self) -> String;
 }
@@ -652,9 +638,6 @@ impl<J: JobStore> DynJobStore for J {
     }
     fn retention(&self) -> usize {
         JobStore::retention(self)
-    }
-    fn claims_in_flight(&self) -> usize {
-        JobStore::claims_in_flight(self)
     }
     fn keeping(&self, records: usize) -> SharedJobStore {
         JobStore::keeping(self, records)
@@ -776,11 +759,6 @@ impl SharedJobStore {
         self.0.retention()
     }
 
-    /// See [`JobStore::claims_in_flight`].
-    pub fn claims_in_flight(&self) -> usize {
-        self.0.claims_in_flight()
-    }
-
     /// See [`JobStore::keeping`].
     pub fn keeping(&self, records: usize) -> SharedJobStore {
         self.0.keeping(records)
@@ -840,9 +818,6 @@ impl JobStore for SharedJobStore {
     }
     fn retention(&self) -> usize {
         SharedJobStore::retention(self)
-    }
-    fn claims_in_flight(&self) -> usize {
-        SharedJobStore::claims_in_flight(self)
     }
     fn keeping(&self, records: usize) -> SharedJobStore {
         SharedJobStore::keeping(self, records)

@@ -522,10 +522,6 @@ impl JobStore for NamespacedJobs {
         self.inner.retention()
     }
 
-    fn claims_in_flight(&self) -> usize {
-        self.inner.claims_in_flight()
-    }
-
     fn keeping(&self, records: usize) -> SharedJobStore {
         crate::backend::job_store::SharedJobStore::new(NamespacedJobs {
             inner: self.inner.keeping(records),
