@@ -3,12 +3,21 @@
 # (PostgreSQL, MariaDB, Redis, ZooKeeper, etcd: installed if missing, started on loopback), headless
 # Chromium for the dashboard's browser tests (installed if missing), every test, then the
 # servers are stopped again.
+#
+# For the test command's own test (tests/tests/test_command/); unset in normal use:
+#   SIMBA_TEST_BACKENDS_SCRIPT  the script run for the servers (default scripts/backends.sh)
+#   SIMBA_TEST_BROWSER_SCRIPT   the script run for the browser (default scripts/browser.sh)
+#   SIMBA_TEST_OUT_DIR          where the fault lane's log and report go (default target/), so
+#                               that test, run by this command, leaves this run's files alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
+backends=${SIMBA_TEST_BACKENDS_SCRIPT:-scripts/backends.sh}
+browser=${SIMBA_TEST_BROWSER_SCRIPT:-scripts/browser.sh}
+out_dir=${SIMBA_TEST_OUT_DIR:-$PWD/target}
 
 # Before anything builds: the etcd feature's build script needs protoc (backends.sh installs it
 # with the servers).
-bash scripts/backends.sh install
+bash "$backends" install
 
 cargo fmt --all -- --check
 # Every rule id the code cites is defined in docs/SPEC.md (no build needed).
@@ -42,20 +51,20 @@ cargo test --workspace --all-features --no-run
 others_offset=$((${SIMBA_BACKENDS_PORT_OFFSET:-0} + 200))
 others_dir=$PWD/.backends-others
 stop_servers() {
-  bash scripts/backends.sh stop >/dev/null 2>&1 || true
+  bash "$backends" stop >/dev/null 2>&1 || true
   SIMBA_BACKENDS_PORT_OFFSET=$others_offset SIMBA_BACKENDS_DIR=$others_dir \
-    bash scripts/backends.sh stop >/dev/null 2>&1 || true
+    bash "$backends" stop >/dev/null 2>&1 || true
 }
 # A failed command substitution inside `eval "$(...)"` does not stop `set -e`: capture first,
 # so a server that does not start stops the test command here.
 trap stop_servers EXIT
-servers_env=$(bash scripts/backends.sh start)
+servers_env=$(bash "$backends" start)
 # The replicated stores (a 3-member etcd cluster, a 3-server ZooKeeper ensemble; ADR 0029):
 # `stop` above stops them too.
-replicated_env=$(bash scripts/backends.sh start-replicated)
+replicated_env=$(bash "$backends" start-replicated)
 others_env=$(SIMBA_BACKENDS_PORT_OFFSET=$others_offset SIMBA_BACKENDS_DIR=$others_dir \
-  nice -n 10 bash scripts/backends.sh start)
-browser_env=$(bash scripts/browser.sh install)
+  nice -n 10 bash "$backends" start)
+browser_env=$(bash "$browser" install)
 eval "$browser_env"
 # Every backend test runs: one whose server is missing fails instead of printing SKIPPED.
 export CI=true
@@ -79,9 +88,9 @@ print(" ".join(sorted(flags)))')
 
 # The fault suite's tables (faults by kind, worst time back to a leader) go to a file, printed
 # at the end: cargo shows a passing test's output only with --nocapture.
-report=$PWD/target/faults-report.md
-fault_log=$PWD/target/fault-lane.log
-mkdir -p target && rm -f "$report" "$fault_log"
+report=$out_dir/faults-report.md
+fault_log=$out_dir/fault-lane.log
+mkdir -p "$out_dir" && rm -f "$report" "$fault_log"
 (
   eval "$servers_env"
   eval "$replicated_env"
