@@ -210,6 +210,9 @@ impl<B: Backend> Backend for Counted<B> {
     async fn inspect(&self) -> BackendResult<simba::backend::StoreSnapshot> {
         self.inner.inspect().await
     }
+    async fn remove_idle_leases(&self, prefix: &str, idle_for: Duration, limit: usize) -> BackendResult<usize> {
+        self.inner.remove_idle_leases(prefix, idle_for, limit).await
+    }
     fn subscribe_releases(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         self.inner.subscribe_releases()
     }

@@ -221,6 +221,7 @@ impl SimbaBuilder {
         // The actor logs under `simba{backend}` while opening and under a fresh
         // `simba{backend, session}` per session, children of the span current here.
         let actor = handle.spawn(crate::engine::session::run(Arc::clone(&shared), tracing::Span::current()));
+        handle.spawn(tracing::Instrument::in_current_span(crate::engine::idle::run(Arc::clone(&shared))));
         *shared.actor.lock().unwrap_or_else(PoisonError::into_inner) = Some(actor);
         Ok(Simba { shared })
     }

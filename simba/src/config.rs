@@ -17,6 +17,7 @@ use crate::{ConfigError, Error};
 /// | `retry_jitter` | `renew_interval / 2` | candidates retry after `renew_interval / 2 + [0, retry_jitter)` |
 /// | `min_backoff` | 100 ms | lower bound of the backoff after a failed renewal |
 /// | `fair_locks` | `true` | after tasks of this process passed a lock name among themselves for `renew_interval / 2`, the next one gives other nodes' candidates a short turn first |
+/// | `remove_idle_leases_after` | 24 h | a lease record nobody holds or acquired for this long is removed from the store (rule B3; `None`: kept for ever) |
 ///
 /// ```
 /// use std::time::Duration;
@@ -37,6 +38,7 @@ pub struct SimbaConfig {
     retry_jitter: Duration,
     min_backoff: Duration,
     fair_locks: bool,
+    remove_idle_leases_after: Option<Duration>,
 }
 
 impl Default for SimbaConfig {
@@ -62,6 +64,7 @@ impl SimbaConfig {
             retry_jitter: Some(self.retry_jitter),
             min_backoff: self.min_backoff,
             fair_locks: self.fair_locks,
+            remove_idle_leases_after: self.remove_idle_leases_after,
         }
     }
 
@@ -99,6 +102,11 @@ impl SimbaConfig {
     pub fn fair_locks(&self) -> bool {
         self.fair_locks
     }
+    /// How long a lease record stays in the store after its last acquisition once nobody
+    /// holds it (rule B3); `None`: for ever.
+    pub fn remove_idle_leases_after(&self) -> Option<Duration> {
+        self.remove_idle_leases_after
+    }
 
     /// The longest a crashed holder keeps a lease from the others:
     /// `lease_duration + renew_interval / 2 + retry_jitter`.
@@ -133,7 +141,11 @@ pub struct SimbaConfigBuilder {
     retry_jitter: Option<Duration>,
     min_backoff: Duration,
     fair_locks: bool,
+    remove_idle_leases_after: Option<Duration>,
 }
+
+/// [`SimbaConfigBuilder::remove_idle_leases_after`]'s default: a day.
+pub const DEFAULT_REMOVE_IDLE_LEASES_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 
 impl Default for SimbaConfigBuilder {
     fn default() -> Self {
@@ -145,6 +157,7 @@ impl Default for SimbaConfigBuilder {
             retry_jitter: None,
             min_backoff: Duration::from_millis(100),
             fair_locks: true,
+            remove_idle_leases_after: Some(DEFAULT_REMOVE_IDLE_LEASES_AFTER),
         }
     }
 }
@@ -187,6 +200,18 @@ impl SimbaConfigBuilder {
         self.fair_locks = fair;
         self
     }
+    /// Sets `remove_idle_leases_after` (default [`DEFAULT_REMOVE_IDLE_LEASES_AFTER`], a day).
+    /// Every client removes, now and then, the lease records of its store (its namespace)
+    /// that nobody holds and nobody acquired for this long, so a service that locks one name
+    /// per order or per tenant does not grow its store for ever; a name used again later gets
+    /// a token above every token it had (rule B3). `None` keeps every record. Removal needs
+    /// every node of the store on a version with the token floor: an older node's first
+    /// acquisition of a removed name would start again at token 1 on Redis and SQLite (on
+    /// PostgreSQL and MySQL/MariaDB the floor's trigger covers older nodes too).
+    pub fn remove_idle_leases_after(mut self, after: Option<Duration>) -> Self {
+        self.remove_idle_leases_after = after;
+        self
+    }
 
     fn build_unchecked(self) -> SimbaConfig {
         let renew_interval = self.renew_interval.unwrap_or(self.lease_duration / 3);
@@ -198,6 +223,7 @@ impl SimbaConfigBuilder {
             retry_jitter: self.retry_jitter.unwrap_or(renew_interval / 2),
             min_backoff: self.min_backoff,
             fair_locks: self.fair_locks,
+            remove_idle_leases_after: self.remove_idle_leases_after,
         }
     }
 

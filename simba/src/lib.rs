@@ -34,7 +34,7 @@ pub mod tck;
 pub mod testing;
 
 pub use client::{Simba, SimbaBuilder};
-pub use config::{SimbaConfig, SimbaConfigBuilder};
+pub use config::{DEFAULT_REMOVE_IDLE_LEASES_AFTER, SimbaConfig, SimbaConfigBuilder};
 pub use election::{Election, ElectionListener, FnListener};
 pub use error::{BoxError, ConfigError, Error};
 pub use events::{ElectionSnapshot, ElectionState, Event, SessionStatus, Snapshot, TermSnapshot};

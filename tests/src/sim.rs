@@ -541,6 +541,9 @@ impl Backend for SimBackend {
     async fn inspect(&self) -> BackendResult<StoreSnapshot> {
         self.world.store.inspect().await
     }
+    async fn remove_idle_leases(&self, prefix: &str, idle_for: Duration, limit: usize) -> BackendResult<usize> {
+        self.world.store.remove_idle_leases(prefix, idle_for, limit).await
+    }
     fn subscribe_releases(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         self.world.store.subscribe_releases()
     }

@@ -98,6 +98,9 @@ impl Backend for Connected {
     async fn inspect(&self) -> BackendResult<StoreSnapshot> {
         self.backend.inspect().await
     }
+    async fn remove_idle_leases(&self, prefix: &str, idle_for: Duration, limit: usize) -> BackendResult<usize> {
+        self.backend.remove_idle_leases(prefix, idle_for, limit).await
+    }
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         self.backend.subscribe_releases()
     }

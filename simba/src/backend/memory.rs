@@ -40,6 +40,8 @@ struct Inner {
 struct State {
     sessions: HashMap<SessionId, SessionRec>,
     leases: HashMap<String, LeaseRec>,
+    /// The highest token of a removed lease record: a new record starts above it (B3, T3).
+    token_floor: u64,
     members: HashMap<String, BTreeSet<SessionId>>,
     jobs: JobsMem,
 }
@@ -137,9 +139,10 @@ impl MemoryBackend {
     /// the record in the store (a manual takeover). The token grows as for any new term.
     pub fn force_holder(&self, name: &str, session: Option<&SessionId>) -> u64 {
         let mut st = self.state();
+        let floor = st.token_floor;
         let rec = st.leases.entry(name.to_owned()).or_insert(LeaseRec {
             session: None,
-            token: 0,
+            token: floor,
             last_slot: None,
             acquired_at: None,
         });
@@ -222,9 +225,10 @@ impl Backend for MemoryBackend {
         if !st.live(session) {
             return Ok(Acquire::Expired);
         }
+        let floor = st.token_floor;
         let rec = st.leases.entry(name.to_owned()).or_insert(LeaseRec {
             session: None,
-            token: 0,
+            token: floor,
             last_slot: None,
             acquired_at: None,
         });
@@ -355,6 +359,28 @@ impl Backend for MemoryBackend {
             .map(|(name, m)| GroupInfo { name: name.clone(), members: m.iter().cloned().collect() })
             .collect();
         Ok(StoreSnapshot { taken_at: None, sessions, leases, groups }.normalized())
+    }
+
+    async fn remove_idle_leases(&self, prefix: &str, idle_for: Duration, limit: usize) -> BackendResult<usize> {
+        let now = Instant::now();
+        let mut st = self.state();
+        st.sweep(now);
+        let idle = |l: &LeaseRec| {
+            l.session.is_none()
+                && l.last_slot.is_none()
+                && l.acquired_at.is_none_or(|t| now.saturating_duration_since(t) >= idle_for)
+        };
+        let mut gone: Vec<String> =
+            st.leases.iter().filter(|(n, l)| n.starts_with(prefix) && idle(l)).map(|(n, _)| n.clone()).collect();
+        // In name order, not the map's: a seeded simulation replays bit for bit (ADR 0021).
+        gone.sort();
+        gone.truncate(limit);
+        for name in &gone {
+            if let Some(l) = st.leases.remove(name) {
+                st.token_floor = st.token_floor.max(l.token);
+            }
+        }
+        Ok(gone.len())
     }
 
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {

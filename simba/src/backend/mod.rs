@@ -221,9 +221,11 @@ pub type BackendResult<T> = Result<T, BackendError>;
 ///   a session the engine still believes live; it only keeps a stalled engine from holding
 ///   leases forever.
 /// * A lease is a record `name -> (session, token)`. Its token is positive and strictly
-///   increases each time a session wins the lease, and never goes back (T3): on SQL and Redis
-///   it grows by exactly one and lease records are never deleted (B3); on ZooKeeper it is the
-///   lease node's `czxid` (strictly increasing, not contiguous).
+///   increases each time a session wins the lease, and never goes back (T3): on SQL, Redis and
+///   memory it grows by exactly one while the record lives, and a record created after
+///   [`remove_idle_leases`](Backend::remove_idle_leases) starts above the store's token floor
+///   (B3); on ZooKeeper it is the lease node's `czxid`, on etcd the key's `create_revision`
+///   (strictly increasing, not contiguous).
 /// * A lease belongs to at most one live session at a time. It becomes free when released
 ///   with its token, when its session is closed, or when its session expires.
 /// * Keep-alive costs the same round trips and request/reply bytes whatever the number of
@@ -300,6 +302,21 @@ pub trait Backend: Send + Sync + 'static {
     /// [`StoreSnapshot`] documents ([`StoreSnapshot::normalized`]).
     fn inspect(&self) -> impl Future<Output = BackendResult<StoreSnapshot>> + Send;
 
+    /// Removes up to `limit` lease records whose name starts with `prefix`, that no live
+    /// session holds, that carry no slot ledger (a job's `claim_slot` record stays), and that
+    /// nobody acquired for at least `idle_for`; returns how many it removed (rule B3). In the
+    /// same atomic step it raises the store's token floor to the highest token removed, and a
+    /// record created later starts above that floor, so a name used again gets a token above
+    /// every token it (or any other removed name) had before (T3). Stores whose lease records
+    /// end with their term (ZooKeeper's nodes, etcd's keys: their tokens are the store's own
+    /// global counters) keep none and remove nothing.
+    fn remove_idle_leases(
+        &self,
+        prefix: &str,
+        idle_for: Duration,
+        limit: usize,
+    ) -> impl Future<Output = BackendResult<usize>> + Send;
+
     /// A stream of names of released leases, where the store can broadcast them (K2);
     /// `None` where it cannot (the engine then relies on its next attempt).
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
@@ -347,6 +364,12 @@ pub(crate) trait DynBackend: Send + Sync + 'static {
     fn leave_group<'a>(&'a self, s: &'a SessionId, group: &'a str) -> BoxFuture<'a, BackendResult<()>>;
     fn members<'a>(&'a self, group: &'a str) -> BoxFuture<'a, BackendResult<Vec<SessionId>>>;
     fn inspect(&self) -> BoxFuture<'_, BackendResult<StoreSnapshot>>;
+    fn remove_idle_leases<'a>(
+        &'a self,
+        prefix: &'a str,
+        idle_for: Duration,
+        limit: usize,
+    ) -> BoxFuture<'a, BackendResult<usize>>;
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>>;
     fn job_store(&self) -> Option<self::job_store::SharedJobStore>;
     fn schedule_store(&self) -> Option<self::schedule_store::SharedScheduleStore>;
@@ -392,6 +415,14 @@ impl<B: Backend> DynBackend for B {
     }
     fn inspect(&self) -> BoxFuture<'_, BackendResult<StoreSnapshot>> {
         Box::pin(Backend::inspect(self))
+    }
+    fn remove_idle_leases<'a>(
+        &'a self,
+        prefix: &'a str,
+        idle_for: Duration,
+        limit: usize,
+    ) -> BoxFuture<'a, BackendResult<usize>> {
+        Box::pin(Backend::remove_idle_leases(self, prefix, idle_for, limit))
     }
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         Backend::subscribe_releases(self)

@@ -361,6 +361,16 @@ impl Backend for Namespaced {
         Ok(self.filter(self.inner.inspect().await?))
     }
 
+    /// Within the namespace's names; the default namespace's prefix covers the whole store
+    /// (the floor is the store's, so every namespace's tokens stay increasing either way).
+    async fn remove_idle_leases(&self, prefix: &str, idle_for: Duration, limit: usize) -> BackendResult<usize> {
+        let stored = match &self.namespace {
+            Some(ns) => ns.map(prefix),
+            None => prefix.to_owned(),
+        };
+        self.inner.remove_idle_leases(&stored, idle_for, limit).await
+    }
+
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         forward(self.inner.subscribe_releases()?, self.namespace.clone())
     }

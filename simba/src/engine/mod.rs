@@ -10,6 +10,7 @@ pub(crate) mod attempt;
 pub(crate) mod callbacks;
 pub(crate) mod contender;
 pub(crate) mod control;
+pub(crate) mod idle;
 pub(crate) mod local;
 pub(crate) mod session;
 

@@ -259,18 +259,32 @@ pub async fn join_of_an_ended_session_answers_expired<B: Backend>(b: B) {
 /// ```
 /// use simba::tck::conformance::Capabilities;
 ///
-/// let postgres = Capabilities::NONE.with_release_broadcast();
-/// assert!(postgres.release_broadcast());
+/// let postgres = Capabilities::NONE.with_release_broadcast().with_kept_lease_records();
+/// assert!(postgres.release_broadcast() && postgres.keeps_lease_records());
 /// assert!(!Capabilities::NONE.release_broadcast());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Capabilities {
     release_broadcast: bool,
+    kept_lease_records: bool,
 }
 
 impl Capabilities {
-    /// Nothing optional: the backend offers no release broadcast.
-    pub const NONE: Capabilities = Capabilities { release_broadcast: false };
+    /// Nothing optional: the backend offers no release broadcast, and its lease records end
+    /// with their terms.
+    pub const NONE: Capabilities = Capabilities { release_broadcast: false, kept_lease_records: false };
+
+    /// The backend keeps a lease's record after its term (SQL rows, Redis hashes, memory), so
+    /// [`Backend::remove_idle_leases`] has idle records to remove (B3).
+    pub const fn with_kept_lease_records(mut self) -> Self {
+        self.kept_lease_records = true;
+        self
+    }
+
+    /// Whether the backend declared that it keeps lease records after their terms.
+    pub const fn keeps_lease_records(&self) -> bool {
+        self.kept_lease_records
+    }
 
     /// The backend broadcasts released lease names (`Backend::subscribe_releases`, K2).
     pub const fn with_release_broadcast(mut self) -> Self {
@@ -304,6 +318,125 @@ impl<B: Backend> From<B> for Built<B> {
 impl<B: Backend, G: Send + 'static> From<(B, G)> for Built<B> {
     fn from((backend, guard): (B, G)) -> Self {
         Built { backend, guard: Box::new(guard) }
+    }
+}
+
+/// B3, T3: idle lease records are removed, and tokens still never go back. Under one fresh
+/// prefix: a name won three times and released, a name held throughout, and a job's name with a
+/// claimed slot, released. Nothing is idle for an hour yet; idle at once, exactly the released
+/// name without a ledger goes (where the store keeps records at all: elsewhere nothing is
+/// there to remove). After it, the same name and a new one win tokens above every token
+/// removed; the held lease is still held with its token; the ledger still refuses the old
+/// slot. The prefix and the limit bound what goes.
+pub async fn idle_lease_records_are_removed_above_the_floor<B: Backend>(b: B, caps: Capabilities) {
+    let p = format!("{}.", unique("b3"));
+    let (a, held, ledger, fresh) = (format!("{p}a"), format!("{p}held"), format!("{p}ledger"), format!("{p}new"));
+    let kept = usize::from(caps.keeps_lease_records());
+    let s1 = open(&b).await;
+    let mut ta = 0;
+    for _ in 0..3 {
+        ta = won(&b, &s1, &a).await;
+        assert!(ok(b.release(&s1, &a, ta).await, "release"), "release of `{a}`");
+    }
+    let th = won(&b, &s1, &held).await;
+    let tl = won(&b, &s1, &ledger).await;
+    assert!(ok(b.claim_slot(&s1, &ledger, tl, 5).await, "claim_slot"), "claim of slot 5");
+    assert!(ok(b.release(&s1, &ledger, tl).await, "release"), "release of `{ledger}`");
+    let remove = |prefix: &str, idle: Duration, limit: usize| {
+        let (b, prefix) = (&b, prefix.to_owned());
+        async move { ok(b.remove_idle_leases(&prefix, idle, limit).await, "remove_idle_leases") }
+    };
+    assert_eq!(remove(&p, Duration::from_secs(3600), 100).await, 0, "nothing was idle for an hour");
+    assert_eq!(remove(&p, Duration::ZERO, 100).await, kept, "only the released name without a ledger goes");
+    assert_eq!(remove(&p, Duration::ZERO, 100).await, 0, "nothing is left to remove");
+    let ta2 = won(&b, &s1, &a).await;
+    assert!(ta2 > ta, "`{a}` won token {ta2} after its record with token {ta} was removed");
+    let tf = won(&b, &s1, &fresh).await;
+    assert!(tf > ta, "a new name won token {tf}, not above the removed token {ta}");
+    let s2 = open(&b).await;
+    assert_eq!(ok(b.acquire(&s2, &held).await, "acquire"), Acquire::Held, "the held lease stays held");
+    assert!(ok(b.owned(&s1).await, "owned").contains(&(held.clone(), th)), "the holder still lists `{held}`");
+    let tl2 = won(&b, &s2, &ledger).await;
+    assert!(tl2 > tl, "the job's name won token {tl2} after {tl}");
+    assert!(!ok(b.claim_slot(&s2, &ledger, tl2, 5).await, "claim_slot"), "the ledger still holds slot 5");
+    assert!(ok(b.claim_slot(&s2, &ledger, tl2, 6).await, "claim_slot"), "slot 6 is claimed");
+    // Two idle names inside the prefix and one outside it: the limit takes one at a time, and
+    // the one outside stays until its own prefix is asked for.
+    let outside = unique("b3-outside");
+    let to = won(&b, &s1, &outside).await;
+    for (name, token) in [(&a, ta2), (&fresh, tf), (&outside, to)] {
+        assert!(ok(b.release(&s1, name, token).await, "release"), "release of `{name}`");
+    }
+    assert_eq!(remove(&p, Duration::ZERO, 1).await, kept, "the limit bounds one removal");
+    assert_eq!(remove(&p, Duration::ZERO, 100).await, kept, "the second idle name of the prefix");
+    assert_eq!(remove(&p, Duration::ZERO, 100).await, 0, "the name outside the prefix is not taken");
+    assert_eq!(remove(&outside, Duration::ZERO, 100).await, kept, "its own prefix takes it");
+    assert!(won(&b, &s1, &outside).await > to, "`{outside}` starts above its removed token");
+    for s in [s1, s2] {
+        ok(b.close_session(&s).await, "close_session");
+    }
+}
+
+/// B3, T3 under contention: removals of idle records run back to back while four sessions
+/// take and release four names of one prefix for a second (within the sessions' lifetime); each name's tokens, in the order
+/// they were won, strictly increase (a removal racing an acquisition of the same name never
+/// lets the new record start at or below a removed token), and, where the store keeps records,
+/// removals did happen. A failed call (a deadlock the database broke) is counted and tried
+/// again, as the engine does.
+pub async fn idle_removal_racing_acquisitions_keeps_tokens_increasing<B: Backend + Clone>(b: B, caps: Capabilities) {
+    let p = format!("{}.", unique("b3race"));
+    let names: Vec<String> = (0..4).map(|i| format!("{p}{i}")).collect();
+    let until = Instant::now() + TTL / 2;
+    let mut workers = Vec::new();
+    for w in 0..4_usize {
+        let (b, names, s) = (b.clone(), names.clone(), open(&b).await);
+        workers.push(tokio::spawn(async move {
+            let (mut wins, mut failed) = (Vec::new(), 0_u32);
+            for k in 0.. {
+                if Instant::now() >= until {
+                    break;
+                }
+                let name = &names[(w + k) % names.len()];
+                match b.acquire(&s, name).await {
+                    Ok(Acquire::Won(t)) => {
+                        wins.push((name.clone(), t, Instant::now()));
+                        loop {
+                            match b.release(&s, name, t).await {
+                                Ok(true) => break,
+                                Ok(false) => panic!("the release of `{name}` with token {t} was refused"),
+                                Err(_) if failed < 100 => failed += 1,
+                                Err(e) => panic!("release failed 100 times: {e}"),
+                            }
+                        }
+                    }
+                    Ok(Acquire::Held) => {}
+                    Ok(Acquire::Expired) => panic!("session {s} expired while it worked"),
+                    Err(_) => failed += 1,
+                }
+            }
+            ok(b.close_session(&s).await, "close_session");
+            (wins, failed)
+        }));
+    }
+    let (mut removed, mut failed) = (0, 0_u32);
+    while Instant::now() < until {
+        match b.remove_idle_leases(&p, Duration::ZERO, 100).await {
+            Ok(n) => removed += n,
+            Err(_) => failed += 1,
+        }
+    }
+    let mut wins = Vec::new();
+    for w in workers {
+        let (mine, f) = ok(w.await, "worker");
+        wins.extend(mine);
+        failed += f;
+    }
+    assert!(failed < 100, "{failed} calls failed");
+    assert!(!caps.keeps_lease_records() || removed > 0, "no record was removed while the sessions worked");
+    wins.sort_by_key(|(name, _, at)| (name.clone(), *at));
+    for pair in wins.windows(2) {
+        let ((n1, t1, _), (n2, t2, _)) = (&pair[0], &pair[1]);
+        assert!(n1 != n2 || t2 > t1, "`{n1}` won token {t2} after {t1} ({removed} records removed meanwhile)");
     }
 }
 
@@ -524,6 +657,19 @@ macro_rules! conformance_suite {
             let built = $crate::tck::conformance::Built::from(($make)().await);
             let caps: $crate::tck::conformance::Capabilities = $caps;
             $crate::tck::conformance::releases_are_broadcast_as_declared(built.backend, caps).await;
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn idle_lease_records_are_removed_above_the_floor() {
+            let built = $crate::tck::conformance::Built::from(($make)().await);
+            let caps: $crate::tck::conformance::Capabilities = $caps;
+            $crate::tck::conformance::idle_lease_records_are_removed_above_the_floor(built.backend, caps).await;
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn idle_removal_racing_acquisitions_keeps_tokens_increasing() {
+            let built = $crate::tck::conformance::Built::from(($make)().await);
+            let caps: $crate::tck::conformance::Capabilities = $caps;
+            $crate::tck::conformance::idle_removal_racing_acquisitions_keeps_tokens_increasing(built.backend, caps)
+                .await;
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn engine_handover_and_failover() {

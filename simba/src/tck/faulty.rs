@@ -34,6 +34,8 @@ pub enum Op {
     Group,
     /// [`Backend::inspect`].
     Inspect,
+    /// [`Backend::remove_idle_leases`].
+    RemoveIdle,
     /// The schedule store's reads of the change counters
     /// ([`ScheduleStore::changes`](crate::schedule_store::ScheduleStore::changes)).
     ScheduleChanges,
@@ -42,7 +44,7 @@ pub enum Op {
     ScheduleRead,
 }
 
-const OPS: [Op; 11] = [
+const OPS: [Op; 12] = [
     Op::OpenSession,
     Op::KeepAlive,
     Op::Acquire,
@@ -52,6 +54,7 @@ const OPS: [Op; 11] = [
     Op::ClaimSlot,
     Op::Group,
     Op::Inspect,
+    Op::RemoveIdle,
     Op::ScheduleChanges,
     Op::ScheduleRead,
 ];
@@ -87,7 +90,7 @@ type Hook = Box<dyn Fn(Op) + Send + Sync>;
 #[derive(Default)]
 struct Ctl {
     faults: Mutex<HashMap<Op, Fault>>,
-    counts: [AtomicU64; 11],
+    counts: [AtomicU64; 12],
     times: Mutex<Vec<(Op, tokio::time::Instant)>>,
     hook: Mutex<Option<Hook>>,
 }
@@ -271,6 +274,9 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     }
     async fn inspect(&self) -> BackendResult<StoreSnapshot> {
         self.call(Op::Inspect, None, self.inner.inspect()).await
+    }
+    async fn remove_idle_leases(&self, prefix: &str, idle_for: Duration, limit: usize) -> BackendResult<usize> {
+        self.call(Op::RemoveIdle, None, self.inner.remove_idle_leases(prefix, idle_for, limit)).await
     }
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         self.inner.subscribe_releases()

@@ -301,6 +301,30 @@ pub async fn namespaced_clients_hold_the_same_lock_at_once<B: Backend>(one: B, t
     cb.close().await;
 }
 
+/// B3: a removal of idle lease records in one namespace takes only that namespace's records.
+/// Both namespaces release the same name; A's removal takes as many records as B's then does
+/// (one each where the store keeps records, none on ZooKeeper and etcd): had A's taken B's too,
+/// A's would count two and B's none. Each namespace then wins the name above its old token.
+pub async fn namespaces_remove_only_their_own_idle_leases<B: Backend>(one: B, two: B) {
+    let a = Namespaced::new(one, fresh("nsa"));
+    let b = Namespaced::new(two, fresh("nsb"));
+    let (sa, sb) = (open(&a, TTL * 4).await, open(&b, TTL * 4).await);
+    let name = unique("idle");
+    let ta = won(&a, &sa, &name).await;
+    let tb = won(&b, &sb, &name).await;
+    assert!(ok(a.release(&sa, &name, ta).await, "release in A"));
+    assert!(ok(b.release(&sb, &name, tb).await, "release in B"));
+    let in_a = ok(a.remove_idle_leases("", Duration::ZERO, 100).await, "remove in A");
+    let in_b = ok(b.remove_idle_leases("", Duration::ZERO, 100).await, "remove in B");
+    assert!(in_a <= 1, "A's removal took {in_a} records: more than its namespace holds");
+    assert_eq!(in_a, in_b, "A's removal took {in_a} records and left B's removal {in_b}");
+    assert!(won(&a, &sa, &name).await > ta, "T3 in A across the removal");
+    assert!(won(&b, &sb, &name).await > tb, "T3 in B across the removal");
+    for (ns, s) in [(&a, &sa), (&b, &sb)] {
+        ok(ns.close_session(s).await, "close");
+    }
+}
+
 /// Runs the namespace concern against a backend. `$make` is an async
 /// function returning a fresh connection to one shared store (as for
 /// [`conformance_suite!`](crate::conformance_suite)); each test calls it twice.
@@ -313,7 +337,8 @@ macro_rules! namespace_suite {
             namespaces_keep_separate_job_histories,
             namespace_broadcasts_stay_in_their_namespace,
             namespaced_clients_hold_the_same_lock_at_once,
-            namespaces_keep_separate_registries
+            namespaces_keep_separate_registries,
+            namespaces_remove_only_their_own_idle_leases
         );
     };
     (@tests $make:expr; $($name:ident),*) => {

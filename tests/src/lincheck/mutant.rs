@@ -87,6 +87,9 @@ impl<B: Backend> Backend for DoubleGrant<B> {
     async fn inspect(&self) -> BackendResult<StoreSnapshot> {
         self.inner.inspect().await
     }
+    async fn remove_idle_leases(&self, prefix: &str, idle_for: Duration, limit: usize) -> BackendResult<usize> {
+        self.inner.remove_idle_leases(prefix, idle_for, limit).await
+    }
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         self.inner.subscribe_releases()
     }

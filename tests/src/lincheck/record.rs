@@ -444,6 +444,11 @@ impl<B: Backend> Backend for RecordingBackend<B> {
     async fn inspect(&self) -> BackendResult<StoreSnapshot> {
         self.inner.inspect().await
     }
+    /// Not recorded: a removal changes no lease's holder, and a name used again gets a token
+    /// above its old ones (T3), which the model checks at that acquisition.
+    async fn remove_idle_leases(&self, prefix: &str, idle_for: Duration, limit: usize) -> BackendResult<usize> {
+        self.inner.remove_idle_leases(prefix, idle_for, limit).await
+    }
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         self.inner.subscribe_releases()
     }

@@ -185,14 +185,18 @@ async fn user_without_ddl_rights_gets_the_schema_to_run() {
     let msg = err.to_string();
     eprintln!("user without DDL rights:\n{msg}");
     assert!(matches!(err, BackendError::Misconfigured(_)), "{err:?}");
-    for expected in ["CREATE TABLE IF NOT EXISTS simba_session", "simba_lease", "simba_member", "GRANT", &user] {
+    for expected in
+        ["CREATE TABLE IF NOT EXISTS simba_session", "simba_lease", "simba_lease_floor", "simba_member", "GRANT", &user]
+    {
         assert!(msg.contains(expected), "missing {expected:?} in: {msg}");
     }
 
     exec(&db_admin, PostgresBackend::schema()).await;
     exec(
         &db_admin,
-        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON simba_session, simba_lease, simba_member TO {user}"),
+        format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_session, simba_lease, simba_lease_floor, simba_member TO {user}"
+        ),
     )
     .await;
     let b = connect(&restricted).await;

@@ -65,7 +65,9 @@ async fn jobs_store_of_a_user_without_ddl_rights_prints_the_routines() {
     simba_tests::servers::exec(&db_admin, PostgresBackend::schema()).await;
     simba_tests::servers::exec(
         &db_admin,
-        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON simba_session, simba_lease, simba_member TO {user}"),
+        format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_session, simba_lease, simba_lease_floor, simba_member TO {user}"
+        ),
     )
     .await;
     let restricted = simba_tests::servers::url_for("postgres", &url, &user, &database);

@@ -16,7 +16,10 @@ async fn make() -> PostgresBackend {
     }
 }
 
-simba::conformance_suite!(make, simba::tck::conformance::Capabilities::NONE.with_release_broadcast());
+simba::conformance_suite!(
+    make,
+    simba::tck::conformance::Capabilities::NONE.with_release_broadcast().with_kept_lease_records()
+);
 
 /// Issue 12 item 6: the namespace concern on this backend.
 mod namespaces {

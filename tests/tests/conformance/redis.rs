@@ -24,7 +24,10 @@ macro_rules! redis_or_skip {
     }};
 }
 
-simba::conformance_suite!(redis_or_skip!(), simba::tck::conformance::Capabilities::NONE.with_release_broadcast());
+simba::conformance_suite!(
+    redis_or_skip!(),
+    simba::tck::conformance::Capabilities::NONE.with_release_broadcast().with_kept_lease_records()
+);
 
 /// Issue 12 item 6: the namespace concern on this backend.
 mod namespaces {

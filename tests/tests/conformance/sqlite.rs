@@ -36,7 +36,10 @@ async fn make() -> (SqliteBackend, Arc<TempDir>) {
     (SqliteBackend::connect(&url).await.expect("connect to the test database"), dir)
 }
 
-simba::conformance_suite!(make, simba::tck::conformance::Capabilities::NONE.with_release_broadcast());
+simba::conformance_suite!(
+    make,
+    simba::tck::conformance::Capabilities::NONE.with_release_broadcast().with_kept_lease_records()
+);
 
 /// Issue 13 item 4: the suite's temporary directory is removed once no test holds it.
 #[tokio::test]

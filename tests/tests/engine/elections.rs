@@ -174,6 +174,14 @@ impl simba::backend::Backend for RegressingStore {
     async fn inspect(&self) -> simba::backend::BackendResult<simba::backend::StoreSnapshot> {
         self.inner.inspect().await
     }
+    async fn remove_idle_leases(
+        &self,
+        prefix: &str,
+        idle_for: std::time::Duration,
+        limit: usize,
+    ) -> simba::backend::BackendResult<usize> {
+        self.inner.remove_idle_leases(prefix, idle_for, limit).await
+    }
     fn describe(&self) -> String {
         "regressing".into()
     }

@@ -436,6 +436,13 @@ impl Backend for EtcdBackend {
         self.inspect_store().await
     }
 
+    /// Nothing to remove: a lease key is attached to its holder's etcd lease and deleted with
+    /// its term (release, revoke or expiry), and its token is the key's `create_revision`, the
+    /// cluster's own counter; the slot ledger's keys are kept, as on every store.
+    async fn remove_idle_leases(&self, _prefix: &str, _idle_for: Duration, _limit: usize) -> BackendResult<usize> {
+        Ok(0)
+    }
+
     fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
         Some(crate::backend::job_store::SharedJobStore::new(jobs::EtcdJobStore::new(self.clone())))
     }

@@ -10,7 +10,8 @@
 //! | key | type | TTL | content |
 //! | --- | --- | --- | --- |
 //! | `simba:session:{id}` | string | the session's lifetime (`PEXPIRE`) | the lifetime in ms, so a keep-alive renews with it |
-//! | `simba:lease:{name}` | hash | none, never deleted | `session` (holder id, absent when free), `token`, `last_slot` |
+//! | `simba:lease:{name}` | hash | none; removed when idle (B3) | `session` (holder id, absent when free), `token`, `last_slot`, `at` (ms of the last win) |
+//! | `simba:lease-floor` | string | none | the highest token of a removed lease hash; a new hash starts at it (T3) |
 //! | `simba:owned:{id}` | hash | the session's | lease name -> token, for every lease the session won |
 //! | `simba:digest:{id}` | hash | the session's | `count`, `high`, `low`: the digest of the owned entries, kept by acquire and release |
 //! | `simba:joined:{id}` | set | the session's | the groups the session joined |
@@ -101,6 +102,12 @@ const MAX_TTL_MS: u64 = 1 << 40;
 /// How many released names a slow subscriber may fall behind before it skips some (it then
 /// retries every lease it waits for, so nothing is lost).
 const RELEASE_CAPACITY: usize = 1024;
+
+/// How many keys one step of a removal of idle leases asks `SCAN` for (its `COUNT`).
+const IDLE_PAGE: &str = "1000";
+
+/// The most `SCAN` steps one removal of idle leases takes (so about 100,000 keys read).
+const IDLE_STEPS: usize = 100;
 
 /// Attempts at drawing a fresh random session id before giving up (a collision of 128-bit
 /// ids never happens in practice; the loop only makes the code total).
@@ -275,6 +282,9 @@ struct Inner {
     releases: Mutex<Option<broadcast::Sender<String>>>,
     /// The sender of the schedule changes' subscription, once somebody subscribed.
     schedule_changes: Mutex<Option<broadcast::Sender<String>>>,
+    /// Where the last removal of idle leases stopped its walk: the name prefix and the
+    /// `SCAN` cursor, so that each removal reads a bounded number of keys.
+    idle_walk: Mutex<(String, String)>,
     /// Stops the subscription task when the last clone drops.
     subscriber_stop: CancellationToken,
     _stop_on_drop: DropGuard,
@@ -290,6 +300,8 @@ struct Keys {
     joined: String,
     group: String,
     channel: String,
+    /// The token floor (B3): the highest token of a removed lease hash.
+    floor: String,
 }
 
 impl Keys {
@@ -303,6 +315,7 @@ impl Keys {
             joined: format!("{prefix}:joined:"),
             group: format!("{prefix}:group:"),
             channel: format!("{prefix}:released"),
+            floor: format!("{prefix}:lease-floor"),
         }
     }
 
@@ -493,6 +506,7 @@ impl RedisBackend {
                 wait: (options.wait_replicas > 0).then_some((options.wait_replicas, options.wait_timeout)),
                 releases: Mutex::new(None),
                 schedule_changes: Mutex::new(None),
+                idle_walk: Mutex::new((String::new(), "0".to_owned())),
                 _stop_on_drop: subscriber_stop.clone().drop_guard(),
                 subscriber_stop,
             }),
@@ -651,7 +665,7 @@ impl Backend for RedisBackend {
         let reply: (i64, String) = self
             .eval(
                 &SCRIPTS.acquire,
-                [k.session(session), k.lease(name), k.owned(session), k.digest(session)],
+                [k.session(session), k.lease(name), k.owned(session), k.digest(session), k.floor.clone()],
                 [session.as_str(), name, &k.session],
                 what,
             )
@@ -746,6 +760,36 @@ impl Backend for RedisBackend {
 
     async fn inspect(&self) -> BackendResult<StoreSnapshot> {
         self.inspect_store().await
+    }
+
+    /// `SCAN` steps of 1,000 keys over the lease hashes, each step one script that removes
+    /// what it found idle and raises the floor; at most 100 steps per call, resumed where the
+    /// last call stopped, so a call reads a bounded number of keys however
+    /// many names the store holds.
+    async fn remove_idle_leases(&self, prefix: &str, idle_for: Duration, limit: usize) -> BackendResult<usize> {
+        let k = self.keys();
+        let idle_ms = u64::try_from(idle_for.as_millis()).unwrap_or(u64::MAX).to_string();
+        let mut cursor = {
+            let walk = self.inner.idle_walk.lock().unwrap_or_else(PoisonError::into_inner);
+            if walk.0 == prefix { walk.1.clone() } else { "0".to_owned() }
+        };
+        let mut removed = 0;
+        for _ in 0..IDLE_STEPS {
+            if removed >= limit {
+                break;
+            }
+            let budget = (limit - removed).to_string();
+            let args = [k.lease.as_str(), prefix, &cursor, IDLE_PAGE, &idle_ms, &k.session, &budget];
+            let (next, n): (String, u64) =
+                self.eval(&SCRIPTS.remove_idle, [k.floor.clone()], args, "remove idle leases").await?;
+            removed += usize::try_from(n).unwrap_or(usize::MAX);
+            cursor = next;
+            if cursor == "0" {
+                break;
+            }
+        }
+        *self.inner.idle_walk.lock().unwrap_or_else(PoisonError::into_inner) = (prefix.to_owned(), cursor);
+        Ok(removed)
     }
 
     /// Released lease names, from one pub/sub subscription per backend instance (shared by

@@ -86,15 +86,18 @@ local d = redis.call('HMGET', KEYS[4], 'count', 'high', 'low')
 return {1, tonumber(ttl), d[1] or '0', d[2] or '0', d[3] or '0'}
 ";
 
-/// `KEYS[1]` session key, `KEYS[2]` lease hash, `KEYS[3]` owned hash, `KEYS[4]` digest hash;
-/// `ARGV[1]` session id, `ARGV[2]` lease name, `ARGV[3]` session key prefix.
+/// `KEYS[1]` session key, `KEYS[2]` lease hash, `KEYS[3]` owned hash, `KEYS[4]` digest hash,
+/// `KEYS[5]` token floor; `ARGV[1]` session id, `ARGV[2]` lease name, `ARGV[3]` session key
+/// prefix.
 ///
 /// `{-1, '0'}`: the session is gone (rule S3), nothing acquired. `{0, '0'}`: another live
 /// session holds the lease. `{1, token}`: this session holds it; the token grew by one if
 /// the lease was free (never held, released, or its holder's session key is gone), and is
-/// unchanged if this session already held it (a retry after a lost reply). The owned entry
-/// and the digest follow: an older entry for the name (a term the audit has not yet found
-/// ended) leaves the digest as the new one enters it.
+/// unchanged if this session already held it (a retry after a lost reply). A new hash starts
+/// at the token floor (B3: the highest token of a removed hash), so its first token is above
+/// it (T3). A win records its time (`at`, ms on Redis's clock) for the removal of idle
+/// leases. The owned entry and the digest follow: an older entry for the name (a term the
+/// audit has not yet found ended) leaves the digest as the new one enters it.
 const ACQUIRE: &str = r"
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl == -2 then
@@ -120,9 +123,49 @@ end
 if holder and holder ~= '' and redis.call('EXISTS', ARGV[3] .. holder) == 1 then
   return {0, '0'}
 end
+if redis.call('HEXISTS', KEYS[2], 'token') == 0 then
+  local floor = redis.call('GET', KEYS[5])
+  if floor then redis.call('HSET', KEYS[2], 'token', floor) end
+end
 redis.call('HINCRBY', KEYS[2], 'token', 1)
-redis.call('HSET', KEYS[2], 'session', ARGV[1])
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[2], 'session', ARGV[1], 'at', t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)))
 return own(redis.call('HGET', KEYS[2], 'token'))
+";
+
+/// `KEYS[1]` token floor; `ARGV[1]` lease key prefix, `ARGV[2]` name prefix, `ARGV[3]` scan
+/// cursor, `ARGV[4]` page size, `ARGV[5]` idle time in ms, `ARGV[6]` session key prefix,
+/// `ARGV[7]` the most hashes to remove.
+///
+/// One `SCAN` step over the lease hashes whose name starts with the prefix (glob characters
+/// escaped); removes each that no live session holds, that has no slot ledger (`last_slot`)
+/// and whose last win (`at`; none: a hash from before it was recorded) is at least the idle
+/// time old, up to the budget; raises the floor to the highest token removed (B3, T3).
+/// Returns `{next cursor, removed}` (cursor `0`: the walk is done).
+const REMOVE_IDLE: &str = r"
+local function glob(s) return (string.gsub(s, '([%*%?%[%]\\])', '\\%1')) end
+local function greater(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local idle, budget = tonumber(ARGV[5]), tonumber(ARGV[7])
+local r = redis.call('SCAN', ARGV[3], 'MATCH', glob(ARGV[1] .. ARGV[2]) .. '*', 'COUNT', tonumber(ARGV[4]))
+local floor = redis.call('GET', KEYS[1]) or '0'
+local removed = 0
+for _, k in ipairs(r[2]) do
+  if removed >= budget then break end
+  local v = redis.call('HMGET', k, 'session', 'token', 'last_slot', 'at')
+  local free = not v[1] or v[1] == '' or redis.call('EXISTS', ARGV[6] .. v[1]) == 0
+  if v[2] and not v[3] and free and (not v[4] or now - tonumber(v[4]) >= idle) then
+    if greater(v[2], floor) then floor = v[2] end
+    redis.call('DEL', k)
+    removed = removed + 1
+  end
+end
+if removed > 0 then redis.call('SET', KEYS[1], floor) end
+return {r[1], removed}
 ";
 
 /// `KEYS[1]` lease hash, `KEYS[2]` owned hash, `KEYS[3]` digest hash; `ARGV[1]` session id,
@@ -280,6 +323,7 @@ pub(super) struct Scripts {
     pub(super) join_group: Lua,
     pub(super) leave_group: Lua,
     pub(super) members: Lua,
+    pub(super) remove_idle: Lua,
 }
 
 pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -293,6 +337,7 @@ pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     join_group: Lua::new(JOIN_GROUP),
     leave_group: Lua::new(LEAVE_GROUP),
     members: Lua::new(MEMBERS),
+    remove_idle: Lua::new(REMOVE_IDLE),
 });
 
 /// A script whose body uses the `digest` helper of [`DIGEST_FN`].

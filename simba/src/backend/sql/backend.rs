@@ -182,6 +182,15 @@ impl<B: SqlBackend> Backend for B {
         self.store().inspect()
     }
 
+    fn remove_idle_leases(
+        &self,
+        prefix: &str,
+        idle_for: Duration,
+        limit: usize,
+    ) -> impl Future<Output = BackendResult<usize>> + Send {
+        self.store().remove_idle_leases(prefix, idle_for, limit)
+    }
+
     fn subscribe_releases(&self) -> Option<broadcast::Receiver<String>> {
         Some(self.releases().subscribe())
     }

@@ -74,6 +74,16 @@ pub(crate) trait Dialect: Send + Sync + 'static {
         "DELETE FROM simba_session WHERE id = :1",
     ];
 
+    /// [`Backend::remove_idle_leases`](crate::backend::Backend::remove_idle_leases), rule B3:
+    /// the floor's row made if missing (committed on its own, before any removal, so that an
+    /// insert's read of the floor always finds a row to wait on); then, in one transaction,
+    /// the floor raised to the highest token among up to `:3` idle rows whose name starts with
+    /// `:1` (idle: released, no slot ledger, not acquired for `:2` ms), and the idle rows with
+    /// a token at most the floor deleted, at most `:3` of them. Whatever changed between the
+    /// two, a deleted row's token is at most the floor, which the transaction holds locked; an
+    /// insert of a new row reads the floor under a lock that waits for it (T3).
+    const REMOVE_IDLE: [&'static str; 3];
+
     /// The statement that starts a transaction of several statements (`None`: the driver's
     /// `BEGIN`).
     const BEGIN: Option<&'static str> = None;
@@ -243,6 +253,8 @@ pub(crate) struct Shared {
     ///
     /// [`SessionId`]: crate::backend::SessionId
     pub(crate) members: Stmt,
+    /// [`Dialect::REMOVE_IDLE`].
+    pub(crate) remove_idle: [Stmt; 3],
     /// The database's clock.
     pub(crate) now: Stmt,
     /// `:1` the database's clock: live sessions `(id, age, remaining)`, held leases
@@ -281,6 +293,7 @@ impl Shared {
                 "SELECT m.session_id FROM simba_member m JOIN simba_session s ON s.id = m.session_id \
                  WHERE m.group_name = :1 AND s.expires_at > {now} ORDER BY m.session_id",
             ),
+            remove_idle: D::REMOVE_IDLE.map(D::render),
             now: D::render("SELECT {now}"),
             inspect: [
                 D::render("SELECT id, :1 - created_at, expires_at - :1 FROM simba_session WHERE expires_at > :1"),

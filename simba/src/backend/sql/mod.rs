@@ -275,6 +275,13 @@ pub(crate) trait SqlCalls: Send + Sync + 'static {
     fn members(&self, group: &str) -> impl Future<Output = BackendResult<Vec<SessionId>>> + Send;
     /// [`Backend::inspect`](super::Backend::inspect).
     fn inspect(&self) -> impl Future<Output = BackendResult<StoreSnapshot>> + Send;
+    /// [`Backend::remove_idle_leases`](super::Backend::remove_idle_leases).
+    fn remove_idle_leases(
+        &self,
+        prefix: &str,
+        idle_for: Duration,
+        limit: usize,
+    ) -> impl Future<Output = BackendResult<usize>> + Send;
     /// The description: URL without password.
     fn described(&self) -> &str;
     /// The jobs store on this database, answering
@@ -377,6 +384,27 @@ where
         let leases = self.fetch_all(&s.inspect[1], &now, "list leases").await?;
         let members = self.fetch_all(&s.inspect[2], &now, "list group members").await?;
         Ok(SqlRows { now_ms, sessions, leases, members }.into_snapshot())
+    }
+
+    /// [`Backend::remove_idle_leases`](super::Backend::remove_idle_leases), with
+    /// [`Dialect::REMOVE_IDLE`](dialect::Dialect::REMOVE_IDLE): the floor's row ensured on its
+    /// own, then the raise and the delete in one transaction.
+    async fn remove_idle_leases(&self, prefix: &str, idle_for: Duration, limit: usize) -> BackendResult<usize> {
+        const WHAT: &str = "remove idle leases";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        if limit == 0 {
+            return Ok(0);
+        }
+        let [ensure, raise, delete] = &D::statements().remove_idle;
+        self.execute(ensure, &[], WHAT).await?;
+        let params = [Param::Text(prefix), Param::Int(ttl_ms(idle_for)), Param::Int(limit)];
+        let mut tx = dialect::begin::<D>(&self.pool).await.map_err(self.err(WHAT))?;
+        let raised = args::<D::Db>(&self.description, raise, &params)?;
+        sqlx::query_with(raise.sql(), raised).execute(&mut *tx).await.map_err(self.err(WHAT))?;
+        let deleted = args::<D::Db>(&self.description, delete, &params)?;
+        let done = sqlx::query_with(delete.sql(), deleted).execute(&mut *tx).await.map_err(self.err(WHAT))?;
+        tx.commit().await.map_err(self.err(WHAT))?;
+        Ok(usize::try_from(D::rows_affected(&done)).unwrap_or(usize::MAX))
     }
 
     fn described(&self) -> &str {

@@ -436,6 +436,13 @@ impl Backend for ZooKeeperBackend {
         self.inspect_store().await
     }
 
+    /// Nothing to remove: a lease is an ephemeral node, deleted with its term (release, close
+    /// or expiry), and its token is the node's `czxid`, the ensemble's own counter; the slot
+    /// ledger's nodes (`/simba/slots/{name}`) are kept, as on every store.
+    async fn remove_idle_leases(&self, _prefix: &str, _idle_for: Duration, _limit: usize) -> BackendResult<usize> {
+        Ok(0)
+    }
+
     fn job_store(&self) -> Option<crate::backend::job_store::SharedJobStore> {
         Some(crate::backend::job_store::SharedJobStore::new(jobs::ZkJobStore::new(self.clone())))
     }

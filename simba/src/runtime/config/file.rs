@@ -98,6 +98,8 @@ pub(super) struct SessionTable {
     margin: Option<String>,
     retry_jitter: Option<String>,
     min_backoff: Option<String>,
+    /// A duration, or `"never"`.
+    remove_idle_leases_after: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -166,6 +168,15 @@ impl Cx<'_> {
         }
         if let Some(d) = self.dur("session", "min_backoff", &s.min_backoff)? {
             b = b.min_backoff(d);
+        }
+        match s.remove_idle_leases_after.as_deref() {
+            Some("never") => b = b.remove_idle_leases_after(None),
+            v => {
+                let v = v.map(str::to_owned);
+                if let Some(d) = self.dur("session", "remove_idle_leases_after", &v)? {
+                    b = b.remove_idle_leases_after(Some(d));
+                }
+            }
         }
         b.build().map_err(|e| match e {
             // The builder names the setting: point at its line in `[session]`.

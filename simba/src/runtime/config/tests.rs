@@ -18,6 +18,20 @@ fn the_example_file_holds_the_defaults() {
     assert_eq!((c.backend_url.as_str(), d.backend_url.as_str()), ("sqlite://simba.db", ""));
 }
 
+/// B3: `remove_idle_leases_after` is a day by default, `"never"` turns the removal off, and
+/// anything else that is not a duration is refused naming the key.
+#[test]
+fn b3_remove_idle_leases_after_is_a_duration_or_never() {
+    let with =
+        |v: &str| parse(&format!("[backend]\nurl = \"sqlite://x.db\"\n[session]\nremove_idle_leases_after = {v}\n"));
+    let d = parse("[backend]\nurl = \"sqlite://x.db\"\n").expect("valid");
+    assert_eq!(d.session.remove_idle_leases_after(), Some(crate::DEFAULT_REMOVE_IDLE_LEASES_AFTER));
+    assert_eq!(with("\"never\"").expect("valid").session.remove_idle_leases_after(), None);
+    assert_eq!(with("\"90s\"").expect("valid").session.remove_idle_leases_after(), Some(Duration::from_secs(90)));
+    let e = with("\"soon\"").expect_err("not a duration").to_string();
+    assert!(e.contains("remove_idle_leases_after") && e.contains("invalid duration"), "{e}");
+}
+
 /// J4: no file and no `SIMBA_BACKEND__URL` name no backend, and that is refused: the error
 /// says what to create, the variables, and the line for a trial on SQLite. A file without
 /// `[backend] url` is refused the same way, naming the file and the key.
@@ -84,6 +98,7 @@ drift = 0.02
 margin = "100ms"
 retry_jitter = "1s"
 min_backoff = "200ms"
+remove_idle_leases_after = "2h"
 
 [jobs.report]
 cron = "0 */10 * * * *"
@@ -103,6 +118,7 @@ fixed_rate = "250ms"
     assert_eq!(c.session.lease_duration(), Duration::from_secs(9));
     assert_eq!(c.session.drift(), 0.02);
     assert_eq!(c.session.min_backoff(), Duration::from_millis(200));
+    assert_eq!(c.session.remove_idle_leases_after(), Some(Duration::from_secs(2 * 3600)));
     let r = &c.jobs["report"];
     assert_eq!(r.schedule, Some(Schedule::cron_in("0 */10 * * * *", "Europe/Berlin")));
     assert_eq!(r.misfire, Some(Misfire::RunOnce));

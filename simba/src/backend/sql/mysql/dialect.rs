@@ -27,6 +27,20 @@ impl Dialect for MySqlDialect {
     const PLACEHOLDERS: Placeholders = Placeholders::Positional;
     /// sqlx sets `CLIENT_FOUND_ROWS`, so a row that already existed counts as affected.
     const KEEP_MEMBER: &'static str = "ON DUPLICATE KEY UPDATE joined_at = joined_at";
+    /// The raise locks the floor's row (an upsert); the trigger of a new row reads it `LOCK IN
+    /// SHARE MODE`, which waits for that lock. The delete re-checks every condition on the
+    /// rows it locks.
+    const REMOVE_IDLE: [&'static str; 3] = [
+        "INSERT IGNORE INTO simba_lease_floor (id, token) VALUES (1, 0)",
+        "INSERT INTO simba_lease_floor (id, token) SELECT 1, COALESCE(MAX(c.token), 0) FROM \
+         (SELECT token FROM simba_lease WHERE session_id IS NULL AND last_slot IS NULL \
+         AND COALESCE(acquired_at, 0) <= {now} - :2 AND SUBSTRING(name, 1, CHAR_LENGTH(:1)) = :1 \
+         ORDER BY name LIMIT :3) c \
+         ON DUPLICATE KEY UPDATE token = GREATEST(simba_lease_floor.token, VALUES(token))",
+        "DELETE FROM simba_lease WHERE session_id IS NULL AND last_slot IS NULL \
+         AND COALESCE(acquired_at, 0) <= {now} - :2 AND SUBSTRING(name, 1, CHAR_LENGTH(:1)) = :1 \
+         AND token <= (SELECT f.token FROM simba_lease_floor f WHERE f.id = 1) ORDER BY name LIMIT :3",
+    ];
 
     fn rows_affected(done: &sqlx::mysql::MySqlQueryResult) -> u64 {
         done.rows_affected()
@@ -80,6 +94,16 @@ const ACQUIRE_PROCEDURE: &str = include_str!("acquire_v1.sql").trim_ascii_end();
 
 /// Whether the acquisition procedure exists in the current database.
 pub(super) const PROCEDURE_PRESENT: &str = include_str!("procedure_present.sql").trim_ascii_end();
+
+/// The trigger that starts a new lease row at the token floor (B3, T3): a row's token is the
+/// last one handed out for its name, so a new row holds at least the floor and its first win
+/// is above it. Created after the tables, like the procedure (and, like it, not preparable);
+/// it reads the floor `LOCK IN SHARE MODE`, so an insert waits for a removal that holds the
+/// floor and reads what it wrote. Nodes of a version without the floor insert through it too.
+pub(super) const FLOOR_TRIGGER: &str = include_str!("lease_floor_v1.sql").trim_ascii_end();
+
+/// Whether [`FLOOR_TRIGGER`] exists.
+pub(super) const TRIGGER_PRESENT: &str = include_str!("trigger_present.sql").trim_ascii_end();
 
 /// The statements only MySQL runs, rendered once.
 pub(super) struct Own {

@@ -1,10 +1,11 @@
 //! The MySQL and MariaDB backend (feature `mysql`): sessions, leases and group memberships in
-//! three InnoDB tables of one database, shared by every node.
+//! InnoDB tables of one database, shared by every node.
 //!
-//! Data model (rule B3, ADR 0002): the same three tables as the SQLite and PostgreSQL
-//! backends, `simba_session`, `simba_lease` and `simba_member`, created on connect. Lease rows
-//! are never deleted, so a lease's token never resets (T3); releasing a lease only clears its
-//! `session_id`. Times are `BIGINT` milliseconds since the Unix epoch. Names and ids are
+//! Data model (rule B3, ADR 0002): the same tables as the SQLite and PostgreSQL backends,
+//! `simba_session`, `simba_lease`, `simba_lease_floor` and `simba_member`, created on connect
+//! with the floor's trigger. Releasing a lease only clears its `session_id`; an idle row is
+//! removed only after the token floor was raised to its token, and a new row starts at the
+//! floor, so a lease's token never resets (T3). Times are `BIGINT` milliseconds since the Unix epoch. Names and ids are
 //! `utf8mb4_bin`: compared byte by byte, so `Job` and `job` are two leases whatever the
 //! server's default collation.
 //!
@@ -57,7 +58,7 @@ use super::{SqlCalls, SqlStore, is_generated_id};
 use crate::backend::job_store::SharedJobStore;
 use crate::backend::{Acquire, BackendError, BackendResult, HeldDigest, KeepAlive, SessionId};
 pub(crate) use dialect::MySqlDialect;
-use dialect::{OWN, PROCEDURE_PRESENT, SCHEMA, SCHEMA_PRESENT, keep_alive_sql};
+use dialect::{FLOOR_TRIGGER, OWN, PROCEDURE_PRESENT, SCHEMA, SCHEMA_PRESENT, TRIGGER_PRESENT, keep_alive_sql};
 
 mod dialect;
 
@@ -76,6 +77,9 @@ fn error_number(e: &sqlx::Error) -> Option<u16> {
 
 /// ER_SP_ALREADY_EXISTS: another process created the procedure first.
 const PROCEDURE_EXISTS: u16 = 1304;
+
+/// ER_TRG_ALREADY_EXISTS: another process created the floor trigger first.
+const TRIGGER_EXISTS: u16 = 1359;
 
 /// The MySQL / MariaDB backend. Cheap to clone: clones share one connection pool.
 ///
@@ -237,13 +241,14 @@ impl MySqlBackend {
         Ok(backend)
     }
 
-    /// The schema as a script for the `mysql` (or `mariadb`) command-line client: three tables
-    /// and the acquisition procedure (between `DELIMITER` lines, which only that client
+    /// The schema as a script for the `mysql` (or `mariadb`) command-line client: four tables,
+    /// the token floor's trigger and the acquisition procedure (between `DELIMITER` lines, which only that client
     /// understands), for administrators who create it by hand; then grant `SELECT, INSERT,
     /// UPDATE, DELETE, EXECUTE` on the database to the user simba connects as.
     pub fn schema() -> String {
         let mut script = schema_script(&SCHEMA);
-        script.push_str("DELIMITER //\n");
+        script.push_str(FLOOR_TRIGGER);
+        script.push_str(";\nDELIMITER //\n");
         script.push_str(OWN.procedure.sql());
         script.push_str(" //\nDELIMITER ;\n");
         script
@@ -287,6 +292,18 @@ impl MySqlBackend {
                 if let Err(e) = sqlx::query(statement).execute(self.pool()).await {
                     return Err(self.schema_error(e));
                 }
+            }
+        }
+        let trigger: i64 = sqlx::query_scalar(TRIGGER_PRESENT)
+            .fetch_one(self.pool())
+            .await
+            .map_err(self.sql.err("check for the schema"))?;
+        if trigger == 0 {
+            // Not a prepared statement: MySQL cannot prepare `CREATE TRIGGER`.
+            match sqlx::raw_sql(FLOOR_TRIGGER).execute(self.pool()).await {
+                Ok(_) => {}
+                Err(e) if error_number(&e) == Some(TRIGGER_EXISTS) => {}
+                Err(e) => return Err(self.schema_error(e)),
             }
         }
         let procedure: i64 = sqlx::query_scalar(PROCEDURE_PRESENT)

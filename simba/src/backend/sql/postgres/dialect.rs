@@ -34,6 +34,21 @@ impl Dialect for PgDialect {
     /// (the `One-Time Filter` runs the CTEs before the delete scans), the order acquisition
     /// uses.
     const CLOSE: &'static [&'static str] = &[include_str!("close.sql").trim_ascii_end()];
+    /// The floor's row is locked by the raise (an upsert that always updates it); the trigger
+    /// of a new row reads the floor `FOR SHARE`, which waits for that lock.
+    const REMOVE_IDLE: [&'static str; 3] = [
+        "INSERT INTO simba_lease_floor (id, token) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO simba_lease_floor (id, token) SELECT 1, COALESCE(MAX(c.token), 0) FROM \
+         (SELECT token FROM simba_lease WHERE session_id IS NULL AND last_slot IS NULL \
+         AND COALESCE(acquired_at, 0) <= {now} - :2 AND substr(name, 1, char_length(:1)) = :1 \
+         ORDER BY name LIMIT :3) c \
+         ON CONFLICT (id) DO UPDATE SET token = GREATEST(simba_lease_floor.token, excluded.token)",
+        "DELETE FROM simba_lease WHERE name IN (SELECT name FROM simba_lease WHERE session_id IS NULL \
+         AND last_slot IS NULL AND COALESCE(acquired_at, 0) <= {now} - :2 \
+         AND substr(name, 1, char_length(:1)) = :1 \
+         AND token <= (SELECT token FROM simba_lease_floor WHERE id = 1) ORDER BY name LIMIT :3) \
+         AND session_id IS NULL AND last_slot IS NULL AND token <= (SELECT token FROM simba_lease_floor WHERE id = 1)",
+    ];
 
     fn rows_affected(done: &sqlx::postgres::PgQueryResult) -> u64 {
         done.rows_affected()
@@ -52,12 +67,25 @@ impl Dialect for PgDialect {
 /// does, whatever the database's default collation.
 pub(super) static TABLES: LazyLock<Vec<&'static str>> = LazyLock::new(|| script(include_str!("schema.sql")));
 
-/// The whole schema: [`TABLES`], then the acquisition function.
+/// The whole schema: [`TABLES`], the acquisition function, then the token floor's function and
+/// trigger.
 pub(super) fn schema() -> Vec<&'static str> {
     let mut all = TABLES.clone();
     all.push(OWN.acquire_function.sql());
+    all.push(FLOOR_FUNCTION);
+    all.extend(FLOOR_TRIGGER.iter());
     all
 }
+
+/// `simba_lease_floor_v1()`, the trigger function that starts a new lease row above the token
+/// floor (B3, T3): a row's first token is its first win. It reads the floor `FOR SHARE`, which
+/// conflicts with the lock a removal of idle leases holds on the floor's row until it commits,
+/// and (in READ COMMITTED) then reads the floor that removal wrote. A row inserted by a node of
+/// a version without the floor goes through it too.
+const FLOOR_FUNCTION: &str = include_str!("lease_floor_v1.sql").trim_ascii_end();
+
+/// The trigger of [`FLOOR_FUNCTION`] on `simba_lease` (dropped and created again).
+static FLOOR_TRIGGER: LazyLock<Vec<&'static str>> = LazyLock::new(|| script(include_str!("lease_floor_trigger.sql")));
 
 /// Whether every table and index exists (on the search path). When they do, no DDL runs, so
 /// a user with only `SELECT, INSERT, UPDATE, DELETE` on the tables can connect.

@@ -1,11 +1,11 @@
 //! The PostgreSQL backend (feature `postgres`): sessions, leases and group memberships in
-//! three tables of one database, shared by every node; releases broadcast with
-//! `LISTEN`/`NOTIFY`.
+//! tables of one database, shared by every node; releases broadcast with `LISTEN`/`NOTIFY`.
 //!
-//! Data model (rule B3, ADR 0002): the same three tables as the SQLite backend,
-//! `simba_session`, `simba_lease` and `simba_member`, created on connect. Lease rows are never
-//! deleted, so a lease's token never resets (T3); releasing a lease only clears its
-//! `session_id`. Times are `BIGINT` milliseconds since the Unix epoch. The calls all SQL
+//! Data model (rule B3, ADR 0002): the same tables as the SQLite backend, `simba_session`,
+//! `simba_lease`, `simba_lease_floor` and `simba_member`, created on connect with the floor's
+//! trigger. Releasing a lease only clears its `session_id`; an idle row is removed only after the
+//! token floor was raised to its token, and a new row starts above the floor, so a lease's token
+//! never resets (T3). Times are `BIGINT` milliseconds since the Unix epoch. The calls all SQL
 //! backends run alike are in the shared SQL module (ADR 0002); this module keeps connecting,
 //! the schema, opening a session (with the collection of dead sessions), renewal, acquisition
 //! and the release listener, and its own spelling of release and close (one statement each,
@@ -272,9 +272,10 @@ impl PostgresBackend {
         })
     }
 
-    /// The schema as an SQL script (three tables and the acquisition function), for
-    /// administrators who create it by hand (then grant `SELECT, INSERT, UPDATE, DELETE` on the
-    /// tables and `EXECUTE` on `simba_acquire_v1(text, text)` to the user simba connects as).
+    /// The schema as an SQL script (four tables, the acquisition function, the token floor's
+    /// function and trigger), for administrators who create it by hand (then grant `SELECT,
+    /// INSERT, UPDATE, DELETE` on the tables and `EXECUTE` on `simba_acquire_v1(text, text)` to
+    /// the user simba connects as).
     pub fn schema() -> String {
         schema_script(&schema())
     }
@@ -406,7 +407,7 @@ async fn create_schema(pool: &PgPool, description: &str) -> BackendResult<()> {
                     &e.to_string(),
                     &schema_script(&schema()),
                     &format!(
-                        "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_session, simba_lease, simba_member TO \"{user}\";\n\
+                        "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_session, simba_lease, simba_lease_floor, simba_member TO \"{user}\";\n\
                          GRANT EXECUTE ON FUNCTION simba_acquire_v1(text, text) TO \"{user}\";"
                     ),
                 ));

@@ -5,8 +5,10 @@ CREATE TABLE IF NOT EXISTS simba_session (
     created_at BIGINT NOT NULL
 );
 
--- `token` is the fencing token of the current or last term. The row is never deleted so
--- that the token never resets (T3); `session_id IS NULL` means released.
+-- `token` is the fencing token of the current or last term; `session_id IS NULL` means
+-- released. An idle row may be removed (B3): `simba_lease_floor` then keeps a token at least as
+-- high as the row's, and a new row starts above it (the trigger of `lease_floor_v1.sql`), so a
+-- token never resets (T3).
 CREATE TABLE IF NOT EXISTS simba_lease (
     name        TEXT COLLATE "C" PRIMARY KEY,
     session_id  TEXT COLLATE "C" NULL,
@@ -16,6 +18,13 @@ CREATE TABLE IF NOT EXISTS simba_lease (
 );
 
 CREATE INDEX IF NOT EXISTS simba_lease_session ON simba_lease (session_id);
+
+-- One row (`id = 1`, written by the first removal of idle leases): the highest token of a
+-- removed lease row.
+CREATE TABLE IF NOT EXISTS simba_lease_floor (
+    id    SMALLINT PRIMARY KEY CHECK (id = 1),
+    token BIGINT NOT NULL
+);
 
 CREATE TABLE IF NOT EXISTS simba_member (
     group_name TEXT COLLATE "C" NOT NULL,

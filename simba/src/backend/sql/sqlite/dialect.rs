@@ -29,6 +29,20 @@ impl Dialect for SqliteDialect {
     const OPEN_IN_TRANSACTION: bool = true;
     /// An in-memory database lives in its one connection: never close it.
     const DISCARD_IDLE: bool = false;
+    /// One writer at a time (`BEGIN IMMEDIATE`): nothing changes between the raise and the
+    /// delete, and a new row reads the floor in its own statement (`take.sql`).
+    const REMOVE_IDLE: [&'static str; 3] = [
+        "INSERT INTO simba_lease_floor (id, token) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO simba_lease_floor (id, token) SELECT 1, COALESCE(MAX(token), 0) FROM \
+         (SELECT token FROM simba_lease WHERE session_id IS NULL AND last_slot IS NULL \
+         AND COALESCE(acquired_at, 0) <= {now} - :2 AND substr(name, 1, length(:1)) = :1 \
+         ORDER BY name LIMIT :3) WHERE true \
+         ON CONFLICT (id) DO UPDATE SET token = MAX(token, excluded.token)",
+        "DELETE FROM simba_lease WHERE name IN (SELECT name FROM simba_lease WHERE session_id IS NULL \
+         AND last_slot IS NULL AND COALESCE(acquired_at, 0) <= {now} - :2 \
+         AND substr(name, 1, length(:1)) = :1 \
+         AND token <= (SELECT token FROM simba_lease_floor WHERE id = 1) ORDER BY name LIMIT :3)",
+    ];
 
     fn rows_affected(done: &sqlx::sqlite::SqliteQueryResult) -> u64 {
         done.rows_affected()

@@ -1,9 +1,10 @@
 //! The embedded SQLite backend (feature `sqlite`): sessions, leases and group memberships in
 //! one database file that several processes on the same host share.
 //!
-//! Data model (rule B3, ADR 0002): three tables created on connect, `simba_session`,
-//! `simba_lease` and `simba_member`. Lease rows are never deleted, so a lease's token never
-//! resets (T3); releasing a lease only clears its `session_id`. The calls all SQL backends run
+//! Data model (rule B3, ADR 0002): four tables created on connect, `simba_session`,
+//! `simba_lease`, `simba_lease_floor` and `simba_member`. Releasing a lease only clears its
+//! `session_id`; an idle row is removed only after the token floor was raised to its token, and
+//! a new row starts above the floor, so a lease's token never resets (T3). The calls all SQL backends run
 //! alike are in the shared SQL module (ADR 0002); this module keeps connecting, the schema,
 //! renewal and acquisition, as the hooks of the SQL backends' one `Backend` implementation.
 //! All of SQLite's SQL is in this folder's `.sql` files, included by `dialect.rs`;

@@ -5,8 +5,9 @@ CREATE TABLE IF NOT EXISTS simba_session (
     created_at INTEGER NOT NULL
 );
 
--- `token` is the fencing token of the current or last term. The row is never deleted so
--- that the token never resets (T3); `session_id IS NULL` means released.
+-- `token` is the fencing token of the current or last term; `session_id IS NULL` means
+-- released. An idle row may be removed (B3) after `simba_lease_floor` is raised to its token,
+-- and a new row starts above the floor (`take.sql`), so a token never resets (T3).
 CREATE TABLE IF NOT EXISTS simba_lease (
     name        TEXT    PRIMARY KEY,
     session_id  TEXT    NULL,
@@ -17,6 +18,13 @@ CREATE TABLE IF NOT EXISTS simba_lease (
 
 -- Keep-alive digests and `owned` look leases up by holder.
 CREATE INDEX IF NOT EXISTS simba_lease_session ON simba_lease (session_id);
+
+-- One row (`id = 1`, written by the first removal of idle leases): the highest token of a
+-- removed lease row.
+CREATE TABLE IF NOT EXISTS simba_lease_floor (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    token INTEGER NOT NULL
+);
 
 CREATE TABLE IF NOT EXISTS simba_member (
     group_name TEXT    NOT NULL,

@@ -1,4 +1,5 @@
-INSERT INTO simba_lease (name, session_id, token, acquired_at, last_slot) SELECT :1, :2, 1, {now}, NULL
+INSERT INTO simba_lease (name, session_id, token, acquired_at, last_slot) SELECT :1, :2,
+COALESCE((SELECT token FROM simba_lease_floor WHERE id = 1), 0) + 1, {now}, NULL
 WHERE EXISTS (SELECT 1 FROM simba_session WHERE id = :2 AND expires_at > {now})
 ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id,
 token = simba_lease.token + 1, acquired_at = excluded.acquired_at
