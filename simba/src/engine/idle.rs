@@ -25,7 +25,9 @@ pub(crate) fn next_wait(renew_interval: Duration, removed: usize) -> Duration {
 
 /// Removes idle lease records until the client shuts down; returns at once when removal is
 /// off. The first removal comes one period after the start, not at it: a fleet that starts
-/// together does not sweep together, and a short-lived client never sweeps.
+/// together does not sweep together, and a short-lived client never sweeps. A call is bounded
+/// by `lease_duration` and given up at the client's shutdown, so a store that does not answer
+/// never keeps this task (or the client's state it holds) alive.
 pub(crate) async fn run(shared: Arc<Shared>) {
     let Some(idle) = shared.config.remove_idle_leases_after() else { return };
     let renew = shared.config.renew_interval();
@@ -35,15 +37,27 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             () = sleep(wait) => {}
             () = shared.shutdown.cancelled() => return,
         }
-        let removed = match shared.backend.remove_idle_leases("", idle, BATCH).await {
-            Ok(n) => {
+        let call =
+            tokio::time::timeout(shared.config.lease_duration(), shared.backend.remove_idle_leases("", idle, BATCH));
+        let answer = tokio::select! {
+            answer = call => answer,
+            () = shared.shutdown.cancelled() => return,
+        };
+        let removed = match answer {
+            Ok(Ok(n)) => {
                 if n > 0 {
                     tracing::debug!(removed = n, "removed idle lease records");
                 }
                 n
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 tracing::debug!(error = %super::session::error_chain(&e), "removing idle lease records failed; trying again later");
+                0
+            }
+            Err(_) => {
+                tracing::debug!(
+                    "removing idle lease records got no answer within the lease duration; trying again later"
+                );
                 0
             }
         };
@@ -86,6 +100,26 @@ mod tests {
         let again = simba.lock("b3.x").acquire().await.expect("acquire");
         assert!(again.term().token() > first, "T3 across the removal");
         again.release().await.expect("release");
+        simba.close().await;
+    }
+
+    /// B3: a removal the store never answers is given up after `lease_duration`, and the next
+    /// one comes a period later: with the call hanging, the second call is made at 60 s + 3 s +
+    /// 60 s, not never.
+    #[cfg(feature = "tck")]
+    #[tokio::test(start_paused = true)]
+    async fn b3_a_removal_that_hangs_is_given_up() {
+        use crate::tck::{Fault, FaultyBackend, Op};
+        let (store, faults) = FaultyBackend::new(MemoryBackend::new());
+        faults.set(Op::RemoveIdle, Fault::Hang);
+        let config = SimbaConfig::builder().lease_duration(Duration::from_secs(3)).build().expect("config");
+        let simba = Simba::new(store, config).expect("client");
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        assert_eq!(faults.calls(Op::RemoveIdle), 1, "the first removal at 60 s");
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        assert_eq!(faults.calls(Op::RemoveIdle), 1, "the hanging call is given up at 63 s");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(faults.calls(Op::RemoveIdle), 2, "the next removal at 123 s");
         simba.close().await;
     }
 
